@@ -1,0 +1,506 @@
+//! Atoms (int, float, string, bool) and their operations with Python semantics.
+//!
+//! The reference interpreter is Python, so `/` is true division, `%` takes the sign of the
+//! divisor, `round` rounds half to even, `==` between numbers of different types compares
+//! values (`1 == 1.0 == True`), `and`/`or` return an operand, and ordering a string against a
+//! number is a type error. Integers are 64-bit: overflow is an error, never a wrap.
+
+use crate::ast::{BinOp, Cmp};
+use std::cmp::Ordering;
+use std::fmt;
+
+#[derive(Clone, Debug)]
+pub enum Atom {
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Bool(bool),
+}
+
+/// An error from an atom operation: the message only; callers add the place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpError(pub String);
+
+pub type OpResult = Result<Atom, OpError>;
+
+fn err<T>(msg: impl Into<String>) -> Result<T, OpError> {
+    Err(OpError(msg.into()))
+}
+
+/// The longest string `*` may build, to keep hostile programs from exhausting memory.
+pub const MAX_STRING: usize = 1 << 20;
+
+impl Atom {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Atom::Int(_) => "int",
+            Atom::Float(_) => "float",
+            Atom::Str(_) => "string",
+            Atom::Bool(_) => "bool",
+        }
+    }
+
+    pub fn is_str(&self) -> bool {
+        matches!(self, Atom::Str(_))
+    }
+
+    /// Python truthiness.
+    pub fn truthy(&self) -> bool {
+        match self {
+            Atom::Int(i) => *i != 0,
+            Atom::Float(f) => *f != 0.0,
+            Atom::Str(s) => !s.is_empty(),
+            Atom::Bool(b) => *b,
+        }
+    }
+
+    /// Numeric view: bools are 0/1 as in Python. `None` for strings.
+    fn num(&self) -> Option<Num> {
+        match self {
+            Atom::Int(i) => Some(Num::I(*i)),
+            Atom::Bool(b) => Some(Num::I(*b as i64)),
+            Atom::Float(f) => Some(Num::F(*f)),
+            Atom::Str(_) => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        self.num().map(|n| n.f())
+    }
+
+    /// Python `==`.
+    pub fn py_eq(&self, other: &Atom) -> bool {
+        match (self, other) {
+            (Atom::Str(a), Atom::Str(b)) => a == b,
+            (Atom::Str(_), _) | (_, Atom::Str(_)) => false,
+            _ => match (self.num(), other.num()) {
+                (Some(Num::I(a)), Some(Num::I(b))) => a == b,
+                (Some(a), Some(b)) => a.f() == b.f() && int_float_exact(a, b),
+                _ => false,
+            },
+        }
+    }
+
+    /// Python ordering; `Err` for string vs number.
+    pub fn py_cmp(&self, other: &Atom) -> Result<Option<Ordering>, OpError> {
+        match (self, other) {
+            (Atom::Str(a), Atom::Str(b)) => Ok(Some(a.cmp(b))),
+            (Atom::Str(_), _) | (_, Atom::Str(_)) => err(format!(
+                "cannot order {} and {} ({} vs {})",
+                self.type_name(),
+                other.type_name(),
+                self.repr(),
+                other.repr()
+            )),
+            _ => {
+                let (a, b) = (self.num().expect("number"), other.num().expect("number"));
+                Ok(match (a, b) {
+                    (Num::I(x), Num::I(y)) => Some(x.cmp(&y)),
+                    _ => a.f().partial_cmp(&b.f()),
+                })
+            }
+        }
+    }
+
+    /// Applies a `select` comparison `key op query`.
+    pub fn compare(key: &Atom, cmp: Cmp, query: &Atom) -> Result<bool, OpError> {
+        Ok(match cmp {
+            Cmp::Eq => key.py_eq(query),
+            Cmp::Ne => !key.py_eq(query),
+            Cmp::Lt => key.py_cmp(query)? == Some(Ordering::Less),
+            Cmp::Le => matches!(key.py_cmp(query)?, Some(Ordering::Less | Ordering::Equal)),
+            Cmp::Gt => key.py_cmp(query)? == Some(Ordering::Greater),
+            Cmp::Ge => matches!(key.py_cmp(query)?, Some(Ordering::Greater | Ordering::Equal)),
+        })
+    }
+
+    /// Python `repr`, as the reference prints values.
+    pub fn repr(&self) -> String {
+        match self {
+            Atom::Int(i) => i.to_string(),
+            Atom::Float(f) => float_repr(*f),
+            Atom::Str(s) => format!("'{s}'"),
+            Atom::Bool(b) => if *b { "True" } else { "False" }.to_string(),
+        }
+    }
+
+    /// Python `str()`.
+    pub fn to_py_str(&self) -> String {
+        match self {
+            Atom::Str(s) => s.clone(),
+            other => other.repr(),
+        }
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Atom::Int(i) => serde_json::Value::from(*i),
+            Atom::Float(f) => serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Atom::Str(s) => serde_json::Value::String(s.clone()),
+            Atom::Bool(b) => serde_json::Value::Bool(*b),
+        }
+    }
+
+    /// A key under which Python would consider two atoms the same dict key.
+    pub fn key(&self) -> AtomKey {
+        match self {
+            Atom::Str(s) => AtomKey::Str(s.clone()),
+            Atom::Bool(b) => AtomKey::Int(*b as i64),
+            Atom::Int(i) => AtomKey::Int(*i),
+            Atom::Float(f) => {
+                if f.fract() == 0.0 && f.abs() < 9.0e18 {
+                    AtomKey::Int(*f as i64)
+                } else if f.is_nan() {
+                    AtomKey::Float(f64::NAN.to_bits())
+                } else {
+                    AtomKey::Float(f.to_bits())
+                }
+            }
+        }
+    }
+}
+
+/// Structural identity used for hashing graph nodes: distinguishes `1` from `1.0`.
+impl PartialEq for Atom {
+    fn eq(&self, other: &Atom) -> bool {
+        match (self, other) {
+            (Atom::Int(a), Atom::Int(b)) => a == b,
+            (Atom::Float(a), Atom::Float(b)) => a.to_bits() == b.to_bits(),
+            (Atom::Str(a), Atom::Str(b)) => a == b,
+            (Atom::Bool(a), Atom::Bool(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+impl Eq for Atom {}
+impl std::hash::Hash for Atom {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(self).hash(h);
+        match self {
+            Atom::Int(i) => i.hash(h),
+            Atom::Float(f) => f.to_bits().hash(h),
+            Atom::Str(s) => s.hash(h),
+            Atom::Bool(b) => b.hash(h),
+        }
+    }
+}
+
+impl fmt::Display for Atom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.repr())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AtomKey {
+    Int(i64),
+    Float(u64),
+    Str(String),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Num {
+    I(i64),
+    F(f64),
+}
+
+impl Num {
+    fn f(self) -> f64 {
+        match self {
+            Num::I(i) => i as f64,
+            Num::F(f) => f,
+        }
+    }
+}
+
+/// Guards `==` between an int and a float against precision loss of `i as f64`.
+fn int_float_exact(a: Num, b: Num) -> bool {
+    match (a, b) {
+        (Num::I(i), Num::F(f)) | (Num::F(f), Num::I(i)) => f.fract() == 0.0 && f.abs() < 9.2e18 && f as i64 == i,
+        _ => true,
+    }
+}
+
+/// Python's `repr(float)`: shortest round-trip digits; exponent form outside [1e-4, 1e16).
+pub fn float_repr(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+    }
+    let sci = format!("{:e}", x.abs()); // e.g. "1.2345e3"
+    let (mant, exp) = sci.split_once('e').expect("LowerExp has an exponent");
+    let exp: i32 = exp.parse().expect("exponent is an integer");
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let sign = if x < 0.0 { "-" } else { "" };
+    if (-4..16).contains(&exp) {
+        let n = digits.len() as i32;
+        let body = if exp >= 0 {
+            let int_len = exp + 1;
+            if n <= int_len {
+                format!("{}{}.0", digits, "0".repeat((int_len - n) as usize))
+            } else {
+                format!("{}.{}", &digits[..int_len as usize], &digits[int_len as usize..])
+            }
+        } else {
+            format!("0.{}{}", "0".repeat((-exp - 1) as usize), digits)
+        };
+        format!("{sign}{body}")
+    } else {
+        let m = if digits.len() == 1 { digits.clone() } else { format!("{}.{}", &digits[..1], &digits[1..]) };
+        let es = if exp < 0 { "-" } else { "+" };
+        format!("{sign}{m}e{es}{:02}", exp.abs())
+    }
+}
+
+/// Python `round(x)` (one argument): half to even, result an int.
+pub fn py_round(a: &Atom) -> OpResult {
+    match a {
+        Atom::Int(i) => Ok(Atom::Int(*i)),
+        Atom::Bool(b) => Ok(Atom::Int(*b as i64)),
+        Atom::Float(f) => {
+            if !f.is_finite() {
+                return err(format!("cannot round {}", float_repr(*f)));
+            }
+            let r = f.round_ties_even();
+            if r.abs() >= 9.2e18 {
+                return err(format!("round({}) does not fit in a 64-bit integer", float_repr(*f)));
+            }
+            Ok(Atom::Int(r as i64))
+        }
+        Atom::Str(_) => err(format!("cannot round a string ({})", a.repr())),
+    }
+}
+
+fn overflow(op: &str, a: &Atom, b: &Atom) -> OpError {
+    OpError(format!("integer overflow in {} {op} {}", a.repr(), b.repr()))
+}
+
+fn type_err(op: &str, a: &Atom, b: &Atom) -> OpError {
+    OpError(format!("unsupported operand types for {op}: {} and {} ({} {op} {})", a.type_name(), b.type_name(), a.repr(), b.repr()))
+}
+
+/// Python binary operators on atoms.
+pub fn binary(op: BinOp, a: &Atom, b: &Atom) -> OpResult {
+    use Atom::*;
+    let sym = op.symbol();
+    match op {
+        BinOp::And => return Ok(if a.truthy() { b.clone() } else { a.clone() }),
+        BinOp::Or => return Ok(if a.truthy() { a.clone() } else { b.clone() }),
+        BinOp::Eq => return Ok(Bool(a.py_eq(b))),
+        BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+            let cmp = match op {
+                BinOp::Lt => Cmp::Lt,
+                BinOp::Le => Cmp::Le,
+                BinOp::Gt => Cmp::Gt,
+                _ => Cmp::Ge,
+            };
+            return Atom::compare(a, cmp, b).map(Bool);
+        }
+        _ => {}
+    }
+    // string cases
+    match (op, a, b) {
+        (BinOp::Add, Str(x), Str(y)) => {
+            if x.len() + y.len() > MAX_STRING {
+                return err("string too long");
+            }
+            return Ok(Str(format!("{x}{y}")));
+        }
+        (BinOp::Mul, Str(s), n) | (BinOp::Mul, n, Str(s)) if !n.is_str() && !matches!(n, Float(_)) => {
+            let k = match n.num() {
+                Some(Num::I(k)) => k.max(0) as usize,
+                _ => 0,
+            };
+            if s.len().saturating_mul(k) > MAX_STRING {
+                return err("string too long");
+            }
+            return Ok(Str(s.repeat(k)));
+        }
+        _ => {}
+    }
+    let (Some(x), Some(y)) = (a.num(), b.num()) else {
+        return Err(type_err(sym, a, b));
+    };
+    match op {
+        BinOp::Add | BinOp::Sub | BinOp::Mul => match (x, y) {
+            (Num::I(i), Num::I(j)) => {
+                let r = match op {
+                    BinOp::Add => i.checked_add(j),
+                    BinOp::Sub => i.checked_sub(j),
+                    _ => i.checked_mul(j),
+                };
+                r.map(Int).ok_or_else(|| overflow(sym, a, b))
+            }
+            _ => {
+                let (i, j) = (x.f(), y.f());
+                Ok(Float(match op {
+                    BinOp::Add => i + j,
+                    BinOp::Sub => i - j,
+                    _ => i * j,
+                }))
+            }
+        },
+        BinOp::Div => {
+            if y.f() == 0.0 {
+                return err(format!("division by zero ({} / {})", a.repr(), b.repr()));
+            }
+            match (x, y) {
+                // exact for ints that fit in f64's mantissa; Python also rounds here
+                (Num::I(i), Num::I(j)) => Ok(Float(i as f64 / j as f64)),
+                _ => Ok(Float(x.f() / y.f())),
+            }
+        }
+        BinOp::Mod => {
+            if y.f() == 0.0 {
+                return err(format!("modulo by zero ({} % {})", a.repr(), b.repr()));
+            }
+            match (x, y) {
+                (Num::I(i), Num::I(j)) => {
+                    let r = i.checked_rem(j).ok_or_else(|| overflow(sym, a, b))?;
+                    Ok(Int(if r != 0 && ((r < 0) != (j < 0)) { r + j } else { r }))
+                }
+                _ => {
+                    let (i, j) = (x.f(), y.f());
+                    let mut r = i % j;
+                    if r != 0.0 && ((r < 0.0) != (j < 0.0)) {
+                        r += j;
+                    } else if r == 0.0 {
+                        r = 0.0f64.copysign(j);
+                    }
+                    Ok(Float(r))
+                }
+            }
+        }
+        BinOp::Pow => match (x, y) {
+            (Num::I(i), Num::I(j)) if j >= 0 => {
+                let e = u32::try_from(j).map_err(|_| overflow(sym, a, b))?;
+                i.checked_pow(e).map(Int).ok_or_else(|| overflow(sym, a, b))
+            }
+            _ => {
+                let (i, j) = (x.f(), y.f());
+                if i == 0.0 && j < 0.0 {
+                    return err(format!("zero cannot be raised to a negative power ({} ^ {})", a.repr(), b.repr()));
+                }
+                if i < 0.0 && j.fract() != 0.0 {
+                    return err(format!("negative number raised to a fractional power ({} ^ {})", a.repr(), b.repr()));
+                }
+                Ok(Float(i.powf(j)))
+            }
+        },
+        _ => unreachable!("handled above"),
+    }
+}
+
+/// Python unary `-`.
+pub fn neg(a: &Atom) -> OpResult {
+    match a.num() {
+        Some(Num::I(i)) => i.checked_neg().map(Atom::Int).ok_or_else(|| OpError(format!("integer overflow in -{}", a.repr()))),
+        Some(Num::F(f)) => Ok(Atom::Float(-f)),
+        None => err(format!("bad operand type for unary -: string ({})", a.repr())),
+    }
+}
+
+/// Python unary `+`.
+pub fn pos(a: &Atom) -> OpResult {
+    match a.num() {
+        Some(Num::I(i)) => Ok(Atom::Int(i)),
+        Some(Num::F(f)) => Ok(Atom::Float(f)),
+        None => err(format!("bad operand type for unary +: string ({})", a.repr())),
+    }
+}
+
+/// Python `int(x)`.
+pub fn to_int(a: &Atom) -> OpResult {
+    match a {
+        Atom::Int(i) => Ok(Atom::Int(*i)),
+        Atom::Bool(b) => Ok(Atom::Int(*b as i64)),
+        Atom::Float(f) => {
+            if !f.is_finite() || f.abs() >= 9.2e18 {
+                err(format!("cannot convert {} to an integer", float_repr(*f)))
+            } else {
+                Ok(Atom::Int(f.trunc() as i64))
+            }
+        }
+        Atom::Str(s) => {
+            let t = s.trim();
+            let t = t.strip_prefix('+').unwrap_or(t);
+            t.parse::<i64>().map(Atom::Int).map_err(|_| OpError(format!("invalid literal for int(): '{s}'")))
+        }
+    }
+}
+
+/// Python `float(x)`.
+pub fn to_float(a: &Atom) -> OpResult {
+    match a {
+        Atom::Str(s) => {
+            let t = s.trim().to_ascii_lowercase();
+            let v = match t.as_str() {
+                "inf" | "+inf" | "infinity" | "+infinity" => Some(f64::INFINITY),
+                "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
+                "nan" | "+nan" | "-nan" => Some(f64::NAN),
+                _ => t.parse::<f64>().ok().filter(|_| t.chars().all(|c| c.is_ascii_digit() || "+-.e_".contains(c))),
+            };
+            v.map(Atom::Float).ok_or_else(|| OpError(format!("could not convert string to float: '{s}'")))
+        }
+        other => Ok(Atom::Float(other.as_f64().expect("number"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_matches_python() {
+        // Expected strings are what CPython 3 prints for repr(x).
+        let cases = [
+            (1.0, "1.0"),
+            (0.5, "0.5"),
+            (-2.25, "-2.25"),
+            (0.1, "0.1"),
+            (1e16, "1e+16"),
+            (1.5e-7, "1.5e-07"),
+            (123456789.0, "123456789.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (2.5e20, "2.5e+20"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(float_repr(x), want, "repr({x})");
+        }
+    }
+
+    #[test]
+    fn python_modulo_and_division() {
+        let i = Atom::Int;
+        assert_eq!(binary(BinOp::Mod, &i(-7), &i(3)).unwrap(), i(2));
+        assert_eq!(binary(BinOp::Mod, &i(7), &i(-3)).unwrap(), i(-2));
+        assert_eq!(binary(BinOp::Mod, &Atom::Float(-7.5), &i(2)).unwrap(), Atom::Float(0.5));
+        assert_eq!(binary(BinOp::Div, &i(7), &i(2)).unwrap(), Atom::Float(3.5));
+        assert!(binary(BinOp::Div, &i(1), &i(0)).is_err());
+        assert!(binary(BinOp::Add, &i(i64::MAX), &i(1)).is_err());
+        assert_eq!(binary(BinOp::Pow, &i(2), &i(-1)).unwrap(), Atom::Float(0.5));
+    }
+
+    #[test]
+    fn round_half_to_even() {
+        let f = Atom::Float;
+        for (x, want) in [(0.5, 0), (1.5, 2), (2.5, 2), (-0.5, 0), (-1.5, -2), (2.6, 3)] {
+            assert_eq!(py_round(&f(x)).unwrap(), Atom::Int(want), "round({x})");
+        }
+    }
+
+    #[test]
+    fn mixed_equality() {
+        assert!(Atom::Int(1).py_eq(&Atom::Float(1.0)));
+        assert!(Atom::Bool(true).py_eq(&Atom::Int(1)));
+        assert!(!Atom::Str("1".into()).py_eq(&Atom::Int(1)));
+        assert!(Atom::Str("a".into()).py_cmp(&Atom::Int(1)).is_err());
+    }
+}

@@ -1,0 +1,918 @@
+//! Host-level evaluation: AST -> program graph.
+//!
+//! Runs everything that exists only at compile time — functions (closures, nesting, several
+//! return values), `for` loops, list and dict comprehensions, `range`/`zip`/`len`, lists and
+//! dicts, ternaries on host values (lazy), `load` — and records every s-op and selector
+//! operation as a node of the [`Graph`]. Names live in one global scope shared by the
+//! built-ins, the prelude library and the program (as in the reference), so a program may rebind
+//! `tokens` or redefine any library function. Functions close over the scope they were defined
+//! in and see later changes to it (Python's late binding).
+//!
+//! Runaway programs are stopped cleanly: evaluation has a step budget, a call-depth limit and
+//! size limits on lists, strings and the graph.
+
+use crate::ast::*;
+use crate::atom::{self, Atom, AtomKey};
+use crate::diag::Diagnostic;
+use crate::graph::{Convert, Graph, MapOp, NodeId, NodeKind, Operand, Table};
+use crate::interp;
+use crate::parser::parse;
+use crate::span::{FileId, SourceMap, Span};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Evaluation steps allowed before a program is stopped.
+pub const MAX_STEPS: u64 = 20_000_000;
+/// Deepest chain of function calls.
+pub const MAX_CALL_DEPTH: usize = 64;
+/// Longest host list (`range`, comprehensions, `+`).
+pub const MAX_LIST: usize = 1_000_000;
+
+/// A host-level value.
+#[derive(Clone, Debug)]
+pub enum HostValue {
+    Atom(Atom),
+    List(Rc<Vec<HostValue>>),
+    Dict(Rc<Dict>),
+    Func(Rc<Closure>),
+    Builtin(Builtin),
+    Sop(NodeId),
+    Sel(NodeId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    SelectorWidth,
+}
+
+/// A dict with atom keys, in insertion order (Python's).
+#[derive(Clone, Debug, Default)]
+pub struct Dict {
+    pub entries: Vec<(Atom, HostValue)>,
+    index: HashMap<AtomKey, usize>,
+}
+
+impl Dict {
+    fn insert(&mut self, k: Atom, v: HostValue) {
+        match self.index.get(&k.key()) {
+            Some(&i) => self.entries[i].1 = v,
+            None => {
+                self.index.insert(k.key(), self.entries.len());
+                self.entries.push((k, v));
+            }
+        }
+    }
+    fn get(&self, k: &Atom) -> Option<&HostValue> {
+        self.index.get(&k.key()).map(|&i| &self.entries[i].1)
+    }
+}
+
+#[derive(Debug)]
+pub struct Closure {
+    pub def: Rc<FuncDef>,
+    pub env: Env,
+}
+
+/// A scope: variables plus the enclosing scope.
+#[derive(Debug, Default)]
+pub struct Scope {
+    vars: HashMap<String, HostValue>,
+    parent: Option<Env>,
+}
+
+pub type Env = Rc<RefCell<Scope>>;
+
+fn nested(parent: &Env) -> Env {
+    Rc::new(RefCell::new(Scope { vars: HashMap::new(), parent: Some(parent.clone()) }))
+}
+
+fn lookup(env: &Env, name: &str) -> Option<HostValue> {
+    let mut cur = env.clone();
+    loop {
+        let next = {
+            let s = cur.borrow();
+            if let Some(v) = s.vars.get(name) {
+                return Some(v.clone());
+            }
+            s.parent.clone()
+        };
+        cur = next?;
+    }
+}
+
+impl HostValue {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            HostValue::Atom(a) => a.type_name(),
+            HostValue::List(_) => "list",
+            HostValue::Dict(_) => "dict",
+            HostValue::Func(_) | HostValue::Builtin(_) => "function",
+            HostValue::Sop(_) => "s-op",
+            HostValue::Sel(_) => "selector",
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            HostValue::Atom(a) => format!("{} {}", a.type_name(), a.repr()),
+            other => other.kind_name().to_string(),
+        }
+    }
+}
+
+/// Reads files named by `load`. The default reads from disk; tests can supply files in memory.
+pub trait FileLoader {
+    fn read(&self, path: &Path) -> std::io::Result<String>;
+}
+
+#[derive(Debug, Default)]
+pub struct DiskLoader;
+
+impl FileLoader for DiskLoader {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        let bytes = std::fs::read(path)?;
+        String::from_utf8(bytes).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not valid UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to()))
+        })
+    }
+}
+
+/// In-memory files, keyed by path.
+#[derive(Debug, Default)]
+pub struct MemoryLoader(pub HashMap<PathBuf, String>);
+
+impl FileLoader for MemoryLoader {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        self.0.get(path).cloned().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"))
+    }
+}
+
+/// The outcome of evaluating a program: its graph and its global names.
+#[derive(Debug)]
+pub struct Session {
+    pub sources: SourceMap,
+    pub graph: Graph,
+    pub globals: Env,
+    /// Names assigned at the top level of the main file, in order.
+    pub assigned: Vec<String>,
+    /// Notes and warnings (e.g. ignored REPL statements).
+    pub notes: Vec<Diagnostic>,
+    pub main_file: FileId,
+}
+
+/// The prelude: our own RASP definitions of the reference library's functions.
+pub const PRELUDE: &str = include_str!("prelude.rasp");
+
+enum Flow {
+    Normal,
+}
+
+type R<T> = Result<T, Box<Diagnostic>>;
+
+struct Evaluator<'l> {
+    sources: SourceMap,
+    graph: Graph,
+    globals: Env,
+    notes: Vec<Diagnostic>,
+    steps: u64,
+    depth: usize,
+    loading: Vec<PathBuf>,
+    loader: &'l dyn FileLoader,
+    main_file: FileId,
+    current_file: FileId,
+    assigned: Vec<String>,
+}
+
+/// Evaluates a program text. `path` (if any) anchors relative `load`s. On failure returns
+/// every parse error, or the first evaluation error.
+pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dyn FileLoader) -> (SourceMap, Result<Session, Vec<Diagnostic>>) {
+    let mut ev = Evaluator {
+        sources: SourceMap::new(),
+        graph: Graph::new(),
+        globals: Rc::new(RefCell::new(Scope::default())),
+        notes: vec![],
+        steps: 0,
+        depth: 0,
+        loading: vec![],
+        loader,
+        main_file: FileId(0),
+        current_file: FileId(0),
+        assigned: vec![],
+    };
+    let prelude_file = ev.sources.add("<prelude>", None, PRELUDE);
+    let main = ev.sources.add(name, path.map(Path::to_path_buf), text);
+    ev.main_file = main;
+    if let Err(d) = ev.install_builtins(prelude_file) {
+        return (ev.sources.clone(), Err(vec![*d]));
+    }
+    let (prog, errs) = parse(main, text);
+    if !errs.is_empty() {
+        return (ev.sources.clone(), Err(errs));
+    }
+    if let Some(p) = path {
+        ev.loading.push(canonical(p));
+    }
+    ev.current_file = main;
+    let globals = ev.globals.clone();
+    let r = ev.exec_block(&prog.stmts, &globals, true);
+    let sources = ev.sources.clone();
+    match r {
+        Ok(_) => (
+            sources.clone(),
+            Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned, notes: ev.notes, main_file: main }),
+        ),
+        Err(d) => (sources, Err(vec![*d])),
+    }
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+impl Session {
+    /// Looks up a global name.
+    pub fn get(&self, name: &str) -> Option<HostValue> {
+        lookup(&self.globals, name)
+    }
+
+    /// The entry name: `prog` when bound, else the last name assigned in the main file.
+    pub fn default_entry(&self) -> Option<String> {
+        if self.globals.borrow().vars.contains_key("prog") {
+            return Some("prog".into());
+        }
+        self.assigned.last().cloned()
+    }
+
+    /// Resolves the entry to a graph node, with an error message if it is not an s-op or selector.
+    pub fn entry(&self, name: Option<&str>) -> Result<(String, NodeId), String> {
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => self.default_entry().ok_or("the program assigns no name; pass --entry NAME")?,
+        };
+        match self.get(&name) {
+            Some(HostValue::Sop(n)) | Some(HostValue::Sel(n)) => Ok((name, n)),
+            Some(v) => Err(format!("entry `{name}` is a {}, not an s-op or selector", v.kind_name())),
+            None => Err(format!("entry `{name}` is not defined by the program")),
+        }
+    }
+}
+
+impl<'l> Evaluator<'l> {
+    fn node(&mut self, kind: NodeKind, span: Span) -> R<NodeId> {
+        self.graph.add(kind, span).ok_or_else(|| {
+            Box::new(Diagnostic::error("eval::too-big", "program graph too large", span).with_label(format!("more than {} nodes", crate::graph::MAX_NODES)))
+        })
+    }
+
+    fn install_builtins(&mut self, prelude: FileId) -> R<()> {
+        let sp = Span::new(prelude, 0, 0);
+        let tokens = self.node(NodeKind::Tokens, sp)?;
+        let indices = self.node(NodeKind::Indices, sp)?;
+        let length = self.node(NodeKind::Length, sp)?;
+        let set = |n: &str, v: HostValue| {
+            self.globals.borrow_mut().vars.insert(n.to_string(), v);
+        };
+        set("tokens_asis", HostValue::Sop(tokens));
+        set("indices", HostValue::Sop(indices));
+        set("length", HostValue::Sop(length));
+        set("True", HostValue::Atom(Atom::Bool(true)));
+        set("False", HostValue::Atom(Atom::Bool(false)));
+        set("selector_width", HostValue::Builtin(Builtin::SelectorWidth));
+        for (name, c) in [("tokens_str", Convert::Str), ("tokens_int", Convert::Int), ("tokens_float", Convert::Float), ("tokens_bool", Convert::Bool)] {
+            let id = self.node(NodeKind::Map { op: MapOp::Convert(c), args: vec![Operand::Sop(tokens)] }, sp)?;
+            self.graph.name(id, name);
+            self.globals.borrow_mut().vars.insert(name.to_string(), HostValue::Sop(id));
+            if c == Convert::Str {
+                self.globals.borrow_mut().vars.insert("tokens".to_string(), HostValue::Sop(id));
+            }
+        }
+        let (prog, errs) = parse(prelude, PRELUDE);
+        if let Some(e) = errs.into_iter().next() {
+            return Err(Box::new(e));
+        }
+        self.current_file = prelude;
+        let g = self.globals.clone();
+        self.exec_block(&prog.stmts, &g, false)?;
+        Ok(())
+    }
+
+    fn tick(&mut self, span: Span) -> R<()> {
+        self.steps += 1;
+        if self.steps > MAX_STEPS {
+            return Err(Box::new(
+                Diagnostic::error("eval::step-limit", "program takes too long to evaluate", span)
+                    .with_label(format!("stopped here after {MAX_STEPS} evaluation steps"))
+                    .with_note("host-level loops and recursion run at compile time; check for runaway loops"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn exec_block(&mut self, stmts: &[Stmt], env: &Env, top_of_main: bool) -> R<Flow> {
+        for s in stmts {
+            self.exec(s, env, top_of_main)?;
+        }
+        Ok(Flow::Normal)
+    }
+
+    fn exec(&mut self, s: &Stmt, env: &Env, top_of_main: bool) -> R<()> {
+        self.tick(s.span)?;
+        match &s.kind {
+            StmtKind::Expr(e) => {
+                self.eval(e, env)?;
+            }
+            StmtKind::Assign { targets, values } => {
+                let mut vals = Vec::with_capacity(values.len());
+                for v in values {
+                    vals.push(self.eval(v, env)?);
+                }
+                let value = if vals.len() == 1 { vals.pop().expect("one") } else { HostValue::List(Rc::new(vals)) };
+                if targets.len() == 1 {
+                    self.bind(env, &targets[0], value, top_of_main);
+                } else {
+                    let items = match &value {
+                        HostValue::List(l) if l.len() == targets.len() => l.clone(),
+                        other => {
+                            let got = match other {
+                                HostValue::List(l) => format!("{} values", l.len()),
+                                v => format!("one {}", v.kind_name()),
+                            };
+                            return Err(Box::new(
+                                Diagnostic::error("eval::unpack", format!("expected {} values to assign, got {got}", targets.len()), s.span)
+                                    .with_label(format!("{} names on the left", targets.len())),
+                            ));
+                        }
+                    };
+                    for (t, v) in targets.iter().zip(items.iter()) {
+                        self.bind(env, t, v.clone(), top_of_main);
+                    }
+                }
+            }
+            StmtKind::Def(def) => {
+                let f = HostValue::Func(Rc::new(Closure { def: def.clone(), env: env.clone() }));
+                env.borrow_mut().vars.insert(def.name.name.clone(), f);
+            }
+            StmtKind::For { vars, iter, body } => {
+                let it = self.eval(iter, env)?;
+                let items = self.iterate(&it, iter.span, "a `for` loop")?;
+                for item in items {
+                    self.bind_vars(env, vars, item, iter.span)?;
+                    self.exec_block(body, env, top_of_main)?;
+                }
+            }
+            StmtKind::Load { path, path_span } => self.load(path, *path_span, env)?,
+            StmtKind::Draw { target, input } => {
+                self.eval(target, env)?;
+                if let Some(i) = input {
+                    self.eval(i, env)?;
+                }
+                self.notes.push(Diagnostic::note_at("eval::draw-ignored", "`draw` is ignored: raspc does not draw computation flows", s.span));
+            }
+            StmtKind::Repl { .. } => {
+                self.notes.push(Diagnostic::note_at("eval::repl-ignored", "REPL-only statement ignored", s.span));
+            }
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, env: &Env, target: &Ident, value: HostValue, top_of_main: bool) {
+        if let HostValue::Sop(n) | HostValue::Sel(n) = &value {
+            self.graph.name(*n, &target.name);
+        }
+        if top_of_main && self.current_file == self.main_file {
+            self.assigned.retain(|n| n != &target.name);
+            self.assigned.push(target.name.clone());
+        }
+        env.borrow_mut().vars.insert(target.name.clone(), value);
+    }
+
+    fn bind_vars(&mut self, env: &Env, vars: &[Ident], item: HostValue, span: Span) -> R<()> {
+        if vars.len() == 1 {
+            env.borrow_mut().vars.insert(vars[0].name.clone(), item);
+            return Ok(());
+        }
+        match &item {
+            HostValue::List(l) if l.len() == vars.len() => {
+                for (v, x) in vars.iter().zip(l.iter()) {
+                    env.borrow_mut().vars.insert(v.name.clone(), x.clone());
+                }
+                Ok(())
+            }
+            other => Err(Box::new(
+                Diagnostic::error("eval::unpack", format!("cannot unpack {} into {} names", other.describe(), vars.len()), span)
+                    .with_label("the items of this iterable do not match the loop variables"),
+            )),
+        }
+    }
+
+    fn iterate(&mut self, v: &HostValue, span: Span, what: &str) -> R<Vec<HostValue>> {
+        match v {
+            HostValue::List(l) => Ok(l.as_ref().clone()),
+            HostValue::Dict(d) => Ok(d.entries.iter().map(|(k, _)| HostValue::Atom(k.clone())).collect()),
+            HostValue::Atom(Atom::Str(s)) => Ok(s.chars().map(|c| HostValue::Atom(Atom::Str(c.to_string()))).collect()),
+            other => Err(Box::new(
+                Diagnostic::error("eval::not-iterable", format!("{what} needs a list or dict, got {}", other.describe()), span)
+                    .with_label("not iterable"),
+            )),
+        }
+    }
+
+    fn load(&mut self, path: &str, span: Span, env: &Env) -> R<()> {
+        let base = self.sources.get(span.file).path.clone();
+        let full = match base.as_ref().and_then(|b| b.parent()) {
+            Some(dir) => dir.join(path),
+            None => PathBuf::from(path),
+        };
+        let key = canonical(&full);
+        if self.loading.contains(&key) {
+            self.notes.push(
+                Diagnostic::note_at("eval::load-cycle", format!("`{path}` is already being loaded; this load is skipped"), span)
+                    .with_note("loads that form a cycle are executed once"),
+            );
+            return Ok(());
+        }
+        let text = self.loader.read(&full).map_err(|e| {
+            Box::new(Diagnostic::error("eval::load", format!("cannot load `{}`: {e}", full.display()), span).with_label("loaded here"))
+        })?;
+        let file = self.sources.add(full.display().to_string(), Some(full.clone()), text.clone());
+        let (prog, errs) = parse(file, &text);
+        if let Some(first) = errs.into_iter().next() {
+            return Err(Box::new(first.with_secondary(span, "in the file loaded here")));
+        }
+        self.loading.push(key);
+        let prev = self.current_file;
+        self.current_file = file;
+        let r = self.exec_block(&prog.stmts, env, false);
+        self.current_file = prev;
+        self.loading.pop();
+        r.map(|_| ())
+    }
+
+    fn err(&self, code: &'static str, msg: impl Into<String>, span: Span, label: impl Into<String>) -> Box<Diagnostic> {
+        Box::new(Diagnostic::error(code, msg, span).with_label(label))
+    }
+
+    /// An s-op operand: an s-op or an atom (broadcast to a constant s-op).
+    fn operand(&self, v: &HostValue, span: Span, role: &str) -> R<Operand> {
+        match v {
+            HostValue::Sop(n) => Ok(Operand::Sop(*n)),
+            HostValue::Atom(a) => Ok(Operand::Const(a.clone())),
+            other => Err(self.err("eval::type", format!("{role} must be an s-op or an atom, got {}", other.describe()), span, format!("this is a {}", other.kind_name()))),
+        }
+    }
+
+    fn sop_node(&mut self, v: &HostValue, span: Span, role: &str) -> R<NodeId> {
+        match self.operand(v, span, role)? {
+            Operand::Sop(n) => Ok(n),
+            Operand::Const(a) => self.node(NodeKind::Const(a), span),
+        }
+    }
+
+    fn map(&mut self, op: MapOp, args: Vec<Operand>, span: Span) -> R<HostValue> {
+        // All-constant maps are folded on the host.
+        if args.iter().all(|a| matches!(a, Operand::Const(_))) {
+            let atoms: Vec<Atom> = args.iter().map(|a| if let Operand::Const(c) = a { c.clone() } else { unreachable!() }).collect();
+            return interp::apply_map(&op, &atoms).map(HostValue::Atom).map_err(|e| self.err("eval::op", e.0, span, "evaluated here"));
+        }
+        Ok(HostValue::Sop(self.node(NodeKind::Map { op, args }, span)?))
+    }
+
+    fn eval(&mut self, e: &Expr, env: &Env) -> R<HostValue> {
+        self.tick(e.span)?;
+        let span = e.span;
+        match &e.kind {
+            ExprKind::Error => Err(self.err("eval::internal", "internal error: evaluating a parse error", span, "here")),
+            ExprKind::Name(n) => lookup(env, n).ok_or_else(|| {
+                let mut d = Diagnostic::error("eval::unknown-name", format!("unknown name `{n}`"), span).with_label("not defined here");
+                if ["select", "aggregate", "range", "zip", "len"].contains(&n.as_str()) {
+                    d = d.with_note(format!("write `{n}(` with no space before the parenthesis"));
+                }
+                Box::new(d)
+            }),
+            ExprKind::Int(i) => Ok(HostValue::Atom(Atom::Int(*i))),
+            ExprKind::Float(f) => Ok(HostValue::Atom(Atom::Float(*f))),
+            ExprKind::Str(s) => Ok(HostValue::Atom(Atom::Str(s.clone()))),
+            ExprKind::List(items) => {
+                let mut v = Vec::with_capacity(items.len());
+                for i in items {
+                    v.push(self.eval(i, env)?);
+                }
+                Ok(HostValue::List(Rc::new(v)))
+            }
+            ExprKind::Dict(items) => {
+                let mut d = Dict::default();
+                for (k, v) in items {
+                    let key = self.dict_key(k, env)?;
+                    let val = self.eval(v, env)?;
+                    d.insert(key, val);
+                }
+                Ok(HostValue::Dict(Rc::new(d)))
+            }
+            ExprKind::Index { target, index } => {
+                let t = self.eval(target, env)?;
+                let i = self.eval(index, env)?;
+                self.index(t, i, target.span, index.span, span)
+            }
+            ExprKind::Call { callee, args } => {
+                let f = self.eval(callee, env)?;
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    vals.push(self.eval(a, env)?);
+                }
+                self.call(f, vals, callee.span, args, span)
+            }
+            ExprKind::Unary { op, operand } => {
+                let v = self.eval(operand, env)?;
+                self.unary(*op, v, operand.span, span)
+            }
+            ExprKind::Binary { op, lhs, rhs } => {
+                let a = self.eval(lhs, env)?;
+                let b = self.eval(rhs, env)?;
+                self.binary(*op, a, b, lhs.span, rhs.span, span)
+            }
+            ExprKind::Select { keys, queries, cmp } => {
+                let k = self.eval(keys, env)?;
+                let q = self.eval(queries, env)?;
+                let k = self.sop_node(&k, keys.span, "the keys of `select`")?;
+                let q = self.sop_node(&q, queries.span, "the queries of `select`")?;
+                Ok(HostValue::Sel(self.node(NodeKind::Select { keys: k, queries: q, cmp: *cmp }, span)?))
+            }
+            ExprKind::Aggregate { sel, values, default } => {
+                let s = self.eval(sel, env)?;
+                let HostValue::Sel(s) = s else {
+                    return Err(self.err("eval::type", format!("the first argument of `aggregate` must be a selector, got {}", s.describe()), sel.span, "expected a selector"));
+                };
+                let v = self.eval(values, env)?;
+                let v = self.sop_node(&v, values.span, "the values of `aggregate`")?;
+                let d = match default {
+                    None => Atom::Int(0),
+                    Some(d) => match self.eval(d, env)? {
+                        HostValue::Atom(a) => a,
+                        other => return Err(self.err("eval::type", format!("the default of `aggregate` must be an atom, got {}", other.describe()), d.span, "expected an atom")),
+                    },
+                };
+                Ok(HostValue::Sop(self.node(NodeKind::Aggregate { sel: s, values: v, default: d }, span)?))
+            }
+            ExprKind::Ternary { then, cond, otherwise } => {
+                let c = self.eval(cond, env)?;
+                match c {
+                    HostValue::Sop(c) => {
+                        let t = self.eval(then, env)?;
+                        let o = self.eval(otherwise, env)?;
+                        let t = self.operand(&t, then.span, "a branch of an s-op `if`")?;
+                        let o = self.operand(&o, otherwise.span, "a branch of an s-op `if`")?;
+                        self.map(MapOp::Ternary, vec![t, Operand::Sop(c), o], span)
+                    }
+                    HostValue::Sel(_) => Err(self.err("eval::type", "the condition of `if` cannot be a selector", cond.span, "a selector")),
+                    other => {
+                        if self.truthy(&other, cond.span)? {
+                            self.eval(then, env)
+                        } else {
+                            self.eval(otherwise, env)
+                        }
+                    }
+                }
+            }
+            ExprKind::Range(args) => {
+                let mut ints = vec![];
+                for a in args {
+                    match self.eval(a, env)? {
+                        HostValue::Atom(Atom::Int(i)) => ints.push(i),
+                        other => return Err(self.err("eval::type", format!("`range` takes integers, got {}", other.describe()), a.span, "not an integer")),
+                    }
+                }
+                let (start, stop, step) = match ints.as_slice() {
+                    [b] => (0, *b, 1),
+                    [a, b] => (*a, *b, 1),
+                    [a, b, c] => (*a, *b, *c),
+                    _ => return Err(self.err("eval::arity", format!("`range` takes 1, 2 or 3 arguments, got {}", ints.len()), span, "here")),
+                };
+                if step == 0 {
+                    return Err(self.err("eval::range", "`range` step must not be zero", span, "here"));
+                }
+                let count = if step > 0 {
+                    if stop > start { ((stop as i128 - start as i128 + step as i128 - 1) / step as i128) as u128 } else { 0 }
+                } else if start > stop {
+                    ((start as i128 - stop as i128 + (-(step as i128)) - 1) / (-(step as i128))) as u128
+                } else {
+                    0
+                };
+                if count > MAX_LIST as u128 {
+                    return Err(self.err("eval::too-big", format!("`range` of {count} items is too long"), span, format!("at most {MAX_LIST} items")));
+                }
+                Ok(HostValue::List(Rc::new((0..count as i64).map(|k| HostValue::Atom(Atom::Int(start + k * step))).collect())))
+            }
+            ExprKind::Zip(args) => {
+                let mut lists = vec![];
+                for a in args {
+                    match self.eval(a, env)? {
+                        HostValue::List(l) => lists.push(l),
+                        other => return Err(self.err("eval::type", format!("`zip` takes lists, got {}", other.describe()), a.span, "not a list")),
+                    }
+                }
+                if lists.is_empty() {
+                    return Err(self.err("eval::arity", "`zip` needs at least one list", span, "here"));
+                }
+                let n = lists[0].len();
+                if let Some((i, l)) = lists.iter().enumerate().find(|(_, l)| l.len() != n) {
+                    return Err(self.err("eval::zip", format!("`zip` of lists of different lengths ({n} and {})", l.len()), args[i].span, format!("this list has {} items", l.len())));
+                }
+                Ok(HostValue::List(Rc::new((0..n).map(|k| HostValue::List(Rc::new(lists.iter().map(|l| l[k].clone()).collect()))).collect())))
+            }
+            ExprKind::Len(x) => match self.eval(x, env)? {
+                HostValue::List(l) => Ok(HostValue::Atom(Atom::Int(l.len() as i64))),
+                HostValue::Dict(d) => Ok(HostValue::Atom(Atom::Int(d.entries.len() as i64))),
+                HostValue::Atom(Atom::Str(s)) => Ok(HostValue::Atom(Atom::Int(s.chars().count() as i64))),
+                other => Err(self.err("eval::type", format!("`len` takes a list, dict or string, got {}", other.describe()), x.span, "has no length")),
+            },
+            ExprKind::ListComp { body, vars, iter } => {
+                let it = self.eval(iter, env)?;
+                let items = self.iterate(&it, iter.span, "a list comprehension")?;
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    let inner = nested(env);
+                    self.bind_vars(&inner, vars, item, iter.span)?;
+                    out.push(self.eval(body, &inner)?);
+                }
+                Ok(HostValue::List(Rc::new(out)))
+            }
+            ExprKind::DictComp { key, value, vars, iter } => {
+                let it = self.eval(iter, env)?;
+                let items = self.iterate(&it, iter.span, "a dict comprehension")?;
+                let mut d = Dict::default();
+                for item in items {
+                    let inner = nested(env);
+                    self.bind_vars(&inner, vars, item, iter.span)?;
+                    let k = self.dict_key(key, &inner)?;
+                    let v = self.eval(value, &inner)?;
+                    d.insert(k, v);
+                }
+                Ok(HostValue::Dict(Rc::new(d)))
+            }
+            ExprKind::In { item, container } => {
+                let x = self.eval(item, env)?;
+                let c = self.eval(container, env)?;
+                self.contains(x, c, item.span, container.span, span)
+            }
+        }
+    }
+
+    fn dict_key(&mut self, k: &Expr, env: &Env) -> R<Atom> {
+        match self.eval(k, env)? {
+            HostValue::Atom(a) => Ok(a),
+            other => Err(self.err("eval::type", format!("dict keys must be atoms, got {}", other.describe()), k.span, "not an atom")),
+        }
+    }
+
+    fn truthy(&self, v: &HostValue, span: Span) -> R<bool> {
+        match v {
+            HostValue::Atom(a) => Ok(a.truthy()),
+            HostValue::List(l) => Ok(!l.is_empty()),
+            HostValue::Dict(d) => Ok(!d.entries.is_empty()),
+            other => Err(self.err("eval::type", format!("a {} has no truth value at compile time", other.kind_name()), span, "used as a condition here")),
+        }
+    }
+
+    fn index(&mut self, t: HostValue, i: HostValue, tspan: Span, ispan: Span, span: Span) -> R<HostValue> {
+        match (&t, &i) {
+            (HostValue::List(_) | HostValue::Atom(Atom::Str(_)), HostValue::Atom(a)) => {
+                let items: Vec<HostValue> = match &t {
+                    HostValue::List(l) => l.as_ref().clone(),
+                    HostValue::Atom(Atom::Str(s)) => s.chars().map(|c| HostValue::Atom(Atom::Str(c.to_string()))).collect(),
+                    _ => unreachable!(),
+                };
+                let Atom::Int(k) = a else {
+                    return Err(self.err("eval::type", format!("index into a {} must be an integer, got {}", t.kind_name(), i.describe()), ispan, "not an integer"));
+                };
+                let len = items.len() as i64;
+                let j = if *k < 0 { k + len } else { *k };
+                if j < 0 || j >= len {
+                    return Err(self.err("eval::index", format!("index {k} out of range for a {} of length {len}", t.kind_name()), ispan, "out of range"));
+                }
+                Ok(items[j as usize].clone())
+            }
+            (HostValue::Dict(d), HostValue::Atom(a)) => d.get(a).cloned().ok_or_else(|| self.err("eval::index", format!("key {} not in dict", a.repr()), ispan, "missing key")),
+            (HostValue::Sop(s), HostValue::Atom(Atom::Int(k))) => {
+                // sop[k]: the value at position k (negative: from the end), everywhere.
+                let indices = self.node(NodeKind::Indices, span)?;
+                let target = if *k >= 0 {
+                    self.node(NodeKind::Const(Atom::Int(*k)), span)?
+                } else {
+                    let length = self.node(NodeKind::Length, span)?;
+                    self.node(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(length), Operand::Const(Atom::Int(*k))] }, span)?
+                };
+                let sel = self.node(NodeKind::Select { keys: indices, queries: target, cmp: Cmp::Eq }, span)?;
+                Ok(HostValue::Sop(self.node(NodeKind::Aggregate { sel, values: *s, default: Atom::Int(0) }, span)?))
+            }
+            (HostValue::List(_) | HostValue::Dict(_) | HostValue::Atom(Atom::Str(_)), HostValue::Sop(x)) => {
+                let table = match &t {
+                    HostValue::List(l) => Table::List(self.atoms_of(l, tspan, "a list indexed by an s-op")?),
+                    HostValue::Atom(Atom::Str(s)) => Table::List(s.chars().map(|c| Atom::Str(c.to_string())).collect()),
+                    HostValue::Dict(d) => {
+                        let mut pairs = vec![];
+                        for (k, v) in &d.entries {
+                            match v {
+                                HostValue::Atom(a) => pairs.push((k.clone(), a.clone())),
+                                other => return Err(self.err("eval::type", format!("a dict indexed by an s-op must map to atoms, found a {}", other.kind_name()), tspan, "not a table of atoms")),
+                            }
+                        }
+                        Table::Dict(pairs)
+                    }
+                    _ => unreachable!(),
+                };
+                self.map(MapOp::Lookup(table), vec![Operand::Sop(*x)], span)
+            }
+            _ => Err(self.err("eval::type", format!("cannot index a {} with a {}", t.kind_name(), i.kind_name()), span, "unsupported indexing")),
+        }
+    }
+
+    fn atoms_of(&self, l: &[HostValue], span: Span, what: &str) -> R<Vec<Atom>> {
+        l.iter()
+            .map(|v| match v {
+                HostValue::Atom(a) => Ok(a.clone()),
+                other => Err(self.err("eval::type", format!("{what} must hold only atoms, found a {}", other.kind_name()), span, "not a list of atoms")),
+            })
+            .collect()
+    }
+
+    fn call(&mut self, f: HostValue, args: Vec<HostValue>, fspan: Span, arg_exprs: &[Expr], span: Span) -> R<HostValue> {
+        match f {
+            HostValue::Func(c) => {
+                let def = &c.def;
+                if args.len() != def.params.len() {
+                    return Err(Box::new(
+                        Diagnostic::error("eval::arity", format!("`{}` takes {} argument(s), got {}", def.name.name, def.params.len(), args.len()), span)
+                            .with_label("wrong number of arguments")
+                            .with_secondary(def.name.span, "defined here"),
+                    ));
+                }
+                if self.depth >= MAX_CALL_DEPTH {
+                    return Err(self.err("eval::recursion", format!("function calls nested more than {MAX_CALL_DEPTH} deep"), span, "while calling this"));
+                }
+                let scope = nested(&c.env);
+                for (p, v) in def.params.iter().zip(args) {
+                    scope.borrow_mut().vars.insert(p.name.clone(), v);
+                }
+                self.depth += 1;
+                let r = (|| {
+                    self.exec_block(&def.body, &scope, false)?;
+                    let mut out = Vec::with_capacity(def.ret.len());
+                    for e in &def.ret {
+                        out.push(self.eval(e, &scope)?);
+                    }
+                    Ok(if out.len() == 1 { out.pop().expect("one") } else { HostValue::List(Rc::new(out)) })
+                })();
+                self.depth -= 1;
+                r
+            }
+            HostValue::Builtin(Builtin::SelectorWidth) => match args.as_slice() {
+                [HostValue::Sel(s)] => Ok(HostValue::Sop(self.node(NodeKind::SelectorWidth(*s), span)?)),
+                [other] => Err(self.err("eval::type", format!("`selector_width` takes a selector, got {}", other.describe()), arg_exprs[0].span, "expected a selector")),
+                _ => Err(self.err("eval::arity", format!("`selector_width` takes 1 argument, got {}", args.len()), span, "wrong number of arguments")),
+            },
+            HostValue::Sop(n) | HostValue::Sel(n) => {
+                if args.len() != 1 {
+                    return Err(self.err("eval::arity", format!("an s-op is applied to one input, got {} arguments", args.len()), span, "wrong number of arguments"));
+                }
+                let input = host_input(&args[0]).map_err(|m| self.err("eval::type", m, arg_exprs[0].span, "not a valid input"))?;
+                match interp::evaluate(&self.graph, n, &input) {
+                    Ok(interp::Value::Seq(v)) => Ok(HostValue::List(Rc::new(v.into_iter().map(HostValue::Atom).collect()))),
+                    Ok(interp::Value::Sel(m)) => Ok(HostValue::List(Rc::new(
+                        m.into_iter().map(|r| HostValue::List(Rc::new(r.into_iter().map(|b| HostValue::Atom(Atom::Bool(b))).collect()))).collect(),
+                    ))),
+                    Err(e) => Err(Box::new(
+                        Diagnostic::error("eval::runtime", format!("evaluating `{}` failed{}: {}", e.label, e.position.map(|p| format!(" at position {p}")).unwrap_or_default(), e.message), e.span)
+                            .with_label("this operation failed")
+                            .with_secondary(span, "while applying the program to an input here"),
+                    )),
+                }
+            }
+            other => Err(self.err("eval::type", format!("a {} cannot be called", other.kind_name()), fspan, "not a function")),
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, v: HostValue, vspan: Span, span: Span) -> R<HostValue> {
+        let mop = match op {
+            UnaryOp::Not => MapOp::Not,
+            UnaryOp::Neg => MapOp::Neg,
+            UnaryOp::Pos => MapOp::Pos,
+            UnaryOp::Round => MapOp::Round,
+            UnaryOp::Indicator => MapOp::Indicator,
+        };
+        match v {
+            HostValue::Sop(n) => self.map(mop, vec![Operand::Sop(n)], span),
+            HostValue::Atom(a) => self.map(mop, vec![Operand::Const(a)], span),
+            HostValue::Sel(s) if op == UnaryOp::Not => Ok(HostValue::Sel(self.node(NodeKind::SelectNot(s), span)?)),
+            ref other @ (HostValue::List(_) | HostValue::Dict(_)) if op == UnaryOp::Not => Ok(HostValue::Atom(Atom::Bool(!self.truthy(other, vspan)?))),
+            other => Err(self.err("eval::type", format!("`{}` cannot be applied to a {}", unary_name(op), other.kind_name()), vspan, format!("this is a {}", other.kind_name()))),
+        }
+    }
+
+    fn binary(&mut self, op: BinOp, a: HostValue, b: HostValue, aspan: Span, bspan: Span, span: Span) -> R<HostValue> {
+        use HostValue as H;
+        let is_sel = |v: &H| matches!(v, H::Sel(_));
+        let is_sop = |v: &H| matches!(v, H::Sop(_));
+        if matches!(op, BinOp::And | BinOp::Or) && (is_sel(&a) || is_sel(&b)) {
+            return match (&a, &b) {
+                (H::Sel(x), H::Sel(y)) => {
+                    let kind = if op == BinOp::And { NodeKind::SelectAnd(*x, *y) } else { NodeKind::SelectOr(*x, *y) };
+                    Ok(H::Sel(self.node(kind, span)?))
+                }
+                _ => {
+                    let (bad, bspan2) = if is_sel(&a) { (&b, bspan) } else { (&a, aspan) };
+                    Err(self.err("eval::type", format!("`{}` between a selector and a {}", op.symbol(), bad.kind_name()), bspan2, "both sides must be selectors"))
+                }
+            };
+        }
+        if is_sel(&a) || is_sel(&b) {
+            let s = if is_sel(&a) { aspan } else { bspan };
+            return Err(self.err("eval::type", format!("`{}` cannot be applied to a selector", op.symbol()), s, "a selector"));
+        }
+        if is_sop(&a) || is_sop(&b) {
+            let x = self.operand(&a, aspan, &format!("the left side of `{}`", op.symbol()))?;
+            let y = self.operand(&b, bspan, &format!("the right side of `{}`", op.symbol()))?;
+            return self.map(MapOp::Binary(op), vec![x, y], span);
+        }
+        match (&a, &b) {
+            (H::Atom(x), H::Atom(y)) => atom::binary(op, x, y).map(H::Atom).map_err(|e| self.err("eval::op", e.0, span, "evaluated here")),
+            (H::List(x), H::List(y)) if op == BinOp::Add => {
+                if x.len() + y.len() > MAX_LIST {
+                    return Err(self.err("eval::too-big", "list too long", span, format!("at most {MAX_LIST} items")));
+                }
+                Ok(H::List(Rc::new(x.iter().chain(y.iter()).cloned().collect())))
+            }
+            (H::List(_) | H::Dict(_), _) | (_, H::List(_) | H::Dict(_)) if matches!(op, BinOp::And | BinOp::Or) => {
+                let ta = self.truthy(&a, aspan)?;
+                Ok(if (op == BinOp::And) == ta { b } else { a })
+            }
+            (H::List(_), H::List(_)) | (H::Dict(_), H::Dict(_)) if op == BinOp::Eq => Ok(H::Atom(Atom::Bool(host_eq(&a, &b)))),
+            _ => Err(self.err("eval::type", format!("`{}` between a {} and a {}", op.symbol(), a.kind_name(), b.kind_name()), span, "unsupported operand types")),
+        }
+    }
+
+    fn contains(&mut self, x: HostValue, c: HostValue, xspan: Span, cspan: Span, span: Span) -> R<HostValue> {
+        match (&x, &c) {
+            (HostValue::Sop(n), HostValue::List(l)) => {
+                let atoms = self.atoms_of(l, cspan, "the list after `in`")?;
+                self.map(MapOp::In(atoms), vec![Operand::Sop(*n)], span)
+            }
+            (HostValue::Sop(n), HostValue::Dict(d)) => {
+                let atoms = d.entries.iter().map(|(k, _)| k.clone()).collect();
+                self.map(MapOp::In(atoms), vec![Operand::Sop(*n)], span)
+            }
+            (HostValue::Atom(a), HostValue::List(l)) => Ok(HostValue::Atom(Atom::Bool(l.iter().any(|v| matches!(v, HostValue::Atom(b) if b.py_eq(a)))))),
+            (HostValue::Atom(a), HostValue::Dict(d)) => Ok(HostValue::Atom(Atom::Bool(d.get(a).is_some()))),
+            (HostValue::Atom(Atom::Str(a)), HostValue::Atom(Atom::Str(s))) => Ok(HostValue::Atom(Atom::Bool(s.contains(a.as_str())))),
+            (HostValue::Atom(a), HostValue::Sop(s)) => {
+                // `atom in sop`: some position equals the atom.
+                let zero = self.node(NodeKind::Const(Atom::Int(0)), span)?;
+                let full = self.node(NodeKind::Select { keys: zero, queries: zero, cmp: Cmp::Eq }, span)?;
+                let eq = self.node(NodeKind::Map { op: MapOp::Binary(BinOp::Eq), args: vec![Operand::Sop(*s), Operand::Const(a.clone())] }, span)?;
+                let ind = self.node(NodeKind::Map { op: MapOp::Indicator, args: vec![Operand::Sop(eq)] }, span)?;
+                let frac = self.node(NodeKind::Aggregate { sel: full, values: ind, default: Atom::Int(0) }, span)?;
+                self.map(MapOp::Binary(BinOp::Gt), vec![Operand::Sop(frac), Operand::Const(Atom::Int(0))], span)
+            }
+            (HostValue::Sop(_), other) => Err(self.err("eval::type", format!("`s-op in X` needs X to be a list of atoms, got {}", other.describe()), cspan, "not a list")),
+            _ => Err(self.err("eval::type", format!("`in` between a {} and a {}", x.kind_name(), c.kind_name()), xspan.to(cspan), "unsupported")),
+        }
+    }
+}
+
+fn unary_name(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Not => "not",
+        UnaryOp::Neg => "-",
+        UnaryOp::Pos => "+",
+        UnaryOp::Round => "round",
+        UnaryOp::Indicator => "indicator",
+    }
+}
+
+fn host_eq(a: &HostValue, b: &HostValue) -> bool {
+    match (a, b) {
+        (HostValue::Atom(x), HostValue::Atom(y)) => x.py_eq(y),
+        (HostValue::List(x), HostValue::List(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| host_eq(p, q)),
+        (HostValue::Dict(x), HostValue::Dict(y)) => {
+            x.entries.len() == y.entries.len() && x.entries.iter().all(|(k, v)| y.get(k).is_some_and(|w| host_eq(v, w)))
+        }
+        (HostValue::Sop(x), HostValue::Sop(y)) | (HostValue::Sel(x), HostValue::Sel(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// Converts a host value used as a program input: a string is split into characters.
+pub fn host_input(v: &HostValue) -> Result<Vec<Atom>, String> {
+    match v {
+        HostValue::Atom(Atom::Str(s)) => Ok(s.chars().map(|c| Atom::Str(c.to_string())).collect()),
+        HostValue::List(l) => l
+            .iter()
+            .map(|x| match x {
+                HostValue::Atom(a) => Ok(a.clone()),
+                other => Err(format!("an input list must hold atoms, found a {}", other.kind_name())),
+            })
+            .collect(),
+        other => Err(format!("an input must be a string or a list of atoms, got {}", other.describe())),
+    }
+}

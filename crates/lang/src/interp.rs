@@ -1,0 +1,206 @@
+//! The reference interpreter: evaluates the program graph on one input. This is the oracle
+//! every compiled model is checked against, so it follows the reference implementation's
+//! semantics to the letter:
+//!
+//! * `aggregate`: no key selected -> the default; exactly one -> that value, type included;
+//!   several -> the arithmetic mean (a float), an error unless the s-op is numeric (all-bool and
+//!   string s-ops cannot be averaged, as in the reference);
+//! * every s-op is type-consistent: strings never mix with numbers (the reference rejects such a
+//!   sequence); ints, floats and bools may mix;
+//! * selectors are 0/1 matrices, `sel[q][k]` = query `q` attends to key `k`;
+//! * an empty input is an error, as in the reference.
+
+use crate::atom::{self, Atom, OpError};
+use crate::graph::{Convert, Graph, MapOp, NodeId, NodeKind, Operand, Table};
+use crate::span::Span;
+
+/// The value of one node on one input.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Seq(Vec<Atom>),
+    /// `m[q][k]`: query q selects key k.
+    Sel(Vec<Vec<bool>>),
+}
+
+impl Value {
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Seq(v) => serde_json::Value::Array(v.iter().map(Atom::to_json).collect()),
+            Value::Sel(m) => serde_json::Value::Array(
+                m.iter().map(|row| serde_json::Value::Array(row.iter().map(|&b| serde_json::Value::from(b as u8)).collect())).collect(),
+            ),
+        }
+    }
+
+    /// Python-style text: `[1, 2, 'a', True]`; a selector one row per query.
+    pub fn to_text(&self) -> String {
+        match self {
+            Value::Seq(v) => format!("[{}]", v.iter().map(Atom::repr).collect::<Vec<_>>().join(", ")),
+            Value::Sel(m) => m.iter().map(|r| r.iter().map(|&b| if b { "1" } else { "0" }).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n"),
+        }
+    }
+}
+
+/// A failure while evaluating a node on an input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalError {
+    pub node: NodeId,
+    pub label: String,
+    pub span: Span,
+    pub position: Option<usize>,
+    pub message: String,
+}
+
+/// Evaluates `root` on `input` (the raw tokens, as `tokens_asis` sees them).
+pub fn evaluate(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Value, EvalError> {
+    let mut all = evaluate_all(graph, root, input)?;
+    Ok(all.remove(&root).expect("root was evaluated"))
+}
+
+/// Evaluates every ancestor of `root`; returns all their values (for tracing).
+pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::collections::HashMap<NodeId, Value>, EvalError> {
+    let order = graph.ancestors(root);
+    let mut vals: std::collections::HashMap<NodeId, Value> = std::collections::HashMap::with_capacity(order.len());
+    let n = input.len();
+    for id in order {
+        let node = graph.node(id);
+        let fail = |position: Option<usize>, message: String| EvalError { node: id, label: node.label.clone(), span: node.span, position, message };
+        if n == 0 {
+            return Err(fail(None, "RASP programs need a non-empty input".into()));
+        }
+        let seq = |x: NodeId| match &vals[&x] {
+            Value::Seq(s) => s,
+            Value::Sel(_) => unreachable!("type-checked at construction"),
+        };
+        let sel = |x: NodeId| match &vals[&x] {
+            Value::Sel(s) => s,
+            Value::Seq(_) => unreachable!("type-checked at construction"),
+        };
+        let v = match &node.kind {
+            NodeKind::Tokens => Value::Seq(input.to_vec()),
+            NodeKind::Indices => Value::Seq((0..n as i64).map(Atom::Int).collect()),
+            NodeKind::Length => Value::Seq(vec![Atom::Int(n as i64); n]),
+            NodeKind::Const(a) => Value::Seq(vec![a.clone(); n]),
+            NodeKind::Map { op, args } => {
+                let mut out = Vec::with_capacity(n);
+                let mut row = Vec::with_capacity(args.len());
+                for i in 0..n {
+                    row.clear();
+                    for a in args {
+                        row.push(match a {
+                            Operand::Sop(x) => seq(*x)[i].clone(),
+                            Operand::Const(c) => c.clone(),
+                        });
+                    }
+                    out.push(apply_map(op, &row).map_err(|e| fail(Some(i), e.0))?);
+                }
+                Value::Seq(out)
+            }
+            NodeKind::Select { keys, queries, cmp } => {
+                let (k, q) = (seq(*keys), seq(*queries));
+                let mut m = vec![vec![false; n]; n];
+                for (qi, row) in m.iter_mut().enumerate() {
+                    for (ki, cell) in row.iter_mut().enumerate() {
+                        *cell = Atom::compare(&k[ki], *cmp, &q[qi]).map_err(|e| fail(Some(qi), e.0))?;
+                    }
+                }
+                Value::Sel(m)
+            }
+            NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
+                let and = matches!(node.kind, NodeKind::SelectAnd(..));
+                let (x, y) = (sel(*a), sel(*b));
+                Value::Sel(
+                    x.iter().zip(y).map(|(r, s)| r.iter().zip(s).map(|(&p, &q)| if and { p && q } else { p || q }).collect()).collect(),
+                )
+            }
+            NodeKind::SelectNot(a) => Value::Sel(sel(*a).iter().map(|r| r.iter().map(|&p| !p).collect()).collect()),
+            NodeKind::SelectorWidth(a) => Value::Seq(sel(*a).iter().map(|r| Atom::Int(r.iter().filter(|&&p| p).count() as i64)).collect()),
+            NodeKind::Aggregate { sel: s, values, default } => {
+                let (m, v) = (sel(*s), seq(*values));
+                let averageable = is_numeric_sequence(v);
+                let mut out = Vec::with_capacity(n);
+                for (q, row) in m.iter().enumerate() {
+                    let picked: Vec<&Atom> = row.iter().zip(v).filter(|(p, _)| **p).map(|(_, a)| a).collect();
+                    out.push(match picked.len() {
+                        0 => default.clone(),
+                        1 => picked[0].clone(),
+                        k => {
+                            if !averageable {
+                                return Err(fail(
+                                    Some(q),
+                                    format!(
+                                        "asked to average {k} values of a non-numeric s-op ({}); only int and float s-ops can be averaged",
+                                        picked.iter().map(|a| a.repr()).collect::<Vec<_>>().join(", ")
+                                    ),
+                                ));
+                            }
+                            let sum: f64 = picked.iter().map(|a| a.as_f64().expect("numeric")).sum();
+                            Atom::Float(sum / k as f64)
+                        }
+                    });
+                }
+                Value::Seq(out)
+            }
+        };
+        if let Value::Seq(s) = &v {
+            check_consistent(s).map_err(|m| fail(None, m))?;
+        }
+        vals.insert(id, v);
+    }
+    Ok(vals)
+}
+
+/// The reference's sequence type check: `int`/`float` sequences can be averaged; all-bool and
+/// string sequences cannot.
+fn is_numeric_sequence(v: &[Atom]) -> bool {
+    !v.iter().any(Atom::is_str) && !v.iter().all(|a| matches!(a, Atom::Bool(_)))
+}
+
+fn check_consistent(s: &[Atom]) -> Result<(), String> {
+    let strs = s.iter().filter(|a| a.is_str()).count();
+    if strs != 0 && strs != s.len() {
+        let shown: Vec<String> = s.iter().take(12).map(Atom::repr).collect();
+        return Err(format!(
+            "s-op mixes strings with other values: [{}{}] (the reference rejects such a sequence)",
+            shown.join(", "),
+            if s.len() > 12 { ", ..." } else { "" }
+        ));
+    }
+    Ok(())
+}
+
+/// Applies a map's function to one position's arguments.
+pub fn apply_map(op: &MapOp, args: &[Atom]) -> Result<Atom, OpError> {
+    let a = &args[0];
+    match op {
+        MapOp::Neg => atom::neg(a),
+        MapOp::Pos => atom::pos(a),
+        MapOp::Not => Ok(Atom::Bool(!a.truthy())),
+        MapOp::Round => atom::py_round(a),
+        MapOp::Indicator => Ok(Atom::Int(a.truthy() as i64)),
+        MapOp::Convert(Convert::Str) => Ok(Atom::Str(a.to_py_str())),
+        MapOp::Convert(Convert::Int) => atom::to_int(a),
+        MapOp::Convert(Convert::Float) => atom::to_float(a),
+        MapOp::Convert(Convert::Bool) => Ok(Atom::Bool(a.truthy())),
+        MapOp::Binary(op) => atom::binary(*op, a, &args[1]),
+        MapOp::Ternary => Ok(if args[1].truthy() { args[0].clone() } else { args[2].clone() }),
+        MapOp::In(list) => Ok(Atom::Bool(list.iter().any(|x| x.py_eq(a)))),
+        MapOp::Lookup(Table::Dict(d)) => {
+            d.iter().find(|(k, _)| k.key() == a.key()).map(|(_, v)| v.clone()).ok_or_else(|| OpError(format!("key {} not in dict", a.repr())))
+        }
+        MapOp::Lookup(Table::List(l)) => {
+            let i = match a {
+                Atom::Int(i) => *i,
+                Atom::Bool(b) => *b as i64,
+                other => return Err(OpError(format!("list index must be an integer, got {}", other.repr()))),
+            };
+            let len = l.len() as i64;
+            let j = if i < 0 { i + len } else { i };
+            if j < 0 || j >= len {
+                return Err(OpError(format!("index {i} out of range for a list of length {len}")));
+            }
+            Ok(l[j as usize].clone())
+        }
+    }
+}
+

@@ -1,0 +1,287 @@
+//! Lexer: text -> tokens with spans.
+//!
+//! Follows the reference grammar's lexical rules: `INT [0-9]+`, `FLOAT [0-9]+.[0-9]+`,
+//! `STRING "..."` without escapes or newlines, `#` comments to end of line, identifiers
+//! `[a-zA-Z_][a-zA-Z_0-9]*`. `select(`, `aggregate(`, `range(`, `zip(` and `len(` are single
+//! tokens (the parenthesis must follow the word directly). Bad characters are reported and
+//! skipped, so lexing never stops early.
+
+use crate::diag::Diagnostic;
+use crate::span::{FileId, Span};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tok {
+    Ident(String),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    // keywords
+    Def,
+    Return,
+    For,
+    In,
+    If,
+    Else,
+    Not,
+    And,
+    Or,
+    Load,
+    Draw,
+    Round,
+    Indicator,
+    // words that take their parenthesis with them
+    SelectParen,
+    AggregateParen,
+    RangeParen,
+    ZipParen,
+    LenParen,
+    // punctuation
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    LBrace,
+    RBrace,
+    Comma,
+    Semi,
+    Colon,
+    Assign,
+    Plus,
+    Minus,
+    Star,
+    Slash,
+    Percent,
+    Caret,
+    EqEq,
+    NotEq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eof,
+}
+
+impl Tok {
+    /// How the token is shown in "expected X, found Y" messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Tok::Ident(s) => format!("identifier `{s}`"),
+            Tok::Int(i) => format!("integer `{i}`"),
+            Tok::Float(f) => format!("number `{f}`"),
+            Tok::Str(s) => format!("string \"{s}\""),
+            Tok::Eof => "end of file".to_string(),
+            other => format!("`{}`", other.text()),
+        }
+    }
+
+    pub fn text(&self) -> &'static str {
+        match self {
+            Tok::Def => "def",
+            Tok::Return => "return",
+            Tok::For => "for",
+            Tok::In => "in",
+            Tok::If => "if",
+            Tok::Else => "else",
+            Tok::Not => "not",
+            Tok::And => "and",
+            Tok::Or => "or",
+            Tok::Load => "load",
+            Tok::Draw => "draw",
+            Tok::Round => "round",
+            Tok::Indicator => "indicator",
+            Tok::SelectParen => "select(",
+            Tok::AggregateParen => "aggregate(",
+            Tok::RangeParen => "range(",
+            Tok::ZipParen => "zip(",
+            Tok::LenParen => "len(",
+            Tok::LParen => "(",
+            Tok::RParen => ")",
+            Tok::LBracket => "[",
+            Tok::RBracket => "]",
+            Tok::LBrace => "{",
+            Tok::RBrace => "}",
+            Tok::Comma => ",",
+            Tok::Semi => ";",
+            Tok::Colon => ":",
+            Tok::Assign => "=",
+            Tok::Plus => "+",
+            Tok::Minus => "-",
+            Tok::Star => "*",
+            Tok::Slash => "/",
+            Tok::Percent => "%",
+            Tok::Caret => "^",
+            Tok::EqEq => "==",
+            Tok::NotEq => "!=",
+            Tok::Lt => "<",
+            Tok::Le => "<=",
+            Tok::Gt => ">",
+            Tok::Ge => ">=",
+            Tok::Ident(_) => "identifier",
+            Tok::Int(_) => "integer",
+            Tok::Float(_) => "number",
+            Tok::Str(_) => "string",
+            Tok::Eof => "end of file",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Token {
+    pub tok: Tok,
+    pub span: Span,
+}
+
+/// Splits `text` into tokens. Always ends with one `Eof` token; lexical errors are collected.
+pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
+    let bytes = text.as_bytes();
+    let mut toks = Vec::new();
+    let mut errs = Vec::new();
+    let mut i = 0;
+    let sp = |s: usize, e: usize| Span::new(file, s, e);
+    while i < bytes.len() {
+        let c = bytes[i];
+        let start = i;
+        match c {
+            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+            b'#' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'0'..=b'9' => {
+                while i < bytes.len() && bytes[i].is_ascii_digit() {
+                    i += 1;
+                }
+                let is_float = i + 1 < bytes.len() && bytes[i] == b'.' && bytes[i + 1].is_ascii_digit();
+                if is_float {
+                    i += 1;
+                    while i < bytes.len() && bytes[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                    let f: f64 = text[start..i].parse().unwrap_or(f64::INFINITY);
+                    toks.push(Token { tok: Tok::Float(f), span: sp(start, i) });
+                } else {
+                    match text[start..i].parse::<i64>() {
+                        Ok(v) => toks.push(Token { tok: Tok::Int(v), span: sp(start, i) }),
+                        Err(_) => {
+                            errs.push(
+                                Diagnostic::error("lex::int-too-large", "integer literal is too large", sp(start, i))
+                                    .with_label("does not fit in 64 bits")
+                                    .with_note("raspc integers are 64-bit signed; the largest is 9223372036854775807"),
+                            );
+                            toks.push(Token { tok: Tok::Int(0), span: sp(start, i) });
+                        }
+                    }
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\n' && bytes[i] != b'\r' {
+                    i += 1;
+                }
+                if i < bytes.len() && bytes[i] == b'"' {
+                    toks.push(Token { tok: Tok::Str(text[start + 1..i].to_string()), span: sp(start, i + 1) });
+                    i += 1;
+                } else {
+                    errs.push(
+                        Diagnostic::error("lex::unterminated-string", "unterminated string", sp(start, i))
+                            .with_label("this string has no closing `\"` on its line")
+                            .with_note("RASP strings cannot span lines and have no escape sequences"),
+                    );
+                    toks.push(Token { tok: Tok::Str(text[start + 1..i].to_string()), span: sp(start, i) });
+                }
+            }
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let word = &text[start..i];
+                let paren_follows = i < bytes.len() && bytes[i] == b'(';
+                let paren_tok = match word {
+                    "select" => Some(Tok::SelectParen),
+                    "aggregate" => Some(Tok::AggregateParen),
+                    "range" => Some(Tok::RangeParen),
+                    "zip" => Some(Tok::ZipParen),
+                    "len" => Some(Tok::LenParen),
+                    _ => None,
+                };
+                let tok = match (paren_tok, paren_follows) {
+                    (Some(t), true) => {
+                        i += 1;
+                        t
+                    }
+                    _ => match word {
+                        "def" => Tok::Def,
+                        "return" => Tok::Return,
+                        "for" => Tok::For,
+                        "in" => Tok::In,
+                        "if" => Tok::If,
+                        "else" => Tok::Else,
+                        "not" => Tok::Not,
+                        "and" => Tok::And,
+                        "or" => Tok::Or,
+                        "load" => Tok::Load,
+                        "draw" => Tok::Draw,
+                        "round" => Tok::Round,
+                        "indicator" => Tok::Indicator,
+                        _ => Tok::Ident(word.to_string()),
+                    },
+                };
+                toks.push(Token { tok, span: sp(start, i) });
+            }
+            _ => {
+                let two = if i + 1 < bytes.len() { &bytes[i..i + 2] } else { &bytes[i..i + 1] };
+                let (tok, len) = match two {
+                    b"==" => (Some(Tok::EqEq), 2),
+                    b"!=" => (Some(Tok::NotEq), 2),
+                    b"<=" => (Some(Tok::Le), 2),
+                    b">=" => (Some(Tok::Ge), 2),
+                    _ => (
+                        match c {
+                            b'(' => Some(Tok::LParen),
+                            b')' => Some(Tok::RParen),
+                            b'[' => Some(Tok::LBracket),
+                            b']' => Some(Tok::RBracket),
+                            b'{' => Some(Tok::LBrace),
+                            b'}' => Some(Tok::RBrace),
+                            b',' => Some(Tok::Comma),
+                            b';' => Some(Tok::Semi),
+                            b':' => Some(Tok::Colon),
+                            b'=' => Some(Tok::Assign),
+                            b'+' => Some(Tok::Plus),
+                            b'-' => Some(Tok::Minus),
+                            b'*' => Some(Tok::Star),
+                            b'/' => Some(Tok::Slash),
+                            b'%' => Some(Tok::Percent),
+                            b'^' => Some(Tok::Caret),
+                            b'<' => Some(Tok::Lt),
+                            b'>' => Some(Tok::Gt),
+                            _ => None,
+                        },
+                        1,
+                    ),
+                };
+                match tok {
+                    Some(t) => {
+                        toks.push(Token { tok: t, span: sp(start, start + len) });
+                        i += len;
+                    }
+                    None => {
+                        // skip one whole UTF-8 character
+                        let ch = text[start..].chars().next().unwrap_or('\u{fffd}');
+                        i += ch.len_utf8().max(1);
+                        while i < bytes.len() && !text.is_char_boundary(i) {
+                            i += 1;
+                        }
+                        errs.push(
+                            Diagnostic::error("lex::bad-char", format!("unexpected character `{}`", ch.escape_debug()), sp(start, i))
+                                .with_label("not part of any RASP token"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    toks.push(Token { tok: Tok::Eof, span: sp(text.len(), text.len()) });
+    (toks, errs)
+}

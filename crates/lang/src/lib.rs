@@ -1,0 +1,62 @@
+//! raspc-lang: the RASP language front end and the reference interpreter.
+//!
+//! Pipeline of this crate: [`lexer`] -> [`parser`] (AST with spans) -> [`host`] evaluation
+//! (functions, loops, comprehensions run at compile time) -> [`graph`] (the DAG of s-ops and
+//! selectors) -> [`interp`] (the oracle). No tensor library is involved.
+
+pub mod ast;
+pub mod atom;
+pub mod diag;
+pub mod graph;
+pub mod host;
+pub mod interp;
+pub mod lexer;
+pub mod parser;
+pub mod span;
+
+pub use atom::Atom;
+pub use diag::{Diagnostic, Severity};
+pub use graph::{Graph, NodeId, NodeKind};
+pub use host::{evaluate_program, DiskLoader, FileLoader, HostValue, MemoryLoader, Session};
+pub use interp::{evaluate, EvalError, Value};
+pub use span::{FileId, SourceMap, Span};
+
+/// Parses a command-line input: a JSON array of atoms (`[1,2]`, `["a","b"]`, `[0.5,true]`),
+/// or otherwise a plain string split into characters, as the reference does.
+pub fn parse_input(s: &str) -> Result<Vec<Atom>, String> {
+    let t = s.trim_start();
+    if t.starts_with('[') {
+        if let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(s) {
+            return items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    serde_json::Value::Bool(b) => Ok(Atom::Bool(*b)),
+                    serde_json::Value::String(s) => Ok(Atom::Str(s.clone())),
+                    serde_json::Value::Number(n) => match n.as_i64() {
+                        Some(i) => Ok(Atom::Int(i)),
+                        None => n.as_f64().map(Atom::Float).ok_or_else(|| format!("input item {i}: number {n} is out of range")),
+                    },
+                    other => Err(format!("input item {i} is {other}: items must be numbers, strings or booleans")),
+                })
+                .collect();
+        }
+    }
+    Ok(s.chars().map(|c| Atom::Str(c.to_string())).collect())
+}
+
+/// Convenience: evaluate a program text (no `load` from disk) and run `entry` on `input`.
+pub fn run_source(text: &str, entry: Option<&str>, input: &[Atom]) -> Result<Value, String> {
+    let (sources, r) = evaluate_program("<program>", None, text, &MemoryLoader::default());
+    let session = r.map_err(|ds| {
+        ds.iter()
+            .map(|d| {
+                let (l, c) = d.primary_span().map(|s| sources.line_col(s.file, s.start)).unwrap_or((0, 0));
+                format!("{l}:{c}: {}", d.message)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    let (_, node) = session.entry(entry)?;
+    evaluate(&session.graph, node, input).map_err(|e| format!("{}: {}", e.label, e.message))
+}

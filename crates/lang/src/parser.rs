@@ -1,0 +1,666 @@
+//! Parser: tokens -> [`Program`] (AST with spans).
+//!
+//! A precedence-climbing parser for the reference grammar. Precedence, loosest first:
+//! `in` < `if/else` < `and`/`or` < comparisons < `+ -` < `%` < `* /` < `^` < unary `not - +`
+//! < postfix indexing and calls. Binary operators are left-associative (as in the reference,
+//! whose ANTLR grammar makes `a if c else b if d else e` mean `(a if c else b) if d else e`).
+//!
+//! Errors are collected, not thrown: after an error the parser skips to the next `;` or `}`
+//! and carries on, so one run reports every error it can recover from.
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::lexer::{lex, Tok, Token};
+use crate::span::{FileId, Span};
+use std::rc::Rc;
+
+const PREC_IN: u8 = 1;
+const PREC_TERNARY: u8 = 2;
+const PREC_ANDOR: u8 = 3;
+const PREC_CMP: u8 = 4;
+const PREC_ADD: u8 = 5;
+const PREC_MOD: u8 = 6;
+const PREC_MUL: u8 = 7;
+const PREC_POW: u8 = 8;
+const PREC_UNARY: u8 = 9;
+
+/// Deepest expression or block nesting accepted; deeper input is reported, never overflows.
+pub const MAX_NESTING: usize = 150;
+
+/// Marker: an error was recorded and the caller should recover.
+struct Fail;
+type PResult<T> = Result<T, Fail>;
+
+/// Parses one file. Returns the statements that parsed and every diagnostic found.
+pub fn parse(file: FileId, text: &str) -> (Program, Vec<Diagnostic>) {
+    let (tokens, mut errs) = lex(file, text);
+    let mut p = Parser { toks: tokens, pos: 0, errs: vec![], text, depth: 0 };
+    let stmts = p.statements(true);
+    errs.append(&mut p.errs);
+    errs.sort_by_key(|d| d.primary_span().map(|s| s.start));
+    (Program { stmts }, errs)
+}
+
+struct Parser<'a> {
+    toks: Vec<Token>,
+    pos: usize,
+    errs: Vec<Diagnostic>,
+    text: &'a str,
+    depth: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos].tok
+    }
+    fn peek_at(&self, k: usize) -> &Tok {
+        &self.toks[(self.pos + k).min(self.toks.len() - 1)].tok
+    }
+    fn span(&self) -> Span {
+        self.toks[self.pos].span
+    }
+    fn prev_span(&self) -> Span {
+        self.toks[self.pos.saturating_sub(1)].span
+    }
+    fn bump(&mut self) -> Token {
+        let t = self.toks[self.pos].clone();
+        if self.pos + 1 < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+    fn eat(&mut self, t: &Tok) -> bool {
+        if self.peek() == t {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+    fn ident_is(&self, k: usize, word: &str) -> bool {
+        matches!(self.peek_at(k), Tok::Ident(s) if s == word)
+    }
+
+    fn error_expected(&mut self, what: &str) -> Fail {
+        let found = self.peek().clone();
+        let span = self.span();
+        let mut d = Diagnostic::error("parse::expected", format!("expected {what}, found {}", found.describe()), span)
+            .with_label(format!("expected {what}"));
+        if let Tok::Ident(w) = &found {
+            if ["select", "aggregate", "range", "zip", "len"].contains(&w.as_str()) {
+                d = d.with_note(format!("write `{w}(` with no space before the parenthesis"));
+            }
+        }
+        self.errs.push(d);
+        Fail
+    }
+
+    /// Expects `t`; on failure reports it, pointing just after the previous token for `;`.
+    fn expect(&mut self, t: Tok, what: &str) -> PResult<Span> {
+        if self.peek() == &t {
+            return Ok(self.bump().span);
+        }
+        if t == Tok::Semi && self.pos > 0 {
+            let prev = self.prev_span();
+            let at = Span { file: prev.file, start: prev.end, end: prev.end };
+            let found = self.peek().describe();
+            self.errs.push(
+                Diagnostic::error("parse::missing-semicolon", format!("expected `;`, found {found}"), at)
+                    .with_label("expected `;` here")
+                    .with_secondary(self.span(), "the next statement starts here"),
+            );
+            return Err(Fail);
+        }
+        Err(self.error_expected(what))
+    }
+
+    /// Skip to just after the next `;` (or to a `}` / end of file, not consumed).
+    fn synchronize(&mut self) {
+        let mut depth = 0i32;
+        loop {
+            match self.peek() {
+                Tok::Eof => return,
+                Tok::Semi if depth <= 0 => {
+                    self.bump();
+                    return;
+                }
+                Tok::RBrace if depth <= 0 => return,
+                Tok::LBrace | Tok::LParen | Tok::LBracket | Tok::SelectParen | Tok::AggregateParen | Tok::RangeParen
+                | Tok::ZipParen | Tok::LenParen => depth += 1,
+                Tok::RParen | Tok::RBracket | Tok::RBrace => depth -= 1,
+                _ => {}
+            }
+            self.bump();
+        }
+    }
+
+    fn statements(&mut self, top: bool) -> Vec<Stmt> {
+        let mut out = vec![];
+        loop {
+            match self.peek() {
+                Tok::Eof => break,
+                Tok::RBrace if !top => break,
+                Tok::Return if !top => break,
+                Tok::RBrace => {
+                    let s = self.span();
+                    self.errs.push(Diagnostic::error("parse::unmatched", "unmatched `}`", s).with_label("no `{` opens this"));
+                    self.bump();
+                    continue;
+                }
+                _ => {}
+            }
+            let before = self.pos;
+            match self.statement() {
+                Ok(Some(s)) => out.push(s),
+                Ok(None) => {}
+                Err(Fail) => {
+                    self.synchronize();
+                    if self.pos == before && !matches!(self.peek(), Tok::Eof | Tok::RBrace) {
+                        self.bump();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn enter(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            let s = self.span();
+            self.errs.push(
+                Diagnostic::error("parse::too-deep", "program is nested too deeply", s)
+                    .with_label(format!("more than {MAX_NESTING} levels of nesting here")),
+            );
+            self.depth -= 1;
+            // Skip everything: deep nesting cannot be recovered from locally.
+            while self.peek() != &Tok::Eof {
+                self.bump();
+            }
+            return Err(Fail);
+        }
+        Ok(())
+    }
+
+    fn block(&mut self) -> PResult<Vec<Stmt>> {
+        self.enter()?;
+        let r = self.statements(false);
+        self.depth -= 1;
+        Ok(r)
+    }
+
+    fn optional_semi(&mut self) {
+        self.eat(&Tok::Semi);
+    }
+
+    /// `s-op` or `selector` as a REPL qualifier, if present at offset k; returns its token count.
+    fn subset_len(&self, k: usize) -> usize {
+        if self.ident_is(k, "s") && self.peek_at(k + 1) == &Tok::Minus && self.ident_is(k + 2, "op") {
+            3
+        } else if self.ident_is(k, "selector") {
+            1
+        } else {
+            0
+        }
+    }
+
+    fn repl_statement(&mut self) -> PResult<Option<Stmt>> {
+        let start = self.span();
+        let on_off = |p: &Parser, k: usize| p.ident_is(k, "on") || p.ident_is(k, "off");
+        // set [s-op|selector] example EXPR
+        if self.ident_is(0, "set") || self.ident_is(0, "show") {
+            let set = self.ident_is(0, "set");
+            let q = self.subset_len(1);
+            if self.ident_is(1 + q, "example") {
+                for _ in 0..(2 + q) {
+                    self.bump();
+                }
+                let arg = if set { Some(self.expr(PREC_IN)?) } else { None };
+                self.optional_semi();
+                let kind = if set { ReplKind::SetExample } else { ReplKind::ShowExample };
+                return Ok(Some(Stmt { kind: StmtKind::Repl { kind, arg }, span: start.to(self.prev_span()) }));
+            }
+        }
+        if self.ident_is(0, "full") && self.ident_is(1, "seq") && self.ident_is(2, "display") && on_off(self, 3) {
+            for _ in 0..4 {
+                self.bump();
+            }
+            self.optional_semi();
+            return Ok(Some(Stmt {
+                kind: StmtKind::Repl { kind: ReplKind::FullSeqDisplay, arg: None },
+                span: start.to(self.prev_span()),
+            }));
+        }
+        let q = self.subset_len(0);
+        if self.ident_is(q, "examples") && on_off(self, q + 1) {
+            for _ in 0..(q + 2) {
+                self.bump();
+            }
+            self.optional_semi();
+            return Ok(Some(Stmt {
+                kind: StmtKind::Repl { kind: ReplKind::ToggleExamples, arg: None },
+                span: start.to(self.prev_span()),
+            }));
+        }
+        if self.ident_is(0, "exit") || self.ident_is(0, "quit") {
+            let call = self.peek_at(1) == &Tok::LParen && self.peek_at(2) == &Tok::RParen;
+            let bare = matches!(self.peek_at(1), Tok::Semi | Tok::Eof);
+            let newline = {
+                let cur = self.toks[self.pos].span;
+                let next = self.toks[(self.pos + 1).min(self.toks.len() - 1)].span;
+                self.text.get(cur.end as usize..next.start as usize).is_some_and(|g| g.contains('\n'))
+            };
+            if call || bare || newline {
+                self.bump();
+                if call {
+                    self.bump();
+                    self.bump();
+                }
+                self.optional_semi();
+                return Ok(Some(Stmt { kind: StmtKind::Repl { kind: ReplKind::Exit, arg: None }, span: start.to(self.prev_span()) }));
+            }
+        }
+        Ok(None)
+    }
+
+    fn statement(&mut self) -> PResult<Option<Stmt>> {
+        let start = self.span();
+        if let Some(s) = self.repl_statement()? {
+            return Ok(Some(s));
+        }
+        match self.peek().clone() {
+            Tok::Semi => {
+                self.bump();
+                Ok(None)
+            }
+            Tok::Def => {
+                self.bump();
+                let name = self.ident()?;
+                self.expect(Tok::LParen, "`(`")?;
+                let params = if self.peek() == &Tok::RParen { vec![] } else { self.idents()? };
+                self.expect(Tok::RParen, "`)`")?;
+                self.expect(Tok::LBrace, "`{`")?;
+                let body = self.block()?;
+                if self.peek() != &Tok::Return {
+                    if self.peek() == &Tok::RBrace {
+                        let s = self.span();
+                        self.errs.push(
+                            Diagnostic::error("parse::missing-return", format!("function `{}` has no return statement", name.name), s)
+                                .with_label("expected `return ...;` before this `}`")
+                                .with_secondary(name.span, "function defined here")
+                                .with_note("every RASP function ends with a return statement"),
+                        );
+                        self.bump();
+                        return Ok(None);
+                    }
+                    return Err(self.error_expected("`return`"));
+                }
+                let ret_start = self.bump().span;
+                let ret = self.exprs()?;
+                self.expect(Tok::Semi, "`;`")?;
+                let ret_span = ret_start.to(self.prev_span());
+                if self.peek() != &Tok::RBrace {
+                    let s = self.span();
+                    self.errs.push(
+                        Diagnostic::error("parse::after-return", "statement after `return`", s)
+                            .with_label("a function body must end with its return statement")
+                            .with_secondary(ret_span, "the return statement"),
+                    );
+                    return Err(Fail);
+                }
+                self.bump();
+                let span = start.to(self.prev_span());
+                Ok(Some(Stmt { kind: StmtKind::Def(Rc::new(FuncDef { name, params, body, ret, ret_span })), span }))
+            }
+            Tok::For => {
+                self.bump();
+                let vars = self.idents()?;
+                self.expect(Tok::In, "`in`")?;
+                let iter = self.expr(PREC_IN)?;
+                self.expect(Tok::LBrace, "`{`")?;
+                let body = self.block()?;
+                if self.peek() == &Tok::Return {
+                    let s = self.span();
+                    self.errs.push(
+                        Diagnostic::error("parse::return-in-loop", "`return` inside a `for` loop", s)
+                            .with_label("only a function body may end with `return`"),
+                    );
+                    return Err(Fail);
+                }
+                self.expect(Tok::RBrace, "`}`")?;
+                if body.is_empty() {
+                    let s = start.to(self.prev_span());
+                    self.errs.push(
+                        Diagnostic::error("parse::empty-loop", "`for` loop with an empty body", s)
+                            .with_label("the body needs at least one statement"),
+                    );
+                    return Err(Fail);
+                }
+                Ok(Some(Stmt { kind: StmtKind::For { vars, iter, body: Rc::new(body) }, span: start.to(self.prev_span()) }))
+            }
+            Tok::Load => {
+                self.bump();
+                let t = self.bump();
+                let Tok::Str(path) = t.tok else {
+                    self.pos -= 1;
+                    return Err(self.error_expected("a file name in quotes"));
+                };
+                self.expect(Tok::Semi, "`;`")?;
+                Ok(Some(Stmt { kind: StmtKind::Load { path, path_span: t.span }, span: start.to(self.prev_span()) }))
+            }
+            Tok::Draw => {
+                self.bump();
+                self.expect(Tok::LParen, "`(`")?;
+                let target = self.expr(PREC_IN)?;
+                let input = if self.eat(&Tok::Comma) { Some(self.expr(PREC_IN)?) } else { None };
+                self.expect(Tok::RParen, "`)`")?;
+                self.expect(Tok::Semi, "`;`")?;
+                Ok(Some(Stmt { kind: StmtKind::Draw { target, input }, span: start.to(self.prev_span()) }))
+            }
+            Tok::Return => {
+                let s = self.span();
+                self.errs.push(
+                    Diagnostic::error("parse::stray-return", "`return` outside a function", s)
+                        .with_label("only a function body may end with `return`"),
+                );
+                Err(Fail)
+            }
+            _ => {
+                let exprs = self.exprs()?;
+                if self.peek() == &Tok::Assign {
+                    let eq = self.bump().span;
+                    let mut targets = vec![];
+                    let mut bad = false;
+                    for e in &exprs {
+                        match &e.kind {
+                            ExprKind::Name(n) => targets.push(Ident { name: n.clone(), span: e.span }),
+                            _ => {
+                                self.errs.push(
+                                    Diagnostic::error("parse::bad-target", "cannot assign to this expression", e.span)
+                                        .with_label("only names can be assigned")
+                                        .with_secondary(eq, "assignment here"),
+                                );
+                                bad = true;
+                            }
+                        }
+                    }
+                    let values = self.exprs()?;
+                    self.expect(Tok::Semi, "`;`")?;
+                    if bad {
+                        return Err(Fail);
+                    }
+                    return Ok(Some(Stmt { kind: StmtKind::Assign { targets, values }, span: start.to(self.prev_span()) }));
+                }
+                if exprs.len() > 1 {
+                    let s = exprs[1].span;
+                    self.errs.push(
+                        Diagnostic::error("parse::expr-list", "a list of expressions is not a statement", s)
+                            .with_label("unexpected second expression")
+                            .with_note("did you mean an assignment `a, b = ...;`?"),
+                    );
+                    self.synchronize();
+                    return Err(Fail);
+                }
+                self.expect(Tok::Semi, "`;`")?;
+                let e = exprs.into_iter().next().expect("exprs() returns at least one");
+                Ok(Some(Stmt { span: start.to(self.prev_span()), kind: StmtKind::Expr(e) }))
+            }
+        }
+    }
+
+    fn ident(&mut self) -> PResult<Ident> {
+        match self.peek().clone() {
+            Tok::Ident(name) => {
+                let span = self.bump().span;
+                Ok(Ident { name, span })
+            }
+            _ => Err(self.error_expected("a name")),
+        }
+    }
+
+    fn idents(&mut self) -> PResult<Vec<Ident>> {
+        let mut v = vec![self.ident()?];
+        while self.eat(&Tok::Comma) {
+            v.push(self.ident()?);
+        }
+        Ok(v)
+    }
+
+    fn exprs(&mut self) -> PResult<Vec<Expr>> {
+        let mut v = vec![self.expr(PREC_IN)?];
+        while self.eat(&Tok::Comma) {
+            v.push(self.expr(PREC_IN)?);
+        }
+        Ok(v)
+    }
+
+    fn args_until(&mut self, close: Tok, what: &str) -> PResult<Vec<Expr>> {
+        if self.eat(&close) {
+            return Ok(vec![]);
+        }
+        let v = self.exprs()?;
+        self.expect(close, what)?;
+        Ok(v)
+    }
+
+    fn expr(&mut self, min: u8) -> PResult<Expr> {
+        self.enter()?;
+        let r = self.expr_inner(min);
+        self.depth -= 1;
+        r
+    }
+
+    fn expr_inner(&mut self, min: u8) -> PResult<Expr> {
+        let mut lhs = self.prefix()?;
+        loop {
+            let tok = self.peek().clone();
+            let bin = match tok {
+                Tok::Caret => Some((BinOp::Pow, PREC_POW)),
+                Tok::Star => Some((BinOp::Mul, PREC_MUL)),
+                Tok::Slash => Some((BinOp::Div, PREC_MUL)),
+                Tok::Percent => Some((BinOp::Mod, PREC_MOD)),
+                Tok::Plus => Some((BinOp::Add, PREC_ADD)),
+                Tok::Minus => Some((BinOp::Sub, PREC_ADD)),
+                Tok::EqEq => Some((BinOp::Eq, PREC_CMP)),
+                Tok::Le => Some((BinOp::Le, PREC_CMP)),
+                Tok::Ge => Some((BinOp::Ge, PREC_CMP)),
+                Tok::Lt => Some((BinOp::Lt, PREC_CMP)),
+                Tok::Gt => Some((BinOp::Gt, PREC_CMP)),
+                Tok::And => Some((BinOp::And, PREC_ANDOR)),
+                Tok::Or => Some((BinOp::Or, PREC_ANDOR)),
+                _ => None,
+            };
+            if let Some((op, prec)) = bin {
+                if prec < min {
+                    break;
+                }
+                self.bump();
+                let rhs = self.expr(prec + 1)?;
+                let span = lhs.span.to(rhs.span);
+                lhs = Expr { kind: ExprKind::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }, span };
+                continue;
+            }
+            match tok {
+                Tok::NotEq => {
+                    let s = self.span();
+                    self.errs.push(
+                        Diagnostic::error("parse::not-equal", "`!=` is only allowed as the comparison of a `select`", s)
+                            .with_label("not an operator here")
+                            .with_note("write `not (a == b)` instead"),
+                    );
+                    return Err(Fail);
+                }
+                Tok::LBracket => {
+                    self.bump();
+                    let index = self.expr(PREC_IN)?;
+                    self.expect(Tok::RBracket, "`]`")?;
+                    let span = lhs.span.to(self.prev_span());
+                    lhs = Expr { kind: ExprKind::Index { target: Box::new(lhs), index: Box::new(index) }, span };
+                }
+                Tok::LParen => {
+                    self.bump();
+                    let args = self.args_until(Tok::RParen, "`)`")?;
+                    let span = lhs.span.to(self.prev_span());
+                    lhs = Expr { kind: ExprKind::Call { callee: Box::new(lhs), args }, span };
+                }
+                Tok::If if PREC_TERNARY >= min => {
+                    self.bump();
+                    let cond = self.expr(PREC_IN)?;
+                    self.expect(Tok::Else, "`else`")?;
+                    let otherwise = self.expr(PREC_TERNARY + 1)?;
+                    let span = lhs.span.to(otherwise.span);
+                    lhs = Expr {
+                        kind: ExprKind::Ternary { then: Box::new(lhs), cond: Box::new(cond), otherwise: Box::new(otherwise) },
+                        span,
+                    };
+                }
+                Tok::In if PREC_IN >= min => {
+                    self.bump();
+                    let container = self.expr(PREC_IN + 1)?;
+                    let span = lhs.span.to(container.span);
+                    lhs = Expr { kind: ExprKind::In { item: Box::new(lhs), container: Box::new(container) }, span };
+                }
+                _ => break,
+            }
+        }
+        Ok(lhs)
+    }
+
+    fn prefix(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let tok = self.peek().clone();
+        let done = |p: &Parser, kind: ExprKind| Ok(Expr { kind, span: start.to(p.prev_span()) });
+        match tok {
+            Tok::Int(v) => {
+                self.bump();
+                done(self, ExprKind::Int(v))
+            }
+            Tok::Float(v) => {
+                self.bump();
+                done(self, ExprKind::Float(v))
+            }
+            Tok::Str(s) => {
+                self.bump();
+                done(self, ExprKind::Str(s))
+            }
+            Tok::Ident(n) => {
+                self.bump();
+                done(self, ExprKind::Name(n))
+            }
+            Tok::LParen => {
+                self.bump();
+                let e = self.expr(PREC_IN)?;
+                self.expect(Tok::RParen, "`)`")?;
+                Ok(Expr { kind: e.kind, span: start.to(self.prev_span()) })
+            }
+            Tok::Not | Tok::Minus | Tok::Plus => {
+                self.bump();
+                let op = match tok {
+                    Tok::Not => UnaryOp::Not,
+                    Tok::Minus => UnaryOp::Neg,
+                    _ => UnaryOp::Pos,
+                };
+                let operand = self.expr(PREC_UNARY)?;
+                done(self, ExprKind::Unary { op, operand: Box::new(operand) })
+            }
+            Tok::Round | Tok::Indicator => {
+                self.bump();
+                self.expect(Tok::LParen, "`(`")?;
+                let operand = self.expr(PREC_IN)?;
+                self.expect(Tok::RParen, "`)`")?;
+                let op = if tok == Tok::Round { UnaryOp::Round } else { UnaryOp::Indicator };
+                done(self, ExprKind::Unary { op, operand: Box::new(operand) })
+            }
+            Tok::LBracket => {
+                self.bump();
+                if self.eat(&Tok::RBracket) {
+                    return done(self, ExprKind::List(vec![]));
+                }
+                let first = self.expr(PREC_IN)?;
+                if self.eat(&Tok::For) {
+                    let vars = self.idents()?;
+                    self.expect(Tok::In, "`in`")?;
+                    let iter = self.expr(PREC_IN)?;
+                    self.expect(Tok::RBracket, "`]`")?;
+                    return done(self, ExprKind::ListComp { body: Box::new(first), vars, iter: Box::new(iter) });
+                }
+                let mut items = vec![first];
+                while self.eat(&Tok::Comma) {
+                    items.push(self.expr(PREC_IN)?);
+                }
+                self.expect(Tok::RBracket, "`,` or `]`")?;
+                done(self, ExprKind::List(items))
+            }
+            Tok::LBrace => {
+                self.bump();
+                if self.eat(&Tok::RBrace) {
+                    return done(self, ExprKind::Dict(vec![]));
+                }
+                let k = self.expr(PREC_IN)?;
+                self.expect(Tok::Colon, "`:`")?;
+                let v = self.expr(PREC_IN)?;
+                if self.eat(&Tok::For) {
+                    let vars = self.idents()?;
+                    self.expect(Tok::In, "`in`")?;
+                    let iter = self.expr(PREC_IN)?;
+                    self.expect(Tok::RBrace, "`}`")?;
+                    return done(self, ExprKind::DictComp { key: Box::new(k), value: Box::new(v), vars, iter: Box::new(iter) });
+                }
+                let mut items = vec![(k, v)];
+                while self.eat(&Tok::Comma) {
+                    let k = self.expr(PREC_IN)?;
+                    self.expect(Tok::Colon, "`:`")?;
+                    let v = self.expr(PREC_IN)?;
+                    items.push((k, v));
+                }
+                self.expect(Tok::RBrace, "`,` or `}`")?;
+                done(self, ExprKind::Dict(items))
+            }
+            Tok::SelectParen => {
+                self.bump();
+                let keys = self.expr(PREC_IN)?;
+                self.expect(Tok::Comma, "`,`")?;
+                let queries = self.expr(PREC_IN)?;
+                self.expect(Tok::Comma, "`,`")?;
+                let cmp = match self.peek() {
+                    Tok::EqEq => Cmp::Eq,
+                    Tok::NotEq => Cmp::Ne,
+                    Tok::Lt => Cmp::Lt,
+                    Tok::Le => Cmp::Le,
+                    Tok::Gt => Cmp::Gt,
+                    Tok::Ge => Cmp::Ge,
+                    _ => return Err(self.error_expected("a comparison (`==`, `!=`, `<`, `<=`, `>` or `>=`)")),
+                };
+                self.bump();
+                self.expect(Tok::RParen, "`)`")?;
+                done(self, ExprKind::Select { keys: Box::new(keys), queries: Box::new(queries), cmp })
+            }
+            Tok::AggregateParen => {
+                self.bump();
+                let sel = self.expr(PREC_IN)?;
+                self.expect(Tok::Comma, "`,`")?;
+                let values = self.expr(PREC_IN)?;
+                let default = if self.eat(&Tok::Comma) { Some(Box::new(self.expr(PREC_IN)?)) } else { None };
+                self.expect(Tok::RParen, "`)`")?;
+                done(self, ExprKind::Aggregate { sel: Box::new(sel), values: Box::new(values), default })
+            }
+            Tok::RangeParen => {
+                self.bump();
+                let args = self.args_until(Tok::RParen, "`)`")?;
+                done(self, ExprKind::Range(args))
+            }
+            Tok::ZipParen => {
+                self.bump();
+                let args = self.args_until(Tok::RParen, "`)`")?;
+                done(self, ExprKind::Zip(args))
+            }
+            Tok::LenParen => {
+                self.bump();
+                let e = self.expr(PREC_IN)?;
+                self.expect(Tok::RParen, "`)`")?;
+                done(self, ExprKind::Len(Box::new(e)))
+            }
+            _ => Err(self.error_expected("an expression")),
+        }
+    }
+}
