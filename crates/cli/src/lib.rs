@@ -93,8 +93,38 @@ pub fn render(sources: &SourceMap, diags: &[Diagnostic], color: bool) -> String 
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// Runs the CLI. Returns the process exit code: 0 success, 1 a user error, 2 a usage error.
+/// Stack for the worker thread: parsing and host evaluation recurse over the program's nesting.
+const STACK_BYTES: usize = 256 << 20;
+
+/// Runs the CLI. Returns the process exit code: 0 success, 1 a user error, 2 a usage error,
+/// 101 an internal error (a bug). The work runs on a thread with a large stack; its output is
+/// buffered and then written to `out` and `err`.
 pub fn run<I: IntoIterator<Item = String>>(args: I, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> i32 {
+    let args: Vec<String> = args.into_iter().collect();
+    let result = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(STACK_BYTES)
+            .spawn_scoped(scope, || {
+                let (mut o, mut e) = (Vec::new(), Vec::new());
+                let code = run_here(args, &mut o, &mut e, color);
+                (code, o, e)
+            })
+            .map(|h| h.join())
+    });
+    match result {
+        Ok(Ok((code, o, e))) => {
+            let _ = out.write_all(&o);
+            let _ = err.write_all(&e);
+            code
+        }
+        _ => {
+            let _ = writeln!(err, "error: internal error in raspc (this is a bug; please report it with the program that caused it)");
+            101
+        }
+    }
+}
+
+fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -148,8 +178,10 @@ fn load(path: &std::path::Path, err: &mut dyn Write, color: bool) -> Result<rasp
     match r {
         Ok(s) => {
             let notes: Vec<Diagnostic> = s.notes.iter().filter(|d| d.primary_span().is_some_and(|sp| sp.file == s.main_file)).cloned().collect();
-            if !notes.is_empty() {
-                let _ = write!(err, "{}", render(&sources, &notes, color));
+            for n in &notes {
+                let sp = n.primary_span().expect("filtered on a span");
+                let (l, c) = sources.line_col(sp.file, sp.start);
+                let _ = writeln!(err, "note: {}:{l}:{c}: {}", sources.get(sp.file).name, n.message);
             }
             Ok(s)
         }
@@ -175,6 +207,13 @@ fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, json: bool, ou
                 let _ = writeln!(out, "{}", v.to_text());
             }
             Ok(())
+        }
+        Err(e) if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 => {
+            // A built-in s-op (such as `tokens_int`) failed: there is no program text to show.
+            let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
+            let _ = writeln!(err, "error[eval::runtime]: evaluating `{}` failed{at}: {}", e.label, e.message);
+            let _ = writeln!(err, "  = input: {input}");
+            Err(Failure::Reported)
         }
         Err(e) => {
             let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();

@@ -25,7 +25,7 @@ const PREC_POW: u8 = 8;
 const PREC_UNARY: u8 = 9;
 
 /// Deepest expression or block nesting accepted; deeper input is reported, never overflows.
-pub const MAX_NESTING: usize = 150;
+pub const MAX_NESTING: usize = 100;
 
 /// Marker: an error was recorded and the caller should recover.
 struct Fail;
@@ -542,6 +542,25 @@ impl<'a> Parser<'a> {
             Tok::Str(s) => {
                 self.bump();
                 done(self, ExprKind::Str(s))
+            }
+            Tok::Ident(n) if self.peek_at(1) == &Tok::LParen && ["select", "aggregate", "range", "zip", "len"].contains(&n.as_str()) => {
+                // `select (` with a space: the reference lexer would not see `select(`. Report it,
+                // then parse it as intended so later errors are still found.
+                let paren = self.toks[self.pos + 1].span;
+                self.errs.push(
+                    Diagnostic::error("parse::space-before-paren", format!("`{n}` must be followed directly by `(`"), start.to(paren))
+                        .with_label(format!("write `{n}(` with no space"))
+                        .with_note(format!("`{n}(` is a single token in RASP")),
+                );
+                self.toks[self.pos + 1].tok = match n.as_str() {
+                    "select" => Tok::SelectParen,
+                    "aggregate" => Tok::AggregateParen,
+                    "range" => Tok::RangeParen,
+                    "zip" => Tok::ZipParen,
+                    _ => Tok::LenParen,
+                };
+                self.bump();
+                self.prefix()
             }
             Tok::Ident(n) => {
                 self.bump();

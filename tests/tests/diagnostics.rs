@@ -1,0 +1,41 @@
+//! Snapshot tests of rendered diagnostics: every malformed program under `cases/errors/` is run
+//! through the real CLI (in-process, no colour) and its exit code and stderr are compared with
+//! the checked-in snapshot. Re-bless with `INSTA_UPDATE=always cargo test -p raspc-tests`.
+
+fn run_cli(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let mut argv = vec!["raspc".to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    let code = raspc::run(argv, &mut out, &mut err, false);
+    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
+#[test]
+fn error_programs_render_with_carets() {
+    let dir = std::path::Path::new("cases/errors");
+    let mut names: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "rasp")).collect();
+    names.sort();
+    assert!(names.len() >= 10, "the error corpus is missing");
+    for path in names {
+        let p = path.to_str().unwrap();
+        let (code, out, err) = run_cli(&["eval", p, "--input", "1x"]);
+        assert_eq!(code, 1, "{p} should fail with exit code 1");
+        assert!(out.is_empty(), "{p} printed to stdout: {out}");
+        // Every diagnostic names line and column and draws a caret (except plain errors such as
+        // a missing entry, which have no place in the program).
+        assert!(err.contains("error"), "{p}: {err}");
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+        insta::assert_snapshot!(stem, err);
+    }
+}
+
+#[test]
+fn several_parse_errors_are_reported_at_once() {
+    let (_, _, err) = run_cli(&["eval", "cases/errors/several_parse_errors.rasp", "--input", "a"]);
+    let n = err.matches("error[").count();
+    assert_eq!(n, 4, "expected four separate parse errors:\n{err}");
+    for line in ["several_parse_errors.rasp:1:13", "several_parse_errors.rasp:2:31", "several_parse_errors.rasp:4:19", "several_parse_errors.rasp:5:10"] {
+        assert!(err.contains(line), "missing {line} in\n{err}");
+    }
+}
