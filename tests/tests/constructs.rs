@@ -57,6 +57,11 @@ fn sop_operations() {
         ("letters", json!(["x", "y", "z", "x"])),
         ("picked", json!(["p", "q", "p", "q"])),
         ("negated", json!([-1, -2, -3, -2])),
+        ("plus_tok", json!([1, 2, 3, 2])),
+        ("as_floats", json!([1.0, 2.0, 3.0, 2.0])),
+        ("as_bools", json!([true, true, true, true])),
+        ("as_is", json!([1, 2, 3, 2])),
+        ("as_strs", json!(["1", "2", "3", "2"])),
         ("flags", json!([false, true, false, true])),
         ("inverted", json!([true, false, true, false])),
         ("either", json!([true, true, false, true])),
@@ -105,6 +110,8 @@ fn string_inputs_and_conversions() {
     assert_eq!(json(&run(&s, "as_ints", &chars("123")).unwrap()), json!([1, 2, 3]));
     let err = run(&s, "as_ints", &chars("1x")).unwrap_err();
     assert!(err.contains("invalid literal for int(): 'x'"), "{err}");
+    assert_eq!(json(&run(&s, "as_bools", &ints(&[0, 3])).unwrap()), json!([false, true]));
+    assert_eq!(json(&run(&s, "as_floats", &chars("7")).unwrap()), json!([7.0]));
     let err = run(&s, "as_ints", &[]).unwrap_err();
     assert!(err.contains("non-empty"), "{err}");
 }
