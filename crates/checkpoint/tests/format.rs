@@ -1,0 +1,157 @@
+//! Round trips, determinism and every way a checkpoint file can be wrong.
+
+use raspc_checkpoint::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// A small but complete checkpoint: vocabulary {BOS, a, b}, 2 layers (2 heads + MLP, 1 head).
+fn sample() -> Checkpoint {
+    let config = ModelConfig {
+        d_model: 6,
+        layers: vec![
+            LayerConfig { heads: vec![2, 3], mlp: Some(MlpConfig { kind: MlpKind::Relu, hidden: 4 }) },
+            LayerConfig { heads: vec![1], mlp: None },
+        ],
+        vocab: vec![
+            VocabEntry { token: json!("<bos>"), id: 0 },
+            VocabEntry { token: json!("a"), id: 1 },
+            VocabEntry { token: json!("b"), id: 2 },
+        ],
+        bos_id: 0,
+        max_seq_len: 4,
+        causal: false,
+        attention: AttentionConfig { semantics: AttentionSemantics::Hard, tie_tolerance: 0.25, soft_beta: 100.0 },
+        readout_dims: 2,
+    };
+    let layout = Layout {
+        sops: vec![
+            SopLayout { label: "tokens".into(), offset: 0, encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] } },
+            SopLayout { label: "indices".into(), offset: 2, encoding: Encoding::Numerical },
+            SopLayout { label: "reverse".into(), offset: 3, encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] } },
+        ],
+    };
+    let output = OutputSpec { label: "reverse".into(), encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] } };
+    let mut tensors = BTreeMap::new();
+    for (k, (name, shape)) in config.expected_tensors().into_iter().enumerate() {
+        let mut t = Tensor::zeros(&shape);
+        for (i, x) in t.data.iter_mut().enumerate() {
+            *x = ((i * 7 + k * 3) % 11) as f32 - 5.0;
+        }
+        tensors.insert(name, t);
+    }
+    Checkpoint { config, layout, output, program_hash: "abc123".into(), compiler_version: "raspc 0.1.0".into(), tensors }
+}
+
+#[test]
+fn round_trip_and_determinism() {
+    let ck = sample();
+    let a = ck.to_bytes().unwrap();
+    let b = ck.clone().to_bytes().unwrap();
+    assert_eq!(a, b, "same checkpoint, same bytes");
+    assert_eq!(Checkpoint::from_bytes(&a).unwrap(), ck);
+    assert_eq!(ck.tensors.len(), 3 + 4 * 3 + 4, "embeddings + readout, 3 heads, one MLP");
+}
+
+#[test]
+fn the_safetensors_crate_reads_our_file() {
+    let bytes = sample().to_bytes().unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let t = st.tensor("layers.0.attn.1.w_q").unwrap();
+    assert_eq!(t.shape(), &[6, 3]);
+    assert_eq!(t.dtype(), safetensors::Dtype::F32);
+    let (_, md) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let md = md.metadata().clone().unwrap();
+    assert_eq!(md["format"], "raspc");
+    assert_eq!(md["format_version"], "1");
+    let config: serde_json::Value = serde_json::from_str(&md["config"]).unwrap();
+    assert_eq!(config["attention"]["semantics"], "hard");
+    assert_eq!(config["layers"][0]["mlp"]["kind"], "relu");
+}
+
+fn with_tensors(ck: &Checkpoint, edit: impl FnOnce(&mut BTreeMap<String, Tensor>)) -> Vec<u8> {
+    // Write with the reference safetensors writer so invalid files can be produced.
+    let mut tensors = ck.tensors.clone();
+    edit(&mut tensors);
+    let bufs: Vec<(String, Vec<usize>, Vec<u8>)> =
+        tensors.into_iter().map(|(n, t)| (n, t.shape, t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> =
+        bufs.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
+    let meta = ck.metadata().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    safetensors::serialize(views, Some(meta)).unwrap()
+}
+
+fn with_meta(ck: &Checkpoint, key: &str, value: Option<&str>) -> Vec<u8> {
+    let bufs: Vec<(String, Vec<usize>, Vec<u8>)> =
+        ck.tensors.iter().map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> =
+        bufs.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
+    let mut meta: std::collections::HashMap<String, String> = ck.metadata().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    match value {
+        Some(v) => meta.insert(key.to_string(), v.to_string()),
+        None => meta.remove(key),
+    };
+    safetensors::serialize(views, Some(meta)).unwrap()
+}
+
+#[test]
+fn every_corruption_is_named() {
+    let ck = sample();
+    let good = ck.to_bytes().unwrap();
+
+    let e = Checkpoint::from_bytes(&good[..good.len() - 10]).unwrap_err();
+    assert!(matches!(e, CheckpointError::NotSafetensors(_)), "{e}");
+    let e = Checkpoint::from_bytes(b"garbage").unwrap_err();
+    assert!(matches!(e, CheckpointError::NotSafetensors(_)), "{e}");
+
+    let e = Checkpoint::from_bytes(&with_tensors(&ck, |t| {
+        t.remove("layers.1.attn.0.w_o");
+    }))
+    .unwrap_err();
+    assert_eq!(e.to_string(), "tensor `layers.1.attn.0.w_o` is missing");
+
+    let e = Checkpoint::from_bytes(&with_tensors(&ck, |t| {
+        t.insert("readout".into(), Tensor::zeros(&[6, 3]));
+    }))
+    .unwrap_err();
+    assert_eq!(e.to_string(), "tensor `readout` has shape [6, 3], expected [6, 2]");
+
+    let e = Checkpoint::from_bytes(&with_tensors(&ck, |t| {
+        t.insert("layers.9.mlp.w_in".into(), Tensor::zeros(&[1]));
+    }))
+    .unwrap_err();
+    assert_eq!(e.to_string(), "tensor `layers.9.mlp.w_in` is not part of this model's config");
+
+    let e = Checkpoint::from_bytes(&with_tensors(&ck, |t| {
+        t.get_mut("embed.token").unwrap().data[4] = f32::NAN;
+    }))
+    .unwrap_err();
+    assert_eq!(e.to_string(), "tensor `embed.token` holds a non-finite value at flat index 4");
+
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "config", None)).unwrap_err();
+    assert_eq!(e.to_string(), "metadata key `config` is missing");
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "layout", Some("{not json"))).unwrap_err();
+    assert!(e.to_string().starts_with("metadata key `layout` is invalid:"), "{e}");
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "format_version", Some("7"))).unwrap_err();
+    assert_eq!(e.to_string(), "format version 7 is not supported (this raspc reads version 1)");
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "format", Some("tracr"))).unwrap_err();
+    assert!(e.to_string().contains("metadata key `format` is invalid"), "{e}");
+    let overlap = r#"{"sops":[{"label":"x","offset":0,"encoding":{"kind":"numerical"}},{"label":"y","offset":0,"encoding":{"kind":"numerical"}}]}"#;
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "layout", Some(overlap))).unwrap_err();
+    assert_eq!(e.to_string(), "the residual layout is inconsistent: dim 0 is claimed by both `x` and `y`");
+
+    // Wrong dtype: an F64 tensor where F32 is required.
+    let data = vec![0u8; 6 * 2 * 8];
+    let mut views = vec![("readout".to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::F64, vec![6, 2], &data).unwrap())];
+    let others: Vec<(String, Vec<usize>, Vec<u8>)> = ck
+        .tensors
+        .iter()
+        .filter(|(n, _)| *n != "readout")
+        .map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .collect();
+    for (n, s, d) in &others {
+        views.push((n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap()));
+    }
+    let meta = ck.metadata().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let e = Checkpoint::from_bytes(&safetensors::serialize(views, Some(meta)).unwrap()).unwrap_err();
+    assert_eq!(e.to_string(), "tensor `readout` has dtype F64, expected F32");
+}
