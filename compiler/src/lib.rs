@@ -1,2 +1,6 @@
-//! raspc-compiler: program graph -> transformer weights. Empty until the compiler issue lands;
-//! see docs/architecture.md.
+//! raspc-compiler: program graph -> transformer weights.
+//!
+//! Stages present so far: [`infer`] (value sets). Lowering, scheduling and emission are not
+//! written yet; see docs/architecture.md.
+
+pub mod infer;

@@ -1,0 +1,177 @@
+//! Value-set inference: for a fixed vocabulary and maximum length, the finite set of values every
+//! s-op can take (or `Unbounded` when the set would be too large to enumerate).
+//!
+//! Takes a [`Graph`], the vocabulary (the atoms `tokens_asis` may hold) and `max_len`; produces
+//! one [`ValueSet`] per s-op node (selectors get none). Guarantee, tested against the
+//! interpreter on exhaustive inputs: every value the interpreter computes at a node on an input
+//! drawn from the vocabulary with length <= `max_len` is in that node's set (floats within 1e-9 relative:
+//! a mean's last bit depends on summation order). Inputs for which the
+//! interpreter fails are not covered (their values do not exist).
+
+use raspc_lang::graph::{MapOp, Operand};
+use raspc_lang::interp::apply_map;
+use raspc_lang::{Atom, Graph, NodeId, NodeKind};
+use std::collections::{BTreeMap, HashMap};
+
+/// Largest set enumerated; beyond it a node is `Unbounded`.
+pub const MAX_VALUES: usize = 4096;
+
+/// A set of atoms in a deterministic order (by type, then value).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct AtomSet(BTreeMap<(u8, raspc_lang::atom::AtomKey), Atom>);
+
+impl AtomSet {
+    pub fn insert(&mut self, a: Atom) {
+        let tag = match a {
+            Atom::Bool(_) => 0,
+            Atom::Int(_) => 1,
+            Atom::Float(_) => 2,
+            Atom::Str(_) => 3,
+        };
+        self.0.insert((tag, a.key()), a);
+    }
+    /// Membership; floats match within 1e-9 relative, since a mean's last bit depends on the
+    /// order its values were summed in.
+    pub fn contains(&self, a: &Atom) -> bool {
+        self.0.values().any(|b| match (a, b) {
+            (Atom::Float(x), Atom::Float(y)) => (x - y).abs() <= 1e-9 * x.abs().max(1.0),
+            _ => b == a,
+        })
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Atom> {
+        self.0.values()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ValueSet {
+    Finite(AtomSet),
+    /// Too many values to enumerate (more than [`MAX_VALUES`]).
+    Unbounded,
+}
+
+impl ValueSet {
+    pub fn contains(&self, a: &Atom) -> bool {
+        match self {
+            ValueSet::Finite(s) => s.contains(a),
+            ValueSet::Unbounded => true,
+        }
+    }
+}
+
+/// The value set of every s-op `root` depends on.
+pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> HashMap<NodeId, ValueSet> {
+    let mut out: HashMap<NodeId, ValueSet> = HashMap::new();
+    let finite = |atoms: Vec<Atom>| {
+        let mut s = AtomSet::default();
+        for a in atoms {
+            s.insert(a);
+        }
+        if s.len() > MAX_VALUES { ValueSet::Unbounded } else { ValueSet::Finite(s) }
+    };
+    let n = max_len.max(1) as i64;
+    for id in graph.ancestors(root) {
+        let set = match &graph.node(id).kind {
+            NodeKind::Tokens => finite(vocab.to_vec()),
+            NodeKind::Indices => finite((0..n).map(Atom::Int).collect()),
+            NodeKind::Length => finite((1..=n).map(Atom::Int).collect()),
+            NodeKind::SelectorWidth(_) => finite((0..=n).map(Atom::Int).collect()),
+            NodeKind::Const(a) => finite(vec![a.clone()]),
+            NodeKind::Map { op, args } => map_set(op, args, &out),
+            NodeKind::Aggregate { values, default, .. } => match &out[values] {
+                ValueSet::Unbounded => ValueSet::Unbounded,
+                ValueSet::Finite(vs) => aggregate_set(vs, default, max_len),
+            },
+            _ => continue, // selectors
+        };
+        out.insert(id, set);
+    }
+    out
+}
+
+fn map_set(op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>) -> ValueSet {
+    let mut choices: Vec<Vec<Atom>> = vec![];
+    let mut product = 1usize;
+    for a in args {
+        let c: Vec<Atom> = match a {
+            Operand::Const(c) => vec![c.clone()],
+            Operand::Sop(n) => match &sets[n] {
+                ValueSet::Finite(s) => s.iter().cloned().collect(),
+                ValueSet::Unbounded => return ValueSet::Unbounded,
+            },
+        };
+        product = product.saturating_mul(c.len().max(1));
+        choices.push(c);
+    }
+    if product > MAX_VALUES * 16 {
+        return ValueSet::Unbounded;
+    }
+    let mut s = AtomSet::default();
+    let mut idx = vec![0usize; choices.len()];
+    if choices.iter().any(|c| c.is_empty()) {
+        return ValueSet::Finite(s);
+    }
+    loop {
+        let row: Vec<Atom> = idx.iter().zip(&choices).map(|(&i, c)| c[i].clone()).collect();
+        if let Ok(v) = apply_map(op, &row) {
+            s.insert(v);
+            if s.len() > MAX_VALUES {
+                return ValueSet::Unbounded;
+            }
+        }
+        let mut k = 0;
+        loop {
+            if k == idx.len() {
+                return ValueSet::Finite(s);
+            }
+            idx[k] += 1;
+            if idx[k] < choices[k].len() {
+                break;
+            }
+            idx[k] = 0;
+            k += 1;
+        }
+    }
+}
+
+/// Default, any single value, and (for numbers) every mean of 2..=max_len values.
+fn aggregate_set(values: &AtomSet, default: &Atom, max_len: usize) -> ValueSet {
+    let mut s = AtomSet::default();
+    s.insert(default.clone());
+    for v in values.iter() {
+        s.insert(v.clone());
+    }
+    let nums: Vec<f64> = values.iter().filter_map(|a| if a.is_str() { None } else { a.as_f64() }).collect();
+    if nums.len() == values.len() && !nums.is_empty() {
+        // Sums of exactly k values (with repetition), as exact f64 only when they are integers
+        // or few; the mean is then computed as the interpreter does: sum / k.
+        let mut sums: Vec<f64> = nums.clone();
+        for k in 2..=max_len {
+            let mut next: Vec<f64> = Vec::new();
+            for s0 in &sums {
+                for v in &nums {
+                    next.push(s0 + v);
+                }
+            }
+            next.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+            next.dedup();
+            if next.len() > MAX_VALUES {
+                return ValueSet::Unbounded;
+            }
+            for x in &next {
+                s.insert(Atom::Float(x / k as f64));
+            }
+            if s.len() > MAX_VALUES {
+                return ValueSet::Unbounded;
+            }
+            sums = next;
+        }
+    }
+    ValueSet::Finite(s)
+}
