@@ -34,11 +34,10 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let (_, r) = raspc_lang::evaluate_program("fuzz", None, &text, &raspc_lang::MemoryLoader::default());
-        if let Ok(s) = r {
-            if let Ok((_, node)) = s.entry(None) {
+        if let Ok(s) = r
+            && let Ok((_, node)) = s.entry(None) {
                 let _ = raspc_lang::evaluate(&s.graph, node, &raspc_lang::parse_input("ab1").unwrap());
             }
-        }
     }
 
     #[test]

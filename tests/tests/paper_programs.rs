@@ -118,11 +118,10 @@ fn dyck_oracle(text: &str, pairs: &[(char, char)]) -> Vec<Atom> {
             if !failed {
                 if let Some(k) = pairs.iter().position(|p| p.0 == c) {
                     stack.push(k);
-                } else if let Some(k) = pairs.iter().position(|p| p.1 == c) {
-                    if stack.pop() != Some(k) {
+                } else if let Some(k) = pairs.iter().position(|p| p.1 == c)
+                    && stack.pop() != Some(k) {
                         failed = true;
                     }
-                }
             }
             Atom::Str(if failed { "F" } else if stack.is_empty() { "T" } else { "P" }.to_string())
         })

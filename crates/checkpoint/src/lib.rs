@@ -295,7 +295,7 @@ impl Checkpoint {
         }
         // serde_json's Map is a BTreeMap (no preserve_order feature): keys come out sorted.
         let mut h = serde_json::to_string(&serde_json::Value::Object(header)).expect("JSON of strings and numbers");
-        while (8 + h.len()) % 8 != 0 {
+        while !(8 + h.len()).is_multiple_of(8) {
             h.push(' ');
         }
         let mut out = Vec::with_capacity(8 + h.len() + offset);

@@ -25,8 +25,8 @@ pub use span::{FileId, SourceMap, Span};
 /// or otherwise a plain string split into characters, as the reference does.
 pub fn parse_input(s: &str) -> Result<Vec<Atom>, String> {
     let t = s.trim_start();
-    if t.starts_with('[') {
-        if let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(s) {
+    if t.starts_with('[')
+        && let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(s) {
             return items
                 .iter()
                 .enumerate()
@@ -41,7 +41,6 @@ pub fn parse_input(s: &str) -> Result<Vec<Atom>, String> {
                 })
                 .collect();
         }
-    }
     Ok(s.chars().map(|c| Atom::Str(c.to_string())).collect())
 }
 

@@ -86,17 +86,16 @@ impl<'a> Parser<'a> {
         let span = self.span();
         let mut d = Diagnostic::error("parse::expected", format!("expected {what}, found {}", found.describe()), span)
             .with_label(format!("expected {what}"));
-        if let Tok::Ident(w) = &found {
-            if ["select", "aggregate", "range", "zip", "len"].contains(&w.as_str()) {
+        if let Tok::Ident(w) = &found
+            && ["select", "aggregate", "range", "zip", "len"].contains(&w.as_str()) {
                 d = d.with_note(format!("write `{w}(` with no space before the parenthesis"));
             }
-        }
         self.errs.push(d);
         Fail
     }
 
     /// Expects `t`; on failure reports it, pointing just after the previous token for `;`.
-    fn expect(&mut self, t: Tok, what: &str) -> PResult<Span> {
+    fn expect_tok(&mut self, t: Tok, what: &str) -> PResult<Span> {
         if self.peek() == &t {
             return Ok(self.bump().span);
         }
@@ -276,10 +275,10 @@ impl<'a> Parser<'a> {
             Tok::Def => {
                 self.bump();
                 let name = self.ident()?;
-                self.expect(Tok::LParen, "`(`")?;
+                self.expect_tok(Tok::LParen, "`(`")?;
                 let params = if self.peek() == &Tok::RParen { vec![] } else { self.idents()? };
-                self.expect(Tok::RParen, "`)`")?;
-                self.expect(Tok::LBrace, "`{`")?;
+                self.expect_tok(Tok::RParen, "`)`")?;
+                self.expect_tok(Tok::LBrace, "`{`")?;
                 let body = self.block()?;
                 if self.peek() != &Tok::Return {
                     if self.peek() == &Tok::RBrace {
@@ -297,7 +296,7 @@ impl<'a> Parser<'a> {
                 }
                 let ret_start = self.bump().span;
                 let ret = self.exprs()?;
-                self.expect(Tok::Semi, "`;`")?;
+                self.expect_tok(Tok::Semi, "`;`")?;
                 let ret_span = ret_start.to(self.prev_span());
                 if self.peek() != &Tok::RBrace {
                     let s = self.span();
@@ -315,9 +314,9 @@ impl<'a> Parser<'a> {
             Tok::For => {
                 self.bump();
                 let vars = self.idents()?;
-                self.expect(Tok::In, "`in`")?;
+                self.expect_tok(Tok::In, "`in`")?;
                 let iter = self.expr(PREC_IN)?;
-                self.expect(Tok::LBrace, "`{`")?;
+                self.expect_tok(Tok::LBrace, "`{`")?;
                 let body = self.block()?;
                 if self.peek() == &Tok::Return {
                     let s = self.span();
@@ -327,7 +326,7 @@ impl<'a> Parser<'a> {
                     );
                     return Err(Fail);
                 }
-                self.expect(Tok::RBrace, "`}`")?;
+                self.expect_tok(Tok::RBrace, "`}`")?;
                 if body.is_empty() {
                     let s = start.to(self.prev_span());
                     self.errs.push(
@@ -345,16 +344,16 @@ impl<'a> Parser<'a> {
                     self.pos -= 1;
                     return Err(self.error_expected("a file name in quotes"));
                 };
-                self.expect(Tok::Semi, "`;`")?;
+                self.expect_tok(Tok::Semi, "`;`")?;
                 Ok(Some(Stmt { kind: StmtKind::Load { path, path_span: t.span }, span: start.to(self.prev_span()) }))
             }
             Tok::Draw => {
                 self.bump();
-                self.expect(Tok::LParen, "`(`")?;
+                self.expect_tok(Tok::LParen, "`(`")?;
                 let target = self.expr(PREC_IN)?;
                 let input = if self.eat(&Tok::Comma) { Some(self.expr(PREC_IN)?) } else { None };
-                self.expect(Tok::RParen, "`)`")?;
-                self.expect(Tok::Semi, "`;`")?;
+                self.expect_tok(Tok::RParen, "`)`")?;
+                self.expect_tok(Tok::Semi, "`;`")?;
                 Ok(Some(Stmt { kind: StmtKind::Draw { target, input }, span: start.to(self.prev_span()) }))
             }
             Tok::Return => {
@@ -385,7 +384,7 @@ impl<'a> Parser<'a> {
                         }
                     }
                     let values = self.exprs()?;
-                    self.expect(Tok::Semi, "`;`")?;
+                    self.expect_tok(Tok::Semi, "`;`")?;
                     if bad {
                         return Err(Fail);
                     }
@@ -401,7 +400,7 @@ impl<'a> Parser<'a> {
                     self.synchronize();
                     return Err(Fail);
                 }
-                self.expect(Tok::Semi, "`;`")?;
+                self.expect_tok(Tok::Semi, "`;`")?;
                 let e = exprs.into_iter().next().expect("exprs() returns at least one");
                 Ok(Some(Stmt { span: start.to(self.prev_span()), kind: StmtKind::Expr(e) }))
             }
@@ -439,7 +438,7 @@ impl<'a> Parser<'a> {
             return Ok(vec![]);
         }
         let v = self.exprs()?;
-        self.expect(close, what)?;
+        self.expect_tok(close, what)?;
         Ok(v)
     }
 
@@ -493,7 +492,7 @@ impl<'a> Parser<'a> {
                 Tok::LBracket => {
                     self.bump();
                     let index = self.expr(PREC_IN)?;
-                    self.expect(Tok::RBracket, "`]`")?;
+                    self.expect_tok(Tok::RBracket, "`]`")?;
                     let span = lhs.span.to(self.prev_span());
                     lhs = Expr { kind: ExprKind::Index { target: Box::new(lhs), index: Box::new(index) }, span };
                 }
@@ -506,7 +505,7 @@ impl<'a> Parser<'a> {
                 Tok::If if PREC_TERNARY >= min => {
                     self.bump();
                     let cond = self.expr(PREC_IN)?;
-                    self.expect(Tok::Else, "`else`")?;
+                    self.expect_tok(Tok::Else, "`else`")?;
                     let otherwise = self.expr(PREC_TERNARY + 1)?;
                     let span = lhs.span.to(otherwise.span);
                     lhs = Expr {
@@ -569,7 +568,7 @@ impl<'a> Parser<'a> {
             Tok::LParen => {
                 self.bump();
                 let e = self.expr(PREC_IN)?;
-                self.expect(Tok::RParen, "`)`")?;
+                self.expect_tok(Tok::RParen, "`)`")?;
                 Ok(Expr { kind: e.kind, span: start.to(self.prev_span()) })
             }
             Tok::Not | Tok::Minus | Tok::Plus => {
@@ -584,9 +583,9 @@ impl<'a> Parser<'a> {
             }
             Tok::Round | Tok::Indicator => {
                 self.bump();
-                self.expect(Tok::LParen, "`(`")?;
+                self.expect_tok(Tok::LParen, "`(`")?;
                 let operand = self.expr(PREC_IN)?;
-                self.expect(Tok::RParen, "`)`")?;
+                self.expect_tok(Tok::RParen, "`)`")?;
                 let op = if tok == Tok::Round { UnaryOp::Round } else { UnaryOp::Indicator };
                 done(self, ExprKind::Unary { op, operand: Box::new(operand) })
             }
@@ -598,16 +597,16 @@ impl<'a> Parser<'a> {
                 let first = self.expr(PREC_IN)?;
                 if self.eat(&Tok::For) {
                     let vars = self.idents()?;
-                    self.expect(Tok::In, "`in`")?;
+                    self.expect_tok(Tok::In, "`in`")?;
                     let iter = self.expr(PREC_IN)?;
-                    self.expect(Tok::RBracket, "`]`")?;
+                    self.expect_tok(Tok::RBracket, "`]`")?;
                     return done(self, ExprKind::ListComp { body: Box::new(first), vars, iter: Box::new(iter) });
                 }
                 let mut items = vec![first];
                 while self.eat(&Tok::Comma) {
                     items.push(self.expr(PREC_IN)?);
                 }
-                self.expect(Tok::RBracket, "`,` or `]`")?;
+                self.expect_tok(Tok::RBracket, "`,` or `]`")?;
                 done(self, ExprKind::List(items))
             }
             Tok::LBrace => {
@@ -616,31 +615,31 @@ impl<'a> Parser<'a> {
                     return done(self, ExprKind::Dict(vec![]));
                 }
                 let k = self.expr(PREC_IN)?;
-                self.expect(Tok::Colon, "`:`")?;
+                self.expect_tok(Tok::Colon, "`:`")?;
                 let v = self.expr(PREC_IN)?;
                 if self.eat(&Tok::For) {
                     let vars = self.idents()?;
-                    self.expect(Tok::In, "`in`")?;
+                    self.expect_tok(Tok::In, "`in`")?;
                     let iter = self.expr(PREC_IN)?;
-                    self.expect(Tok::RBrace, "`}`")?;
+                    self.expect_tok(Tok::RBrace, "`}`")?;
                     return done(self, ExprKind::DictComp { key: Box::new(k), value: Box::new(v), vars, iter: Box::new(iter) });
                 }
                 let mut items = vec![(k, v)];
                 while self.eat(&Tok::Comma) {
                     let k = self.expr(PREC_IN)?;
-                    self.expect(Tok::Colon, "`:`")?;
+                    self.expect_tok(Tok::Colon, "`:`")?;
                     let v = self.expr(PREC_IN)?;
                     items.push((k, v));
                 }
-                self.expect(Tok::RBrace, "`,` or `}`")?;
+                self.expect_tok(Tok::RBrace, "`,` or `}`")?;
                 done(self, ExprKind::Dict(items))
             }
             Tok::SelectParen => {
                 self.bump();
                 let keys = self.expr(PREC_IN)?;
-                self.expect(Tok::Comma, "`,`")?;
+                self.expect_tok(Tok::Comma, "`,`")?;
                 let queries = self.expr(PREC_IN)?;
-                self.expect(Tok::Comma, "`,`")?;
+                self.expect_tok(Tok::Comma, "`,`")?;
                 let cmp = match self.peek() {
                     Tok::EqEq => Cmp::Eq,
                     Tok::NotEq => Cmp::Ne,
@@ -651,16 +650,16 @@ impl<'a> Parser<'a> {
                     _ => return Err(self.error_expected("a comparison (`==`, `!=`, `<`, `<=`, `>` or `>=`)")),
                 };
                 self.bump();
-                self.expect(Tok::RParen, "`)`")?;
+                self.expect_tok(Tok::RParen, "`)`")?;
                 done(self, ExprKind::Select { keys: Box::new(keys), queries: Box::new(queries), cmp })
             }
             Tok::AggregateParen => {
                 self.bump();
                 let sel = self.expr(PREC_IN)?;
-                self.expect(Tok::Comma, "`,`")?;
+                self.expect_tok(Tok::Comma, "`,`")?;
                 let values = self.expr(PREC_IN)?;
                 let default = if self.eat(&Tok::Comma) { Some(Box::new(self.expr(PREC_IN)?)) } else { None };
-                self.expect(Tok::RParen, "`)`")?;
+                self.expect_tok(Tok::RParen, "`)`")?;
                 done(self, ExprKind::Aggregate { sel: Box::new(sel), values: Box::new(values), default })
             }
             Tok::RangeParen => {
@@ -676,7 +675,7 @@ impl<'a> Parser<'a> {
             Tok::LenParen => {
                 self.bump();
                 let e = self.expr(PREC_IN)?;
-                self.expect(Tok::RParen, "`)`")?;
+                self.expect_tok(Tok::RParen, "`)`")?;
                 done(self, ExprKind::Len(Box::new(e)))
             }
             _ => Err(self.error_expected("an expression")),
