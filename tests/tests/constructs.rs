@@ -211,6 +211,8 @@ fn entry_defaults() {
     let input = [Atom::Int(1)];
     assert_eq!(raspc_lang::run_source("prog = indices + 5; y = indices;", None, &input).unwrap().to_json(), json!([5]));
     assert_eq!(raspc_lang::run_source("x = indices + 5; y = indices + 9;", None, &input).unwrap().to_json(), json!([9]));
+    // A trailing host assignment does not hide the last s-op.
+    assert_eq!(raspc_lang::run_source("x = indices + 5; n = 3;", None, &input).unwrap().to_json(), json!([5]));
     let e = raspc_lang::run_source("x = [1];", None, &input).unwrap_err();
     assert!(e.contains("is a list, not an s-op"), "{e}");
 }

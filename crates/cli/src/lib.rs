@@ -24,7 +24,7 @@ pub enum Command {
     Eval {
         /// The program (.rasp).
         program: PathBuf,
-        /// The s-op or selector to evaluate (default: `prog`, else the last name assigned).
+        /// The s-op or selector to evaluate (default: `prog`, else the last s-op or selector assigned).
         #[arg(long)]
         entry: Option<String>,
         /// A JSON array (`[1,2,3]`, `["a","b"]`) or a plain string split into characters.

@@ -237,12 +237,14 @@ impl Session {
         lookup(&self.globals, name)
     }
 
-    /// The entry name: `prog` when bound, else the last name assigned in the main file.
+    /// The entry name: `prog` when bound, else the last name assigned in the main file that
+    /// holds an s-op or selector (else the last name assigned, which then fails as an entry).
     pub fn default_entry(&self) -> Option<String> {
         if self.globals.borrow().vars.contains_key("prog") {
             return Some("prog".into());
         }
-        self.assigned.last().cloned()
+        let is_graph = |n: &String| matches!(self.get(n), Some(HostValue::Sop(_) | HostValue::Sel(_)));
+        self.assigned.iter().rev().find(|n| is_graph(n)).or(self.assigned.last()).cloned()
     }
 
     /// Resolves the entry to a graph node, with an error message if it is not an s-op or selector.
