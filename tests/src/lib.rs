@@ -37,10 +37,6 @@ pub fn ints(v: &[i64]) -> Vec<Atom> {
     v.iter().map(|&i| Atom::Int(i)).collect()
 }
 
-pub fn strs(v: &[&str]) -> Vec<Atom> {
-    v.iter().map(|s| Atom::Str(s.to_string())).collect()
-}
-
 /// A sequence value as JSON, for compact comparisons with `serde_json::json!`.
 pub fn json(v: &Value) -> serde_json::Value {
     v.to_json()
@@ -54,9 +50,4 @@ pub fn host_json(v: &HostValue) -> serde_json::Value {
         HostValue::Dict(d) => serde_json::Value::Object(d.entries.iter().map(|(k, v)| (k.to_py_str(), host_json(v))).collect()),
         other => serde_json::Value::String(format!("<{}>", other.kind_name())),
     }
-}
-
-/// Exact equality of two atom sequences, types included (1 != 1.0 != True).
-pub fn same(a: &[Atom], b: &[Atom]) -> bool {
-    a == b
 }

@@ -165,10 +165,6 @@ pub struct Session {
 /// The prelude: our own RASP definitions of the reference library's functions.
 pub const PRELUDE: &str = include_str!("prelude.rasp");
 
-enum Flow {
-    Normal,
-}
-
 type R<T> = Result<T, Box<Diagnostic>>;
 
 struct Evaluator<'l> {
@@ -219,7 +215,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     let r = ev.exec_block(&prog.stmts, &globals, true);
     let sources = ev.sources.clone();
     match r {
-        Ok(_) => (
+        Ok(()) => (
             sources.clone(),
             Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned, notes: ev.notes, main_file: main }),
         ),
@@ -312,11 +308,11 @@ impl<'l> Evaluator<'l> {
         Ok(())
     }
 
-    fn exec_block(&mut self, stmts: &[Stmt], env: &Env, top_of_main: bool) -> R<Flow> {
+    fn exec_block(&mut self, stmts: &[Stmt], env: &Env, top_of_main: bool) -> R<()> {
         for s in stmts {
             self.exec(s, env, top_of_main)?;
         }
-        Ok(Flow::Normal)
+        Ok(())
     }
 
     fn exec(&mut self, s: &Stmt, env: &Env, top_of_main: bool) -> R<()> {
@@ -449,7 +445,7 @@ impl<'l> Evaluator<'l> {
         let r = self.exec_block(&prog.stmts, env, false);
         self.current_file = prev;
         self.loading.pop();
-        r.map(|_| ())
+        r
     }
 
     fn err(&self, code: &'static str, msg: impl Into<String>, span: Span, label: impl Into<String>) -> Box<Diagnostic> {
@@ -680,20 +676,24 @@ impl<'l> Evaluator<'l> {
     fn index(&mut self, t: HostValue, i: HostValue, tspan: Span, ispan: Span, span: Span) -> R<HostValue> {
         match (&t, &i) {
             (HostValue::List(_) | HostValue::Atom(Atom::Str(_)), HostValue::Atom(a)) => {
-                let items: Vec<HostValue> = match &t {
-                    HostValue::List(l) => l.as_ref().clone(),
-                    HostValue::Atom(Atom::Str(s)) => s.chars().map(|c| HostValue::Atom(Atom::Str(c.to_string()))).collect(),
-                    _ => unreachable!(),
-                };
                 let Atom::Int(k) = a else {
                     return Err(self.err("eval::type", format!("index into a {} must be an integer, got {}", t.kind_name(), i.describe()), ispan, "not an integer"));
                 };
-                let len = items.len() as i64;
+                let len = match &t {
+                    HostValue::List(l) => l.len(),
+                    HostValue::Atom(Atom::Str(s)) => s.chars().count(),
+                    _ => unreachable!("matched above"),
+                } as i64;
                 let j = if *k < 0 { k + len } else { *k };
                 if j < 0 || j >= len {
                     return Err(self.err("eval::index", format!("index {k} out of range for a {} of length {len}", t.kind_name()), ispan, "out of range"));
                 }
-                Ok(items[j as usize].clone())
+                // Index in place: no copy of the list or string.
+                Ok(match &t {
+                    HostValue::List(l) => l[j as usize].clone(),
+                    HostValue::Atom(Atom::Str(s)) => HostValue::Atom(Atom::Str(s.chars().nth(j as usize).expect("j < len").to_string())),
+                    _ => unreachable!("matched above"),
+                })
             }
             (HostValue::Dict(d), HostValue::Atom(a)) => d.get(a).cloned().ok_or_else(|| self.err("eval::index", format!("key {} not in dict", a.repr()), ispan, "missing key")),
             (HostValue::Sop(s), HostValue::Atom(Atom::Int(k))) => {
