@@ -1,6 +1,73 @@
 //! raspc-compiler: program graph -> transformer weights.
 //!
-//! Stages present so far: [`infer`] (value sets). Lowering, scheduling and emission are not
-//! written yet; see docs/architecture.md.
+//! Stages (docs/architecture.md): [`infer`] (value sets) -> [`lower`] (support check,
+//! encodings, heads and MLPs as [`plan`] blocks) -> [`emit::schedule`] (layers) ->
+//! [`emit::emit`] (tensors, config, layout) -> `raspc_checkpoint` bytes.
 
+pub mod emit;
 pub mod infer;
+pub mod lower;
+pub mod plan;
+
+pub use lower::Options;
+use raspc_checkpoint::Checkpoint;
+use raspc_lang::{Diagnostic, Graph, NodeId};
+
+/// Size figures of a compiled model, as `raspc compile` prints them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub layers: usize,
+    pub heads: usize,
+    pub d_model: usize,
+    pub mlp_hidden: usize,
+    /// Attention sublayers with at least one head / layers with an MLP.
+    pub attn_sublayers: usize,
+    pub mlp_sublayers: usize,
+    pub params: usize,
+    pub nonzero: usize,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "layers {} ({} attention, {} MLP), heads {}, d_model {}, MLP hidden {}, params {}, nonzero {}",
+            self.layers, self.attn_sublayers, self.mlp_sublayers, self.heads, self.d_model, self.mlp_hidden, self.params, self.nonzero
+        )
+    }
+}
+
+pub fn summarize(ck: &Checkpoint) -> Summary {
+    let c = &ck.config;
+    Summary {
+        layers: c.layers.len(),
+        heads: c.layers.iter().map(|l| l.heads.len()).sum(),
+        d_model: c.d_model,
+        mlp_hidden: c.layers.iter().filter_map(|l| l.mlp.as_ref().map(|m| m.hidden)).sum(),
+        attn_sublayers: c.layers.iter().filter(|l| !l.heads.is_empty()).count(),
+        mlp_sublayers: c.layers.iter().filter(|l| l.mlp.is_some()).count(),
+        params: ck.tensors.values().map(|t| t.data.len()).sum(),
+        nonzero: ck.tensors.values().map(|t| t.data.iter().filter(|&&x| x != 0.0).count()).sum(),
+    }
+}
+
+/// A compiled program.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub checkpoint: Checkpoint,
+    pub plan: plan::Plan,
+    pub schedule: emit::Schedule,
+    pub summary: Summary,
+}
+
+/// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
+/// checkpoint). Every problem found is returned at once.
+pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
+    let plan = lower::lower(graph, root, opts)?;
+    let schedule = emit::schedule(&plan);
+    let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };
+    let checkpoint = emit::emit(&plan, &schedule, &inputs);
+    debug_assert!(checkpoint.validate().is_ok(), "{:?}", checkpoint.validate());
+    let summary = summarize(&checkpoint);
+    Ok(Compiled { checkpoint, plan, schedule, summary })
+}

@@ -1,2 +1,286 @@
-//! raspc-runtime: loads raspc checkpoints and runs them on candle. Empty until the compiler
-//! issue lands; see docs/architecture.md.
+//! raspc-runtime: loads a raspc checkpoint and runs it on candle.
+//!
+//! Knows nothing of the compiler: the checkpoint file (docs/checkpoint-format.md) is the whole
+//! contract. [`Model::forward`] runs a batch of equal-length token-id sequences (BOS first) and
+//! returns the readout; [`Model::run`] does the whole job for raw inputs: encode (BOS added),
+//! forward, decode (BOS stripped).
+//!
+//! Attention: `Hard` averages the value vectors of every key whose score is within the
+//! checkpoint's `tie_tolerance` of the row maximum; `Soft` is softmax(β·scores) with the
+//! checkpoint's β. Causal checkpoints mask keys after the query. Scores are plain dot products
+//! (no 1/√d scaling). CPU by default; with the `cuda` feature, [`device`] can return a GPU.
+
+use candle_core::{DType, Device, Tensor, D};
+use raspc_checkpoint::{Checkpoint, CheckpointError, Encoding};
+use std::collections::BTreeMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("tensor computation failed: {0}")]
+    Candle(#[from] candle_core::Error),
+    #[error("input token {token} at position {position} is not in the model's vocabulary ({vocab})")]
+    UnknownToken { position: usize, token: String, vocab: String },
+    #[error("input has {len} tokens but the model was compiled for at most {max} (--max-len)")]
+    TooLong { len: usize, max: usize },
+    #[error("the input is empty; RASP programs need at least one token")]
+    Empty,
+    #[error("all sequences of a batch must have the same length ({0})")]
+    Ragged(String),
+    #[error("device: {0}")]
+    Device(String),
+}
+
+/// Attention semantics used for a forward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    Hard,
+    Soft,
+}
+
+/// `cpu`, or `cuda` (only in builds with the `cuda` feature).
+pub fn device(name: &str) -> Result<Device, RuntimeError> {
+    match name {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => {
+            if cfg!(feature = "cuda") {
+                Device::new_cuda(0).map_err(|e| RuntimeError::Device(e.to_string()))
+            } else {
+                Err(RuntimeError::Device("this raspc was built without CUDA support; rebuild with `--features cuda`".into()))
+            }
+        }
+        other => Err(RuntimeError::Device(format!("unknown device `{other}` (expected cpu or cuda)"))),
+    }
+}
+
+#[derive(Debug)]
+struct Head {
+    w_q: Tensor,
+    w_k: Tensor,
+    w_v: Tensor,
+    w_o: Tensor,
+}
+
+#[derive(Debug)]
+struct Mlp {
+    w_in: Tensor,
+    b_in: Tensor,
+    w_out: Tensor,
+    b_out: Tensor,
+}
+
+#[derive(Debug)]
+struct Layer {
+    heads: Vec<Head>,
+    mlp: Option<Mlp>,
+}
+
+/// One decoded output value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decoded {
+    /// A categorical output: the value (JSON atom) of the largest readout dim.
+    Value(serde_json::Value),
+    /// A numerical output: the number, and the nearest of the output's known values when it
+    /// lies within the checkpoint's tolerance.
+    Number { raw: f64, snapped: Option<serde_json::Value> },
+}
+
+impl Decoded {
+    /// The value as JSON: categorical values as they are, numbers snapped when possible.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Decoded::Value(v) => v.clone(),
+            Decoded::Number { snapped: Some(v), .. } => v.clone(),
+            Decoded::Number { raw, .. } => serde_json::json!(raw),
+        }
+    }
+}
+
+/// A loaded checkpoint, ready to run.
+#[derive(Debug)]
+pub struct Model {
+    pub checkpoint: Checkpoint,
+    device: Device,
+    embed_token: Tensor,
+    embed_pos: Tensor,
+    layers: Vec<Layer>,
+    readout: Tensor,
+    vocab: BTreeMap<String, u32>,
+}
+
+impl Model {
+    /// Reads and validates a checkpoint file's bytes.
+    pub fn load(bytes: &[u8], device: &Device) -> Result<Model, RuntimeError> {
+        Model::new(Checkpoint::from_bytes(bytes)?, device)
+    }
+
+    pub fn new(checkpoint: Checkpoint, device: &Device) -> Result<Model, RuntimeError> {
+        checkpoint.validate()?;
+        let t = |name: &str| -> Result<Tensor, RuntimeError> {
+            let x = &checkpoint.tensors[name];
+            Ok(Tensor::from_slice(&x.data, x.shape.as_slice(), device)?)
+        };
+        let mut layers = vec![];
+        for (l, lc) in checkpoint.config.layers.iter().enumerate() {
+            let mut heads = vec![];
+            for h in 0..lc.heads.len() {
+                let n = |w: &str| raspc_checkpoint::names::head(l, h, w);
+                heads.push(Head { w_q: t(&n("w_q"))?, w_k: t(&n("w_k"))?, w_v: t(&n("w_v"))?, w_o: t(&n("w_o"))? });
+            }
+            let mlp = match &lc.mlp {
+                Some(_) => {
+                    let n = |w: &str| raspc_checkpoint::names::mlp(l, w);
+                    Some(Mlp { w_in: t(&n("w_in"))?, b_in: t(&n("b_in"))?, w_out: t(&n("w_out"))?, b_out: t(&n("b_out"))? })
+                }
+                None => None,
+            };
+            layers.push(Layer { heads, mlp });
+        }
+        let vocab = checkpoint.config.vocab.iter().filter(|v| v.id != checkpoint.config.bos_id).map(|v| (v.token.to_string(), v.id as u32)).collect();
+        Ok(Model {
+            embed_token: t(raspc_checkpoint::names::TOKEN_EMBEDDING)?,
+            embed_pos: t(raspc_checkpoint::names::POSITION_EMBEDDING)?,
+            readout: t(raspc_checkpoint::names::READOUT)?,
+            layers,
+            vocab,
+            device: device.clone(),
+            checkpoint,
+        })
+    }
+
+    /// Token ids for an input (JSON atoms), BOS first.
+    pub fn encode(&self, input: &[serde_json::Value]) -> Result<Vec<u32>, RuntimeError> {
+        let c = &self.checkpoint.config;
+        if input.is_empty() {
+            return Err(RuntimeError::Empty);
+        }
+        if input.len() > c.max_seq_len {
+            return Err(RuntimeError::TooLong { len: input.len(), max: c.max_seq_len });
+        }
+        let mut ids = vec![c.bos_id as u32];
+        for (position, tok) in input.iter().enumerate() {
+            match self.vocab.get(&tok.to_string()) {
+                Some(&id) => ids.push(id),
+                None => {
+                    return Err(RuntimeError::UnknownToken {
+                        position,
+                        token: tok.to_string(),
+                        vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", "),
+                    });
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Runs a batch of equal-length id sequences (each starting with BOS). Returns the readout,
+    /// shape `[batch, len, readout_dims]`.
+    pub fn forward(&self, batch: &[Vec<u32>], attention: Attention) -> Result<Tensor, RuntimeError> {
+        let b = batch.len();
+        let t = batch.first().map_or(0, Vec::len);
+        if let Some(bad) = batch.iter().find(|s| s.len() != t) {
+            return Err(RuntimeError::Ragged(format!("{} vs {}", t, bad.len())));
+        }
+        let c = &self.checkpoint.config;
+        if t == 0 || t > c.max_seq_len + 1 {
+            return Err(RuntimeError::TooLong { len: t.saturating_sub(1), max: c.max_seq_len });
+        }
+        let d = c.d_model;
+        let flat: Vec<u32> = batch.iter().flatten().copied().collect();
+        let ids = Tensor::from_vec(flat, b * t, &self.device)?;
+        let pos = self.embed_pos.narrow(0, 0, t)?;
+        let x = self.embed_token.index_select(&ids, 0)?.reshape((b, t, d))?;
+        let mut x = x.broadcast_add(&pos)?.reshape((b * t, d))?;
+        // Additive mask: 0 where the key is visible, -inf after the query (causal).
+        let mask = if c.causal {
+            let m: Vec<f32> = (0..t).flat_map(|q| (0..t).map(move |k| if k <= q { 0.0 } else { f32::NEG_INFINITY })).collect();
+            Some(Tensor::from_vec(m, (t, t), &self.device)?)
+        } else {
+            None
+        };
+        let tol = c.attention.tie_tolerance;
+        let beta = c.attention.soft_beta;
+        for layer in &self.layers {
+            let mut delta: Option<Tensor> = None;
+            for h in &layer.heads {
+                let dh = h.w_q.dim(1)?;
+                let q = x.matmul(&h.w_q)?.reshape((b, t, dh))?;
+                let k = x.matmul(&h.w_k)?.reshape((b, t, dh))?;
+                let v = x.matmul(&h.w_v)?.reshape((b, t, dh))?;
+                let mut s = q.matmul(&k.transpose(1, 2)?.contiguous()?)?;
+                if let Some(m) = &mask {
+                    s = s.broadcast_add(m)?;
+                }
+                let max = s.max_keepdim(D::Minus1)?;
+                let w = match attention {
+                    Attention::Hard => {
+                        let keep = s.broadcast_ge(&(max - tol)?)?.to_dtype(DType::F32)?;
+                        keep.broadcast_div(&keep.sum_keepdim(D::Minus1)?)?
+                    }
+                    Attention::Soft => {
+                        let e = (s.broadcast_sub(&max)? * beta)?.exp()?;
+                        e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?
+                    }
+                };
+                let out = w.matmul(&v)?.reshape((b * t, dh))?.matmul(&h.w_o)?;
+                delta = Some(match delta {
+                    None => out,
+                    Some(acc) => (acc + out)?,
+                });
+            }
+            if let Some(dx) = delta {
+                x = (x + dx)?;
+            }
+            if let Some(m) = &layer.mlp {
+                let hdn = x.matmul(&m.w_in)?.broadcast_add(&m.b_in)?.relu()?;
+                x = (x + hdn.matmul(&m.w_out)?.broadcast_add(&m.b_out)?)?;
+            }
+        }
+        let r = self.readout.dim(1)?;
+        Ok(x.matmul(&self.readout)?.reshape((b, t, r))?)
+    }
+
+    /// Decodes a readout (`[batch, len, dims]`, BOS included) into values, BOS stripped.
+    pub fn decode(&self, readout: &Tensor) -> Result<Vec<Vec<Decoded>>, RuntimeError> {
+        let rows: Vec<Vec<Vec<f32>>> = readout.to_dtype(DType::F32)?.to_vec3()?;
+        let out = &self.checkpoint.output;
+        Ok(rows
+            .into_iter()
+            .map(|seq| {
+                seq.into_iter()
+                    .skip(1)
+                    .map(|dims| match &out.encoding {
+                        Encoding::Categorical { values } => {
+                            let mut best = 0;
+                            for (i, &x) in dims.iter().enumerate() {
+                                if x > dims[best] {
+                                    best = i;
+                                }
+                            }
+                            Decoded::Value(values[best].clone())
+                        }
+                        Encoding::Numerical { values } => {
+                            let raw = dims[0] as f64;
+                            let snapped = values.as_ref().and_then(|vs| {
+                                vs.iter()
+                                    .filter_map(|v| v.as_f64().map(|x| (x, v)))
+                                    .min_by(|a, b| (a.0 - raw).abs().total_cmp(&(b.0 - raw).abs()))
+                                    .filter(|(x, _)| (x - raw).abs() <= out.tolerance)
+                                    .map(|(_, v)| v.clone())
+                            });
+                            Decoded::Number { raw, snapped }
+                        }
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Encodes, runs and decodes one input.
+    pub fn run(&self, input: &[serde_json::Value], attention: Attention) -> Result<Vec<Decoded>, RuntimeError> {
+        let ids = self.encode(input)?;
+        let r = self.forward(&[ids], attention)?;
+        Ok(self.decode(&r)?.remove(0))
+    }
+}

@@ -26,11 +26,11 @@ fn sample() -> Checkpoint {
     let layout = Layout {
         sops: vec![
             SopLayout { label: "tokens".into(), offset: 0, encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] } },
-            SopLayout { label: "indices".into(), offset: 2, encoding: Encoding::Numerical },
+            SopLayout { label: "indices".into(), offset: 2, encoding: Encoding::Numerical { values: None } },
             SopLayout { label: "reverse".into(), offset: 3, encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] } },
         ],
     };
-    let output = OutputSpec { label: "reverse".into(), encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] } };
+    let output = OutputSpec { label: "reverse".into(), encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] }, tolerance: 0.0 };
     let mut tensors = BTreeMap::new();
     for (k, (name, shape)) in config.expected_tensors().into_iter().enumerate() {
         let mut t = Tensor::zeros(&shape);

@@ -9,7 +9,9 @@ use codespan_reporting::files::SimpleFiles;
 use codespan_reporting::term::{self, termcolor};
 use raspc_lang::{Diagnostic, DiskLoader, Severity, SourceMap};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+pub mod verify;
 
 #[derive(Debug, Parser)]
 #[command(name = "raspc", version, about = "Compile RASP programs to transformer weights, and run them")]
@@ -34,6 +36,48 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compile a program to a transformer checkpoint (.safetensors).
+    Compile {
+        program: PathBuf,
+        #[command(flatten)]
+        target: Target,
+        /// Where to write the checkpoint.
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Replace OUTPUT even if it exists and is not a raspc checkpoint.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run a compiled checkpoint on one input.
+    Run {
+        model: PathBuf,
+        /// Same conventions as `raspc eval --input`; BOS is added and removed by raspc.
+        #[arg(long)]
+        input: String,
+        #[arg(long)]
+        json: bool,
+        #[arg(long, value_enum, default_value = "hard")]
+        attention: AttentionArg,
+        /// cpu, or cuda (builds with the `cuda` feature).
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+    /// Compile, then compare the model with the interpreter on many inputs.
+    Verify {
+        program: PathBuf,
+        #[command(flatten)]
+        target: Target,
+        /// Every input up to --max-len.
+        #[arg(long, conflicts_with = "samples")]
+        exhaustive: bool,
+        /// Number of random inputs (lengths uniform in 1..=max-len).
+        #[arg(long)]
+        samples: Option<usize>,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, value_enum, default_value = "both")]
+        attention: AttentionModes,
+    },
     /// Print an intermediate form of a program (the s-op graph of its entry).
     Dump {
         program: PathBuf,
@@ -43,6 +87,40 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "graph")]
         stage: Stage,
     },
+}
+
+/// What to compile: entry, vocabulary, length, masking, encodings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// The s-op to compile (default: `prog`, else the last s-op assigned).
+    #[arg(long)]
+    pub entry: Option<String>,
+    /// The input vocabulary: a JSON array (`["a","b"]`, `[0,1,2]`) or a string of characters.
+    #[arg(long)]
+    pub vocab: String,
+    /// Longest input the model accepts.
+    #[arg(long = "max-len")]
+    pub max_len: usize,
+    /// Causal masking: position i sees only positions <= i, and computes the program on the
+    /// prefix ending at i.
+    #[arg(long)]
+    pub causal: bool,
+    /// Force an s-op's encoding: `LABEL=numerical` or `LABEL=categorical` (repeatable).
+    #[arg(long = "encoding", value_name = "LABEL=KIND")]
+    pub encodings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum AttentionArg {
+    Hard,
+    Soft,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum AttentionModes {
+    Hard,
+    Soft,
+    Both,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -141,10 +219,15 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
     let r = match cli.command {
         Command::Eval { program, entry, input, json } => eval(&program, entry.as_deref(), &input, json, out, err, color),
         Command::Dump { program, entry, stage } => dump(&program, entry.as_deref(), stage, out, err, color),
+        Command::Compile { program, target, output, force } => compile_cmd(&program, &target, &output, force, out, err, color),
+        Command::Run { model, input, json, attention, device } => run_cmd(&model, &input, json, attention, &device, out),
+        Command::Verify { program, target, exhaustive, samples, seed, attention } => {
+            verify_cmd(&program, &target, exhaustive, samples, seed, attention, out, err, color)
+        }
     };
     match r {
         Ok(()) => 0,
-        Err(Failure::Reported) => 1,
+        Err(Failure::Reported | Failure::Silent) => 1,
         Err(Failure::Message(m)) => {
             let _ = writeln!(err, "error: {m}");
             1
@@ -155,6 +238,8 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
 enum Failure {
     /// Diagnostics were already written.
     Reported,
+    /// The output already says what went wrong (exit 1).
+    Silent,
     Message(String),
 }
 
@@ -248,4 +333,171 @@ fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, out: &mut dyn
             Ok(())
         }
     }
+}
+
+/// A compiled program with what verification needs.
+struct Built {
+    session: raspc_lang::Session,
+    root: raspc_lang::NodeId,
+    vocab: Vec<raspc_lang::Atom>,
+    compiled: raspc_compiler::Compiled,
+}
+
+fn program_hash(session: &raspc_lang::Session) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for (_, f) in session.sources.files() {
+        if f.name == "<prelude>" {
+            continue;
+        }
+        h.update((f.text.len() as u64).to_le_bytes());
+        h.update(f.text.as_bytes());
+    }
+    format!("sha256:{:x}", h.finalize())
+}
+
+fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Result<Built, Failure> {
+    let session = load(path, err, color)?;
+    let (_, root) = session.entry(target.entry.as_deref())?;
+    let vocab = raspc_lang::parse_input(&target.vocab).map_err(|m| format!("bad --vocab: {m}"))?;
+    if vocab.is_empty() {
+        return Err("--vocab is empty: give the tokens the model must accept, e.g. --vocab '[\"a\",\"b\"]'".to_string().into());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &vocab {
+        if !seen.insert(a.to_json().to_string()) {
+            return Err(format!("--vocab lists {} twice", a.repr()).into());
+        }
+    }
+    if target.max_len == 0 {
+        return Err("--max-len must be at least 1".to_string().into());
+    }
+    if target.max_len > 4096 {
+        return Err(format!("--max-len {} is too large (at most 4096)", target.max_len).into());
+    }
+    let mut opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, ..Default::default() };
+    for e in &target.encodings {
+        match e.split_once('=') {
+            Some((l, "numerical")) => {
+                opts.numerical.insert(l.to_string());
+            }
+            Some((l, "categorical")) => {
+                opts.categorical.insert(l.to_string());
+            }
+            _ => return Err(format!("bad --encoding `{e}`: expected LABEL=numerical or LABEL=categorical").into()),
+        }
+    }
+    if let Some(both) = opts.numerical.intersection(&opts.categorical).next() {
+        return Err(format!("--encoding gives `{both}` both encodings").into());
+    }
+    match raspc_compiler::compile(&session.graph, root, &opts, &program_hash(&session)) {
+        Ok(compiled) => Ok(Built { session, root, vocab, compiled }),
+        Err(diags) => {
+            let _ = write!(err, "{}", render(&session.sources, &diags, color));
+            let n = diags.iter().filter(|d| d.is_error()).count();
+            let _ = writeln!(err, "error: could not compile `{}` due to {n} previous error{}", path.display(), if n == 1 { "" } else { "s" });
+            Err(Failure::Reported)
+        }
+    }
+}
+
+fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    if output.exists() && std::fs::canonicalize(output).ok() == std::fs::canonicalize(path).ok() {
+        return Err(format!("-o `{}` is the program itself; refusing to overwrite it", output.display()).into());
+    }
+    if output.is_dir() {
+        return Err(format!("-o `{}` is a directory", output.display()).into());
+    }
+    let built = build(path, target, err, color)?;
+    let bytes = built.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: the compiled checkpoint is invalid: {e}"))?;
+    if output.exists() && !force {
+        let old = std::fs::read(output).map_err(|e| format!("cannot read existing `{}`: {e}", output.display()))?;
+        if raspc_checkpoint::Checkpoint::from_bytes(&old).is_err() {
+            return Err(format!("`{}` exists and is not a raspc checkpoint; refusing to overwrite it (use --force)", output.display()).into());
+        }
+    }
+    // Write next to the target, then rename: a failed write never leaves half a file.
+    let tmp = output.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, &bytes).map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, output).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write `{}`: {e}", output.display())
+    })?;
+    let _ = writeln!(out, "compiled `{}` -> {}: {}", built.compiled.plan.output_label, output.display(), built.compiled.summary);
+    Ok(())
+}
+
+fn attention_of(a: AttentionArg) -> raspc_runtime::Attention {
+    match a {
+        AttentionArg::Hard => raspc_runtime::Attention::Hard,
+        AttentionArg::Soft => raspc_runtime::Attention::Soft,
+    }
+}
+
+fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, device: &str, out: &mut dyn Write) -> Result<(), Failure> {
+    let bytes = std::fs::read(model).map_err(|e| format!("cannot read `{}`: {e}", model.display()))?;
+    let dev = raspc_runtime::device(device).map_err(|e| e.to_string())?;
+    let m = raspc_runtime::Model::load(&bytes, &dev).map_err(|e| format!("`{}`: {e}", model.display()))?;
+    let tokens = raspc_lang::parse_input(input).map_err(|m| format!("bad --input: {m}"))?;
+    let values: Vec<serde_json::Value> = tokens.iter().map(raspc_lang::Atom::to_json).collect();
+    let decoded = m.run(&values, attention_of(attention)).map_err(|e| e.to_string())?;
+    if json {
+        let line = serde_json::json!({ "output": decoded.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() });
+        let _ = writeln!(out, "{line}");
+    } else {
+        let atoms: Vec<String> = decoded.iter().map(|d| verify::decoded_atom(d).repr()).collect();
+        let _ = writeln!(out, "[{}]", atoms.join(", "));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn verify_cmd(
+    path: &Path,
+    target: &Target,
+    exhaustive: bool,
+    samples: Option<usize>,
+    seed: u64,
+    attention: AttentionModes,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    color: bool,
+) -> Result<(), Failure> {
+    let built = build(path, target, err, color)?;
+    let inputs = if exhaustive {
+        verify::Inputs::Exhaustive
+    } else {
+        verify::Inputs::Random { count: samples.unwrap_or(1000), seed }
+    };
+    let seqs = verify::generate(&inputs, built.vocab.len(), target.max_len)?;
+    let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::device("cpu").map_err(|e| e.to_string())?)
+        .map_err(|e| format!("internal error: {e}"))?;
+    let modes = match attention {
+        AttentionModes::Hard => vec![raspc_runtime::Attention::Hard],
+        AttentionModes::Soft => vec![raspc_runtime::Attention::Soft],
+        AttentionModes::Both => vec![raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft],
+    };
+    let _ = writeln!(out, "compiled `{}`: {}", built.compiled.plan.output_label, built.compiled.summary);
+    let bar = indicatif::ProgressBar::new(seqs.len() as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} inputs ({eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    let report = verify::verify(&built.session.graph, built.root, &model, &built.vocab, &seqs, &modes, &mut |n| bar.set_position(n as u64))?;
+    bar.finish_and_clear();
+    let c = &model.checkpoint.config;
+    for (mode, f) in &report.per_mode {
+        let detail = match mode {
+            raspc_runtime::Attention::Hard => format!("tie tolerance {}", c.attention.tie_tolerance),
+            raspc_runtime::Attention::Soft => format!("beta {}", c.attention.soft_beta),
+        };
+        let _ = writeln!(out, "{:?} attention ({detail}): {} inputs, {f} mismatches", mode, report.checked);
+    }
+    if report.skipped > 0 {
+        let _ = writeln!(out, "skipped {} inputs the interpreter rejects", report.skipped);
+    }
+    for m in &report.examples {
+        let show = |v: &[raspc_lang::Atom]| format!("[{}]", v.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "));
+        let got: Vec<raspc_lang::Atom> = m.got.iter().map(verify::decoded_atom).collect();
+        let _ = writeln!(out, "mismatch ({:?}): input {}: expected {}, model {}", m.attention, show(&m.input), show(&m.expected), show(&got));
+    }
+    let _ = writeln!(out, "verified: {} inputs, {} mismatches", report.checked, report.failed);
+    if report.failed > 0 { Err(Failure::Silent) } else { Ok(()) }
 }

@@ -1,0 +1,299 @@
+//! Scheduling, residual allocation, the soft-attention β, and emission of the checkpoint.
+
+use crate::plan::*;
+use raspc_checkpoint as ck;
+use raspc_lang::Atom;
+use std::collections::BTreeMap;
+
+/// Where each live block runs and where each live slot lives.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// Per live block: its sublayer index (2l = attention of layer l, 2l+1 = MLP of layer l).
+    pub time: BTreeMap<usize, usize>,
+    pub layers: usize,
+    /// Offset of each live slot.
+    pub offset: BTreeMap<usize, usize>,
+    pub d_model: usize,
+}
+
+/// Keeps the blocks the output depends on and places each as early as its inputs allow
+/// (as-soon-as-possible list scheduling: the depth is the longest chain of blocks, which no
+/// schedule can beat). Heads of a layer run in parallel; MLPs of a layer are concatenated.
+pub fn schedule(plan: &Plan) -> Schedule {
+    let mut live = vec![false; plan.slots.len()];
+    live[BOS] = true;
+    live[TOK] = true;
+    live[plan.output.slot] = true;
+    let mut live_blocks = vec![false; plan.blocks.len()];
+    for (b, block) in plan.blocks.iter().enumerate().rev() {
+        if live[block.writes] {
+            live_blocks[b] = true;
+            for &r in &block.reads {
+                live[r] = true;
+            }
+        }
+    }
+    // Ready time of each slot: -1 for embeddings.
+    let mut ready: Vec<i64> = vec![-1; plan.slots.len()];
+    let mut time = BTreeMap::new();
+    for (b, block) in plan.blocks.iter().enumerate() {
+        if !live_blocks[b] {
+            continue;
+        }
+        let after = block.reads.iter().map(|&r| ready[r]).max().unwrap_or(-1);
+        let parity = match block.kind {
+            BlockKind::Head(_) => 0,
+            BlockKind::Mlp(_) => 1,
+        };
+        let mut t = after + 1;
+        if t.rem_euclid(2) != parity {
+            t += 1;
+        }
+        ready[block.writes] = t;
+        time.insert(b, t as usize);
+    }
+    let layers = time.values().map(|t| t / 2 + 1).max().unwrap_or(0);
+    let mut offset = BTreeMap::new();
+    let mut d = 0;
+    for (s, slot) in plan.slots.iter().enumerate() {
+        if live[s] {
+            offset.insert(s, d);
+            d += slot.enc.dims();
+        }
+    }
+    Schedule { time, layers, offset, d_model: d }
+}
+
+/// Soft-attention inverse temperature derived from the construction (docs/compiler.md).
+///
+/// For a head whose attended keys score at least `gap` above every other key, softmax(β·s)
+/// puts at most `(N+1)·exp(-β·gap)` weight on unattended keys, moving the output by at most
+/// twice that times the largest value it carries. Scores of tied keys can also differ by the
+/// small errors of upstream soft heads, which reweights them by at most `exp(2β·δ)`. β is the
+/// smallest value (on a 2% grid) at which both effects stay under each head's budget: 1/20 of a
+/// one-hot dim for categorical outputs; 1/8 of the smallest gap between possible values for
+/// numerical ones (readers of those tolerate 1/4).
+pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
+    let n = (max_len + 1) as f64;
+    let mut heads = vec![];
+    for (&b, _) in &sched.time {
+        if let BlockKind::Head(h) = &plan.blocks[b].kind {
+            let vmax = h
+                .v
+                .iter()
+                .map(|&(s, _, _, w)| {
+                    w.abs()
+                        * match &plan.slots[s].enc {
+                            SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
+                            SlotEnc::Num { .. } => 1.0,
+                            SlotEnc::Cat(_) => 1.0,
+                        }
+                })
+                .fold(1e-12f64, f64::max);
+            let budget = match &plan.slots[plan.blocks[b].writes].enc {
+                SlotEnc::Cat(_) => 0.05,
+                SlotEnc::Num { points: Some(p) } if p.len() > 1 => min_gap(p) / 8.0,
+                SlotEnc::Num { .. } => 1e-3 * vmax.max(1.0),
+            };
+            heads.push((h.gap, vmax, budget, h.qk_terms.max(1) as f64));
+        }
+    }
+    if heads.is_empty() {
+        return 1.0;
+    }
+    let min_gap_all = heads.iter().map(|h| h.0).fold(f64::INFINITY, f64::min);
+    let mut beta = 1.0f64;
+    while beta < 1e4 {
+        // Largest one-hot error any soft head leaves behind.
+        let eps_cat = 2.0 * n * (-beta * min_gap_all).exp();
+        let ok = heads.iter().all(|&(gap, vmax, budget, terms)| {
+            let leak = 2.0 * vmax * n * (-beta * gap).exp();
+            let tilt = vmax * ((2.0 * beta * 2.0 * eps_cat * terms).exp() - 1.0);
+            leak + tilt <= budget
+        });
+        if ok {
+            break;
+        }
+        beta *= 1.02;
+    }
+    (beta * 1000.0).ceil() / 1000.0
+}
+
+fn min_gap(p: &[f64]) -> f64 {
+    p.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min)
+}
+
+/// Everything emission needs besides the plan.
+#[derive(Clone, Debug)]
+pub struct EmitInputs<'a> {
+    pub vocab: &'a [Atom],
+    pub max_len: usize,
+    pub causal: bool,
+    pub program_hash: String,
+}
+
+fn enc_json(enc: &SlotEnc, values_json: Option<Vec<serde_json::Value>>) -> ck::Encoding {
+    match enc {
+        SlotEnc::Cat(v) => ck::Encoding::Categorical { values: v.iter().map(Atom::to_json).collect() },
+        SlotEnc::Num { .. } => ck::Encoding::Numerical { values: values_json },
+    }
+}
+
+/// Builds the checkpoint: dense tensors, config, layout, output spec.
+pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
+    let num_values = &plan.num_values;
+    let d = sched.d_model;
+    let off = |s: usize| sched.offset[&s];
+    let bos_dim = off(BOS);
+    // Residual rows a block reads, with BOS compensation: readers see zeros at BOS.
+    let dense_in = |entries: &[In], cols: usize| -> Vec<f32> {
+        let mut m = vec![0f64; d * cols];
+        for &(s, i, c, w) in entries {
+            m[(off(s) + i) * cols + c] += w;
+            if let Some(&z) = plan.slots[s].at_bos.get(i)
+                && z != 0.0
+            {
+                m[bos_dim * cols + c] -= z * w;
+            }
+        }
+        m.into_iter().map(|x| x as f32).collect()
+    };
+    let dense_out = |entries: &[Out], cols: usize| -> Vec<f32> {
+        let mut m = vec![0f64; cols * d];
+        for &(c, s, i, w) in entries {
+            m[c * d + off(s) + i] += w;
+        }
+        m.into_iter().map(|x| x as f32).collect()
+    };
+    let mut tensors = BTreeMap::new();
+    let mut layers = vec![];
+    for l in 0..sched.layers {
+        let mut heads = vec![];
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+        for (&b, &t) in &sched.time {
+            match &plan.blocks[b].kind {
+                BlockKind::Head(h) if t == 2 * l => heads.push(h),
+                BlockKind::Mlp(m) if t == 2 * l + 1 => {
+                    let base = mlp.hidden;
+                    mlp.w_in.extend(m.w_in.iter().map(|&(s, i, c, w)| (s, i, c + base, w)));
+                    mlp.w_out.extend(m.w_out.iter().map(|&(c, s, i, w)| (c + base, s, i, w)));
+                    mlp.b_in.extend(&m.b_in);
+                    mlp.hidden += m.hidden;
+                }
+                _ => {}
+            }
+        }
+        for (h, head) in heads.iter().enumerate() {
+            let dh = head.width;
+            for (name, entries) in [("w_q", &head.q), ("w_k", &head.k), ("w_v", &head.v)] {
+                tensors.insert(ck::names::head(l, h, name), ck::Tensor { shape: vec![d, dh], data: dense_in(entries, dh) });
+            }
+            tensors.insert(ck::names::head(l, h, "w_o"), ck::Tensor { shape: vec![dh, d], data: dense_out(&head.o, dh) });
+        }
+        let mlp_cfg = if mlp.hidden > 0 {
+            let hdn = mlp.hidden;
+            let mut w_in = dense_in(&mlp.w_in, hdn);
+            // Every hidden unit is off at BOS: inputs read zero there, so the pre-activation is
+            // the bias; push it below zero through the BOS dim.
+            for (c, &b) in mlp.b_in.iter().enumerate() {
+                w_in[bos_dim * hdn + c] -= (b.max(0.0) + 1.0) as f32;
+            }
+            tensors.insert(ck::names::mlp(l, "w_in"), ck::Tensor { shape: vec![d, hdn], data: w_in });
+            tensors.insert(ck::names::mlp(l, "b_in"), ck::Tensor { shape: vec![hdn], data: mlp.b_in.iter().map(|&x| x as f32).collect() });
+            tensors.insert(ck::names::mlp(l, "w_out"), ck::Tensor { shape: vec![hdn, d], data: dense_out(&mlp.w_out, hdn) });
+            tensors.insert(ck::names::mlp(l, "b_out"), ck::Tensor::zeros(&[d]));
+            Some(ck::MlpConfig { kind: ck::MlpKind::Relu, hidden: hdn })
+        } else {
+            None
+        };
+        layers.push(ck::LayerConfig { heads: heads.iter().map(|h| h.width).collect(), mlp: mlp_cfg });
+    }
+    // Embeddings: id 0 is BOS; ids 1.. are the vocabulary in the order given.
+    let vsize = inp.vocab.len() + 1;
+    let mut tok = vec![0f32; vsize * d];
+    tok[bos_dim] = 1.0;
+    for (i, a) in inp.vocab.iter().enumerate() {
+        let row = (i + 1) * d;
+        tok[row + off(TOK)] = 1.0;
+        if let Some(ts) = plan.tokens
+            && let Some(&o) = sched.offset.get(&ts)
+        {
+            match &plan.slots[ts].enc {
+                SlotEnc::Cat(vals) => {
+                    let j = vals.iter().position(|v| v == a).expect("vocabulary atoms are token values");
+                    tok[row + o + j] = 1.0;
+                }
+                SlotEnc::Num { .. } => tok[row + o] = a.as_f64().unwrap_or(0.0) as f32,
+            }
+        }
+    }
+    tensors.insert(ck::names::TOKEN_EMBEDDING.into(), ck::Tensor { shape: vec![vsize, d], data: tok });
+    let mut pos = vec![0f32; (inp.max_len + 1) * d];
+    if let Some(is) = plan.indices
+        && let Some(&o) = sched.offset.get(&is)
+    {
+        for p in 1..=inp.max_len {
+            match &plan.slots[is].enc {
+                SlotEnc::Cat(_) => pos[p * d + o + p - 1] = 1.0,
+                SlotEnc::Num { .. } => pos[p * d + o] = (p - 1) as f32,
+            }
+        }
+    }
+    tensors.insert(ck::names::POSITION_EMBEDDING.into(), ck::Tensor { shape: vec![inp.max_len + 1, d], data: pos });
+    // Readout.
+    let out = &plan.output;
+    let o = off(out.slot);
+    let (readout_dims, readout, out_enc, tolerance) = match (&out.values, &out.map) {
+        (Some(values), Some(map)) => {
+            let k = values.len();
+            let mut r = vec![0f32; d * k];
+            for (i, v) in map.iter().enumerate() {
+                if let Some(v) = v {
+                    let j = values.iter().position(|x| x == v).expect("output values cover the map");
+                    r[(o + i) * k + j] = 1.0;
+                }
+            }
+            (k, r, ck::Encoding::Categorical { values: values.iter().map(Atom::to_json).collect() }, 0.0)
+        }
+        _ => {
+            let mut r = vec![0f32; d];
+            r[o] = 1.0;
+            let tol = match &out.points {
+                Some(p) if p.len() > 1 => min_gap(p) / 2.0,
+                _ => 1e-3,
+            };
+            (1, r, enc_json(&plan.slots[out.slot].enc, num_values.get(&out.slot).cloned()), tol)
+        }
+    };
+    tensors.insert(ck::names::READOUT.into(), ck::Tensor { shape: vec![d, readout_dims], data: readout });
+    let layout = ck::Layout {
+        sops: sched
+            .offset
+            .iter()
+            .map(|(&s, &offset)| ck::SopLayout { label: plan.slots[s].label.clone(), offset, encoding: enc_json(&plan.slots[s].enc, num_values.get(&s).cloned()) })
+            .collect(),
+    };
+    let mut vocab = vec![ck::VocabEntry { token: serde_json::Value::Null, id: 0 }];
+    vocab.extend(inp.vocab.iter().enumerate().map(|(i, a)| ck::VocabEntry { token: a.to_json(), id: i + 1 }));
+    let beta = derive_beta(plan, sched, inp.max_len);
+    let min_gap_heads = sched
+        .time
+        .keys()
+        .filter_map(|&b| match &plan.blocks[b].kind {
+            BlockKind::Head(h) => Some(h.gap),
+            _ => None,
+        })
+        .fold(1.0f64, f64::min);
+    let config = ck::ModelConfig {
+        d_model: d,
+        layers,
+        vocab,
+        bos_id: 0,
+        max_seq_len: inp.max_len,
+        causal: inp.causal,
+        attention: ck::AttentionConfig { semantics: ck::AttentionSemantics::Hard, tie_tolerance: min_gap_heads / 4.0, soft_beta: beta },
+        readout_dims,
+    };
+    let output = ck::OutputSpec { label: plan.output_label.clone(), encoding: out_enc, tolerance };
+    ck::Checkpoint { config, layout, output, program_hash: inp.program_hash.clone(), compiler_version: format!("raspc {}", env!("CARGO_PKG_VERSION")), tensors }
+}

@@ -1,0 +1,1089 @@
+//! Lowering: program graph -> [`Plan`] (slots and blocks), after the support check.
+//!
+//! The constructions (all exact under hard attention; docs/compiler.md has the derivations):
+//!
+//! * **Residual slots.** `<bos>` (1 at BOS) and `<tok>` (1 elsewhere) always exist. Every
+//!   s-op that some block or the readout reads gets a slot: categorical (one-hot over its
+//!   finite value set) or numerical (one dim). Each slot's value at BOS is known at compile
+//!   time, and every reader subtracts it through the `<bos>` dim, so all blocks see zeros at BOS.
+//! * **Maps are folded where they are linear.** A map (or chain of maps) of a single categorical
+//!   s-op is a relabelling of that s-op's one-hot dims, so it gets no MLP and no dims: selects,
+//!   aggregates and the readout read the underlying one-hot through the map. Constants are views
+//!   of `<tok>`. Maps of two or more s-ops (fused across chains) are one MLP with one hidden unit
+//!   per reachable combination of values, `relu(x_a + y_b + ... - (k - 1))`; maps of a numerical
+//!   s-op are an exact staircase over its finite set of values.
+//! * **select** is a bilinear form on one-hot query and key dims: score 1 where the predicate
+//!   holds. `and` of selects on different s-ops adds their scores; `and`/`or`/`not` of selects on
+//!   the same pair of s-ops is one predicate. BOS scores `r - 1/2` (r = number of summed terms),
+//!   so a query with no selected key attends to BOS alone, whose value vector is the default.
+//! * **aggregate**: categorical (a one-hot copy; exact when at most one key is selected, which is
+//!   proved for selects on an injective function of `indices` with `==`, and when values are not
+//!   numeric, since the interpreter rejects averaging those) or numerical (the mean of the
+//!   values' numbers) otherwise. Never silently wrong: a numerical aggregate needed categorically
+//!   is converted by an exact staircase MLP over its finite set of means.
+//! * **selector_width / length**: one head where BOS ties with the selected keys and carries
+//!   value 1, giving 1/(w+1), then a staircase MLP to w. `length` is the width of the all-true
+//!   selector and needs no query or key weights at all.
+
+use crate::infer::{infer, ValueSet};
+use crate::plan::*;
+use raspc_lang::ast::Cmp;
+use raspc_lang::graph::Operand;
+use raspc_lang::interp::apply_map;
+use raspc_lang::{Atom, Diagnostic, Graph, NodeId, NodeKind};
+use std::collections::{BTreeSet, HashMap};
+
+/// Largest number of value combinations one MLP enumerates.
+pub const MAX_COMBINATIONS: usize = 4096;
+
+/// What the compiler is asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The atoms the input may hold, in vocabulary order.
+    pub vocab: Vec<Atom>,
+    pub max_len: usize,
+    /// Causal masking: position i sees positions <= i; the model then computes, at position i,
+    /// the program's value at i on the prefix ending at i.
+    pub causal: bool,
+    /// Labels of s-ops to store numerically (one dim).
+    pub numerical: BTreeSet<String>,
+    /// Labels of s-ops to store categorically (one-hot).
+    pub categorical: BTreeSet<String>,
+}
+
+#[derive(Clone, Debug)]
+enum Rep {
+    /// Has its own slot.
+    Slot(usize),
+    /// Computed from these leaves (nodes with slots) by maps not materialised yet.
+    Inline(Vec<NodeId>),
+}
+
+/// A way to read an s-op: a slot, and for a categorical slot the s-op's value per slot dim.
+#[derive(Clone, Debug)]
+struct View {
+    slot: usize,
+    map: Option<Vec<Option<Atom>>>,
+}
+
+struct Lowerer<'a> {
+    g: &'a Graph,
+    opts: &'a Options,
+    sets: HashMap<NodeId, ValueSet>,
+    slots: Vec<Slot>,
+    blocks: Vec<Block>,
+    rep: HashMap<NodeId, Rep>,
+    /// Numerical slot -> its categorical conversion slot.
+    conv: HashMap<usize, usize>,
+    /// Numerical slot -> the atoms behind each point (for evaluating maps on it).
+    num_atoms: HashMap<usize, Vec<Vec<Atom>>>,
+    diags: Vec<Diagnostic>,
+    tokens: Option<usize>,
+    indices: Option<usize>,
+    /// Tuple views already built, by their s-ops.
+    tuples: HashMap<Vec<NodeId>, (usize, Vec<Option<Vec<Atom>>>)>,
+}
+
+/// Runs the support check and lowering. All problems are reported together.
+pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagnostic>> {
+    let node = g.node(root);
+    if node.kind.is_selector() {
+        return Err(vec![Diagnostic::error("compile::entry", format!("`{}` is a selector; only s-ops can be compiled", node.label), node.span)
+            .with_label("a selector")
+            .with_note("compile an s-op that uses it, e.g. `selector_width(...)` or `aggregate(...)`")]);
+    }
+    let sets = infer(g, root, &opts.vocab, opts.max_len);
+    let mut lw = Lowerer {
+        g,
+        opts,
+        sets,
+        slots: vec![],
+        blocks: vec![],
+        rep: HashMap::new(),
+        conv: HashMap::new(),
+        num_atoms: HashMap::new(),
+        diags: vec![],
+        tokens: None,
+        indices: None,
+        tuples: HashMap::new(),
+    };
+    // One-dim categorical slots: `<bos>` holds True at BOS only, `<tok>` True everywhere else.
+    lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], producer: None });
+    lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], producer: None });
+    lw.check_overrides(root);
+    if opts.causal {
+        lw.check_causal(root);
+    }
+    if !lw.diags.is_empty() {
+        return Err(lw.diags);
+    }
+    for id in g.ancestors(root) {
+        if g.node(id).kind.is_selector() {
+            continue;
+        }
+        if let Err(d) = lw.lower_node(id) {
+            lw.diags.push(d);
+            // Give the node a placeholder so its users can still be checked.
+            let s = lw.new_slot(format!("{}:failed", g.node(id).label), SlotEnc::Num { points: None }, vec![0.0], None);
+            lw.rep.insert(id, Rep::Slot(s));
+        }
+    }
+    let output = if lw.diags.is_empty() {
+        match lw.output_view(root) {
+            Ok(o) => Some(o),
+            Err(d) => {
+                lw.diags.push(d);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if !lw.diags.is_empty() {
+        let mut seen = BTreeSet::new();
+        lw.diags.retain(|d| seen.insert((d.primary_span().map(|s| (s.file.0, s.start, s.end)), d.message.clone())));
+        return Err(lw.diags);
+    }
+    let mut num_values = std::collections::BTreeMap::new();
+    for (s, slot) in lw.slots.iter().enumerate() {
+        if let SlotEnc::Num { points: Some(p) } = &slot.enc {
+            let vals = match lw.num_atoms.get(&s) {
+                Some(groups) => groups.iter().map(|g| g[0].to_json()).collect(),
+                None => p.iter().map(|&x| Atom::Float(x).to_json()).collect(),
+            };
+            num_values.insert(s, vals);
+        }
+    }
+    Ok(Plan {
+        slots: lw.slots,
+        blocks: lw.blocks,
+        tokens: lw.tokens,
+        indices: lw.indices,
+        output: output.expect("no diagnostics"),
+        num_values,
+        output_label: g.node(root).label.clone(),
+    })
+}
+
+fn index_of(values: &[Atom], a: &Atom) -> Option<usize> {
+    values.iter().position(|v| v == a).or_else(|| match a {
+        Atom::Float(x) => values.iter().position(|v| matches!(v, Atom::Float(y) if (x - y).abs() <= 1e-9 * x.abs().max(1.0))),
+        _ => None,
+    })
+}
+
+fn is_mean_capable(a: &Atom) -> bool {
+    matches!(a, Atom::Int(_) | Atom::Float(_))
+}
+
+/// Distinct numeric points of a set of atoms (ascending), with the atoms behind each.
+fn points_of(atoms: &[Atom]) -> Option<(Vec<f64>, Vec<Vec<Atom>>)> {
+    let mut v: Vec<(f64, Atom)> = Vec::with_capacity(atoms.len());
+    for a in atoms {
+        if a.is_str() {
+            return None;
+        }
+        v.push((a.as_f64()?, a.clone()));
+    }
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut pts, mut groups): (Vec<f64>, Vec<Vec<Atom>>) = (vec![], vec![]);
+    for (x, a) in v {
+        match pts.last() {
+            Some(&p) if (x - p).abs() <= 1e-12 * p.abs().max(1.0) => groups.last_mut().expect("paired").push(a),
+            _ => {
+                pts.push(x);
+                groups.push(vec![a]);
+            }
+        }
+    }
+    Some((pts, groups))
+}
+
+impl Lowerer<'_> {
+    fn label(&self, id: NodeId) -> &str {
+        &self.g.node(id).label
+    }
+
+    fn err(&self, id: NodeId, code: &'static str, msg: String) -> Diagnostic {
+        Diagnostic::error(code, msg, self.g.node(id).span)
+    }
+
+    fn new_slot(&mut self, label: String, enc: SlotEnc, at_bos: Vec<f64>, producer: Option<usize>) -> usize {
+        self.slots.push(Slot { label, enc, at_bos, producer });
+        self.slots.len() - 1
+    }
+
+    fn push_block(&mut self, kind: BlockKind, writes: usize, what: String) -> usize {
+        let mut reads: Vec<usize> = match &kind {
+            BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.0).collect(),
+            BlockKind::Mlp(m) => m.w_in.iter().map(|e| e.0).collect(),
+        };
+        reads.sort();
+        reads.dedup();
+        self.blocks.push(Block { kind, reads, writes, what });
+        let b = self.blocks.len() - 1;
+        self.slots[writes].producer = Some(b);
+        b
+    }
+
+    fn finite(&self, id: NodeId) -> Result<Vec<Atom>, Diagnostic> {
+        match &self.sets[&id] {
+            ValueSet::Finite(s) => Ok(s.iter().cloned().collect()),
+            ValueSet::Unbounded => Err(self
+                .err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id)))
+                .with_label("too many possible values")
+                .with_note(format!(
+                    "with this vocabulary and --max-len {}, `{}` could take more than {} values; a categorical encoding needs a finite set",
+                    self.opts.max_len,
+                    self.label(id),
+                    crate::infer::MAX_VALUES
+                ))),
+        }
+    }
+
+    /// User overrides must name s-ops of the program, and make sense for them.
+    fn check_overrides(&mut self, root: NodeId) {
+        let labels: HashMap<&str, NodeId> = self.g.ancestors(root).into_iter().map(|id| (self.g.node(id).label.as_str(), id)).collect();
+        for name in self.opts.numerical.iter().chain(&self.opts.categorical) {
+            if !labels.contains_key(name.as_str()) {
+                let mut known: Vec<&&str> = labels.keys().filter(|l| !l.contains('_') || !l.starts_with("select")).collect();
+                known.sort();
+                self.diags.push(
+                    Diagnostic::error("compile::encoding", format!("--encoding names `{name}`, which is not an s-op of this program"), self.g.node(root).span)
+                        .with_label("the compiled s-op")
+                        .with_note(format!("s-ops here: {}", known.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "))),
+                );
+            }
+        }
+        for name in &self.opts.numerical {
+            if let Some(&id) = labels.get(name.as_str()) {
+                let kind = &self.g.node(id).kind;
+                let numeric = match &self.sets[&id] {
+                    ValueSet::Finite(s) => s.iter().all(|a| !a.is_str()),
+                    ValueSet::Unbounded => true,
+                };
+                if kind.is_selector() || matches!(kind, NodeKind::Const(_)) || !numeric {
+                    self.diags.push(
+                        self.err(id, "compile::encoding", format!("`{name}` cannot be numerical"))
+                            .with_label("here")
+                            .with_note("only s-ops whose values are all numbers (or booleans) can be stored numerically"),
+                    );
+                }
+            }
+        }
+    }
+
+    // ---- causal support ------------------------------------------------------------------
+
+    /// Under causal masking, the model computes at position i the program on the prefix ending
+    /// at i. That holds when every s-op read at key positions has the same value at position j
+    /// whatever follows j ("prefix-stable"). Reports every key-side read that is not.
+    fn check_causal(&mut self, root: NodeId) {
+        let mut stable: HashMap<NodeId, bool> = HashMap::new();
+        for id in self.g.ancestors(root) {
+            let k = &self.g.node(id).kind;
+            let s = match k {
+                NodeKind::Tokens | NodeKind::Indices | NodeKind::Const(_) => true,
+                NodeKind::Length => false,
+                NodeKind::Map { .. } => k.operands().iter().all(|o| stable[o]),
+                NodeKind::Select { keys, queries, .. } => stable[keys] && stable[queries] && self.backward(id),
+                NodeKind::SelectAnd(a, b) => (stable[a] && stable[b]) || ((stable[a] && self.backward(*a)) && self.operands_stable(*b, &stable)),
+                NodeKind::SelectOr(..) | NodeKind::SelectNot(_) => self.backward(id) && self.operands_stable(id, &stable),
+                NodeKind::SelectorWidth(sel) => stable[sel],
+                NodeKind::Aggregate { sel, values, .. } => stable[sel] && stable[values],
+            };
+            stable.insert(id, s);
+            // Key-side reads.
+            let keys_read: Vec<NodeId> = match k {
+                NodeKind::Select { keys, .. } => vec![*keys],
+                NodeKind::Aggregate { values, .. } => vec![*values],
+                _ => vec![],
+            };
+            for r in keys_read {
+                if !stable[&r] {
+                    let what = if matches!(k, NodeKind::Select { .. }) { "compares the keys" } else { "averages the values" };
+                    self.diags.push(
+                        self.err(id, "compile::causal", format!("with --causal, this {what} `{}`, which depends on later positions", self.label(r)))
+                            .with_label("reads a value that is not fixed by the prefix")
+                            .with_secondary(self.g.node(r).span, format!("`{}` is defined here", self.label(r)))
+                            .with_note("a causal model computes position i from positions <= i; every value read at key positions must not depend on `length` or on selectors that look ahead"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn operands_stable(&self, sel: NodeId, stable: &HashMap<NodeId, bool>) -> bool {
+        self.select_leaves(sel).iter().all(|&l| match &self.g.node(l).kind {
+            NodeKind::Select { keys, queries, .. } => stable[keys] && stable[queries],
+            _ => false,
+        })
+    }
+
+    fn select_leaves(&self, sel: NodeId) -> Vec<NodeId> {
+        match &self.g.node(sel).kind {
+            NodeKind::Select { .. } => vec![sel],
+            NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
+                let mut v = self.select_leaves(*a);
+                v.extend(self.select_leaves(*b));
+                v
+            }
+            NodeKind::SelectNot(a) => self.select_leaves(*a),
+            _ => vec![],
+        }
+    }
+
+    /// True when the selector provably selects only keys at or before the query.
+    fn backward(&self, sel: NodeId) -> bool {
+        if let NodeKind::SelectAnd(a, b) = &self.g.node(sel).kind
+            && (self.backward(*a) || self.backward(*b))
+        {
+            return true;
+        }
+        // All leaves compare functions of indices: check every (key, query) position pair.
+        let n = self.opts.max_len as i64;
+        let leaves = self.select_leaves(sel);
+        let mut fns: HashMap<NodeId, Vec<Option<Atom>>> = HashMap::new();
+        for &l in &leaves {
+            let NodeKind::Select { keys, queries, .. } = &self.g.node(l).kind else { return false };
+            for x in [*keys, *queries] {
+                if fns.contains_key(&x) {
+                    continue;
+                }
+                match self.index_function(x) {
+                    Some(f) => {
+                        fns.insert(x, f);
+                    }
+                    None => return false,
+                }
+            }
+        }
+        for q in 0..n {
+            for k in (q + 1)..n {
+                if self.eval_selector(sel, &|x| fns[&x][k as usize].clone(), &|x| fns[&x][q as usize].clone()) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// If `x` is a function of `indices` alone, its value at each index 0..max_len.
+    fn index_function(&self, x: NodeId) -> Option<Vec<Option<Atom>>> {
+        fn go(g: &Graph, x: NodeId, i: i64) -> Option<Option<Atom>> {
+            match &g.node(x).kind {
+                NodeKind::Indices => Some(Some(Atom::Int(i))),
+                NodeKind::Const(a) => Some(Some(a.clone())),
+                NodeKind::Map { op, args } => {
+                    let mut row = vec![];
+                    for a in args {
+                        row.push(match a {
+                            Operand::Const(c) => c.clone(),
+                            Operand::Sop(s) => match go(g, *s, i)? {
+                                Some(v) => v,
+                                None => return Some(None),
+                            },
+                        });
+                    }
+                    Some(apply_map(op, &row).ok())
+                }
+                _ => None,
+            }
+        }
+        (0..self.opts.max_len as i64).map(|i| go(self.g, x, i)).collect()
+    }
+
+    /// Evaluates a selector tree for one (key, query) pair given each operand's key-side and
+    /// query-side value.
+    fn eval_selector(&self, sel: NodeId, key: &dyn Fn(NodeId) -> Option<Atom>, query: &dyn Fn(NodeId) -> Option<Atom>) -> bool {
+        match &self.g.node(sel).kind {
+            NodeKind::Select { keys, queries, cmp } => match (key(*keys), query(*queries)) {
+                (Some(k), Some(q)) => Atom::compare(&k, *cmp, &q).unwrap_or(false),
+                _ => false,
+            },
+            NodeKind::SelectAnd(a, b) => self.eval_selector(*a, key, query) && self.eval_selector(*b, key, query),
+            NodeKind::SelectOr(a, b) => self.eval_selector(*a, key, query) || self.eval_selector(*b, key, query),
+            NodeKind::SelectNot(a) => !self.eval_selector(*a, key, query),
+            _ => false,
+        }
+    }
+
+    // ---- nodes ---------------------------------------------------------------------------
+
+    fn lower_node(&mut self, id: NodeId) -> Result<(), Diagnostic> {
+        let label = self.label(id).to_string();
+        match self.g.node(id).kind.clone() {
+            NodeKind::Tokens => {
+                let vals = self.finite(id)?;
+                let enc = if self.opts.numerical.contains(&label) {
+                    let (pts, groups) = points_of(&vals).expect("checked numeric");
+                    let s = self.new_slot(label, SlotEnc::Num { points: Some(pts) }, vec![0.0], None);
+                    self.num_atoms.insert(s, groups);
+                    s
+                } else {
+                    let d = vals.len();
+                    self.new_slot(label, SlotEnc::Cat(vals), vec![0.0; d], None)
+                };
+                self.tokens = Some(enc);
+                self.rep.insert(id, Rep::Slot(enc));
+            }
+            NodeKind::Indices => {
+                let vals = self.finite(id)?;
+                let enc = if self.opts.numerical.contains(&label) {
+                    let (pts, groups) = points_of(&vals).expect("indices are ints");
+                    let s = self.new_slot(label, SlotEnc::Num { points: Some(pts) }, vec![0.0], None);
+                    self.num_atoms.insert(s, groups);
+                    s
+                } else {
+                    let d = vals.len();
+                    self.new_slot(label, SlotEnc::Cat(vals), vec![0.0; d], None)
+                };
+                self.indices = Some(enc);
+                self.rep.insert(id, Rep::Slot(enc));
+            }
+            NodeKind::Const(_) => {
+                self.rep.insert(id, Rep::Inline(vec![]));
+            }
+            NodeKind::Map { .. } => self.lower_map(id)?,
+            NodeKind::Length => {
+                let s = self.width(id, None)?;
+                self.rep.insert(id, Rep::Slot(s));
+            }
+            NodeKind::SelectorWidth(sel) => {
+                let s = self.width(id, Some(sel))?;
+                self.rep.insert(id, Rep::Slot(s));
+            }
+            NodeKind::Aggregate { sel, values, default } => {
+                let s = self.aggregate(id, sel, values, &default)?;
+                self.rep.insert(id, Rep::Slot(s));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn domain_size(&self, leaf: NodeId) -> usize {
+        match &self.rep[&leaf] {
+            Rep::Slot(s) => match &self.slots[*s].enc {
+                SlotEnc::Cat(v) => v.len(),
+                SlotEnc::Num { points } => points.as_ref().map_or(usize::MAX, Vec::len),
+            },
+            Rep::Inline(_) => 1,
+        }
+    }
+
+    fn lower_map(&mut self, id: NodeId) -> Result<(), Diagnostic> {
+        let ops = self.g.node(id).kind.operands();
+        let gather = |lw: &Self| -> BTreeSet<NodeId> {
+            let mut leaves = BTreeSet::new();
+            for o in &ops {
+                match &lw.rep[o] {
+                    Rep::Inline(ls) => leaves.extend(ls.iter().copied()),
+                    Rep::Slot(_) => {
+                        leaves.insert(*o);
+                    }
+                }
+            }
+            leaves
+        };
+        let product = |lw: &Self, ls: &BTreeSet<NodeId>| ls.iter().fold(1usize, |p, l| p.saturating_mul(lw.domain_size(*l).max(1)));
+        let mut leaves = gather(self);
+        if product(self, &leaves) > MAX_COMBINATIONS {
+            // Too many combinations to fuse: give multi-leaf operands their own MLPs first.
+            for o in &ops {
+                if let Rep::Inline(ls) = &self.rep[o]
+                    && ls.len() > 1
+                {
+                    let s = self.materialise(*o)?;
+                    self.rep.insert(*o, Rep::Slot(s));
+                }
+            }
+            leaves = gather(self);
+            if product(self, &leaves) > MAX_COMBINATIONS {
+                return Err(self
+                    .err(id, "compile::too_many_combinations", format!("`{}` combines too many values to compile as one MLP", self.label(id)))
+                    .with_label("this map")
+                    .with_note(format!(
+                        "its inputs {} take more than {MAX_COMBINATIONS} combinations of values",
+                        leaves.iter().map(|l| format!("`{}`", self.label(*l))).collect::<Vec<_>>().join(", ")
+                    )));
+            }
+        }
+        self.rep.insert(id, Rep::Inline(leaves.into_iter().collect()));
+        if self.opts.numerical.contains(self.label(id)) || self.opts.categorical.contains(self.label(id)) {
+            let s = self.materialise(id)?;
+            self.rep.insert(id, Rep::Slot(s));
+        }
+        Ok(())
+    }
+
+    /// Value of an inline node given its leaves' values.
+    fn eval_inline(&self, id: NodeId, env: &HashMap<NodeId, Atom>) -> Option<Atom> {
+        // Leaves are looked up; maps are evaluated even if they have a slot by now (a map
+        // materialised after its user recorded its leaves).
+        if let Some(a) = env.get(&id) {
+            return Some(a.clone());
+        }
+        match &self.g.node(id).kind {
+            NodeKind::Const(a) => Some(a.clone()),
+            NodeKind::Map { op, args } => {
+                let mut row = Vec::with_capacity(args.len());
+                for a in args {
+                    row.push(match a {
+                        Operand::Const(c) => c.clone(),
+                        Operand::Sop(s) => self.eval_inline(*s, env)?,
+                    });
+                }
+                apply_map(op, &row).ok()
+            }
+            _ => env.get(&id).cloned(),
+        }
+    }
+
+    /// How to read `id` linearly.
+    fn view(&mut self, id: NodeId) -> Result<View, Diagnostic> {
+        match self.rep[&id].clone() {
+            Rep::Slot(s) => Ok(View { slot: s, map: None }),
+            Rep::Inline(leaves) if leaves.is_empty() => Ok(View { slot: TOK, map: Some(vec![self.eval_inline(id, &HashMap::new())]) }),
+            Rep::Inline(leaves) => {
+                if leaves.len() == 1
+                    && let Rep::Slot(s) = self.rep[&leaves[0]]
+                    && let SlotEnc::Cat(vals) = &self.slots[s].enc
+                {
+                    let map = vals.iter().map(|a| self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]))).collect();
+                    return Ok(View { slot: s, map: Some(map) });
+                }
+                let s = self.materialise(id)?;
+                self.rep.insert(id, Rep::Slot(s));
+                Ok(View { slot: s, map: None })
+            }
+        }
+    }
+
+    /// Value of each dim of a categorical view.
+    fn view_values(&self, v: &View) -> Vec<Option<Atom>> {
+        match (&v.map, &self.slots[v.slot].enc) {
+            (Some(m), _) => m.clone(),
+            (None, SlotEnc::Cat(vals)) => vals.iter().cloned().map(Some).collect(),
+            (None, SlotEnc::Num { .. }) => unreachable!("view_values of a numerical view"),
+        }
+    }
+
+    /// A categorical view of `id`, converting a numerical slot with a staircase MLP if needed.
+    fn cat_view(&mut self, id: NodeId) -> Result<View, Diagnostic> {
+        let v = self.view(id)?;
+        if matches!(self.slots[v.slot].enc, SlotEnc::Cat(_)) {
+            return Ok(v);
+        }
+        Ok(View { slot: self.to_categorical(v.slot, id)?, map: None })
+    }
+
+    fn to_categorical(&mut self, num: usize, id: NodeId) -> Result<usize, Diagnostic> {
+        if let Some(&c) = self.conv.get(&num) {
+            return Ok(c);
+        }
+        let SlotEnc::Num { points: Some(points) } = self.slots[num].enc.clone() else {
+            return Err(self.finite(id).err().unwrap_or_else(|| {
+                self.err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id))).with_label("needed as a categorical value")
+            }));
+        };
+        let atoms: Vec<Atom> = match self.num_atoms.get(&num) {
+            Some(groups) => groups.iter().map(|g| g[0].clone()).collect(),
+            None => points.iter().map(|&p| Atom::Float(p)).collect(),
+        };
+        let n = atoms.len();
+        let outputs: Vec<Vec<f64>> = (0..n).map(|i| (0..n).map(|j| (i == j) as u8 as f64).collect()).collect();
+        let label = format!("{}:categorical", self.slots[num].label);
+        let out = self.new_slot(label, SlotEnc::Cat(atoms), vec![0.0; n], None);
+        let mlp = staircase(num, &points, &outputs, out);
+        self.push_block(BlockKind::Mlp(mlp), out, format!("categorical({})", self.slots[num].label));
+        self.conv.insert(num, out);
+        Ok(out)
+    }
+
+    /// Gives an inline map its own slot and MLP.
+    fn materialise(&mut self, id: NodeId) -> Result<usize, Diagnostic> {
+        let Rep::Inline(leaves) = self.rep[&id].clone() else { unreachable!("materialise of a slot") };
+        let label = self.label(id).to_string();
+        let vals = self.finite(id)?;
+        let numerical = self.opts.numerical.contains(&label);
+        let enc = if numerical {
+            let (pts, groups) = points_of(&vals).ok_or_else(|| self.err(id, "compile::encoding", format!("`{label}` has non-numeric values")))?;
+            (SlotEnc::Num { points: Some(pts) }, Some(groups))
+        } else {
+            (SlotEnc::Cat(vals.clone()), None)
+        };
+        let encode = |a: &Atom| -> Option<Vec<f64>> {
+            match &enc.0 {
+                SlotEnc::Cat(v) => index_of(v, a).map(|i| (0..v.len()).map(|j| (i == j) as u8 as f64).collect()),
+                SlotEnc::Num { .. } => a.as_f64().map(|x| vec![x]),
+            }
+        };
+        let dims = enc.0.dims();
+        let what = format!("{} = map({})", label, leaves.iter().map(|l| self.label(*l).to_string()).collect::<Vec<_>>().join(", "));
+        // A single numerical leaf: staircase over its points.
+        if leaves.len() == 1
+            && let Rep::Slot(ls) = self.rep[&leaves[0]]
+            && let SlotEnc::Num { points } = self.slots[ls].enc.clone()
+        {
+            let Some(points) = points else {
+                return Err(self.err(leaves[0], "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(leaves[0]))).with_label("read by a map"));
+            };
+            let groups = self.num_atoms.get(&ls).cloned().unwrap_or_else(|| points.iter().map(|p| vec![Atom::Float(*p)]).collect());
+            let mut outputs = vec![];
+            for g in &groups {
+                let results: Vec<Option<Atom>> = g.iter().map(|a| self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]))).collect();
+                let first = results.iter().flatten().next().cloned();
+                if results.iter().flatten().any(|r| !r.py_eq(first.as_ref().expect("some")) || r.type_name() != first.as_ref().expect("some").type_name()) {
+                    return Err(self
+                        .err(id, "compile::numeric_map", format!("`{label}` gives different results for equal numbers of different types"))
+                        .with_label("this map")
+                        .with_note(format!("e.g. for {}; store the input categorically", g.iter().map(Atom::repr).collect::<Vec<_>>().join(" and "))));
+                }
+                outputs.push(first.and_then(|r| encode(&r)).unwrap_or_else(|| vec![0.0; dims]));
+            }
+            let out = self.new_slot(label, enc.0, vec![0.0; dims], None);
+            if let Some(gr) = enc.1 {
+                self.num_atoms.insert(out, gr);
+            }
+            let mlp = staircase(ls, &points, &outputs, out);
+            self.push_block(BlockKind::Mlp(mlp), out, what);
+            return Ok(out);
+        }
+        // Categorical leaves (numerical ones converted first): one unit per combination.
+        let mut views: Vec<(NodeId, usize, Vec<Atom>)> = vec![];
+        for &l in &leaves {
+            let Rep::Slot(s) = self.rep[&l] else { unreachable!("leaves have slots") };
+            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.to_categorical(s, l)? } else { s };
+            let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { unreachable!() };
+            views.push((l, s, vals));
+        }
+        let out = self.new_slot(label, enc.0.clone(), vec![0.0; dims], None);
+        if let Some(gr) = enc.1 {
+            self.num_atoms.insert(out, gr);
+        }
+        let k = views.len();
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+        let mut idx = vec![0usize; k];
+        let mut env = HashMap::new();
+        'combos: loop {
+            for (j, (l, _, vals)) in views.iter().enumerate() {
+                env.insert(*l, vals[idx[j]].clone());
+            }
+            if let Some(r) = self.eval_inline(id, &env)
+                && let Some(code) = encode(&r)
+                && code.iter().any(|&x| x != 0.0)
+            {
+                let c = mlp.hidden;
+                mlp.hidden += 1;
+                for (j, (_, s, _)) in views.iter().enumerate() {
+                    mlp.w_in.push((*s, idx[j], c, 1.0));
+                }
+                mlp.b_in.push(-(k as f64 - 1.0));
+                for (d, &x) in code.iter().enumerate() {
+                    if x != 0.0 {
+                        mlp.w_out.push((c, out, d, x));
+                    }
+                }
+            }
+            let mut j = 0;
+            loop {
+                if j == k {
+                    break 'combos;
+                }
+                idx[j] += 1;
+                if idx[j] < views[j].2.len() {
+                    break;
+                }
+                idx[j] = 0;
+                j += 1;
+            }
+        }
+        self.push_block(BlockKind::Mlp(mlp), out, what);
+        Ok(out)
+    }
+
+    // ---- selectors -----------------------------------------------------------------------
+
+    /// Splits a selector into score terms: its `and`-conjuncts, merged when they compare the same
+    /// s-ops. Each term is (key operands, query operands, subtrees).
+    fn terms(&self, sel: NodeId) -> Vec<(Vec<NodeId>, Vec<NodeId>, Vec<NodeId>)> {
+        fn conj(g: &Graph, s: NodeId, out: &mut Vec<NodeId>) {
+            if let NodeKind::SelectAnd(a, b) = &g.node(s).kind {
+                conj(g, *a, out);
+                conj(g, *b, out);
+            } else {
+                out.push(s);
+            }
+        }
+        let mut parts = vec![];
+        conj(self.g, sel, &mut parts);
+        let mut groups: Vec<(Vec<NodeId>, Vec<NodeId>, Vec<NodeId>)> = vec![];
+        for p in parts {
+            let (mut ks, mut qs) = (BTreeSet::new(), BTreeSet::new());
+            for l in self.select_leaves(p) {
+                if let NodeKind::Select { keys, queries, .. } = &self.g.node(l).kind {
+                    ks.insert(*keys);
+                    qs.insert(*queries);
+                }
+            }
+            let (ks, qs): (Vec<NodeId>, Vec<NodeId>) = (ks.into_iter().collect(), qs.into_iter().collect());
+            match groups.iter_mut().find(|g| g.0 == ks && g.1 == qs) {
+                Some(g) => g.2.push(p),
+                None => groups.push((ks, qs, vec![p])),
+            }
+        }
+        groups
+    }
+
+    /// A one-hot reading of several s-ops at once: a slot and, per dim, the tuple of their values.
+    /// One s-op: its categorical view. Several that are functions of one categorical slot: a
+    /// view of that slot. Otherwise an MLP builds a one-hot over the reachable tuples.
+    fn tuple_view(&mut self, nodes: &[NodeId]) -> Result<(usize, Vec<Option<Vec<Atom>>>), Diagnostic> {
+        if nodes.len() == 1 {
+            let v = self.cat_view(nodes[0])?;
+            return Ok((v.slot, self.view_values(&v).into_iter().map(|o| o.map(|a| vec![a])).collect()));
+        }
+        if let Some(t) = self.tuples.get(nodes) {
+            return Ok(t.clone());
+        }
+        let mut leaves = BTreeSet::new();
+        for &n in nodes {
+            match &self.rep[&n] {
+                Rep::Slot(_) => {
+                    leaves.insert(n);
+                }
+                Rep::Inline(ls) => leaves.extend(ls.iter().copied()),
+            }
+        }
+        let mut views: Vec<(NodeId, usize, Vec<Atom>)> = vec![];
+        for &l in &leaves {
+            let Rep::Slot(s) = self.rep[&l] else { unreachable!("leaves have slots") };
+            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.to_categorical(s, l)? } else { s };
+            let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { unreachable!() };
+            views.push((l, s, vals));
+        }
+        let eval_all = |lw: &Self, env: &HashMap<NodeId, Atom>| -> Option<Vec<Atom>> { nodes.iter().map(|&n| lw.eval_inline(n, env)).collect() };
+        let result = if views.is_empty() {
+            (TOK, vec![eval_all(self, &HashMap::new())])
+        } else if views.len() == 1 {
+            let (l, s, vals) = &views[0];
+            (*s, vals.iter().map(|a| eval_all(self, &HashMap::from([(*l, a.clone())]))).collect())
+        } else {
+            let product = views.iter().fold(1usize, |p, v| p.saturating_mul(v.2.len().max(1)));
+            if product > MAX_COMBINATIONS {
+                return Err(self
+                    .err(nodes[0], "compile::too_many_combinations", "a selector compares too many combinations of values".to_string())
+                    .with_label("one of the s-ops compared together")
+                    .with_note(format!(
+                        "its operands {} combine more than {MAX_COMBINATIONS} values; `and` of separate selects avoids the combination",
+                        nodes.iter().map(|n| format!("`{}`", self.label(*n))).collect::<Vec<_>>().join(", ")
+                    )));
+            }
+            let mut combos: Vec<(Vec<usize>, Vec<Atom>)> = vec![];
+            let mut tuples: Vec<Vec<Atom>> = vec![];
+            let mut idx = vec![0usize; views.len()];
+            'combos: loop {
+                let env: HashMap<NodeId, Atom> = views.iter().enumerate().map(|(j, (l, _, vals))| (*l, vals[idx[j]].clone())).collect();
+                if let Some(t) = eval_all(self, &env) {
+                    if !tuples.contains(&t) {
+                        tuples.push(t.clone());
+                    }
+                    combos.push((idx.clone(), t));
+                }
+                let mut j = 0;
+                loop {
+                    if j == views.len() {
+                        break 'combos;
+                    }
+                    idx[j] += 1;
+                    if idx[j] < views[j].2.len() {
+                        break;
+                    }
+                    idx[j] = 0;
+                    j += 1;
+                }
+            }
+            let label = format!("({})", nodes.iter().map(|n| self.label(*n).to_string()).collect::<Vec<_>>().join(", "));
+            let names: Vec<Atom> = tuples.iter().map(|t| Atom::Str(format!("({})", t.iter().map(Atom::repr).collect::<Vec<_>>().join(", ")))).collect();
+            let d = names.len();
+            let out = self.new_slot(label.clone(), SlotEnc::Cat(names), vec![0.0; d], None);
+            let k = views.len();
+            let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+            for (ix, t) in &combos {
+                let c = mlp.hidden;
+                mlp.hidden += 1;
+                for (j, (_, s, _)) in views.iter().enumerate() {
+                    mlp.w_in.push((*s, ix[j], c, 1.0));
+                }
+                mlp.b_in.push(-(k as f64 - 1.0));
+                mlp.w_out.push((c, out, tuples.iter().position(|x| x == t).expect("collected"), 1.0));
+            }
+            self.push_block(BlockKind::Mlp(mlp), out, format!("{label} as one one-hot"));
+            (out, tuples.into_iter().map(Some).collect())
+        };
+        self.tuples.insert(nodes.to_vec(), result.clone());
+        Ok(result)
+    }
+
+    /// Builds the query/key entries of a selector; returns (q, k, columns used, number of terms).
+    fn scores(&mut self, sel: Option<NodeId>) -> Result<(Vec<In>, Vec<In>, usize, usize), Diagnostic> {
+        let (mut q, mut k, mut cols) = (vec![], vec![], 0usize);
+        let Some(sel) = sel else { return Ok((q, k, 0, 0)) };
+        let groups = self.terms(sel);
+        let r = groups.len();
+        for (keys, queries, subtrees) in groups {
+            let (kslot, kvals) = self.tuple_view(&keys)?;
+            let (qslot, qvals) = self.tuple_view(&queries)?;
+            let holds = |a: usize, b: usize| -> bool {
+                let (Some(x), Some(y)) = (&kvals[a], &qvals[b]) else { return false };
+                let kf = |n: NodeId| keys.iter().position(|&m| m == n).map(|i| x[i].clone());
+                let qf = |n: NodeId| queries.iter().position(|&m| m == n).map(|i| y[i].clone());
+                subtrees.iter().all(|&t| self.eval_selector(t, &kf, &qf))
+            };
+            if qvals.len() <= kvals.len() {
+                for b in 0..qvals.len() {
+                    let rows: Vec<usize> = (0..kvals.len()).filter(|&a| holds(a, b)).collect();
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    q.push((qslot, b, cols, 1.0));
+                    k.extend(rows.into_iter().map(|a| (kslot, a, cols, 1.0)));
+                    cols += 1;
+                }
+            } else {
+                for a in 0..kvals.len() {
+                    let rows: Vec<usize> = (0..qvals.len()).filter(|&b| holds(a, b)).collect();
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    k.push((kslot, a, cols, 1.0));
+                    q.extend(rows.into_iter().map(|b| (qslot, b, cols, 1.0)));
+                    cols += 1;
+                }
+            }
+        }
+        Ok((q, k, cols, r))
+    }
+
+    /// At most one key selected per query, provably: `==` on an injective function of indices.
+    fn single(&mut self, sel: NodeId) -> bool {
+        match self.g.node(sel).kind.clone() {
+            NodeKind::SelectAnd(a, b) => self.single(a) || self.single(b),
+            NodeKind::Select { keys, cmp: Cmp::Eq, .. } => {
+                let Some(f) = self.index_function(keys) else { return false };
+                let mut seen = BTreeSet::new();
+                f.iter().all(|v| v.as_ref().is_some_and(|a| seen.insert(a.key())))
+            }
+            _ => false,
+        }
+    }
+
+    fn selector_text(&self, sel: Option<NodeId>) -> String {
+        match sel {
+            None => "all".into(),
+            Some(s) => self.label(s).to_string(),
+        }
+    }
+
+    /// selector_width (or `length` when `sel` is None): a head computing 1/(w+1), then a
+    /// staircase to w.
+    fn width(&mut self, id: NodeId, sel: Option<NodeId>) -> Result<usize, Diagnostic> {
+        let label = self.label(id).to_string();
+        let (mut q, mut k, cols, r) = self.scores(sel)?;
+        let n = self.opts.max_len;
+        let pts: Vec<f64> = (0..=n).rev().map(|w| 1.0 / (w as f64 + 1.0)).collect();
+        let scratch = self.new_slot(format!("{label}:inverse"), SlotEnc::Num { points: Some(pts.clone()) }, vec![1.0], None);
+        if r > 0 {
+            // BOS scores r, tying with fully selected keys.
+            q.push((BOS, 0, cols, 1.0));
+            q.push((TOK, 0, cols, 1.0));
+            k.push((BOS, 0, cols, r as f64));
+        } else {
+            // `length`: every key ties at 0; only the BOS query gets a preference (for itself),
+            // so the value at BOS is known.
+            q.push((BOS, 0, cols, 1.0));
+            k.push((BOS, 0, cols, 1.0));
+        }
+        let width = cols + 1;
+        let head = Head { width, q, k, v: vec![(BOS, 0, 0, 1.0)], o: vec![(0, scratch, 0, 1.0)], gap: 1.0, qk_terms: cols };
+        self.push_block(BlockKind::Head(head), scratch, format!("{label}:inverse = 1/(1 + selector_width({}))", self.selector_text(sel)));
+        let vals = self.finite(id)?;
+        let numerical = self.opts.numerical.contains(&label);
+        // Point 1/(w+1) (ascending order: w descending) -> w.
+        let ws: Vec<i64> = (0..=n as i64).rev().collect();
+        let (enc, outputs): (SlotEnc, Vec<Vec<f64>>) = if numerical {
+            (SlotEnc::Num { points: Some((0..=n).map(|w| w as f64).collect()) }, ws.iter().map(|&w| vec![w as f64]).collect())
+        } else {
+            let d = vals.len();
+            let outs = ws.iter().map(|&w| {
+                let i = index_of(&vals, &Atom::Int(w));
+                (0..d).map(|j| (Some(j) == i) as u8 as f64).collect()
+            });
+            (SlotEnc::Cat(vals.clone()), outs.collect())
+        };
+        let dims = enc.dims();
+        let out = self.new_slot(label.clone(), enc, vec![0.0; dims], None);
+        if numerical {
+            self.num_atoms.insert(out, (0..=n as i64).map(|w| vec![Atom::Int(w)]).collect());
+        }
+        let mlp = staircase(scratch, &pts, &outputs, out);
+        self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = selector_width({})", self.selector_text(sel)));
+        Ok(out)
+    }
+
+    fn aggregate(&mut self, id: NodeId, sel: NodeId, values: NodeId, default: &Atom) -> Result<usize, Diagnostic> {
+        let label = self.label(id).to_string();
+        let value_atoms = self.finite(values).ok();
+        let can_mean = value_atoms.as_ref().is_none_or(|v| v.iter().any(is_mean_capable));
+        let single = self.single(sel);
+        let want_num = self.opts.numerical.contains(&label);
+        let want_cat = self.opts.categorical.contains(&label);
+        let numerical = want_num || (can_mean && !single);
+        let (mut q, mut k, cols, r) = self.scores(Some(sel))?;
+        q.push((BOS, 0, cols, 1.0));
+        q.push((TOK, 0, cols, 1.0));
+        k.push((BOS, 0, cols, r as f64 - 0.5));
+        let what = format!("{label} = aggregate({}, {})", self.label(sel), self.label(values));
+        if numerical {
+            let d = default.as_f64().filter(|_| !default.is_str()).ok_or_else(|| {
+                self.err(id, "compile::default", format!("`{label}` averages numbers but its default {} is not a number", default.repr()))
+                    .with_label("this aggregate")
+                    .with_note("a numerical aggregate needs a numeric default")
+            })?;
+            let vv = self.view(values)?;
+            let mut v = vec![];
+            match &self.slots[vv.slot].enc {
+                SlotEnc::Num { .. } => v.push((vv.slot, 0, 0, 1.0)),
+                SlotEnc::Cat(_) => {
+                    for (a, val) in self.view_values(&vv).into_iter().enumerate() {
+                        let x = match val {
+                            Some(Atom::Str(s)) => {
+                                return Err(self
+                                    .err(id, "compile::mean", format!("`{label}` may average values that include the string {s:?}"))
+                                    .with_label("this aggregate")
+                                    .with_secondary(self.g.node(values).span, "values defined here"));
+                            }
+                            Some(a) => a.as_f64().unwrap_or(0.0),
+                            None => 0.0,
+                        };
+                        if x != 0.0 {
+                            v.push((vv.slot, a, 0, x));
+                        }
+                    }
+                }
+            }
+            if d != 0.0 {
+                v.push((BOS, 0, 0, d));
+            }
+            let atoms = self.finite(id).ok();
+            let pg = atoms.as_ref().and_then(|a| points_of(a));
+            let s = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![d], None);
+            if let Some((_, groups)) = pg {
+                self.num_atoms.insert(s, groups);
+            }
+            let head = Head { width: (cols + 1).max(1), q, k, v, o: vec![(0, s, 0, 1.0)], gap: 0.5, qk_terms: cols };
+            self.push_block(BlockKind::Head(head), s, what);
+            if want_cat {
+                return self.to_categorical(s, id);
+            }
+            return Ok(s);
+        }
+        // Categorical: a one-hot copy over {default} ∪ values.
+        let mut outs = crate::infer::AtomSet::default();
+        outs.insert(default.clone());
+        let vv = self.cat_view(values)?;
+        let vvals = self.view_values(&vv);
+        for a in vvals.iter().flatten() {
+            outs.insert(a.clone());
+        }
+        let outs: Vec<Atom> = outs.iter().cloned().collect();
+        let m = outs.len();
+        let mut v = vec![];
+        for (a, val) in vvals.iter().enumerate() {
+            if let Some(val) = val {
+                v.push((vv.slot, a, index_of(&outs, val).expect("inserted"), 1.0));
+            }
+        }
+        let di = index_of(&outs, default).expect("inserted");
+        v.push((BOS, 0, di, 1.0));
+        let at_bos = (0..m).map(|j| (j == di) as u8 as f64).collect();
+        let s = self.new_slot(label, SlotEnc::Cat(outs), at_bos, None);
+        let head = Head { width: (cols + 1).max(m), q, k, v, o: (0..m).map(|j| (j, s, j, 1.0)).collect(), gap: 0.5, qk_terms: cols };
+        self.push_block(BlockKind::Head(head), s, what);
+        Ok(s)
+    }
+
+    fn output_view(&mut self, root: NodeId) -> Result<OutputView, Diagnostic> {
+        let v = self.view(root)?;
+        match &self.slots[v.slot].enc {
+            SlotEnc::Num { points } => Ok(OutputView { slot: v.slot, map: None, values: None, points: points.clone() }),
+            SlotEnc::Cat(_) => {
+                let per_dim = self.view_values(&v);
+                let mut set = crate::infer::AtomSet::default();
+                for a in per_dim.iter().flatten() {
+                    set.insert(a.clone());
+                }
+                Ok(OutputView { slot: v.slot, map: Some(per_dim), values: Some(set.iter().cloned().collect()), points: None })
+            }
+        }
+    }
+}
+
+/// An exact staircase MLP on a numerical slot: maps each of `points` (ascending) to the vector
+/// `outputs[i]` over the dims of slot `out`. Between neighbouring points p < p' whose outputs
+/// differ, two ReLUs make a ramp from 0 to 1 over the middle half of [p, p'], so the result is
+/// exact at every point and tolerates input errors up to a quarter of the gap. Each ramp opens
+/// towards the nearer end of the range, which keeps pre-activations (and f32 cancellation) small.
+pub fn staircase(input: usize, points: &[f64], outputs: &[Vec<f64>], out: usize) -> Mlp {
+    let dims = outputs.first().map_or(0, Vec::len);
+    let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+    if points.is_empty() {
+        return mlp;
+    }
+    let (lo, hi) = (points[0], points[points.len() - 1]);
+    let mut constant = outputs[0].clone();
+    let unit = |mlp: &mut Mlp, w: f64, b: f64, out_w: Vec<f64>| {
+        let c = mlp.hidden;
+        mlp.hidden += 1;
+        mlp.w_in.push((input, 0, c, w));
+        mlp.b_in.push(b);
+        for (d, x) in out_w.into_iter().enumerate() {
+            if x != 0.0 {
+                mlp.w_out.push((c, out, d, x));
+            }
+        }
+    };
+    for j in 1..points.len() {
+        let delta: Vec<f64> = (0..dims).map(|d| outputs[j][d] - outputs[j - 1][d]).collect();
+        if delta.iter().all(|&x| x == 0.0) {
+            continue;
+        }
+        let t = (points[j - 1] + points[j]) / 2.0;
+        let w = (points[j] - points[j - 1]) / 2.0;
+        if (hi - t) <= (t - lo) {
+            // up = relu((x-t)/w + 1/2) - relu((x-t)/w - 1/2)
+            unit(&mut mlp, 1.0 / w, -t / w + 0.5, delta.clone());
+            unit(&mut mlp, 1.0 / w, -t / w - 0.5, delta.iter().map(|x| -x).collect());
+        } else {
+            // down = relu((t-x)/w + 1/2) - relu((t-x)/w - 1/2) = 1 - up
+            for d in 0..dims {
+                constant[d] += delta[d];
+            }
+            unit(&mut mlp, -1.0 / w, t / w + 0.5, delta.iter().map(|x| -x).collect());
+            unit(&mut mlp, -1.0 / w, t / w - 0.5, delta.clone());
+        }
+    }
+    if constant.iter().any(|&x| x != 0.0) {
+        let c = mlp.hidden;
+        mlp.hidden += 1;
+        mlp.w_in.push((TOK, 0, c, 1.0));
+        mlp.b_in.push(0.0);
+        for (d, x) in constant.into_iter().enumerate() {
+            if x != 0.0 {
+                mlp.w_out.push((c, out, d, x));
+            }
+        }
+    }
+    mlp
+}

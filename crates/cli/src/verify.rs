@@ -1,0 +1,202 @@
+//! Model-vs-interpreter verification, shared by `raspc verify` and the test suite.
+
+use raspc_lang::{Atom, Graph, NodeId, Value};
+use raspc_runtime::{Attention, Decoded, Model};
+
+/// Which inputs to check.
+#[derive(Clone, Debug)]
+pub enum Inputs {
+    /// Every sequence over the vocabulary of length 1..=max_len.
+    Exhaustive,
+    /// `count` random sequences (lengths uniform in 1..=max_len, tokens uniform), seeded.
+    Random { count: usize, seed: u64 },
+}
+
+/// Largest exhaustive set `raspc verify` agrees to enumerate.
+pub const MAX_EXHAUSTIVE: u128 = 2_000_000;
+
+/// A small, fixed pseudo-random generator (SplitMix64), so `--seed` means the same inputs
+/// in every raspc version.
+#[derive(Clone, Debug)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+pub fn exhaustive_count(vocab: usize, max_len: usize) -> u128 {
+    (1..=max_len as u32).map(|n| (vocab as u128).saturating_pow(n)).fold(0u128, u128::saturating_add)
+}
+
+/// The input sequences, as vocabulary indices.
+pub fn generate(inputs: &Inputs, vocab: usize, max_len: usize) -> Result<Vec<Vec<usize>>, String> {
+    match inputs {
+        Inputs::Exhaustive => {
+            let total = exhaustive_count(vocab, max_len);
+            if total > MAX_EXHAUSTIVE {
+                return Err(format!(
+                    "--exhaustive would check {total} inputs ({vocab} tokens, lengths 1..={max_len}); the limit is {MAX_EXHAUSTIVE}: use --samples"
+                ));
+            }
+            let mut out = Vec::with_capacity(total as usize);
+            for n in 1..=max_len {
+                let count = (vocab as u128).pow(n as u32);
+                for code in 0..count {
+                    let mut c = code;
+                    let mut seq = vec![0usize; n];
+                    for slot in seq.iter_mut().rev() {
+                        *slot = (c % vocab as u128) as usize;
+                        c /= vocab as u128;
+                    }
+                    out.push(seq);
+                }
+            }
+            Ok(out)
+        }
+        Inputs::Random { count, seed } => {
+            let mut rng = SplitMix(*seed);
+            Ok((0..*count).map(|_| {
+                let n = 1 + rng.below(max_len);
+                (0..n).map(|_| rng.below(vocab)).collect()
+            }).collect())
+        }
+    }
+}
+
+/// The interpreter's expected output for the model: the program's value, or under causal
+/// masking the value at each position i of the program run on the prefix ending at i.
+/// `None` when the interpreter rejects the input (or a prefix of it).
+pub fn expected(graph: &Graph, root: NodeId, input: &[Atom], causal: bool) -> Option<Vec<Atom>> {
+    let seq = |inp: &[Atom]| match raspc_lang::evaluate(graph, root, inp) {
+        Ok(Value::Seq(s)) => Some(s),
+        _ => None,
+    };
+    if !causal {
+        return seq(input);
+    }
+    (1..=input.len()).map(|n| seq(&input[..n]).map(|s| s[n - 1].clone())).collect()
+}
+
+fn json_atom(v: &serde_json::Value) -> Option<Atom> {
+    Some(match v {
+        serde_json::Value::Bool(b) => Atom::Bool(*b),
+        serde_json::Value::String(s) => Atom::Str(s.clone()),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => Atom::Int(i),
+            None => Atom::Float(n.as_f64()?),
+        },
+        _ => return None,
+    })
+}
+
+/// A decoded model value as an atom (numbers: the snapped value when there is one).
+pub fn decoded_atom(d: &Decoded) -> Atom {
+    match d {
+        Decoded::Value(v) => json_atom(v).unwrap_or(Atom::Str(v.to_string())),
+        Decoded::Number { snapped: Some(v), .. } => json_atom(v).unwrap_or(Atom::Float(f64::NAN)),
+        Decoded::Number { raw, .. } => Atom::Float(*raw),
+    }
+}
+
+/// Does the model's value agree with the interpreter's? Categorical: Python equality.
+/// Numerical: within the checkpoint's tolerance.
+pub fn agrees(got: &Decoded, want: &Atom, tolerance: f64) -> bool {
+    match got {
+        Decoded::Value(_) => decoded_atom(got).py_eq(want),
+        Decoded::Number { raw, .. } => want.as_f64().is_some_and(|w| !want.is_str() && (raw - w).abs() <= tolerance),
+    }
+}
+
+/// One disagreement.
+#[derive(Clone, Debug)]
+pub struct Mismatch {
+    pub attention: Attention,
+    pub input: Vec<Atom>,
+    pub expected: Vec<Atom>,
+    pub got: Vec<Decoded>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Inputs checked (the interpreter accepted them).
+    pub checked: usize,
+    /// Inputs the interpreter rejects (not part of the program's domain).
+    pub skipped: usize,
+    /// Inputs where some attention mode disagreed somewhere.
+    pub failed: usize,
+    /// Per mode: mismatching inputs.
+    pub per_mode: Vec<(Attention, usize)>,
+    /// The first few mismatches.
+    pub examples: Vec<Mismatch>,
+}
+
+/// Compares `model` with the interpreter on `inputs` (vocabulary indices into `vocab`).
+/// `progress` is called with the number of inputs done so far.
+pub fn verify(
+    graph: &Graph,
+    root: NodeId,
+    model: &Model,
+    vocab: &[Atom],
+    inputs: &[Vec<usize>],
+    modes: &[Attention],
+    progress: &mut dyn FnMut(usize),
+) -> Result<Report, String> {
+    let causal = model.checkpoint.config.causal;
+    let tol = model.checkpoint.output.tolerance;
+    let mut report = Report { per_mode: modes.iter().map(|&m| (m, 0)).collect(), ..Report::default() };
+    // Group by length so each batch is rectangular.
+    let mut by_len: std::collections::BTreeMap<usize, Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, s) in inputs.iter().enumerate() {
+        by_len.entry(s.len()).or_default().push(i);
+    }
+    let mut done = 0;
+    let mut failed = vec![false; inputs.len()];
+    for idxs in by_len.values() {
+        for chunk in idxs.chunks(256) {
+            let mut rows = vec![];
+            for &i in chunk {
+                let atoms: Vec<Atom> = inputs[i].iter().map(|&t| vocab[t].clone()).collect();
+                match expected(graph, root, &atoms, causal) {
+                    Some(e) => rows.push((i, atoms, e)),
+                    None => report.skipped += 1,
+                }
+            }
+            if !rows.is_empty() {
+                let ids: Vec<Vec<u32>> = rows
+                    .iter()
+                    .map(|(_, a, _)| model.encode(&a.iter().map(Atom::to_json).collect::<Vec<_>>()))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| e.to_string())?;
+                for (m, &mode) in modes.iter().enumerate() {
+                    let out = model.forward(&ids, mode).map_err(|e| e.to_string())?;
+                    let decoded = model.decode(&out).map_err(|e| e.to_string())?;
+                    for ((i, atoms, want), got) in rows.iter().zip(decoded) {
+                        let ok = got.len() == want.len() && got.iter().zip(want).all(|(g, w)| agrees(g, w, tol));
+                        if !ok {
+                            report.per_mode[m].1 += 1;
+                            failed[*i] = true;
+                            if report.examples.len() < 5 {
+                                report.examples.push(Mismatch { attention: mode, input: atoms.clone(), expected: want.clone(), got });
+                            }
+                        }
+                    }
+                }
+                report.checked += rows.len();
+            }
+            done += chunk.len();
+            progress(done);
+        }
+    }
+    report.failed = failed.iter().filter(|&&f| f).count();
+    Ok(report)
+}
