@@ -8,6 +8,7 @@ pub mod emit;
 pub mod infer;
 pub mod lower;
 pub mod plan;
+pub mod simplify;
 
 pub use lower::Options;
 use raspc_checkpoint::Checkpoint;
@@ -63,7 +64,8 @@ pub struct Compiled {
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
-    let plan = lower::lower(graph, root, opts)?;
+    let (graph, root) = simplify::simplify(graph, root);
+    let plan = lower::lower(&graph, root, opts)?;
     let schedule = emit::schedule(&plan);
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };
     let checkpoint = emit::emit(&plan, &schedule, &inputs);

@@ -34,7 +34,7 @@ use raspc_lang::{Atom, Diagnostic, Graph, NodeId, NodeKind};
 use std::collections::{BTreeSet, HashMap};
 
 /// Largest number of value combinations one MLP enumerates.
-pub const MAX_COMBINATIONS: usize = 4096;
+pub const MAX_COMBINATIONS: usize = 8192;
 
 /// What the compiler is asked to do.
 #[derive(Clone, Debug, Default)]
@@ -55,8 +55,15 @@ pub struct Options {
 enum Rep {
     /// Has its own slot.
     Slot(usize),
-    /// Computed from these leaves (nodes with slots) by maps not materialised yet.
-    Inline(Vec<NodeId>),
+    /// Computed by maps from nodes that have slots (see `leaves_of`); no slot of its own.
+    Inline,
+}
+
+/// One side of a score term.
+#[derive(Clone, Debug)]
+enum Side {
+    Cat(usize, Vec<Option<Vec<Atom>>>),
+    Num(usize, Vec<f64>, Vec<Atom>),
 }
 
 /// A way to read an s-op: a slot, and for a categorical slot the s-op's value per slot dim.
@@ -82,6 +89,8 @@ struct Lowerer<'a> {
     indices: Option<usize>,
     /// Tuple views already built, by their s-ops.
     tuples: HashMap<Vec<NodeId>, (usize, Vec<Option<Vec<Atom>>>)>,
+    /// Class staircases already built: (numerical slot, class of each point) -> slot.
+    class_slots: HashMap<(usize, Vec<usize>), usize>,
 }
 
 /// Runs the support check and lowering. All problems are reported together.
@@ -106,6 +115,7 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         tokens: None,
         indices: None,
         tuples: HashMap::new(),
+        class_slots: HashMap::new(),
     };
     // One-dim categorical slots: `<bos>` holds True at BOS only, `<tok>` True everywhere else.
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], producer: None });
@@ -117,15 +127,19 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
     if !lw.diags.is_empty() {
         return Err(lw.diags);
     }
+    // Nodes that failed, or depend on one that did: their users are skipped (no cascades).
+    let mut failed: BTreeSet<NodeId> = BTreeSet::new();
     for id in g.ancestors(root) {
+        if g.node(id).kind.operands().iter().any(|o| failed.contains(o)) {
+            failed.insert(id);
+            continue;
+        }
         if g.node(id).kind.is_selector() {
             continue;
         }
         if let Err(d) = lw.lower_node(id) {
             lw.diags.push(d);
-            // Give the node a placeholder so its users can still be checked.
-            let s = lw.new_slot(format!("{}:failed", g.node(id).label), SlotEnc::Num { points: None }, vec![0.0], None);
-            lw.rep.insert(id, Rep::Slot(s));
+            failed.insert(id);
         }
     }
     let output = if lw.diags.is_empty() {
@@ -442,7 +456,7 @@ impl Lowerer<'_> {
                 self.rep.insert(id, Rep::Slot(enc));
             }
             NodeKind::Const(_) => {
-                self.rep.insert(id, Rep::Inline(vec![]));
+                self.rep.insert(id, Rep::Inline);
             }
             NodeKind::Map { .. } => self.lower_map(id)?,
             NodeKind::Length => {
@@ -468,7 +482,7 @@ impl Lowerer<'_> {
                 SlotEnc::Cat(v) => v.len(),
                 SlotEnc::Num { points } => points.as_ref().map_or(usize::MAX, Vec::len),
             },
-            Rep::Inline(_) => 1,
+            Rep::Inline => 1,
         }
     }
 
@@ -477,22 +491,34 @@ impl Lowerer<'_> {
         let gather = |lw: &Self| -> BTreeSet<NodeId> {
             let mut leaves = BTreeSet::new();
             for o in &ops {
-                match &lw.rep[o] {
-                    Rep::Inline(ls) => leaves.extend(ls.iter().copied()),
-                    Rep::Slot(_) => {
-                        leaves.insert(*o);
-                    }
-                }
+                lw.leaves_of(*o, &mut leaves);
             }
             leaves
         };
         let product = |lw: &Self, ls: &BTreeSet<NodeId>| ls.iter().fold(1usize, |p, l| p.saturating_mul(lw.domain_size(*l).max(1)));
         let mut leaves = gather(self);
+        let is_num = |lw: &Self, l: &NodeId| matches!(&lw.rep[l], Rep::Slot(s) if matches!(lw.slots[*s].enc, SlotEnc::Num { .. }));
+        if leaves.len() >= 2 && leaves.iter().any(|l| is_num(self, l)) {
+            // A number combined with other s-ops would need a one-hot over all its values.
+            // Operands that reduce it to a few values (like `x < 0`) get their own staircase.
+            for o in &ops {
+                if let Rep::Inline = self.rep[o]
+                    && let ls = self.leaf_list(*o)
+                    && ls.iter().any(|l| is_num(self, l))
+                    && let ValueSet::Finite(vals) = &self.sets[o]
+                    && vals.len() < ls.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l)))
+                {
+                    let s = self.materialise(*o)?;
+                    self.rep.insert(*o, Rep::Slot(s));
+                }
+            }
+            leaves = gather(self);
+        }
         if product(self, &leaves) > MAX_COMBINATIONS {
             // Too many combinations to fuse: give multi-leaf operands their own MLPs first.
             for o in &ops {
-                if let Rep::Inline(ls) = &self.rep[o]
-                    && ls.len() > 1
+                if let Rep::Inline = &self.rep[o]
+                    && self.leaf_list(*o).len() > 1
                 {
                     let s = self.materialise(*o)?;
                     self.rep.insert(*o, Rep::Slot(s));
@@ -500,6 +526,10 @@ impl Lowerer<'_> {
             }
             leaves = gather(self);
             if product(self, &leaves) > MAX_COMBINATIONS {
+                if let Some(s) = self.separable_sum(id)? {
+                    self.rep.insert(id, Rep::Slot(s));
+                    return Ok(());
+                }
                 return Err(self
                     .err(id, "compile::too_many_combinations", format!("`{}` combines too many values to compile as one MLP", self.label(id)))
                     .with_label("this map")
@@ -509,12 +539,94 @@ impl Lowerer<'_> {
                     )));
             }
         }
-        self.rep.insert(id, Rep::Inline(leaves.into_iter().collect()));
+        self.rep.insert(id, Rep::Inline);
         if self.opts.numerical.contains(self.label(id)) || self.opts.categorical.contains(self.label(id)) {
             let s = self.materialise(id)?;
             self.rep.insert(id, Rep::Slot(s));
         }
         Ok(())
+    }
+
+    /// `a + b` or `a - b` where `a` and `b` each read one categorical slot (different ones):
+    /// a numerical slot computed as a sum of per-value lookups, one hidden unit per value,
+    /// instead of one per combination.
+    fn separable_sum(&mut self, id: NodeId) -> Result<Option<usize>, Diagnostic> {
+        let NodeKind::Map { op: raspc_lang::graph::MapOp::Binary(op @ (raspc_lang::ast::BinOp::Add | raspc_lang::ast::BinOp::Sub)), args } = self.g.node(id).kind.clone()
+        else {
+            return Ok(None);
+        };
+        let (Some(Operand::Sop(a)), Some(Operand::Sop(b))) = (args.first(), args.get(1)) else { return Ok(None) };
+        let mut sides = vec![];
+        for (x, sign) in [(*a, 1.0), (*b, if op == raspc_lang::ast::BinOp::Sub { -1.0 } else { 1.0 })] {
+            let v = self.view(x)?;
+            let SlotEnc::Cat(_) = &self.slots[v.slot].enc else { return Ok(None) };
+            let vals = self.view_values(&v);
+            let mut nums = vec![];
+            for val in vals {
+                match val {
+                    Some(a) if !a.is_str() => nums.push(a.as_f64()),
+                    None => nums.push(None),
+                    Some(_) => return Ok(None),
+                }
+            }
+            sides.push((v.slot, nums, sign));
+        }
+        if sides[0].0 == sides[1].0 {
+            return Ok(None);
+        }
+        let label = self.label(id).to_string();
+        let atoms = self.finite(id).ok();
+        let pg = atoms.as_deref().and_then(points_of);
+        if atoms.is_some() && pg.is_none() {
+            return Ok(None);
+        }
+        let out = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![0.0], None);
+        if let Some((_, groups)) = pg {
+            self.num_atoms.insert(out, groups);
+        }
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+        for (slot, nums, sign) in &sides {
+            for (d, x) in nums.iter().enumerate() {
+                if let Some(x) = x
+                    && *x != 0.0
+                {
+                    let c = mlp.hidden;
+                    mlp.hidden += 1;
+                    mlp.w_in.push((*slot, d, c, 1.0));
+                    mlp.b_in.push(0.0);
+                    mlp.w_out.push((c, out, 0, sign * x));
+                }
+            }
+        }
+        self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} {} {}", self.label(*a), if op == raspc_lang::ast::BinOp::Sub { "-" } else { "+" }, self.label(*b)));
+        Ok(Some(out))
+    }
+
+    /// The nodes with slots an inline node is computed from (walking maps until a slot).
+    fn leaves_of(&self, id: NodeId, out: &mut BTreeSet<NodeId>) {
+        if let Some(Rep::Slot(_)) = self.rep.get(&id) {
+            out.insert(id);
+            return;
+        }
+        match &self.g.node(id).kind {
+            NodeKind::Map { args, .. } => {
+                for a in args {
+                    if let Operand::Sop(s) = a {
+                        self.leaves_of(*s, out);
+                    }
+                }
+            }
+            NodeKind::Const(_) => {}
+            _ => {
+                out.insert(id);
+            }
+        }
+    }
+
+    fn leaf_list(&self, id: NodeId) -> Vec<NodeId> {
+        let mut s = BTreeSet::new();
+        self.leaves_of(id, &mut s);
+        s.into_iter().collect()
     }
 
     /// Value of an inline node given its leaves' values.
@@ -544,8 +656,9 @@ impl Lowerer<'_> {
     fn view(&mut self, id: NodeId) -> Result<View, Diagnostic> {
         match self.rep[&id].clone() {
             Rep::Slot(s) => Ok(View { slot: s, map: None }),
-            Rep::Inline(leaves) if leaves.is_empty() => Ok(View { slot: TOK, map: Some(vec![self.eval_inline(id, &HashMap::new())]) }),
-            Rep::Inline(leaves) => {
+            Rep::Inline if self.leaf_list(id).is_empty() => Ok(View { slot: TOK, map: Some(vec![self.eval_inline(id, &HashMap::new())]) }),
+            Rep::Inline => {
+                let leaves = self.leaf_list(id);
                 if leaves.len() == 1
                     && let Rep::Slot(s) = self.rep[&leaves[0]]
                     && let SlotEnc::Cat(vals) = &self.slots[s].enc
@@ -603,7 +716,8 @@ impl Lowerer<'_> {
 
     /// Gives an inline map its own slot and MLP.
     fn materialise(&mut self, id: NodeId) -> Result<usize, Diagnostic> {
-        let Rep::Inline(leaves) = self.rep[&id].clone() else { unreachable!("materialise of a slot") };
+        let Rep::Inline = self.rep[&id] else { unreachable!("materialise of a slot") };
+        let leaves = self.leaf_list(id);
         let label = self.label(id).to_string();
         let vals = self.finite(id)?;
         let numerical = self.opts.numerical.contains(&label);
@@ -749,12 +863,7 @@ impl Lowerer<'_> {
         }
         let mut leaves = BTreeSet::new();
         for &n in nodes {
-            match &self.rep[&n] {
-                Rep::Slot(_) => {
-                    leaves.insert(n);
-                }
-                Rep::Inline(ls) => leaves.extend(ls.iter().copied()),
-            }
+            self.leaves_of(n, &mut leaves);
         }
         let mut views: Vec<(NodeId, usize, Vec<Atom>)> = vec![];
         for &l in &leaves {
@@ -826,6 +935,46 @@ impl Lowerer<'_> {
         Ok(result)
     }
 
+    /// One side (keys or queries) of a score term: a categorical reading (tuple per dim), or a
+    /// numerical slot with its finite points.
+    fn side(&mut self, nodes: &[NodeId]) -> Result<Side, Diagnostic> {
+        if nodes.len() == 1 {
+            let v = self.view(nodes[0])?;
+            if let SlotEnc::Num { points: Some(points) } = self.slots[v.slot].enc.clone() {
+                let atoms = match self.num_atoms.get(&v.slot) {
+                    Some(g) => g.iter().map(|x| x[0].clone()).collect(),
+                    None => points.iter().map(|&p| Atom::Float(p)).collect(),
+                };
+                return Ok(Side::Num(v.slot, points, atoms));
+            }
+        }
+        let (s, t) = self.tuple_view(nodes)?;
+        Ok(Side::Cat(s, t))
+    }
+
+    /// A categorical slot holding which class of `classes` (one class id per point) a
+    /// numerical slot's value falls in: a staircase with steps only where the class changes.
+    fn classes(&mut self, num: usize, points: &[f64], class_of: &[usize]) -> usize {
+        if let Some(&c) = self.class_slots.get(&(num, class_of.to_vec())) {
+            return c;
+        }
+        let n = class_of.iter().max().map_or(0, |m| m + 1);
+        let names: Vec<Atom> = (0..n)
+            .map(|c| {
+                let members: Vec<String> = points.iter().zip(class_of).filter(|(_, k)| **k == c).map(|(p, _)| raspc_lang::atom::float_repr(*p)).collect();
+                let shown = if members.len() > 4 { format!("{}, ..., {} ({} values)", members[0], members[members.len() - 1], members.len()) } else { members.join(", ") };
+                Atom::Str(format!("{{{shown}}}"))
+            })
+            .collect();
+        let outputs: Vec<Vec<f64>> = class_of.iter().map(|&k| (0..n).map(|j| (j == k) as u8 as f64).collect()).collect();
+        let label = format!("{}:classes", self.slots[num].label);
+        let out = self.new_slot(label.clone(), SlotEnc::Cat(names), vec![0.0; n], None);
+        let mlp = staircase(num, points, &outputs, out);
+        self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = which class of values `{}` is in", self.slots[num].label));
+        self.class_slots.insert((num, class_of.to_vec()), out);
+        out
+    }
+
     /// Builds the query/key entries of a selector; returns (q, k, columns used, number of terms).
     fn scores(&mut self, sel: Option<NodeId>) -> Result<(Vec<In>, Vec<In>, usize, usize), Diagnostic> {
         let (mut q, mut k, mut cols) = (vec![], vec![], 0usize);
@@ -833,17 +982,63 @@ impl Lowerer<'_> {
         let groups = self.terms(sel);
         let r = groups.len();
         for (keys, queries, subtrees) in groups {
-            let (kslot, kvals) = self.tuple_view(&keys)?;
-            let (qslot, qvals) = self.tuple_view(&queries)?;
+            let ks = self.side(&keys)?;
+            let mut qs = self.side(&queries)?;
+            if let (Side::Num(..), Side::Num(slot, _, atoms)) = (&ks, &qs) {
+                // Both numerical: the queries become one-hot, the keys classes.
+                let c = self.to_categorical(*slot, queries[0])?;
+                qs = Side::Cat(c, atoms.iter().map(|a| Some(vec![a.clone()])).collect());
+            }
+            let tuples = |s: &Side| -> Vec<Option<Vec<Atom>>> {
+                match s {
+                    Side::Cat(_, t) => t.clone(),
+                    Side::Num(_, _, atoms) => atoms.iter().map(|a| Some(vec![a.clone()])).collect(),
+                }
+            };
+            let (kvals, qvals) = (tuples(&ks), tuples(&qs));
             let holds = |a: usize, b: usize| -> bool {
                 let (Some(x), Some(y)) = (&kvals[a], &qvals[b]) else { return false };
                 let kf = |n: NodeId| keys.iter().position(|&m| m == n).map(|i| x[i].clone());
                 let qf = |n: NodeId| queries.iter().position(|&m| m == n).map(|i| y[i].clone());
                 subtrees.iter().all(|&t| self.eval_selector(t, &kf, &qf))
             };
-            if qvals.len() <= kvals.len() {
-                for b in 0..qvals.len() {
-                    let rows: Vec<usize> = (0..kvals.len()).filter(|&a| holds(a, b)).collect();
+            let mut p: Vec<Vec<bool>> = (0..kvals.len()).map(|a| (0..qvals.len()).map(|b| holds(a, b)).collect()).collect();
+            // A numerical side is read through the classes of values the predicate tells apart.
+            let group_by = |rows: &[Vec<bool>]| -> (Vec<usize>, Vec<Vec<bool>>) {
+                let mut reps: Vec<Vec<bool>> = vec![];
+                let class_of = rows
+                    .iter()
+                    .map(|r| match reps.iter().position(|x| x == r) {
+                        Some(i) => i,
+                        None => {
+                            reps.push(r.clone());
+                            reps.len() - 1
+                        }
+                    })
+                    .collect();
+                (class_of, reps)
+            };
+            let kslot = match &ks {
+                Side::Cat(s, _) => *s,
+                Side::Num(slot, points, _) => {
+                    let (class_of, reps) = group_by(&p);
+                    p = reps;
+                    self.classes(*slot, points, &class_of)
+                }
+            };
+            let qslot = match &qs {
+                Side::Cat(s, _) => *s,
+                Side::Num(slot, points, _) => {
+                    let cols_t: Vec<Vec<bool>> = (0..qvals.len()).map(|b| p.iter().map(|row| row[b]).collect()).collect();
+                    let (class_of, reps) = group_by(&cols_t);
+                    p = (0..p.len()).map(|a| reps.iter().map(|c| c[a]).collect()).collect();
+                    self.classes(*slot, points, &class_of)
+                }
+            };
+            let (nk, nq) = (p.len(), p.first().map_or(0, Vec::len));
+            if nq <= nk {
+                for b in 0..nq {
+                    let rows: Vec<usize> = (0..nk).filter(|&a| p[a][b]).collect();
                     if rows.is_empty() {
                         continue;
                     }
@@ -852,8 +1047,8 @@ impl Lowerer<'_> {
                     cols += 1;
                 }
             } else {
-                for a in 0..kvals.len() {
-                    let rows: Vec<usize> = (0..qvals.len()).filter(|&b| holds(a, b)).collect();
+                for (a, row) in p.iter().enumerate() {
+                    let rows: Vec<usize> = (0..nq).filter(|&b| row[b]).collect();
                     if rows.is_empty() {
                         continue;
                     }

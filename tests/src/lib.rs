@@ -51,3 +51,30 @@ pub fn host_json(v: &HostValue) -> serde_json::Value {
         other => serde_json::Value::String(format!("<{}>", other.kind_name())),
     }
 }
+
+/// A program to compile and check: file (relative to the corpus), entry, vocabulary.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    pub file: &'static str,
+    pub entry: Option<&'static str>,
+    pub vocab: &'static str,
+}
+
+/// Compiles a corpus program for `max_len` (and causal masking).
+pub fn compile(case: &Case, max_len: usize, causal: bool) -> Result<(Session, raspc_lang::NodeId, Vec<Atom>, raspc_compiler::Compiled), String> {
+    let s = session(case.file);
+    let (_, root) = s.entry(case.entry)?;
+    let vocab = raspc_lang::parse_input(case.vocab)?;
+    let opts = raspc_compiler::Options { vocab: vocab.clone(), max_len, causal, ..Default::default() };
+    let compiled = raspc_compiler::compile(&s.graph, root, &opts, "test").map_err(|d| format!("{d:#?}"))?;
+    Ok((s, root, vocab, compiled))
+}
+
+/// Compiles and verifies against the interpreter; returns the report.
+pub fn verify(case: &Case, max_len: usize, causal: bool, inputs: raspc::verify::Inputs) -> raspc::verify::Report {
+    let (s, root, vocab, compiled) = compile(case, max_len, causal).unwrap_or_else(|e| panic!("{} failed to compile: {e}", case.file));
+    let model = raspc_runtime::Model::new(compiled.checkpoint, &raspc_runtime::device("cpu").expect("cpu")).expect("valid checkpoint");
+    let seqs = raspc::verify::generate(&inputs, vocab.len(), max_len).expect("inputs");
+    let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
+    raspc::verify::verify(&s.graph, root, &model, &vocab, &seqs, &modes, &mut |_| {}).expect("runs")
+}

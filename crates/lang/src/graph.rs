@@ -163,7 +163,8 @@ impl NodeKind {
         }
     }
 
-    fn remap(&self, f: &impl Fn(NodeId) -> NodeId) -> NodeKind {
+    /// The same kind with every operand id passed through `f`.
+    pub fn remap(&self, f: &impl Fn(NodeId) -> NodeId) -> NodeKind {
         match self {
             NodeKind::Map { op, args } => NodeKind::Map {
                 op: op.clone(),
@@ -285,6 +286,21 @@ impl Graph {
         let node = &mut self.g[id.ix()];
         node.label = label;
         node.named = true;
+    }
+
+    /// Adds a node (or finds the identical one) and, if it is new, gives it `label` as it is
+    /// (used when rebuilding a graph, so labels survive).
+    pub fn add_labelled(&mut self, kind: NodeKind, span: Span, label: &str, named: bool) -> Option<NodeId> {
+        let existed = self.dedup.contains_key(&kind);
+        let id = self.add(kind, span)?;
+        if !existed && !self.labels.contains_key(label) {
+            let new = &mut self.g[id.ix()];
+            self.labels.remove(&new.label);
+            new.label = label.to_string();
+            new.named = named;
+            self.labels.insert(label.to_string(), id);
+        }
+        Some(id)
     }
 
     /// All nodes `root` depends on, itself included, in topological (ascending id) order.

@@ -1,0 +1,102 @@
+//! Algebraic rewrites applied before lowering. Each preserves the interpreter's value on every
+//! input the interpreter accepts (the compiled model is verified against the original graph).
+//!
+//! * `aggregate(s, a, d1) ± aggregate(s, b, d2)` = `aggregate(s, a ± b, d1 ± d2)`: the mean over
+//!   one selected set is linear. One head instead of two, and the result keeps the values'
+//!   common denominator (so `balance < 0` needs one step, not a comparison of two means).
+//! * `aggregate(s, a, d) * c` (and `c * ...`, `... / c`) = `aggregate(s, a * c, d * c)`.
+//! * `selector_width(A or B)` = `selector_width(A) + selector_width(B)` when A and B can never
+//!   select the same key: each has an `and`-conjunct comparing the same keys and queries with
+//!   exclusive comparisons (`<` vs `==`, ...). Two small heads instead of a one-hot over every
+//!   combination of the s-ops A and B compare (the sort tie-break `k < q or (k == q and i < j)`).
+
+use raspc_lang::ast::{BinOp, Cmp};
+use raspc_lang::graph::{MapOp, Operand};
+use raspc_lang::{atom, Atom, Graph, NodeId, NodeKind};
+use std::collections::HashMap;
+
+/// A rebuilt graph holding only what `root` depends on, rewritten; returns its root.
+pub fn simplify(g: &Graph, root: NodeId) -> (Graph, NodeId) {
+    let mut out = Graph::new();
+    let mut map: HashMap<NodeId, NodeId> = HashMap::new();
+    for id in g.ancestors(root) {
+        let node = g.node(id);
+        let kind = node.kind.remap(&|x| map[&x]);
+        let kind = rewrite(&mut out, &kind, node.span).unwrap_or(kind);
+        let new = out.add_labelled(kind, node.span, &node.label, node.named).expect("no larger than the source graph");
+        map.insert(id, new);
+    }
+    let r = map[&root];
+    (out, r)
+}
+
+fn numeric(a: &Atom) -> bool {
+    !a.is_str()
+}
+
+fn conjuncts(g: &Graph, s: NodeId, out: &mut Vec<NodeId>) {
+    if let NodeKind::SelectAnd(a, b) = &g.node(s).kind {
+        conjuncts(g, *a, out);
+        conjuncts(g, *b, out);
+    } else {
+        out.push(s);
+    }
+}
+
+/// True when no (key, query) pair can satisfy both comparisons of the same operands.
+fn exclusive_cmps(a: Cmp, b: Cmp) -> bool {
+    use Cmp::*;
+    let pair = |x, y| (a == x && b == y) || (a == y && b == x);
+    pair(Lt, Eq) || pair(Lt, Ge) || pair(Lt, Gt) || pair(Gt, Eq) || pair(Gt, Le) || pair(Eq, Ne)
+}
+
+fn exclusive(g: &Graph, a: NodeId, b: NodeId) -> bool {
+    let (mut ca, mut cb) = (vec![], vec![]);
+    conjuncts(g, a, &mut ca);
+    conjuncts(g, b, &mut cb);
+    ca.iter().any(|&x| {
+        cb.iter().any(|&y| match (&g.node(x).kind, &g.node(y).kind) {
+            (NodeKind::Select { keys: k1, queries: q1, cmp: c1 }, NodeKind::Select { keys: k2, queries: q2, cmp: c2 }) => {
+                k1 == k2 && q1 == q2 && exclusive_cmps(*c1, *c2)
+            }
+            _ => false,
+        })
+    })
+}
+
+fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span) -> Option<NodeKind> {
+    if let NodeKind::SelectorWidth(sel) = kind
+        && let NodeKind::SelectOr(a, b) = out.node(*sel).kind.clone()
+        && exclusive(out, a, b)
+    {
+        let wa = out.add(NodeKind::SelectorWidth(a), span)?;
+        let wb = out.add(NodeKind::SelectorWidth(b), span)?;
+        return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(wa), Operand::Sop(wb)] });
+    }
+    let NodeKind::Map { op: MapOp::Binary(op), args } = kind else { return None };
+    let agg = |n: &Operand| match n {
+        Operand::Sop(id) => match &out.node(*id).kind {
+            NodeKind::Aggregate { sel, values, default } if numeric(default) => Some((*sel, *values, default.clone())),
+            _ => None,
+        },
+        Operand::Const(_) => None,
+    };
+    match (op, args.as_slice()) {
+        (BinOp::Add | BinOp::Sub, [a, b]) => {
+            let ((s1, v1, d1), (s2, v2, d2)) = (agg(a)?, agg(b)?);
+            if s1 != s2 {
+                return None;
+            }
+            let default = atom::binary(*op, &d1, &d2).ok()?;
+            let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v1), Operand::Sop(v2)] }, span)?;
+            Some(NodeKind::Aggregate { sel: s1, values, default })
+        }
+        (BinOp::Mul | BinOp::Div, [a, Operand::Const(c)]) | (BinOp::Mul, [Operand::Const(c), a]) if numeric(c) => {
+            let (s, v, d) = agg(a)?;
+            let default = atom::binary(*op, &d, c).ok()?;
+            let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v), Operand::Const(c.clone())] }, span)?;
+            Some(NodeKind::Aggregate { sel: s, values, default })
+        }
+        _ => None,
+    }
+}

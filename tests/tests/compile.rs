@@ -1,0 +1,151 @@
+//! Compiled models agree with the interpreter: Tracr's library programs and the RASP paper's
+//! programs, exhaustively at max-len 5 and on 1000 random inputs at max-len 16 and 64, hard and
+//! soft attention, causal variants included.
+
+use raspc::verify::Inputs;
+use raspc_tests::{compile, verify, Case};
+
+fn check(case: &Case, max_len: usize, causal: bool, inputs: Inputs, min_checked: usize) {
+    let r = verify(case, max_len, causal, inputs.clone());
+    assert_eq!(r.failed, 0, "{} at max-len {max_len} (causal {causal}, {inputs:?}): {:#?}", case.file, r.examples);
+    assert!(r.checked >= min_checked, "{}: only {} inputs checked ({} skipped)", case.file, r.checked, r.skipped);
+    for (mode, f) in &r.per_mode {
+        assert_eq!(*f, 0, "{mode:?}");
+    }
+}
+
+/// All three lengths; `all_valid` when the interpreter accepts every input.
+fn full(case: &Case, causal: bool, all_valid: bool) {
+    let vocab = raspc_lang::parse_input(case.vocab).unwrap().len();
+    let exhaustive = raspc::verify::exhaustive_count(vocab, 5) as usize;
+    check(case, 5, causal, Inputs::Exhaustive, if all_valid { exhaustive } else { 1 });
+    check(case, 16, causal, Inputs::Random { count: 1000, seed: 16 }, if all_valid { 1000 } else { 1 });
+    check(case, 64, causal, Inputs::Random { count: 1000, seed: 64 }, if all_valid { 1000 } else { 1 });
+}
+
+/// Under --causal the program must either compile (and then agree on every prefix) or be
+/// refused with the causal diagnostic.
+fn causal_or_refused(case: &Case, expect_ok: bool) {
+    match compile(case, 8, true) {
+        Ok(_) => {
+            assert!(expect_ok, "{} compiled causally but should be refused", case.file);
+            full(case, true, true);
+        }
+        Err(e) => {
+            assert!(!expect_ok, "{} should compile causally: {e}", case.file);
+            assert!(e.contains("compile::causal"), "{e}");
+        }
+    }
+}
+
+macro_rules! tracr {
+    ($($name:ident: $file:literal, $vocab:literal, causal $causal:literal;)*) => {$(
+        #[test]
+        fn $name() {
+            let case = Case { file: concat!("tracr/", $file), entry: None, vocab: $vocab };
+            full(&case, false, true);
+            causal_or_refused(&case, $causal);
+        }
+    )*};
+}
+
+tracr! {
+    tracr_length: "length.rasp", "abc", causal true;
+    tracr_reverse: "reverse.rasp", "abc", causal true;
+    tracr_histogram: "histogram.rasp", "abc", causal true;
+    tracr_sort_unique: "sort_unique.rasp", "[1,2,3,4]", causal false;
+    tracr_sort: "sort.rasp", "[1,2,3,4]", causal false;
+    tracr_frac_prevs: "frac_prevs.rasp", "xyz", causal true;
+    tracr_pair_balance: "pair_balance.rasp", "()x", causal true;
+    tracr_dyck1: "dyck1.rasp", "()x", causal true;
+    tracr_dyck2: "dyck2.rasp", "(){}", causal true;
+    tracr_shift_by: "shift_by.rasp", "abc", causal true;
+    tracr_detect_pattern: "detect_pattern.rasp", "abc", causal true;
+    tracr_count_less_freq: "count_less_freq.rasp", "abc", causal false;
+    tracr_count: "count.rasp", "abc", causal true;
+    tracr_nary_sequencemap: "nary_sequencemap.rasp", "[1,2,3]", causal true;
+}
+
+/// Tracr's make_sort_freq keys (`-hist + i/64`) take |hist| x max-len values: at max-len 64
+/// that one-hot has 4096 dims (as in Tracr), too large for the test suite; 5 and 16 here.
+#[test]
+fn tracr_sort_freq() {
+    let case = Case { file: "tracr/sort_freq.rasp", entry: None, vocab: "abc" };
+    check(&case, 5, false, Inputs::Exhaustive, 363);
+    check(&case, 16, false, Inputs::Random { count: 1000, seed: 16 }, 1000);
+    causal_or_refused(&case, false);
+}
+
+macro_rules! paper {
+    ($($name:ident: $file:literal, $entry:expr, $vocab:literal, valid $valid:literal;)*) => {$(
+        #[test]
+        fn $name() {
+            full(&Case { file: $file, entry: $entry, vocab: $vocab }, false, $valid);
+        }
+    )*};
+}
+
+paper! {
+    paper_reverse: "reverse.rasp", None, "abc", valid true;
+    paper_histogram: "histogram.rasp", None, "abc", valid true;
+    paper_histogram_bos: "histogram_bos.rasp", None, "abc", valid false;
+    paper_sort: "sort.rasp", Some("sorted"), "[1,2,3,4]", valid true;
+    paper_sort_freq: "sort_freq.rasp", None, "abc", valid true;
+    paper_double_hist: "double_hist.rasp", None, "abc", valid true;
+    paper_dyck1: "dyck1.rasp", None, "()", valid true;
+    paper_dyck2: "dyck2.rasp", None, "(){}", valid true;
+}
+
+#[test]
+fn compiling_twice_gives_identical_bytes() {
+    for (file, vocab) in [("tracr/sort.rasp", "[1,2,3,4]"), ("tracr/dyck2.rasp", "(){}"), ("dyck1.rasp", "()"), ("sort_freq.rasp", "abc")] {
+        let case = Case { file, entry: None, vocab };
+        let ca = compile(&case, 10, false).unwrap().3.checkpoint;
+        let cb = compile(&case, 10, false).unwrap().3.checkpoint;
+        assert_eq!(ca.metadata(), cb.metadata(), "{file}: metadata differs");
+        for (name, t) in &ca.tensors {
+            assert!(cb.tensors[name] == *t, "{file}: tensor {name} differs");
+        }
+        let (a, b) = (ca.to_bytes().unwrap(), cb.to_bytes().unwrap());
+        assert!(a == b, "{file}: bytes differ");
+        // And the bytes load back to the same checkpoint.
+        let back = raspc_checkpoint::Checkpoint::from_bytes(&a).unwrap();
+        assert!(back.to_bytes().unwrap() == a, "{file}: bytes change after a load and save");
+    }
+}
+
+/// The derived β is what makes soft attention agree: far below it, outputs go wrong.
+#[test]
+fn soft_attention_needs_the_derived_beta() {
+    let case = Case { file: "tracr/frac_prevs.rasp", entry: None, vocab: "xyz" };
+    let (s, root, vocab, compiled) = compile(&case, 16, false).unwrap();
+    let beta = compiled.checkpoint.config.attention.soft_beta;
+    assert!(beta > 5.0 && beta < 200.0, "beta {beta}");
+    let seqs = raspc::verify::generate(&Inputs::Random { count: 300, seed: 1 }, vocab.len(), 16).unwrap();
+    let run = |b: f64| {
+        let mut ck = compiled.checkpoint.clone();
+        ck.config.attention.soft_beta = b;
+        let model = raspc_runtime::Model::new(ck, &raspc_runtime::device("cpu").unwrap()).unwrap();
+        raspc::verify::verify(&s.graph, root, &model, &vocab, &seqs, &[raspc_runtime::Attention::Soft], &mut |_| {}).unwrap()
+    };
+    assert_eq!(run(beta).failed, 0);
+    assert!(run(beta / 8.0).failed > 0, "an eighth of the derived beta should not be enough");
+}
+
+/// Layers and widths stay within Tracr's at max-len 16 (docs/benchmarks.md has the table).
+#[test]
+fn no_deeper_or_wider_than_tracr() {
+    // (program, vocab, Tracr layers, Tracr d_model) from docs/peers.md, max-len 16.
+    for (file, vocab, layers, d_model) in [
+        ("tracr/reverse.rasp", "abc", 4, 111),
+        ("tracr/sort.rasp", "[1,2,3,4]", 3, 127),
+        ("tracr/sort_freq.rasp", "abc", 5, 354),
+        ("tracr/dyck1.rasp", "()x", 6, 71),
+        ("tracr/dyck2.rasp", "(){}", 8, 88),
+        ("tracr/nary_sequencemap.rasp", "[1,2,3]", 3, 473),
+    ] {
+        let c = compile(&Case { file, entry: None, vocab }, 16, false).unwrap().3.summary;
+        assert!(c.layers <= layers, "{file}: {} layers vs Tracr {layers}", c.layers);
+        assert!(c.d_model <= d_model, "{file}: d_model {} vs Tracr {d_model}", c.d_model);
+    }
+}
