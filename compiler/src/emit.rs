@@ -76,7 +76,7 @@ pub fn schedule(plan: &Plan) -> Schedule {
 pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
     let n = (max_len + 1) as f64;
     let mut heads = vec![];
-    for (&b, _) in &sched.time {
+    for &b in sched.time.keys() {
         if let BlockKind::Head(h) = &plan.blocks[b].kind {
             let vmax = h
                 .v

@@ -59,6 +59,9 @@ enum Rep {
     Inline,
 }
 
+/// A slot and, per dim, the tuple of values it stands for (None: unreachable).
+type TupleView = (usize, Vec<Option<Vec<Atom>>>);
+
 /// One side of a score term.
 #[derive(Clone, Debug)]
 enum Side {
@@ -88,7 +91,7 @@ struct Lowerer<'a> {
     tokens: Option<usize>,
     indices: Option<usize>,
     /// Tuple views already built, by their s-ops.
-    tuples: HashMap<Vec<NodeId>, (usize, Vec<Option<Vec<Atom>>>)>,
+    tuples: HashMap<Vec<NodeId>, TupleView>,
     /// Class staircases already built: (numerical slot, class of each point) -> slot.
     class_slots: HashMap<(usize, Vec<usize>), usize>,
 }
@@ -688,10 +691,10 @@ impl Lowerer<'_> {
         if matches!(self.slots[v.slot].enc, SlotEnc::Cat(_)) {
             return Ok(v);
         }
-        Ok(View { slot: self.to_categorical(v.slot, id)?, map: None })
+        Ok(View { slot: self.categorical_of(v.slot, id)?, map: None })
     }
 
-    fn to_categorical(&mut self, num: usize, id: NodeId) -> Result<usize, Diagnostic> {
+    fn categorical_of(&mut self, num: usize, id: NodeId) -> Result<usize, Diagnostic> {
         if let Some(&c) = self.conv.get(&num) {
             return Ok(c);
         }
@@ -768,7 +771,7 @@ impl Lowerer<'_> {
         let mut views: Vec<(NodeId, usize, Vec<Atom>)> = vec![];
         for &l in &leaves {
             let Rep::Slot(s) = self.rep[&l] else { unreachable!("leaves have slots") };
-            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.to_categorical(s, l)? } else { s };
+            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.categorical_of(s, l)? } else { s };
             let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { unreachable!() };
             views.push((l, s, vals));
         }
@@ -853,7 +856,7 @@ impl Lowerer<'_> {
     /// A one-hot reading of several s-ops at once: a slot and, per dim, the tuple of their values.
     /// One s-op: its categorical view. Several that are functions of one categorical slot: a
     /// view of that slot. Otherwise an MLP builds a one-hot over the reachable tuples.
-    fn tuple_view(&mut self, nodes: &[NodeId]) -> Result<(usize, Vec<Option<Vec<Atom>>>), Diagnostic> {
+    fn tuple_view(&mut self, nodes: &[NodeId]) -> Result<TupleView, Diagnostic> {
         if nodes.len() == 1 {
             let v = self.cat_view(nodes[0])?;
             return Ok((v.slot, self.view_values(&v).into_iter().map(|o| o.map(|a| vec![a])).collect()));
@@ -868,7 +871,7 @@ impl Lowerer<'_> {
         let mut views: Vec<(NodeId, usize, Vec<Atom>)> = vec![];
         for &l in &leaves {
             let Rep::Slot(s) = self.rep[&l] else { unreachable!("leaves have slots") };
-            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.to_categorical(s, l)? } else { s };
+            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.categorical_of(s, l)? } else { s };
             let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { unreachable!() };
             views.push((l, s, vals));
         }
@@ -986,7 +989,7 @@ impl Lowerer<'_> {
             let mut qs = self.side(&queries)?;
             if let (Side::Num(..), Side::Num(slot, _, atoms)) = (&ks, &qs) {
                 // Both numerical: the queries become one-hot, the keys classes.
-                let c = self.to_categorical(*slot, queries[0])?;
+                let c = self.categorical_of(*slot, queries[0])?;
                 qs = Side::Cat(c, atoms.iter().map(|a| Some(vec![a.clone()])).collect());
             }
             let tuples = |s: &Side| -> Vec<Option<Vec<Atom>>> {
@@ -1038,7 +1041,7 @@ impl Lowerer<'_> {
             let (nk, nq) = (p.len(), p.first().map_or(0, Vec::len));
             if nq <= nk {
                 for b in 0..nq {
-                    let rows: Vec<usize> = (0..nk).filter(|&a| p[a][b]).collect();
+                    let rows: Vec<usize> = p.iter().enumerate().filter(|(_, row)| row[b]).map(|(a, _)| a).collect();
                     if rows.is_empty() {
                         continue;
                     }
@@ -1180,7 +1183,7 @@ impl Lowerer<'_> {
             let head = Head { width: (cols + 1).max(1), q, k, v, o: vec![(0, s, 0, 1.0)], gap: 0.5, qk_terms: cols };
             self.push_block(BlockKind::Head(head), s, what);
             if want_cat {
-                return self.to_categorical(s, id);
+                return self.categorical_of(s, id);
             }
             return Ok(s);
         }

@@ -90,3 +90,102 @@ fn dump_shows_the_entry_graph() {
     assert!(out.lines().last().unwrap().contains("reverse = aggregate("), "{out}");
     assert!(!out.contains("full_s"), "prelude nodes must not leak into the dump:\n{out}");
 }
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("raspc-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn compile_then_run_agrees_with_eval() {
+    let out_path = temp("reverse.safetensors");
+    let o = out_path.to_str().unwrap();
+    let (code, out, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "8", "-o", o]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1, "one summary line: {out}");
+    for word in ["layers", "heads", "d_model", "MLP hidden", "params", "nonzero"] {
+        assert!(out.contains(word), "{out}");
+    }
+    for input in ["abc", "cab", "a", "abcabcab"] {
+        let (_, want, _) = cli(&["eval", "corpus/reverse.rasp", "--input", input, "--json"]);
+        for attention in ["hard", "soft"] {
+            let (code, got, err) = cli(&["run", o, "--input", input, "--json", "--attention", attention]);
+            assert_eq!(code, 0, "{err}");
+            assert_eq!(got, want, "{input} ({attention})");
+        }
+    }
+    let (_, text, _) = cli(&["run", o, "--input", "abc"]);
+    assert_eq!(text, "['c', 'b', 'a']\n");
+}
+
+#[test]
+fn run_rejects_bad_inputs_clearly() {
+    let out_path = temp("hist.safetensors");
+    let o = out_path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", o]).0, 0);
+    let (code, _, err) = cli(&["run", o, "--input", "abz"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("\"z\" at position 2 is not in the model's vocabulary"), "{err}");
+    let (code, _, err) = cli(&["run", o, "--input", "abab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("4 tokens but the model was compiled for at most 3"), "{err}");
+    let (code, _, err) = cli(&["run", o, "--input", "[]"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("empty"), "{err}");
+    let (code, _, err) = cli(&["run", o, "--input", "ab", "--device", "tpu"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown device `tpu`"), "{err}");
+}
+
+#[test]
+fn compile_never_overwrites_what_is_not_a_checkpoint() {
+    let victim = temp("notes.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let v = victim.to_str().unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", v]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not a raspc checkpoint; refusing to overwrite it"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A checkpoint is replaced; --force replaces anything.
+    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", v, "--force"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "abc", "--max-len", "3", "-o", v]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", "corpus/histogram.rasp"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is the program itself"), "{err}");
+}
+
+#[test]
+fn verify_ends_with_one_summary_line() {
+    let (code, out, err) = cli(&["verify", "corpus/sort.rasp", "--entry", "sorted", "--vocab", "[1,2,3]", "--max-len", "4", "--exhaustive"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().last().unwrap(), "verified: 120 inputs, 0 mismatches");
+    let (code, out, _) = cli(&["verify", "corpus/dyck1.rasp", "--vocab", "()", "--max-len", "12", "--samples", "50", "--seed", "3", "--attention", "soft"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().last().unwrap(), "verified: 50 inputs, 0 mismatches");
+    // Causal: the prefix semantics, and refusals name the place.
+    let (code, out, err) = cli(&["verify", "corpus/tracr/frac_prevs.rasp", "--vocab", "xyz", "--max-len", "6", "--exhaustive", "--causal"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("mismatches\n"));
+    let (code, _, err) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "70000", "--samples", "1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--max-len 70000 is too large"), "{err}");
+    let (code, _, err) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "abcdefghij", "--max-len", "9", "--exhaustive"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("use --samples"), "{err}");
+}
+
+#[test]
+fn a_wrong_model_is_reported_as_mismatches() {
+    // Verification must be able to fail: a checkpoint whose readout is scrambled disagrees.
+    let (s, root, vocab, compiled) = raspc_tests::compile(&raspc_tests::Case { file: "reverse.rasp", entry: None, vocab: "abc" }, 4, false).unwrap();
+    let mut ck = compiled.checkpoint;
+    let r = ck.tensors.get_mut("readout").unwrap();
+    r.data.rotate_left(1);
+    let model = raspc_runtime::Model::new(ck, &raspc_runtime::device("cpu").unwrap()).unwrap();
+    let seqs = raspc::verify::generate(&raspc::verify::Inputs::Exhaustive, vocab.len(), 4).unwrap();
+    let rep = raspc::verify::verify(&s.graph, root, &model, &vocab, &seqs, &[raspc_runtime::Attention::Hard], &mut |_| {}).unwrap();
+    assert!(rep.failed > 0 && !rep.examples.is_empty());
+}

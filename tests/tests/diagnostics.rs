@@ -39,3 +39,17 @@ fn several_parse_errors_are_reported_at_once() {
         assert!(err.contains(line), "missing {line} in\n{err}");
     }
 }
+
+/// Programs the compiler refuses: every problem at once, with the place and the reason.
+#[test]
+fn compile_errors_render_with_carets() {
+    for (name, extra) in [("causal", vec!["--causal"]), ("selector_entry", vec![]), ("string_mean", vec![])] {
+        let p = format!("cases/compile_errors/{name}.rasp");
+        let mut args = vec!["compile", p.as_str(), "--vocab", "abc", "--max-len", "4", "-o", "/nonexistent/never-written.safetensors"];
+        args.extend(extra);
+        let (code, out, err) = run_cli(&args);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(out.is_empty(), "{name}: {out}");
+        insta::assert_snapshot!(format!("compile_{name}"), err);
+    }
+}
