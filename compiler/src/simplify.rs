@@ -64,9 +64,31 @@ fn exclusive(g: &Graph, a: NodeId, b: NodeId) -> bool {
     })
 }
 
+/// True when a selector's selects compare more than one pair of s-ops (so one score term
+/// would need a one-hot over their combinations).
+fn compares_several(g: &Graph, s: NodeId) -> bool {
+    fn pairs(g: &Graph, s: NodeId, out: &mut std::collections::BTreeSet<(NodeId, NodeId)>) {
+        match &g.node(s).kind {
+            NodeKind::Select { keys, queries, .. } => {
+                out.insert((*keys, *queries));
+            }
+            NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
+                pairs(g, *a, out);
+                pairs(g, *b, out);
+            }
+            NodeKind::SelectNot(a) => pairs(g, *a, out),
+            _ => {}
+        }
+    }
+    let mut p = std::collections::BTreeSet::new();
+    pairs(g, s, &mut p);
+    p.len() > 1
+}
+
 fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span) -> Option<NodeKind> {
     if let NodeKind::SelectorWidth(sel) = kind
         && let NodeKind::SelectOr(a, b) = out.node(*sel).kind.clone()
+        && compares_several(out, *sel)
         && exclusive(out, a, b)
     {
         let wa = out.add(NodeKind::SelectorWidth(a), span)?;

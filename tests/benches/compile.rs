@@ -1,0 +1,109 @@
+//! `cargo bench -p raspc-tests --bench compile`: for Tracr's library programs at max-len 5, 10
+//! and 16, the compile time (source text to checkpoint bytes), the model's size, and the hard
+//! attention forward time at batch 1 and 64 (CPU, candle). Writes the table into
+//! docs/benchmarks.md between the `compile-bench` markers and prints it.
+//!
+//! Times are medians of repeated runs (compile: 15 runs; forward: 30 runs after 3 warm-ups).
+
+use raspc_tests::Case;
+use std::time::Instant;
+
+const PROGRAMS: &[(&str, &str)] = &[
+    ("length", "abc"),
+    ("reverse", "abc"),
+    ("histogram", "abc"),
+    ("sort_unique", "[1,2,3,4]"),
+    ("sort", "[1,2,3,4]"),
+    ("sort_freq", "abc"),
+    ("frac_prevs", "xyz"),
+    ("pair_balance", "()x"),
+    ("dyck1", "()x"),
+    ("dyck2", "(){}"),
+    ("shift_by", "abc"),
+    ("detect_pattern", "abc"),
+    ("count_less_freq", "abc"),
+    ("count", "abc"),
+    ("nary_sequencemap", "[1,2,3]"),
+];
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn compile_from_source(path: &std::path::Path, vocab: &[raspc_lang::Atom], n: usize) -> Vec<u8> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let (_, r) = raspc_lang::evaluate_program("p", Some(path), &text, &raspc_lang::DiskLoader);
+    let s = r.unwrap();
+    let (_, root) = s.entry(None).unwrap();
+    let opts = raspc_compiler::Options { vocab: vocab.to_vec(), max_len: n, ..Default::default() };
+    raspc_compiler::compile(&s.graph, root, &opts, "bench").unwrap().checkpoint.to_bytes().unwrap()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let mut rows = vec![];
+    for &(name, vocab) in PROGRAMS {
+        let file = format!("tracr/{name}.rasp");
+        let path = raspc_tests::corpus(&file);
+        let atoms = raspc_lang::parse_input(vocab).unwrap();
+        for n in [5, 10, 16] {
+            let times: Vec<f64> = (0..15)
+                .map(|_| {
+                    let t = Instant::now();
+                    std::hint::black_box(compile_from_source(&path, &atoms, n));
+                    t.elapsed().as_secs_f64() * 1e3
+                })
+                .collect();
+            let compile_ms = median(times);
+            let (_, _, _, compiled) = raspc_tests::compile(&Case { file: Box::leak(file.clone().into_boxed_str()), entry: None, vocab }, n, false).unwrap();
+            let s = compiled.summary.clone();
+            let model = raspc_runtime::Model::new(compiled.checkpoint, &raspc_runtime::device("cpu").unwrap()).unwrap();
+            let seqs = raspc::verify::generate(&raspc::verify::Inputs::Random { count: 64, seed: 7 }, atoms.len(), n).unwrap();
+            let ids: Vec<Vec<u32>> = seqs
+                .iter()
+                .map(|s| {
+                    // Full-length inputs: pad each random sequence to n by cycling it.
+                    let full: Vec<serde_json::Value> = (0..n).map(|i| atoms[s[i % s.len()]].to_json()).collect();
+                    model.encode(&full).unwrap()
+                })
+                .collect();
+            let fwd = |batch: &[Vec<u32>]| {
+                for _ in 0..3 {
+                    model.forward(batch, raspc_runtime::Attention::Hard).unwrap();
+                }
+                median(
+                    (0..30)
+                        .map(|_| {
+                            let t = Instant::now();
+                            std::hint::black_box(model.forward(batch, raspc_runtime::Attention::Hard).unwrap());
+                            t.elapsed().as_secs_f64() * 1e3
+                        })
+                        .collect(),
+                )
+            };
+            let (f1, f64_) = (fwd(&ids[..1]), fwd(&ids));
+            rows.push(format!(
+                "| {name} | {n} | {compile_ms:.2} | {} ({}/{}) | {} | {} | {} | {f1:.3} | {f64_:.3} |",
+                s.layers, s.attn_sublayers, s.mlp_sublayers, s.d_model, s.params, s.nonzero
+            ));
+        }
+    }
+    let table = format!(
+        "| program | max-len | compile (ms) | layers (attn/MLP) | d_model | params | nonzero | forward b=1 (ms) | forward b=64 (ms) |\n|---|---|---|---|---|---|---|---|---|\n{}\n",
+        rows.join("\n")
+    );
+    println!("{table}");
+    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
+    let text = std::fs::read_to_string(&doc).unwrap_or_default();
+    let (start, end) = ("<!-- compile-bench:start -->", "<!-- compile-bench:end -->");
+    if let (Some(a), Some(b)) = (text.find(start), text.find(end)) {
+        let new = format!("{}{start}\n{table}{}", &text[..a], &text[b..]);
+        std::fs::write(&doc, new).unwrap();
+        eprintln!("updated {}", doc.display());
+    } else {
+        eprintln!("markers not found in {}; table not written", doc.display());
+    }
+}
