@@ -170,11 +170,25 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
     for l in 0..sched.layers {
         let mut heads = vec![];
         let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+        let (mut head_info, mut mlp_info) = (vec![], vec![]);
+        let info = |b: usize, hidden: Option<[usize; 2]>| {
+            let block = &plan.blocks[b];
+            ck::BlockInfo {
+                what: block.what.clone(),
+                reads: block.reads.iter().map(|&r| plan.slots[r].label.clone()).collect(),
+                writes: plan.slots[block.writes].label.clone(),
+                hidden,
+            }
+        };
         for (&b, &t) in &sched.time {
             match &plan.blocks[b].kind {
-                BlockKind::Head(h) if t == 2 * l => heads.push(h),
+                BlockKind::Head(h) if t == 2 * l => {
+                    heads.push(h);
+                    head_info.push(info(b, None));
+                }
                 BlockKind::Mlp(m) if t == 2 * l + 1 => {
                     let base = mlp.hidden;
+                    mlp_info.push(info(b, Some([base, base + m.hidden])));
                     mlp.w_in.extend(m.w_in.iter().map(|&(s, i, c, w)| (s, i, c + base, w)));
                     mlp.w_out.extend(m.w_out.iter().map(|&(c, s, i, w)| (c + base, s, i, w)));
                     mlp.b_in.extend(&m.b_in);
@@ -206,7 +220,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
         } else {
             None
         };
-        layers.push(ck::LayerConfig { heads: heads.iter().map(|h| h.width).collect(), mlp: mlp_cfg });
+        layers.push(ck::LayerConfig { heads: heads.iter().map(|h| h.width).collect(), mlp: mlp_cfg, head_info, mlp_info });
     }
     // Embeddings: id 0 is BOS; ids 1.. are the vocabulary in the order given.
     let vsize = inp.vocab.len() + 1;

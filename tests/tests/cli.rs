@@ -189,3 +189,49 @@ fn a_wrong_model_is_reported_as_mismatches() {
     let rep = raspc::verify::verify(&s.graph, root, &model, &vocab, &seqs, &[raspc_runtime::Attention::Hard], &mut |_| {}).unwrap();
     assert!(rep.failed > 0 && !rep.examples.is_empty());
 }
+
+#[test]
+fn inspect_names_every_block_in_the_residual_basis() {
+    let out_path = temp("sort.safetensors");
+    let o = out_path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/sort.rasp", "--entry", "sorted", "--vocab", "[1,2,3]", "--max-len", "5", "-o", o]).0, 0);
+    let (code, out, err) = cli(&["inspect", o]);
+    assert_eq!(code, 0, "{err}");
+    for want in ["residual layout:", "target_pos", "sorted = aggregate(", "layer 0", "mlp (relu, hidden"] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let (code, out, _) = cli(&["inspect", o, "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["layout"][0]["label"], "<bos>");
+    let last = v["layers"].as_array().unwrap().len() - 1;
+    let (code, out, err) = cli(&["inspect", o, "--layer", &last.to_string(), "--head", "0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("indices=0") && out.contains("w_q"), "{out}");
+    let (code, out, _) = cli(&["inspect", o, "--layer", "0", "--mlp", "--json"]);
+    assert_eq!(code, 0);
+    let m: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(m[0]["name"], "layers.0.mlp.w_in");
+    let (code, _, err) = cli(&["inspect", o, "--layer", "9", "--head", "0"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("layer 9 does not exist"), "{err}");
+}
+
+#[test]
+fn corrupted_checkpoints_get_named_errors() {
+    let out_path = temp("hist2.safetensors");
+    let o = out_path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", o]).0, 0);
+    let bytes = std::fs::read(&out_path).unwrap();
+    let bad = temp("truncated.safetensors");
+    std::fs::write(&bad, &bytes[..bytes.len() - 10]).unwrap();
+    for cmd in ["inspect", "run"] {
+        let mut args = vec![cmd, bad.to_str().unwrap()];
+        if cmd == "run" {
+            args.extend(["--input", "ab"]);
+        }
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(err.contains("truncated.safetensors") && err.contains("not a safetensors file"), "{err}");
+    }
+}

@@ -82,6 +82,26 @@ pub struct LayerConfig {
     /// Width of each head's query/key/value space, one entry per head.
     pub heads: Vec<usize>,
     pub mlp: Option<MlpConfig>,
+    /// What each head computes (same order as `heads`); informational.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub head_info: Vec<BlockInfo>,
+    /// The computations sharing the MLP, each with its range of hidden units; informational.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mlp_info: Vec<BlockInfo>,
+}
+
+/// A description of one head or one part of an MLP, for people and tools inspecting a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockInfo {
+    /// What it computes, e.g. `reverse = aggregate(flip, tokens)`.
+    pub what: String,
+    /// Labels of the residual slots it reads (from the layout).
+    pub reads: Vec<String>,
+    /// Label of the slot it writes.
+    pub writes: String,
+    /// MLP parts: hidden units `[start, end)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<[usize; 2]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,8 +9,8 @@ fn sample() -> Checkpoint {
     let config = ModelConfig {
         d_model: 6,
         layers: vec![
-            LayerConfig { heads: vec![2, 3], mlp: Some(MlpConfig { kind: MlpKind::Relu, hidden: 4 }) },
-            LayerConfig { heads: vec![1], mlp: None },
+            LayerConfig { heads: vec![2, 3], mlp: Some(MlpConfig { kind: MlpKind::Relu, hidden: 4 }), head_info: vec![], mlp_info: vec![] },
+            LayerConfig { heads: vec![1], mlp: None, head_info: vec![], mlp_info: vec![] },
         ],
         vocab: vec![
             VocabEntry { token: json!("<bos>"), id: 0 },

@@ -11,6 +11,7 @@ use raspc_lang::{Diagnostic, DiskLoader, Severity, SourceMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod inspect;
 pub mod verify;
 
 #[derive(Debug, Parser)]
@@ -77,6 +78,20 @@ pub enum Command {
         seed: u64,
         #[arg(long, value_enum, default_value = "both")]
         attention: AttentionModes,
+    },
+    /// Show what a checkpoint holds: config, residual layout, every head and MLP; or one block's
+    /// matrices with labelled rows and columns.
+    Inspect {
+        model: PathBuf,
+        #[arg(long)]
+        json: bool,
+        /// Show the matrices of one block of this layer (with --head or --mlp).
+        #[arg(long)]
+        layer: Option<usize>,
+        #[arg(long, requires = "layer", conflicts_with = "mlp")]
+        head: Option<usize>,
+        #[arg(long, requires = "layer")]
+        mlp: bool,
     },
     /// Print an intermediate form of a program (the s-op graph of its entry).
     Dump {
@@ -221,6 +236,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Dump { program, entry, stage } => dump(&program, entry.as_deref(), stage, out, err, color),
         Command::Compile { program, target, output, force } => compile_cmd(&program, &target, &output, force, out, err, color),
         Command::Run { model, input, json, attention, device } => run_cmd(&model, &input, json, attention, &device, out),
+        Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
         Command::Verify { program, target, exhaustive, samples, seed, attention } => {
             verify_cmd(&program, &target, exhaustive, samples, seed, attention, out, err, color)
         }
@@ -500,4 +516,24 @@ fn verify_cmd(
     }
     let _ = writeln!(out, "verified: {} inputs, {} mismatches", report.checked, report.failed);
     if report.failed > 0 { Err(Failure::Silent) } else { Ok(()) }
+}
+
+fn read_checkpoint(path: &Path) -> Result<raspc_checkpoint::Checkpoint, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    Ok(raspc_checkpoint::Checkpoint::from_bytes(&bytes).map_err(|e| format!("`{}`: {e}", path.display()))?)
+}
+
+fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: Option<usize>, mlp: bool, out: &mut dyn Write) -> Result<(), Failure> {
+    let ck = read_checkpoint(path)?;
+    let text = match layer {
+        None => inspect::summary(&ck, json),
+        Some(l) => {
+            if head.is_none() && !mlp {
+                return Err("--layer needs --head H or --mlp".to_string().into());
+            }
+            inspect::block(&ck, l, head, json)?
+        }
+    };
+    let _ = write!(out, "{text}");
+    Ok(())
 }

@@ -1,0 +1,214 @@
+//! `raspc inspect`: what a checkpoint holds, layer by layer, in the residual basis's own names.
+
+use raspc_checkpoint::{Checkpoint, Encoding, Tensor};
+use std::fmt::Write;
+
+/// Name of every residual dim: `tokens=a`, `indices=3`, `frac (numeric)`.
+pub fn basis(ck: &Checkpoint) -> Vec<String> {
+    let mut names = vec![String::from("?"); ck.config.d_model];
+    for s in &ck.layout.sops {
+        match &s.encoding {
+            Encoding::Categorical { values } => {
+                for (i, v) in values.iter().enumerate() {
+                    let shown = match v {
+                        serde_json::Value::String(x) => x.clone(),
+                        other => other.to_string(),
+                    };
+                    names[s.offset + i] = format!("{}={shown}", s.label);
+                }
+            }
+            Encoding::Numerical { .. } => names[s.offset] = format!("{} (numeric)", s.label),
+        }
+    }
+    names
+}
+
+fn counts(ck: &Checkpoint, prefix: &str) -> (usize, usize) {
+    ck.tensors.iter().filter(|(k, _)| k.starts_with(prefix)).fold((0, 0), |(p, nz), (_, t)| (p + t.data.len(), nz + t.data.iter().filter(|x| **x != 0.0).count()))
+}
+
+fn enc_text(e: &Encoding) -> String {
+    match e {
+        Encoding::Categorical { values } => format!("categorical {}", serde_json::Value::Array(values.clone())),
+        Encoding::Numerical { values: Some(v) } => format!("numerical ({} known values)", v.len()),
+        Encoding::Numerical { values: None } => "numerical".into(),
+    }
+}
+
+/// The summary: config, layout, every block.
+pub fn summary(ck: &Checkpoint, json: bool) -> String {
+    let c = &ck.config;
+    if json {
+        let layers: Vec<serde_json::Value> = c
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(l, layer)| {
+                let heads: Vec<serde_json::Value> = (0..layer.heads.len())
+                    .map(|h| {
+                        let (p, nz) = counts(ck, &format!("layers.{l}.attn.{h}."));
+                        serde_json::json!({ "d_head": layer.heads[h], "info": layer.head_info.get(h), "params": p, "nonzero": nz })
+                    })
+                    .collect();
+                let (p, nz) = counts(ck, &format!("layers.{l}.mlp."));
+                serde_json::json!({
+                    "heads": heads,
+                    "mlp": layer.mlp.as_ref().map(|m| serde_json::json!({ "kind": m.kind, "hidden": m.hidden, "parts": layer.mlp_info, "params": p, "nonzero": nz })),
+                })
+            })
+            .collect();
+        let (p, nz) = counts(ck, "");
+        return serde_json::json!({
+            "config": { "d_model": c.d_model, "max_seq_len": c.max_seq_len, "causal": c.causal, "vocab": c.vocab, "bos_id": c.bos_id, "attention": c.attention },
+            "layout": ck.layout.sops,
+            "output": ck.output,
+            "layers": layers,
+            "params": p,
+            "nonzero": nz,
+            "program_hash": ck.program_hash,
+            "compiler_version": ck.compiler_version,
+        })
+        .to_string()
+            + "\n";
+    }
+    let mut s = String::new();
+    let (p, nz) = counts(ck, "");
+    let _ = writeln!(s, "raspc checkpoint, written by {} from {}", ck.compiler_version, ck.program_hash);
+    let vocab: Vec<String> = c.vocab.iter().map(|v| if v.id == c.bos_id { format!("BOS={}", v.id) } else { format!("{}={}", v.token, v.id) }).collect();
+    let _ = writeln!(s, "d_model {}, {} layers, max_seq_len {}, causal {}, params {p}, nonzero {nz}", c.d_model, c.layers.len(), c.max_seq_len, c.causal);
+    let _ = writeln!(s, "vocabulary: {}", vocab.join(", "));
+    let _ = writeln!(s, "attention: hard (tie tolerance {}), soft beta {}", c.attention.tie_tolerance, c.attention.soft_beta);
+    let _ = writeln!(s, "output: {} ({})", ck.output.label, enc_text(&ck.output.encoding));
+    let _ = writeln!(s, "\nresidual layout:");
+    for sop in &ck.layout.sops {
+        let _ = writeln!(s, "  {:>5}..{:<5} {:<24} {}", sop.offset, sop.offset + sop.encoding.dims(), sop.label, enc_text(&sop.encoding));
+    }
+    for (l, layer) in c.layers.iter().enumerate() {
+        let _ = writeln!(s, "\nlayer {l}");
+        for h in 0..layer.heads.len() {
+            let (p, nz) = counts(ck, &format!("layers.{l}.attn.{h}."));
+            let _ = writeln!(s, "  head {h} (d_head {}, params {p}, nonzero {nz})", layer.heads[h]);
+            if let Some(i) = layer.head_info.get(h) {
+                let _ = writeln!(s, "    {}\n    reads {} -> writes {}", i.what, i.reads.join(", "), i.writes);
+            }
+        }
+        if let Some(m) = &layer.mlp {
+            let (p, nz) = counts(ck, &format!("layers.{l}.mlp."));
+            let _ = writeln!(s, "  mlp (relu, hidden {}, params {p}, nonzero {nz})", m.hidden);
+            for i in &layer.mlp_info {
+                let r = i.hidden.map(|[a, b]| format!("units {a}..{b}: ")).unwrap_or_default();
+                let _ = writeln!(s, "    {r}{}\n      reads {} -> writes {}", i.what, i.reads.join(", "), i.writes);
+            }
+        }
+    }
+    s
+}
+
+/// One matrix with labelled rows and columns; all-zero rows and columns are left out.
+fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool) -> (String, serde_json::Value) {
+    let (r, c) = (t.shape[0], t.shape.get(1).copied().unwrap_or(1));
+    let at = |i: usize, j: usize| t.data[i * c + j];
+    let keep_r: Vec<usize> = (0..r).filter(|&i| (0..c).any(|j| at(i, j) != 0.0)).collect();
+    let keep_c: Vec<usize> = (0..c).filter(|&j| (0..r).any(|i| at(i, j) != 0.0)).collect();
+    let value = serde_json::json!({
+        "name": name,
+        "shape": t.shape,
+        "rows": keep_r.iter().map(|&i| &rows[i]).collect::<Vec<_>>(),
+        "cols": keep_c.iter().map(|&j| &cols[j]).collect::<Vec<_>>(),
+        "values": keep_r.iter().map(|&i| keep_c.iter().map(|&j| at(i, j)).collect::<Vec<_>>()).collect::<Vec<_>>(),
+    });
+    if json {
+        return (String::new(), value);
+    }
+    let mut s = format!("{name} {:?} ({} of {} rows and {} of {} columns are nonzero)\n", t.shape, keep_r.len(), r, keep_c.len(), c);
+    let w = keep_r.iter().map(|&i| rows[i].len()).max().unwrap_or(0).max(4);
+    let _ = write!(s, "{:w$}", "");
+    for &j in &keep_c {
+        let _ = write!(s, " {:>8}", truncate(&cols[j], 8));
+    }
+    s.push('\n');
+    for &i in &keep_r {
+        let _ = write!(s, "{:w$}", rows[i]);
+        for &j in &keep_c {
+            let x = at(i, j);
+            if x == 0.0 {
+                let _ = write!(s, " {:>8}", ".");
+            } else {
+                let _ = write!(s, " {:>8}", format!("{x:.3}").trim_end_matches('0').trim_end_matches('.'));
+            }
+        }
+        s.push('\n');
+    }
+    (s, value)
+}
+
+/// Output maps are shown transposed, so rows are always residual dims with readable names.
+fn transpose(t: &Tensor) -> Tensor {
+    let (r, c) = (t.shape[0], t.shape[1]);
+    let mut data = vec![0f32; r * c];
+    for i in 0..r {
+        for j in 0..c {
+            data[j * r + i] = t.data[i * c + j];
+        }
+    }
+    Tensor { shape: vec![c, r], data }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { s.chars().take(n - 1).collect::<String>() + "…" }
+}
+
+/// One head's or one MLP's matrices.
+pub fn block(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool) -> Result<String, String> {
+    let c = &ck.config;
+    let lc = c.layers.get(layer).ok_or_else(|| format!("layer {layer} does not exist (the model has {} layers)", c.layers.len()))?;
+    let names = basis(ck);
+    let mut text = String::new();
+    let mut values = vec![];
+    match head {
+        Some(h) => {
+            let dh = *lc.heads.get(h).ok_or_else(|| format!("layer {layer} has no head {h} (it has {})", lc.heads.len()))?;
+            let cols: Vec<String> = (0..dh).map(|i| format!("c{i}")).collect();
+            if let Some(i) = lc.head_info.get(h) {
+                text += &format!("{}\n\n", i.what);
+            }
+            for w in ["w_q", "w_k", "w_v"] {
+                let n = raspc_checkpoint::names::head(layer, h, w);
+                let (s, v) = matrix(&n, &ck.tensors[&n], &names, &cols, json);
+                text += &s;
+                text.push('\n');
+                values.push(v);
+            }
+            let n = raspc_checkpoint::names::head(layer, h, "w_o");
+            let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(&ck.tensors[&n]), &names, &cols, json);
+            text += &s;
+            values.push(v);
+        }
+        None => {
+            let m = lc.mlp.as_ref().ok_or_else(|| format!("layer {layer} has no MLP"))?;
+            let cols: Vec<String> = (0..m.hidden).map(|i| format!("h{i}")).collect();
+            for i in &lc.mlp_info {
+                text += &format!("{} (units {:?})\n", i.what, i.hidden.unwrap_or([0, 0]));
+            }
+            text.push('\n');
+            let n = raspc_checkpoint::names::mlp(layer, "w_in");
+            let (s, v) = matrix(&n, &ck.tensors[&n], &names, &cols, json);
+            text += &s;
+            values.push(v);
+            let n = raspc_checkpoint::names::mlp(layer, "b_in");
+            let b = &ck.tensors[&n];
+            let bt = Tensor { shape: vec![1, b.data.len()], data: b.data.clone() };
+            let (s, v) = matrix(&n, &bt, &["bias".to_string()], &cols, json);
+            text += &format!("\n{s}");
+            values.push(v);
+            let n = raspc_checkpoint::names::mlp(layer, "w_out");
+            let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(&ck.tensors[&n]), &names, &cols, json);
+            text += &format!("\n{s}");
+            values.push(v);
+        }
+    }
+    if json {
+        return Ok(serde_json::Value::Array(values).to_string() + "\n");
+    }
+    Ok(text)
+}
