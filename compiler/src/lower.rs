@@ -427,36 +427,32 @@ impl Lowerer<'_> {
 
     // ---- nodes ---------------------------------------------------------------------------
 
+    /// A slot the embeddings fill (`tokens`, `indices`): one-hot, or numerical on request.
+    fn embedded(&mut self, id: NodeId, label: String) -> Result<usize, Diagnostic> {
+        let vals = self.finite(id)?;
+        let s = if self.opts.numerical.contains(&label) {
+            let (pts, groups) = points_of(&vals).expect("checked numeric");
+            let s = self.new_slot(label, SlotEnc::Num { points: Some(pts) }, vec![0.0], None);
+            self.num_atoms.insert(s, groups);
+            s
+        } else {
+            let d = vals.len();
+            self.new_slot(label, SlotEnc::Cat(vals), vec![0.0; d], None)
+        };
+        self.rep.insert(id, Rep::Slot(s));
+        Ok(s)
+    }
+
     fn lower_node(&mut self, id: NodeId) -> Result<(), Diagnostic> {
         let label = self.label(id).to_string();
         match self.g.node(id).kind.clone() {
             NodeKind::Tokens => {
-                let vals = self.finite(id)?;
-                let enc = if self.opts.numerical.contains(&label) {
-                    let (pts, groups) = points_of(&vals).expect("checked numeric");
-                    let s = self.new_slot(label, SlotEnc::Num { points: Some(pts) }, vec![0.0], None);
-                    self.num_atoms.insert(s, groups);
-                    s
-                } else {
-                    let d = vals.len();
-                    self.new_slot(label, SlotEnc::Cat(vals), vec![0.0; d], None)
-                };
-                self.tokens = Some(enc);
-                self.rep.insert(id, Rep::Slot(enc));
+                let s = self.embedded(id, label)?;
+                self.tokens = Some(s);
             }
             NodeKind::Indices => {
-                let vals = self.finite(id)?;
-                let enc = if self.opts.numerical.contains(&label) {
-                    let (pts, groups) = points_of(&vals).expect("indices are ints");
-                    let s = self.new_slot(label, SlotEnc::Num { points: Some(pts) }, vec![0.0], None);
-                    self.num_atoms.insert(s, groups);
-                    s
-                } else {
-                    let d = vals.len();
-                    self.new_slot(label, SlotEnc::Cat(vals), vec![0.0; d], None)
-                };
-                self.indices = Some(enc);
-                self.rep.insert(id, Rep::Slot(enc));
+                let s = self.embedded(id, label)?;
+                self.indices = Some(s);
             }
             NodeKind::Const(_) => {
                 self.rep.insert(id, Rep::Inline);

@@ -235,3 +235,22 @@ fn corrupted_checkpoints_get_named_errors() {
         assert!(err.contains("truncated.safetensors") && err.contains("not a safetensors file"), "{err}");
     }
 }
+
+#[test]
+fn encodings_can_be_overridden_and_stay_correct() {
+    for (file, vocab, enc) in [
+        ("corpus/tracr/frac_prevs.rasp", "xyz", "frac=categorical"),
+        ("corpus/tracr/sort_unique.rasp", "[1,2,3,4]", "tokens=numerical"),
+        ("corpus/tracr/histogram.rasp", "abc", "hist=numerical"),
+    ] {
+        let (code, out, err) = cli(&["verify", file, "--vocab", vocab, "--max-len", "6", "--samples", "200", "--encoding", enc]);
+        assert_eq!(code, 0, "{file} {enc}: {err}{out}");
+        assert!(out.ends_with("verified: 200 inputs, 0 mismatches\n"), "{out}");
+    }
+    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", "/nonexistent/x.safetensors", "--encoding", "nope=numerical"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--encoding names `nope`"), "{err}");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "-o", "/nonexistent/x.safetensors", "--encoding", "reverse=numerical"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("`reverse` cannot be numerical"), "{err}");
+}
