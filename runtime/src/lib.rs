@@ -10,7 +10,8 @@
 //! checkpoint's β. Causal checkpoints mask keys after the query. Scores are plain dot products
 //! (no 1/√d scaling). CPU by default; with the `cuda` feature, [`device`] can return a GPU.
 
-use candle_core::{DType, Device, Tensor, D};
+pub use candle_core::Device;
+use candle_core::{DType, Tensor, D};
 use raspc_checkpoint::{Checkpoint, CheckpointError, Encoding};
 use std::collections::BTreeMap;
 
@@ -177,6 +178,18 @@ impl Model {
     /// Runs a batch of equal-length id sequences (each starting with BOS). Returns the readout,
     /// shape `[batch, len, readout_dims]`.
     pub fn forward(&self, batch: &[Vec<u32>], attention: Attention) -> Result<Tensor, RuntimeError> {
+        self.forward_inner(batch, attention, None)
+    }
+
+    /// Runs one id sequence and returns the residual stream (`[len, d_model]`, BOS first) after
+    /// the embeddings and after every sublayer, named `embed`, `layer L attention`, `layer L mlp`.
+    pub fn trace(&self, ids: &[u32], attention: Attention) -> Result<Vec<(String, Vec<Vec<f32>>)>, RuntimeError> {
+        let mut states = vec![];
+        self.forward_inner(&[ids.to_vec()], attention, Some(&mut states))?;
+        states.into_iter().map(|(name, t)| Ok((name, t.to_vec2::<f32>()?))).collect()
+    }
+
+    fn forward_inner(&self, batch: &[Vec<u32>], attention: Attention, mut trace: Option<&mut Vec<(String, Tensor)>>) -> Result<Tensor, RuntimeError> {
         let b = batch.len();
         let t = batch.first().map_or(0, Vec::len);
         if let Some(bad) = batch.iter().find(|s| s.len() != t) {
@@ -192,6 +205,9 @@ impl Model {
         let pos = self.embed_pos.narrow(0, 0, t)?;
         let x = self.embed_token.index_select(&ids, 0)?.reshape((b, t, d))?;
         let mut x = x.broadcast_add(&pos)?.reshape((b * t, d))?;
+        if let Some(tr) = trace.as_deref_mut() {
+            tr.push(("embed".into(), x.clone()));
+        }
         // Additive mask: 0 where the key is visible, -inf after the query (causal).
         let mask = if c.causal {
             let m: Vec<f32> = (0..t).flat_map(|q| (0..t).map(move |k| if k <= q { 0.0 } else { f32::NEG_INFINITY })).collect();
@@ -201,7 +217,7 @@ impl Model {
         };
         let tol = c.attention.tie_tolerance;
         let beta = c.attention.soft_beta;
-        for layer in &self.layers {
+        for (l, layer) in self.layers.iter().enumerate() {
             let mut delta: Option<Tensor> = None;
             for h in &layer.heads {
                 let dh = h.w_q.dim(1)?;
@@ -232,9 +248,15 @@ impl Model {
             if let Some(dx) = delta {
                 x = (x + dx)?;
             }
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.push((format!("layer {l} attention"), x.clone()));
+            }
             if let Some(m) = &layer.mlp {
                 let hdn = x.matmul(&m.w_in)?.broadcast_add(&m.b_in)?.relu()?;
                 x = (x + hdn.matmul(&m.w_out)?.broadcast_add(&m.b_out)?)?;
+            }
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.push((format!("layer {l} mlp"), x.clone()));
             }
         }
         let r = self.readout.dim(1)?;

@@ -254,3 +254,26 @@ fn encodings_can_be_overridden_and_stay_correct() {
     assert_eq!(code, 1);
     assert!(err.contains("`reverse` cannot be numerical"), "{err}");
 }
+
+#[test]
+fn trace_decodes_every_sublayer_and_finds_the_first_divergence() {
+    let out_path = temp("dyck1.safetensors");
+    let o = out_path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/tracr/dyck1.rasp", "--vocab", "()x", "--max-len", "8", "-o", o]).0, 0);
+    let (code, out, err) = cli(&["trace", o, "--input", "(()x", "--program", "corpus/tracr/dyck1.rasp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("layer 0 attention:") && out.contains("tokens = ['(', '(', ')', 'x']  (= interpreter)"), "{out}");
+    assert!(out.ends_with("trace: every s-op agrees with the interpreter\n"), "{out}");
+    // Break the first MLP: the trace must point at what it writes.
+    let mut ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&out_path).unwrap()).unwrap();
+    let broken_label = ck.config.layers[0].mlp_info[0].writes.clone();
+    ck.tensors.get_mut("layers.0.mlp.w_out").unwrap().data.iter_mut().for_each(|x| *x = 0.0);
+    let broken = temp("dyck1-broken.safetensors");
+    std::fs::write(&broken, ck.to_bytes().unwrap()).unwrap();
+    let (code, out, _) = cli(&["trace", broken.to_str().unwrap(), "--input", "(()x", "--program", "corpus/tracr/dyck1.rasp", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["first_divergence"]["stage"], "layer 0 mlp", "{out}");
+    let first = v["first_divergence"]["sop"].as_str().unwrap();
+    assert!(ck.config.layers[0].mlp_info.iter().any(|i| i.writes == first), "{first} vs {broken_label}");
+}

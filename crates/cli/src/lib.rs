@@ -93,6 +93,22 @@ pub enum Command {
         #[arg(long, requires = "layer")]
         mlp: bool,
     },
+    /// Run a checkpoint and decode every s-op in the residual stream after every sublayer;
+    /// with --program, compare each with the interpreter and mark the first divergence.
+    Trace {
+        model: PathBuf,
+        #[arg(long)]
+        input: String,
+        /// The program the model was compiled from.
+        #[arg(long)]
+        program: Option<PathBuf>,
+        #[arg(long, requires = "program")]
+        entry: Option<String>,
+        #[arg(long, value_enum, default_value = "hard")]
+        attention: AttentionArg,
+        #[arg(long)]
+        json: bool,
+    },
     /// Print an intermediate form of a program (the s-op graph of its entry).
     Dump {
         program: PathBuf,
@@ -237,6 +253,9 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Compile { program, target, output, force } => compile_cmd(&program, &target, &output, force, out, err, color),
         Command::Run { model, input, json, attention, device } => run_cmd(&model, &input, json, attention, &device, out),
         Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
+        Command::Trace { model, input, program, entry, attention, json } => {
+            trace_cmd(&model, &input, program.as_deref(), entry.as_deref(), attention, json, out, err, color)
+        }
         Command::Verify { program, target, exhaustive, samples, seed, attention } => {
             verify_cmd(&program, &target, exhaustive, samples, seed, attention, out, err, color)
         }
@@ -535,5 +554,126 @@ fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: Option<usize
         }
     };
     let _ = write!(out, "{text}");
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn trace_cmd(
+    path: &Path,
+    input: &str,
+    program: Option<&Path>,
+    entry: Option<&str>,
+    attention: AttentionArg,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    color: bool,
+) -> Result<(), Failure> {
+    let ck = read_checkpoint(path)?;
+    let model = raspc_runtime::Model::new(ck.clone(), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
+    let tokens = raspc_lang::parse_input(input).map_err(|m| format!("bad --input: {m}"))?;
+    let ids = model.encode(&tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
+    let states = model.trace(&ids, attention_of(attention)).map_err(|e| e.to_string())?;
+    // The interpreter's value of every named s-op, when the program is given.
+    let mut reference: std::collections::HashMap<String, Vec<raspc_lang::Atom>> = std::collections::HashMap::new();
+    if let Some(p) = program {
+        let session = load(p, err, color)?;
+        let (_, root) = session.entry(entry)?;
+        let all = raspc_lang::interp::evaluate_all(&session.graph, root, &tokens).map_err(|e| format!("the interpreter rejects this input: {}: {}", e.label, e.message))?;
+        for (id, v) in all {
+            if let raspc_lang::Value::Seq(s) = v {
+                reference.insert(session.graph.node(id).label.clone(), s);
+            }
+        }
+    }
+    // Which stage writes each slot.
+    let mut written_at: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for (l, layer) in ck.config.layers.iter().enumerate() {
+        for i in &layer.head_info {
+            written_at.insert(i.writes.clone(), format!("layer {l} attention"));
+        }
+        for i in &layer.mlp_info {
+            written_at.insert(i.writes.clone(), format!("layer {l} mlp"));
+        }
+    }
+    let mut first_divergence: Option<(String, String)> = None;
+    let mut report = vec![];
+    for (stage, x) in &states {
+        for sop in &ck.layout.sops {
+            let at = written_at.get(&sop.label).map(String::as_str).unwrap_or("embed");
+            if at != stage || sop.label.starts_with('<') {
+                continue;
+            }
+            let values: Vec<serde_json::Value> = x[1..]
+                .iter()
+                .map(|row| match &sop.encoding {
+                    raspc_checkpoint::Encoding::Categorical { values } => {
+                        let dims = &row[sop.offset..sop.offset + values.len()];
+                        let best = (0..dims.len()).fold(0, |b, i| if dims[i] > dims[b] { i } else { b });
+                        values[best].clone()
+                    }
+                    raspc_checkpoint::Encoding::Numerical { .. } => serde_json::json!(row[sop.offset] as f64),
+                })
+                .collect();
+            let expected = reference.get(&sop.label);
+            let agrees = expected.map(|e| {
+                e.len() == values.len()
+                    && e.iter().zip(&values).all(|(w, g)| match (g.as_f64(), &sop.encoding) {
+                        (Some(x), raspc_checkpoint::Encoding::Numerical { .. }) => w.as_f64().is_some_and(|y| (x - y).abs() <= 1e-3 * y.abs().max(1.0)),
+                        _ => verify::decoded_atom(&raspc_runtime::Decoded::Value(g.clone())).py_eq(w),
+                    })
+            });
+            if agrees == Some(false) && first_divergence.is_none() {
+                first_divergence = Some((stage.clone(), sop.label.clone()));
+            }
+            report.push((stage.clone(), sop.label.clone(), values, expected.cloned(), agrees));
+        }
+    }
+    if json {
+        let rows: Vec<serde_json::Value> = report
+            .iter()
+            .map(|(stage, label, values, expected, agrees)| {
+                serde_json::json!({
+                    "stage": stage, "sop": label, "values": values,
+                    "expected": expected.as_ref().map(|e| e.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>()),
+                    "agrees": agrees,
+                })
+            })
+            .collect();
+        let fd = first_divergence.as_ref().map(|(s, l)| serde_json::json!({ "stage": s, "sop": l }));
+        let _ = writeln!(out, "{}", serde_json::json!({ "trace": rows, "first_divergence": fd }));
+        return Ok(());
+    }
+    let mut last_stage = String::new();
+    for (stage, label, values, expected, agrees) in &report {
+        if *stage != last_stage {
+            let _ = writeln!(out, "{stage}:");
+            last_stage = stage.clone();
+        }
+        let shown: Vec<String> = values.iter().map(|v| verify::decoded_atom(&raspc_runtime::Decoded::Value(v.clone())).repr()).collect();
+        let mark = match (agrees, expected) {
+            (Some(true), _) => "  (= interpreter)".to_string(),
+            (Some(false), Some(e)) => {
+                let first = first_divergence.as_ref().is_some_and(|(s, l)| s == stage && l == label);
+                format!(
+                    "  (interpreter: [{}]){}",
+                    e.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "),
+                    if first { "  <-- first divergence" } else { "" }
+                )
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "  {label} = [{}]{mark}", shown.join(", "));
+    }
+    if program.is_some() {
+        match &first_divergence {
+            None => {
+                let _ = writeln!(out, "trace: every s-op agrees with the interpreter");
+            }
+            Some((s, l)) => {
+                let _ = writeln!(out, "trace: first divergence at `{l}` after {s}");
+            }
+        }
+    }
     Ok(())
 }
