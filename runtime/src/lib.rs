@@ -98,6 +98,9 @@ impl Decoded {
     }
 }
 
+/// The residual stream after one stage of a forward pass: its name and `[len][d_model]` values.
+pub type Stage = (String, Vec<Vec<f32>>);
+
 /// A loaded checkpoint, ready to run.
 #[derive(Debug)]
 pub struct Model {
@@ -183,7 +186,7 @@ impl Model {
 
     /// Runs one id sequence and returns the residual stream (`[len, d_model]`, BOS first) after
     /// the embeddings and after every sublayer, named `embed`, `layer L attention`, `layer L mlp`.
-    pub fn trace(&self, ids: &[u32], attention: Attention) -> Result<Vec<(String, Vec<Vec<f32>>)>, RuntimeError> {
+    pub fn trace(&self, ids: &[u32], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
         let mut states = vec![];
         self.forward_inner(&[ids.to_vec()], attention, Some(&mut states))?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_vec2::<f32>()?))).collect()
