@@ -64,7 +64,7 @@ pub struct Compiled {
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
-    let (graph, root) = simplify::simplify(graph, root);
+    let (graph, root) = simplify::simplify(graph, root, &opts.vocab, opts.max_len);
     let plan = lower::lower(&graph, root, opts)?;
     let schedule = emit::schedule(&plan);
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };

@@ -9,25 +9,84 @@
 //!   select the same key: each has an `and`-conjunct comparing the same keys and queries with
 //!   exclusive comparisons (`<` vs `==`, ...). Two small heads instead of a one-hot over every
 //!   combination of the s-ops A and B compare (the sort tie-break `k < q or (k == q and i < j)`).
+//! * `select(x + y, x + y, <)` (also `<=`, `>`, `>=`) where y's values span less than the smallest
+//!   gap between x's values is the lexicographic comparison `select(x, x, <) or (select(x, x, ==)
+//!   and select(y, y, <))` (Tracr's sort keys `key + i/max_seq_len`): with the rewrite above, two
+//!   widths replace a one-hot over every (x, y) pair. Needs value sets, so it runs after `infer`.
 
 use raspc_lang::ast::{BinOp, Cmp};
 use raspc_lang::graph::{MapOp, Operand};
+use crate::infer::{infer, ValueSet};
 use raspc_lang::{atom, Atom, Graph, NodeId, NodeKind};
 use std::collections::HashMap;
 
 /// A rebuilt graph holding only what `root` depends on, rewritten; returns its root.
-pub fn simplify(g: &Graph, root: NodeId) -> (Graph, NodeId) {
+pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId) {
+    let (g1, r1) = rebuild(g, root, None);
+    let sets = infer(&g1, r1, vocab, max_len);
+    rebuild(&g1, r1, Some(&sets))
+}
+
+fn rebuild(g: &Graph, root: NodeId, sets: Option<&HashMap<NodeId, ValueSet>>) -> (Graph, NodeId) {
     let mut out = Graph::new();
     let mut map: HashMap<NodeId, NodeId> = HashMap::new();
     for id in g.ancestors(root) {
         let node = g.node(id);
         let kind = node.kind.remap(&|x| map[&x]);
+        let lex = sets.and_then(|s| lexicographic(g, id, s, &map, &mut out, node.span));
+        let kind = lex.unwrap_or(kind);
         let kind = rewrite(&mut out, &kind, node.span).unwrap_or(kind);
         let new = out.add_labelled(kind, node.span, &node.label, node.named).expect("no larger than the source graph");
         map.insert(id, new);
     }
     let r = map[&root];
     (out, r)
+}
+
+/// Sorted distinct numbers of a finite, all-numeric value set.
+fn numbers(sets: &HashMap<NodeId, ValueSet>, id: NodeId) -> Option<Vec<f64>> {
+    let ValueSet::Finite(s) = sets.get(&id)? else { return None };
+    let mut v: Vec<f64> = s.iter().map(|a| if a.is_str() { None } else { a.as_f64() }).collect::<Option<_>>()?;
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    Some(v)
+}
+
+/// `select(x + y, x + y, cmp)` as a lexicographic comparison (see the module docs), built in
+/// `out`; `None` when the pattern or the gap condition does not hold. Ids in `g` are old ones.
+fn lexicographic(
+    g: &Graph,
+    id: NodeId,
+    sets: &HashMap<NodeId, ValueSet>,
+    map: &HashMap<NodeId, NodeId>,
+    out: &mut Graph,
+    span: raspc_lang::Span,
+) -> Option<NodeKind> {
+    let NodeKind::Select { keys, queries, cmp } = &g.node(id).kind else { return None };
+    if keys != queries || matches!(cmp, Cmp::Eq | Cmp::Ne) {
+        return None;
+    }
+    let NodeKind::Map { op: MapOp::Binary(BinOp::Add), args } = &g.node(*keys).kind else { return None };
+    let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
+    for (x, y) in [(*a, *b), (*b, *a)] {
+        let (xs, ys) = (numbers(sets, x)?, numbers(sets, y)?);
+        let gap = xs.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min);
+        let span_y = ys.last()? - ys.first()?;
+        // Strictly inside the gap, with room for rounding.
+        if span_y < gap * (1.0 - 1e-9) {
+            let (nx, ny) = (map[&x], map[&y]);
+            let strict = match cmp {
+                Cmp::Lt | Cmp::Le => Cmp::Lt,
+                _ => Cmp::Gt,
+            };
+            let first = out.add(NodeKind::Select { keys: nx, queries: nx, cmp: strict }, span)?;
+            let tie = out.add(NodeKind::Select { keys: nx, queries: nx, cmp: Cmp::Eq }, span)?;
+            let then = out.add(NodeKind::Select { keys: ny, queries: ny, cmp: *cmp }, span)?;
+            let second = out.add(NodeKind::SelectAnd(tie, then), span)?;
+            return Some(NodeKind::SelectOr(first, second));
+        }
+    }
+    None
 }
 
 fn numeric(a: &Atom) -> bool {
