@@ -277,3 +277,85 @@ fn trace_decodes_every_sublayer_and_finds_the_first_divergence() {
     let first = v["first_divergence"]["sop"].as_str().unwrap();
     assert!(ck.config.layers[0].mlp_info.iter().any(|i| i.writes == first), "{first} vs {broken_label}");
 }
+
+#[test]
+fn plot_draws_every_block_and_an_overview() {
+    let out_path = temp("dyck2.safetensors");
+    let o = out_path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/tracr/dyck2.rasp", "--vocab", "(){}", "--max-len", "8", "-o", o]).0, 0);
+    let dir = temp("plots");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err) = cli(&["plot", o, "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&out_path).unwrap()).unwrap();
+    let heads: usize = ck.config.layers.iter().map(|l| l.heads.len()).sum();
+    let mlps = ck.config.layers.iter().filter(|l| l.mlp.is_some()).count();
+    let expected = 1 + 2 * heads + 2 * mlps;
+    assert_eq!(out, format!("wrote {expected} figures to {}\n", dir.display()));
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert_eq!(files.len(), expected);
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", f.display());
+        // Width and height from the IHDR chunk: labelled figures are never tiny.
+        let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+        let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+        assert!(w >= 300 && h >= 100, "{}: {w}x{h}", f.display());
+        assert!(bytes.len() > 5_000, "{}: {} bytes", f.display(), bytes.len());
+    }
+    assert!(files.iter().any(|f| f.ends_with("overview.png")));
+    assert!(files.iter().any(|f| f.ends_with("layer0_head0_qk.png")));
+}
+
+/// inspect, plot and trace work on every corpus program's checkpoint, and the trace agrees
+/// with the interpreter at every sublayer.
+#[test]
+fn inspection_tools_work_on_the_whole_corpus() {
+    let cases: &[(&str, Option<&str>, &str, &str)] = &[
+        ("corpus/tracr/length.rasp", None, "abc", "abca"),
+        ("corpus/tracr/reverse.rasp", None, "abc", "abca"),
+        ("corpus/tracr/histogram.rasp", None, "abc", "abca"),
+        ("corpus/tracr/sort_unique.rasp", None, "[1,2,3,4]", "[4,1,3]"),
+        ("corpus/tracr/sort.rasp", None, "[1,2,3,4]", "[4,1,3,1]"),
+        ("corpus/tracr/sort_freq.rasp", None, "abc", "abcb"),
+        ("corpus/tracr/frac_prevs.rasp", None, "xyz", "xyxx"),
+        ("corpus/tracr/pair_balance.rasp", None, "()x", "(()x"),
+        ("corpus/tracr/dyck1.rasp", None, "()x", "(x))"),
+        ("corpus/tracr/dyck2.rasp", None, "(){}", "({})"),
+        ("corpus/tracr/shift_by.rasp", None, "abc", "abcab"),
+        ("corpus/tracr/detect_pattern.rasp", None, "abc", "abcab"),
+        ("corpus/tracr/count_less_freq.rasp", None, "abc", "aabca"),
+        ("corpus/tracr/count.rasp", None, "abc", "abca"),
+        ("corpus/tracr/nary_sequencemap.rasp", None, "[1,2,3]", "[3,1,2]"),
+        ("corpus/reverse.rasp", None, "abc", "abc"),
+        ("corpus/histogram.rasp", None, "abc", "abca"),
+        ("corpus/sort.rasp", Some("sorted"), "[1,2,3,4]", "[3,1,3]"),
+        ("corpus/sort_freq.rasp", None, "abc", "abcb"),
+        ("corpus/double_hist.rasp", None, "abc", "aabc"),
+        ("corpus/dyck1.rasp", None, "()", "(()"),
+        ("corpus/dyck2.rasp", None, "(){}", "({)}"),
+    ];
+    for (i, &(file, entry, vocab, input)) in cases.iter().enumerate() {
+        let path = temp(&format!("corpus{i}.safetensors"));
+        let o = path.to_str().unwrap();
+        let mut args = vec!["compile", file, "--vocab", vocab, "--max-len", "6", "-o", o];
+        if let Some(e) = entry {
+            args.extend(["--entry", e]);
+        }
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 0, "{file}: {err}");
+        let (code, out, err) = cli(&["inspect", o]);
+        assert!(code == 0 && out.contains("residual layout:"), "{file}: {err}");
+        let dir = temp(&format!("plots{i}"));
+        let (code, _, err) = cli(&["plot", o, "--out", dir.to_str().unwrap()]);
+        assert_eq!(code, 0, "{file}: {err}");
+        let mut args = vec!["trace", o, "--input", input, "--program", file];
+        if let Some(e) = entry {
+            args.extend(["--entry", e]);
+        }
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 0, "{file}: {err}");
+        assert!(out.ends_with("trace: every s-op agrees with the interpreter\n"), "{file}:\n{out}");
+    }
+}

@@ -10,22 +10,35 @@ use raspc_tests::{compile, Case};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-venv");
+/// A venv (one per package set) under the cargo target directory, created on first use.
+fn python(name: &str, packages: &[&str]) -> PathBuf {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("venv-{name}"));
     let py = venv.join("bin").join("python");
     let ready = venv.join(".installed");
     if !ready.exists() {
-        let ok = Command::new("python3").args(["-m", "venv"]).arg(&venv).status().expect("python3 is needed for the interop test").success();
+        let ok = Command::new("python3").args(["-m", "venv"]).arg(&venv).status().expect("python3 is needed for the interop tests").success();
         assert!(ok, "python3 -m venv failed");
-        let ok = Command::new(&py).args(["-m", "pip", "install", "-q", "safetensors", "numpy"]).status().expect("pip").success();
-        assert!(ok, "pip install safetensors numpy failed");
+        let ok = Command::new(&py).args(["-m", "pip", "install", "-q", "--disable-pip-version-check"]).args(packages).status().expect("pip").success();
+        assert!(ok, "pip install {packages:?} failed");
         std::fs::write(&ready, "").unwrap();
     }
     py
 }
 
-#[test]
-fn numpy_forward_pass_reproduces_raspc_run() {
+/// Compiles the interop corpus (once per test binary) and writes the job file.
+fn job() -> &'static (PathBuf, usize) {
+    static JOB: std::sync::OnceLock<(PathBuf, usize)> = std::sync::OnceLock::new();
+    JOB.get_or_init(make_job)
+}
+
+fn run_script(py: &Path, args: &[&str]) -> String {
+    let out = Command::new(py).args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+fn make_job() -> (PathBuf, usize) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop");
     std::fs::create_dir_all(&dir).unwrap();
     let cases: &[(&str, Option<&str>, &str, bool)] = &[
@@ -73,9 +86,41 @@ fn numpy_forward_pass_reproduces_raspc_run() {
     }
     let job_path = dir.join("job.json");
     std::fs::write(&job_path, serde_json::json!({ "cases": job }).to_string()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/forward.py");
-    let out = Command::new(python()).arg(&script).arg(&job_path).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains(&format!("{} runs, 0 disagreements", cases.len() * 40 * 2)), "{text}");
+    (job_path, cases.len() * 40)
+}
+
+fn script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python").join(name).to_str().unwrap().to_string()
+}
+
+#[test]
+fn numpy_forward_pass_reproduces_raspc_run() {
+    let (job_path, runs) = job();
+    let py = python("numpy", &["safetensors", "numpy"]);
+    let text = run_script(&py, &[&script("forward.py"), job_path.to_str().unwrap()]);
+    assert!(text.contains(&format!("{} runs, 0 disagreements", runs * 2)), "{text}");
+}
+
+/// Soft attention through JAX's standard attention op (`jax.nn.dot_product_attention`).
+#[test]
+fn jax_standard_attention_reproduces_soft_outputs() {
+    let (job_path, runs) = job();
+    let py = python("jax", &["safetensors", "numpy", "jax[cpu]"]);
+    // Op-by-op JAX is slow to dispatch: 10 inputs of each program.
+    let text = run_script(&py, &[&script("soft_attention.py"), "jax", job_path.to_str().unwrap(), "10"]);
+    assert!(text.contains(&format!("{} runs, 0 disagreements", runs / 4)), "{text}");
+}
+
+/// The same with PyTorch's `scaled_dot_product_attention`. PyPI has no CPU-only torch here
+/// (about 3 GB and 2 minutes to install), so this runs only with `RASPC_TEST_TORCH=1`.
+#[test]
+fn torch_standard_attention_reproduces_soft_outputs() {
+    if std::env::var("RASPC_TEST_TORCH").as_deref() != Ok("1") {
+        eprintln!("skipped: set RASPC_TEST_TORCH=1 to install torch and run this check");
+        return;
+    }
+    let (job_path, runs) = job();
+    let py = python("torch", &["safetensors", "numpy", "torch"]);
+    let text = run_script(&py, &[&script("soft_attention.py"), "torch", job_path.to_str().unwrap()]);
+    assert!(text.contains(&format!("{runs} runs, 0 disagreements")), "{text}");
 }

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub mod inspect;
+pub mod plot;
 pub mod verify;
 
 #[derive(Debug, Parser)]
@@ -92,6 +93,13 @@ pub enum Command {
         head: Option<usize>,
         #[arg(long, requires = "layer")]
         mlp: bool,
+    },
+    /// Draw PNG heatmaps of every head's QK and OV circuits and every MLP, plus an overview.
+    Plot {
+        model: PathBuf,
+        /// Directory for the PNG files (created if needed).
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Run a checkpoint and decode every s-op in the residual stream after every sublayer;
     /// with --program, compare each with the interpreter and mark the first divergence.
@@ -253,6 +261,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Compile { program, target, output, force } => compile_cmd(&program, &target, &output, force, out, err, color),
         Command::Run { model, input, json, attention, device } => run_cmd(&model, &input, json, attention, &device, out),
         Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
+        Command::Plot { model, out: dir } => plot_cmd(&model, &dir, out),
         Command::Trace { model, input, program, entry, attention, json } => {
             trace_cmd(&model, &input, program.as_deref(), entry.as_deref(), attention, json, out, err, color)
         }
@@ -675,5 +684,12 @@ fn trace_cmd(
             }
         }
     }
+    Ok(())
+}
+
+fn plot_cmd(path: &Path, dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
+    let ck = read_checkpoint(path)?;
+    let files = plot::plot(&ck, dir)?;
+    let _ = writeln!(out, "wrote {} figures to {}", files.len(), dir.display());
     Ok(())
 }
