@@ -12,6 +12,8 @@
 
 pub use candle_core::Device;
 use candle_core::{DType, Tensor, D};
+
+pub mod svflow;
 use raspc_checkpoint::{Checkpoint, CheckpointError, Encoding};
 use std::collections::BTreeMap;
 
@@ -98,6 +100,23 @@ impl Decoded {
     }
 }
 
+/// What one head did, for the probes: `weights[i][j]` multiplies key j's value at query i (0 for
+/// keys a causal mask hides); `scores[j]` is key j's conditional score `(x_j W_V) W_O`.
+#[derive(Clone, Debug)]
+pub struct HeadCapture {
+    pub weights: Vec<Vec<f64>>,
+    pub scores: Vec<Vec<f64>>,
+}
+
+/// One layer's attention, captured: the residual entering it (`[len][d_model]`), each head,
+/// and the attention sublayer's output (what it adds to the residual).
+#[derive(Clone, Debug)]
+pub struct LayerCapture {
+    pub input: Vec<Vec<f64>>,
+    pub heads: Vec<HeadCapture>,
+    pub attention_output: Vec<Vec<f64>>,
+}
+
 /// The residual stream after one stage of a forward pass: its name and `[len][d_model]` values.
 pub type Stage = (String, Vec<Vec<f32>>);
 
@@ -181,18 +200,32 @@ impl Model {
     /// Runs a batch of equal-length id sequences (each starting with BOS). Returns the readout,
     /// shape `[batch, len, readout_dims]`.
     pub fn forward(&self, batch: &[Vec<u32>], attention: Attention) -> Result<Tensor, RuntimeError> {
-        self.forward_inner(batch, attention, None)
+        self.forward_inner(batch, attention, None, None)
+    }
+
+    /// Runs one id sequence and captures, per layer, what the SVFlow probes need (see
+    /// [`LayerCapture`]). Plain forward passes never pay for this.
+    pub fn capture(&self, ids: &[u32], attention: Attention) -> Result<Vec<LayerCapture>, RuntimeError> {
+        let mut caps = vec![];
+        self.forward_inner(&[ids.to_vec()], attention, None, Some(&mut caps))?;
+        Ok(caps)
     }
 
     /// Runs one id sequence and returns the residual stream (`[len, d_model]`, BOS first) after
     /// the embeddings and after every sublayer, named `embed`, `layer L attention`, `layer L mlp`.
     pub fn trace(&self, ids: &[u32], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
         let mut states = vec![];
-        self.forward_inner(&[ids.to_vec()], attention, Some(&mut states))?;
+        self.forward_inner(&[ids.to_vec()], attention, Some(&mut states), None)?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_vec2::<f32>()?))).collect()
     }
 
-    fn forward_inner(&self, batch: &[Vec<u32>], attention: Attention, mut trace: Option<&mut Vec<(String, Tensor)>>) -> Result<Tensor, RuntimeError> {
+    fn forward_inner(
+        &self,
+        batch: &[Vec<u32>],
+        attention: Attention,
+        mut trace: Option<&mut Vec<(String, Tensor)>>,
+        mut capture: Option<&mut Vec<LayerCapture>>,
+    ) -> Result<Tensor, RuntimeError> {
         let b = batch.len();
         let t = batch.first().map_or(0, Vec::len);
         if let Some(bad) = batch.iter().find(|s| s.len() != t) {
@@ -220,8 +253,13 @@ impl Model {
         };
         let tol = c.attention.tie_tolerance;
         let beta = c.attention.soft_beta;
+        let rows = |t: &Tensor| -> Result<Vec<Vec<f64>>, RuntimeError> { Ok(t.to_dtype(DType::F64)?.to_vec2::<f64>()?) };
         for (l, layer) in self.layers.iter().enumerate() {
             let mut delta: Option<Tensor> = None;
+            let mut cap = match capture {
+                Some(_) => Some(LayerCapture { input: rows(&x)?, heads: vec![], attention_output: vec![] }),
+                None => None,
+            };
             for h in &layer.heads {
                 let dh = h.w_q.dim(1)?;
                 let q = x.matmul(&h.w_q)?.reshape((b, t, dh))?;
@@ -243,13 +281,25 @@ impl Model {
                     }
                 };
                 let out = w.matmul(&v)?.reshape((b * t, dh))?.matmul(&h.w_o)?;
+                if let Some(c) = cap.as_mut() {
+                    let scores = v.reshape((b * t, dh))?.matmul(&h.w_o)?;
+                    c.heads.push(HeadCapture { weights: rows(&w.reshape((b * t, t))?)?, scores: rows(&scores)? });
+                }
                 delta = Some(match delta {
                     None => out,
                     Some(acc) => (acc + out)?,
                 });
             }
             if let Some(dx) = delta {
+                if let Some(c) = cap.as_mut() {
+                    c.attention_output = rows(&dx)?;
+                }
                 x = (x + dx)?;
+            } else if let Some(c) = cap.as_mut() {
+                c.attention_output = vec![vec![0.0; d]; b * t];
+            }
+            if let (Some(c), Some(sink)) = (cap, capture.as_deref_mut()) {
+                sink.push(c);
             }
             if let Some(tr) = trace.as_deref_mut() {
                 tr.push((format!("layer {l} attention"), x.clone()));
