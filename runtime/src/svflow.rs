@@ -185,7 +185,7 @@ mod tests {
         let (nu, k) = (3.0, 1e-6);
         assert!((ln_bessel_i(nu, k) - (nu * (k / 2.0).ln() - ln_gamma(nu + 1.0))).abs() < 1e-9);
         // d = 3: M_3(κ) = sinh(κ)/κ in closed form.
-        for &k in &[0.5, 3.0, 40.0] {
+        for &k in &[0.5f64, 3.0, 40.0] {
             let want: f64 = k.sinh().ln() - k.ln();
             assert!((ln_vmf_normaliser(3, k) - want).abs() < 1e-8, "{k}");
         }
