@@ -108,11 +108,21 @@ pub fn decoded_atom(d: &Decoded) -> Atom {
     }
 }
 
-/// Does the model's value agree with the interpreter's? Categorical: Python equality.
-/// Numerical: within the checkpoint's tolerance.
+/// Does the model's value agree with the interpreter's? Categorical: Python equality, floats
+/// within 1e-9 relative (a mean's last bits depend on the order its values were summed in, and
+/// the compiler enumerates means in its own order). Numerical: within the checkpoint's tolerance.
 pub fn agrees(got: &Decoded, want: &Atom, tolerance: f64) -> bool {
     match got {
-        Decoded::Value(_) => decoded_atom(got).py_eq(want),
+        Decoded::Value(_) => {
+            let g = decoded_atom(got);
+            match (&g, want) {
+                (Atom::Float(_), _) | (_, Atom::Float(_)) if !g.is_str() && !want.is_str() => {
+                    let (x, y) = (g.as_f64().unwrap_or(f64::NAN), want.as_f64().unwrap_or(f64::NAN));
+                    (x - y).abs() <= 1e-9 * y.abs().max(1.0)
+                }
+                _ => g.py_eq(want),
+            }
+        }
         Decoded::Number { raw, .. } => want.as_f64().is_some_and(|w| !want.is_str() && (raw - w).abs() <= tolerance),
     }
 }
