@@ -52,6 +52,22 @@ pub fn summarize(ck: &Checkpoint) -> Summary {
     }
 }
 
+/// Largest model emitted (dense f32 parameters): 400 M, i.e. 1.6 GB.
+pub const MAX_PARAMS: usize = 400_000_000;
+
+/// Dense parameter count of the checkpoint a plan and schedule would produce, without building it.
+fn estimated_params(plan: &plan::Plan, sched: &emit::Schedule, opts: &Options) -> usize {
+    let d = sched.d_model;
+    let mut n = (opts.vocab.len() + 1 + opts.max_len + 1) * d + d * 16;
+    for &b in sched.time.keys() {
+        n = n.saturating_add(match &plan.blocks[b].kind {
+            plan::BlockKind::Head(h) => 4 * d * h.width,
+            plan::BlockKind::Mlp(m) => 2 * d * m.hidden + m.hidden + d,
+        });
+    }
+    n
+}
+
 /// A compiled program.
 #[derive(Clone, Debug)]
 pub struct Compiled {
@@ -67,6 +83,17 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     let (graph, root) = simplify::simplify(graph, root, &opts.vocab, opts.max_len);
     let plan = lower::lower(&graph, root, opts)?;
     let schedule = emit::schedule(&plan);
+    let params = estimated_params(&plan, &schedule, opts);
+    if params > MAX_PARAMS {
+        let node = graph.node(root);
+        return Err(vec![Diagnostic::error(
+            "compile::too_large",
+            format!("the model for `{}` would have about {params} parameters (the limit is {MAX_PARAMS})", node.label),
+            node.span,
+        )
+        .with_label("this s-op")
+        .with_note(format!("d_model would be {}; a smaller --max-len or vocabulary shrinks the one-hot encodings", schedule.d_model))]);
+    }
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };
     let checkpoint = emit::emit(&plan, &schedule, &inputs);
     debug_assert!(checkpoint.validate().is_ok(), "{:?}", checkpoint.validate());
