@@ -75,3 +75,72 @@ fn probes_decompose_and_concentrations_are_right() {
         assert!(p.kl_q_p >= -1e-12);
     }
 }
+
+#[test]
+fn ranks_and_spearman() {
+    use raspc::probe::{ranks, spearman};
+    assert_eq!(ranks(&[10.0, 20.0, 20.0, 30.0]), vec![1.0, 2.5, 2.5, 4.0]);
+    let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
+    let (rho, p) = spearman(&a, &[2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0], 999, 1);
+    assert!((rho - 1.0).abs() < 1e-12 && p < 0.01, "{rho} {p}");
+    let (rho, _) = spearman(&a, &[7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0], 99, 1);
+    assert!((rho + 1.0).abs() < 1e-12);
+    // Unrelated orders: large p.
+    let (_, p) = spearman(&a, &[3.0, 7.0, 1.0, 5.0, 2.0, 6.0, 4.0], 999, 1);
+    assert!(p > 0.05, "{p}");
+}
+
+#[test]
+fn prefix_shuffling_moves_only_the_prefix() {
+    use raspc::probe::shuffle_prefix;
+    use raspc::verify::SplitMix;
+    let base: Vec<usize> = (0..20).collect();
+    for (level, moved_at_least) in [(0.0, 0), (0.5, 2), (1.0, 10)] {
+        let mut s = base.clone();
+        shuffle_prefix(&mut s, 15, level, &mut SplitMix(7));
+        assert_eq!(s[0], 0, "position 0 stays");
+        assert_eq!(&s[15..], &base[15..], "the scored window stays");
+        let mut sorted = s[1..15].to_vec();
+        sorted.sort();
+        assert_eq!(sorted, base[1..15].to_vec(), "a permutation of the prefix");
+        let moved = (1..15).filter(|&i| s[i] != base[i]).count();
+        assert!(moved >= moved_at_least && (level > 0.0 || moved == 0), "level {level}: {moved} moved");
+    }
+}
+
+#[test]
+fn probe_command_reports_and_reacts_to_perturbation() {
+    let dir = std::env::temp_dir().join(format!("raspc-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("frac.safetensors");
+    let cli = |args: &[&str]| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let argv: Vec<String> = std::iter::once("raspc").chain(args.iter().copied()).map(String::from).collect();
+        let code = raspc::run(argv, &mut out, &mut err, false);
+        (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+    };
+    let prog = raspc_tests::corpus("tracr/dyck1.rasp");
+    let p = prog.to_str().unwrap();
+    assert_eq!(cli(&["compile", p, "--vocab", "()x", "--max-len", "12", "--causal", "-o", model.to_str().unwrap()]).0, 0);
+    let report = |extra: &[&str]| -> serde_json::Value {
+        let json = dir.join("r.json");
+        let mut args = vec!["probe", "svflow", model.to_str().unwrap(), "--program", p, "--seeds", "2", "--levels", "0,0.5,1", "--json", json.to_str().unwrap()];
+        args.extend(extra);
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("Spearman rho with NLL") && out.contains("sensitivity z by layer"), "{out}");
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    let clean = report(&["--attention", "hard"]);
+    let conds = clean["conditions"].as_array().unwrap();
+    assert_eq!(conds.len(), 6);
+    assert!(conds.iter().all(|c| c["accuracy"] == 1.0), "the compiled model is exact under hard attention");
+    let noisy = report(&["--weight-noise", "0.5"]);
+    let acc: f64 = noisy["conditions"].as_array().unwrap().iter().map(|c| c["accuracy"].as_f64().unwrap()).sum::<f64>() / 6.0;
+    assert!(acc < 1.0, "weight noise must move the task score ({acc})");
+    let plots = dir.join("plots");
+    let (code, out, err) = cli(&["probe", "svflow", model.to_str().unwrap(), "--program", p, "--seeds", "1", "--levels", "0,1", "--plot", plots.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("wrote 5 plots"), "{out}");
+    assert!(std::fs::read(plots.join("svflow_kl_q_u_norm.png")).unwrap().starts_with(b"\x89PNG"));
+}

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 pub mod inspect;
 pub mod plot;
+pub mod probe;
 pub mod verify;
 
 #[derive(Debug, Parser)]
@@ -101,6 +102,11 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Probes of a model's attention (docs/svflow.md).
+    Probe {
+        #[command(subcommand)]
+        kind: ProbeKind,
+    },
     /// Run a checkpoint and decode every s-op in the residual stream after every sublayer;
     /// with --program, compare each with the interpreter and mark the first divergence.
     Trace {
@@ -125,6 +131,47 @@ pub enum Command {
         /// Which stage to show.
         #[arg(long, value_enum, default_value = "graph")]
         stage: Stage,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProbeKind {
+    /// SVFlow metrics per layer and head under prefix shuffling, against the task score.
+    Svflow {
+        /// A raspc checkpoint.
+        model: PathBuf,
+        /// The program it was compiled from (the task score is agreement with the interpreter).
+        #[arg(long)]
+        program: PathBuf,
+        #[arg(long)]
+        entry: Option<String>,
+        /// Tokens per sequence (default: the model's max_seq_len).
+        #[arg(long = "seq-len")]
+        seq_len: Option<usize>,
+        /// The last E tokens are scored and never moved (default: a quarter of the sequence).
+        #[arg(long = "eval-window")]
+        eval_window: Option<usize>,
+        #[arg(long, value_delimiter = ',', default_value = "0,0.25,0.5,0.75,1")]
+        levels: Vec<f64>,
+        #[arg(long, default_value_t = 3)]
+        seeds: u64,
+        /// Random base sequences.
+        #[arg(long, default_value_t = 8)]
+        sequences: usize,
+        #[arg(long, value_enum, default_value = "soft")]
+        attention: AttentionArg,
+        /// Divides the soft-attention β (values > 1 blur attention).
+        #[arg(long = "attn-temp", default_value_t = 1.0)]
+        attn_temp: f64,
+        /// Standard deviation of Gaussian noise added to every layer weight (seeded per seed).
+        #[arg(long = "weight-noise", default_value_t = 0.0)]
+        weight_noise: f64,
+        /// Write the full report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write PNG plots of each metric against depth, one line per level.
+        #[arg(long)]
+        plot: Option<PathBuf>,
     },
 }
 
@@ -262,6 +309,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Run { model, input, json, attention, device } => run_cmd(&model, &input, json, attention, &device, out),
         Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
         Command::Plot { model, out: dir } => plot_cmd(&model, &dir, out),
+        Command::Probe { kind } => probe_cmd(kind, out, err, color),
         Command::Trace { model, input, program, entry, attention, json } => {
             trace_cmd(&model, &input, program.as_deref(), entry.as_deref(), attention, json, out, err, color)
         }
@@ -691,5 +739,95 @@ fn plot_cmd(path: &Path, dir: &Path, out: &mut dyn Write) -> Result<(), Failure>
     let ck = read_checkpoint(path)?;
     let files = plot::plot(&ck, dir)?;
     let _ = writeln!(out, "wrote {} figures to {}", files.len(), dir.display());
+    Ok(())
+}
+
+fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    let ProbeKind::Svflow { model, program, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, plot: plot_dir } = kind;
+    let ck = read_checkpoint(&model)?;
+    let session = load(&program, err, color)?;
+    let (_, root) = session.entry(entry.as_deref())?;
+    let n = seq_len.unwrap_or(ck.config.max_seq_len);
+    if n == 0 || n > ck.config.max_seq_len {
+        return Err(format!("--seq-len {n} must be between 1 and the model's max_seq_len {}", ck.config.max_seq_len).into());
+    }
+    if levels.iter().any(|l| !(0.0..=1.0).contains(l)) || levels.is_empty() {
+        return Err("--levels must be fractions between 0 and 1".to_string().into());
+    }
+    if attn_temp.is_nan() || attn_temp <= 0.0 || weight_noise < 0.0 || seeds == 0 || sequences == 0 {
+        return Err("--attn-temp must be > 0, --weight-noise >= 0, --seeds and --sequences >= 1".to_string().into());
+    }
+    let vocab: Vec<raspc_lang::Atom> = ck
+        .config
+        .vocab
+        .iter()
+        .filter(|v| v.id != ck.config.bos_id)
+        .map(|v| raspc_lang::parse_input(&format!("[{}]", v.token)).map(|mut a| a.remove(0)))
+        .collect::<Result<_, _>>()?;
+    let settings = probe::Settings {
+        seq_len: n,
+        eval_window: eval_window.unwrap_or((n / 4).max(1)),
+        levels,
+        seeds,
+        sequences,
+        attention: attention_of(attention),
+        attn_temp,
+        weight_noise,
+        readout_temp: 0.1,
+    };
+    let bar = indicatif::ProgressBar::new((settings.levels.len() as u64) * seeds);
+    let conds = probe::run(&ck, &session.graph, root, &vocab, &settings, &mut |d, _| bar.set_position(d as u64))?;
+    bar.finish_and_clear();
+    let layers = ck.config.layers.len();
+    let _ = writeln!(out, "svflow probe: {} conditions ({} levels x {} seeds), {} sequences of {} tokens, last {} scored", conds.len(), settings.levels.len(), seeds, sequences, n, settings.eval_window);
+    let _ = writeln!(out, "\ntask per level (mean over seeds):");
+    let mut by_level: Vec<(f64, Vec<&probe::Condition>)> = vec![];
+    for c in &conds {
+        match by_level.iter_mut().find(|(l, _)| *l == c.level) {
+            Some((_, v)) => v.push(c),
+            None => by_level.push((c.level, vec![c])),
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    for (lv, cs) in &by_level {
+        let _ = writeln!(
+            out,
+            "  level {lv:.2}: NLL {:.4}, accuracy {:.4}, ECE {:.4}",
+            mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()),
+            mean(&cs.iter().map(|c| c.accuracy).collect::<Vec<_>>()),
+            mean(&cs.iter().map(|c| c.ece).collect::<Vec<_>>())
+        );
+    }
+    let mut report = serde_json::Map::new();
+    let mut correlations = serde_json::Map::new();
+    let mut sens = serde_json::Map::new();
+    for metric in probe::METRICS {
+        let _ = writeln!(out, "\n{metric} by layer (rows: levels):");
+        for (lv, cs) in &by_level {
+            let row: Vec<String> = (0..layers).map(|l| format!("{:>9.4}", mean(&cs.iter().map(|c| c.layers[metric][l]).collect::<Vec<_>>()))).collect();
+            let _ = writeln!(out, "  {lv:.2}: {}", row.join(" "));
+        }
+        let avg = |c: &probe::Condition| mean(&c.layers[metric].iter().copied().filter(|x| x.is_finite()).collect::<Vec<_>>());
+        let (rho_c, p_c) = probe::spearman(&conds.iter().map(avg).collect::<Vec<_>>(), &conds.iter().map(|c| c.nll).collect::<Vec<_>>(), 999, 1);
+        let lv_metric: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| avg(c)).collect::<Vec<_>>())).collect();
+        let lv_nll: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>())).collect();
+        let (rho_l, p_l) = probe::spearman(&lv_metric, &lv_nll, 999, 2);
+        let _ = writeln!(out, "  Spearman rho with NLL: across conditions {rho_c:.3} (p {p_c:.3}), across levels {rho_l:.3} (p {p_l:.3})");
+        let s = probe::sensitivity(&conds, metric, layers);
+        let _ = writeln!(out, "  sensitivity z by layer: {}", s.iter().map(|(z, l)| format!("{z:.2} ({l})")).collect::<Vec<_>>().join(", "));
+        correlations.insert(metric.into(), serde_json::json!({ "conditions": { "rho": rho_c, "p": p_c }, "levels": { "rho": rho_l, "p": p_l } }));
+        sens.insert(metric.into(), serde_json::json!(s.iter().map(|(z, l)| serde_json::json!({ "z": if z.is_finite() { serde_json::json!(z) } else { serde_json::json!(z.to_string()) }, "regime": l })).collect::<Vec<_>>()));
+    }
+    if let Some(path) = json {
+        report.insert("conditions".into(), serde_json::to_value(&conds).map_err(|e| e.to_string())?);
+        report.insert("spearman".into(), serde_json::Value::Object(correlations));
+        report.insert("sensitivity".into(), serde_json::Value::Object(sens));
+        std::fs::write(&path, serde_json::Value::Object(report).to_string()).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+        let _ = writeln!(out, "\nreport written to {}", path.display());
+    }
+    if let Some(dir) = plot_dir {
+        let files = plot::probe_plots(&conds, layers, &dir)?;
+        let _ = writeln!(out, "wrote {} plots to {}", files.len(), dir.display());
+    }
     Ok(())
 }

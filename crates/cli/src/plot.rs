@@ -220,3 +220,53 @@ pub fn plot(ck: &Checkpoint, dir: &Path) -> Result<Vec<PathBuf>, String> {
     }
     Ok(files)
 }
+
+/// One PNG per SVFlow metric: the metric (mean over seeds) against depth, one line per level.
+pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    register()?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    let mut levels: Vec<f64> = conds.iter().map(|c| c.level).collect();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    let mut files = vec![];
+    for metric in crate::probe::METRICS {
+        let lines: Vec<(f64, Vec<f64>)> = levels
+            .iter()
+            .map(|&lv| {
+                let cs: Vec<&crate::probe::Condition> = conds.iter().filter(|c| c.level == lv).collect();
+                (lv, (0..layers).map(|l| cs.iter().map(|c| c.layers[metric][l]).sum::<f64>() / cs.len().max(1) as f64).collect())
+            })
+            .collect();
+        let finite = lines.iter().flat_map(|(_, v)| v.iter().copied()).filter(|x| x.is_finite());
+        let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+        let (lo, hi) = if lo.is_finite() { if hi - lo < 1e-9 { (lo - 0.5, hi + 0.5) } else { (lo, hi) } } else { (0.0, 1.0) };
+        let path = dir.join(format!("svflow_{metric}.png"));
+        {
+            let area = BitMapBackend::new(&path, (720, 480)).into_drawing_area();
+            let err = |e: DrawingAreaErrorKind<_>| format!("drawing {}: {e:?}", path.display());
+            area.fill(&WHITE).map_err(err)?;
+            let mut chart = ChartBuilder::on(&area)
+                .caption(format!("{metric} by layer, one line per shuffling level"), ("sans-serif", 16))
+                .margin(12)
+                .x_label_area_size(36)
+                .y_label_area_size(60)
+                .build_cartesian_2d(-0.2f64..(layers.max(1) as f64 - 0.8), lo..hi)
+                .map_err(err)?;
+            chart.configure_mesh().x_desc("layer").y_desc(metric).x_labels(layers.clamp(2, 12)).draw().map_err(err)?;
+            for (k, (lv, v)) in lines.iter().enumerate() {
+                let color = Palette99::pick(k).to_rgba();
+                let pts: Vec<(f64, f64)> = v.iter().enumerate().filter(|(_, y)| y.is_finite()).map(|(l, y)| (l as f64, *y)).collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                    .map_err(err)?
+                    .label(format!("level {lv:.2}"))
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(err)?;
+            }
+            chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+            area.present().map_err(err)?;
+        }
+        files.push(path);
+    }
+    Ok(files)
+}

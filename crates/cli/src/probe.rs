@@ -1,0 +1,225 @@
+//! `raspc probe svflow` on compiled checkpoints: the SVFlow metrics (runtime/src/svflow.rs) per
+//! layer and head under prefix shuffling, against the task score (agreement with the
+//! interpreter, NLL, ECE). docs/svflow.md defines every number printed here.
+
+use crate::verify::{agrees, SplitMix};
+use raspc_checkpoint::{Checkpoint, Encoding};
+use raspc_lang::{Atom, Graph, NodeId};
+use raspc_runtime::svflow::probe_query;
+use raspc_runtime::{Attention, Decoded, Model};
+
+/// The metrics averaged per layer (over heads and scored queries).
+pub const METRICS: [&str; 5] = ["log_marginal", "elbo", "kl_q_p", "kl_q_u_norm", "kl_p_u_norm"];
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub seq_len: usize,
+    pub eval_window: usize,
+    pub levels: Vec<f64>,
+    pub seeds: u64,
+    pub sequences: usize,
+    pub attention: Attention,
+    pub attn_temp: f64,
+    pub weight_noise: f64,
+    /// Readout temperature for NLL and ECE: probabilities are softmax(readout / t).
+    pub readout_temp: f64,
+}
+
+/// One (level, seed) condition.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Condition {
+    pub level: f64,
+    pub seed: u64,
+    pub nll: f64,
+    pub accuracy: f64,
+    pub ece: f64,
+    /// metric -> per layer mean.
+    pub layers: std::collections::BTreeMap<String, Vec<f64>>,
+    pub scored: usize,
+}
+
+/// Permutes a random fraction `level` of positions 1..end (position 0 stays), seeded.
+pub fn shuffle_prefix(seq: &mut [usize], end: usize, level: f64, rng: &mut SplitMix) {
+    let movable: Vec<usize> = (1..end.min(seq.len())).collect();
+    let m = (level * movable.len() as f64).round() as usize;
+    // Choose m positions (partial Fisher-Yates), then permute their tokens among them.
+    let mut pos = movable.clone();
+    for i in 0..m {
+        let j = i + rng.below(pos.len() - i);
+        pos.swap(i, j);
+    }
+    let chosen = &pos[..m];
+    let mut toks: Vec<usize> = chosen.iter().map(|&p| seq[p]).collect();
+    for i in (1..toks.len()).rev() {
+        let j = rng.below(i + 1);
+        toks.swap(i, j);
+    }
+    for (&p, t) in chosen.iter().zip(toks) {
+        seq[p] = t;
+    }
+}
+
+fn perturb(ck: &Checkpoint, s: &Settings, seed: u64) -> Checkpoint {
+    let mut ck = ck.clone();
+    ck.config.attention.soft_beta /= s.attn_temp;
+    if s.weight_noise > 0.0 {
+        let mut rng = SplitMix(0x5EED ^ seed);
+        for (name, t) in ck.tensors.iter_mut() {
+            if name.starts_with("layers.") {
+                for x in t.data.iter_mut() {
+                    // Box-Muller from two uniforms.
+                    let u1 = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 + 1e-300;
+                    let u2 = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                    *x += (s.weight_noise * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32;
+                }
+            }
+        }
+    }
+    ck
+}
+
+/// Runs every condition.
+pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Settings, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Condition>, String> {
+    let n = s.seq_len;
+    let e = s.eval_window.clamp(1, n);
+    let mut base_rng = SplitMix(0xC0FFEE);
+    let base: Vec<Vec<usize>> = (0..s.sequences).map(|_| (0..n).map(|_| base_rng.below(vocab.len())).collect()).collect();
+    let total = s.levels.len() * s.seeds as usize;
+    let mut out = vec![];
+    for (li, &level) in s.levels.iter().enumerate() {
+        for seed in 0..s.seeds {
+            let model = Model::new(perturb(ck, s, seed), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
+            let layers = ck.config.layers.len();
+            let mut sums: Vec<Vec<f64>> = vec![vec![0.0; layers]; METRICS.len()];
+            let mut counts = vec![0usize; layers];
+            let (mut nll, mut correct, mut scored) = (0.0, 0usize, 0usize);
+            let mut bins = vec![(0usize, 0.0f64, 0usize); 15];
+            let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
+            for seq in &base {
+                let mut seq = seq.clone();
+                shuffle_prefix(&mut seq, n - e, level, &mut rng);
+                let atoms: Vec<Atom> = seq.iter().map(|&t| vocab[t].clone()).collect();
+                let Some(want) = crate::verify::expected(graph, root, &atoms, ck.config.causal) else { continue };
+                let ids = model.encode(&atoms.iter().map(Atom::to_json).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
+                let caps = model.capture(&ids, s.attention).map_err(|e| e.to_string())?;
+                for (l, c) in caps.iter().enumerate() {
+                    for h in &c.heads {
+                        // Scored query rows: the last e tokens (residual rows n-e+1 ..= n).
+                        for i in (n + 1 - e)..=n {
+                            let vis = if ck.config.causal { i + 1 } else { n + 1 };
+                            let p = probe_query(&h.weights[i][..vis], &c.input[i], &h.scores[..vis]);
+                            let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
+                            for (m, v) in vals.iter().enumerate() {
+                                if v.is_finite() {
+                                    sums[m][l] += v;
+                                }
+                            }
+                            counts[l] += 1;
+                        }
+                    }
+                }
+                let readout = model.forward(&[ids], s.attention).map_err(|e| e.to_string())?;
+                let rows: Vec<Vec<f32>> = readout.to_vec3::<f32>().map_err(|e| e.to_string())?.remove(0);
+                let decoded = model.decode(&readout).map_err(|e| e.to_string())?.remove(0);
+                for i in (n - e)..n {
+                    let ok = agrees(&decoded[i], &want[i], ck.output.tolerance);
+                    correct += ok as usize;
+                    scored += 1;
+                    if let Encoding::Categorical { values } = &ck.output.encoding {
+                        let logits: Vec<f64> = rows[i + 1].iter().map(|&x| x as f64 / s.readout_temp).collect();
+                        let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        let z: f64 = logits.iter().map(|x| (x - m).exp()).sum();
+                        let target = values.iter().position(|v| agrees(&Decoded::Value(v.clone()), &want[i], 0.0));
+                        let p_target = target.map_or(1e-12, |t| ((logits[t] - m).exp() / z).max(1e-300));
+                        nll += -p_target.ln();
+                        let conf = 1.0 / z; // the top probability: exp(m - m) / z
+                        let b = ((conf * 15.0) as usize).min(14);
+                        bins[b].0 += 1;
+                        bins[b].1 += conf;
+                        bins[b].2 += ok as usize;
+                    }
+                }
+            }
+            let ece = bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored.max(1) as f64) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum();
+            let mut per_layer = std::collections::BTreeMap::new();
+            for (m, name) in METRICS.iter().enumerate() {
+                per_layer.insert(name.to_string(), (0..layers).map(|l| if counts[l] > 0 { sums[m][l] / counts[l] as f64 } else { f64::NAN }).collect());
+            }
+            out.push(Condition { level, seed, nll: nll / scored.max(1) as f64, accuracy: correct as f64 / scored.max(1) as f64, ece, layers: per_layer, scored });
+            progress(out.len(), total);
+        }
+    }
+    Ok(out)
+}
+
+/// Average ranks (ties share the mean rank).
+pub fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let mut r = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+            j += 1;
+        }
+        let avg = (i + j) as f64 / 2.0 + 1.0;
+        for k in i..=j {
+            r[idx[k]] = avg;
+        }
+        i = j + 1;
+    }
+    r
+}
+
+fn pearson(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len() as f64;
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let (va, vb): (f64, f64) = (a.iter().map(|x| (x - ma).powi(2)).sum(), b.iter().map(|y| (y - mb).powi(2)).sum());
+    if va == 0.0 || vb == 0.0 { f64::NAN } else { cov / (va * vb).sqrt() }
+}
+
+/// Spearman's ρ with average ranks, and a two-sided permutation p-value (`perms` shuffles).
+pub fn spearman(a: &[f64], b: &[f64], perms: usize, seed: u64) -> (f64, f64) {
+    let (ra, rb) = (ranks(a), ranks(b));
+    let rho = pearson(&ra, &rb);
+    if !rho.is_finite() {
+        return (f64::NAN, f64::NAN);
+    }
+    let mut rng = SplitMix(seed);
+    let mut shuffled = rb.clone();
+    let mut hits = 0;
+    for _ in 0..perms {
+        for i in (1..shuffled.len()).rev() {
+            let j = rng.below(i + 1);
+            shuffled.swap(i, j);
+        }
+        if pearson(&ra, &shuffled).abs() >= rho.abs() - 1e-12 {
+            hits += 1;
+        }
+    }
+    (rho, (hits + 1) as f64 / (perms + 1) as f64)
+}
+
+/// Per layer: z = (mean at the highest level - mean at the lowest) / pooled sd over seeds.
+pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64, &'static str)> {
+    let lo = conds.iter().map(|c| c.level).fold(f64::INFINITY, f64::min);
+    let hi = conds.iter().map(|c| c.level).fold(f64::NEG_INFINITY, f64::max);
+    (0..layers)
+        .map(|l| {
+            let at = |lv: f64| -> Vec<f64> { conds.iter().filter(|c| c.level == lv).map(|c| c.layers[metric][l]).filter(|x| x.is_finite()).collect() };
+            let (a, b) = (at(lo), at(hi));
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+            let var = |v: &[f64]| {
+                let m = mean(v);
+                v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len().max(2) - 1) as f64
+            };
+            let sd = ((var(&a) + var(&b)) / 2.0).sqrt();
+            let diff = mean(&b) - mean(&a);
+            let z = if sd > 1e-12 { diff / sd } else if diff.abs() > 1e-12 { diff.signum() * f64::INFINITY } else { 0.0 };
+            let label = if z.abs() < 1.0 { "insensitive" } else if z.abs() < 3.0 { "moderate" } else { "high" };
+            (z, label)
+        })
+        .collect()
+}
