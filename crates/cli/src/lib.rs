@@ -138,14 +138,18 @@ pub enum Command {
 pub enum ProbeKind {
     /// SVFlow metrics per layer and head under prefix shuffling, against the task score.
     Svflow {
-        /// A raspc checkpoint.
+        /// A raspc checkpoint (.safetensors) or a llama-architecture language model (.gguf).
         model: PathBuf,
-        /// The program it was compiled from (the task score is agreement with the interpreter).
+        /// For raspc checkpoints: the program it was compiled from (the task score is agreement
+        /// with the interpreter).
         #[arg(long)]
-        program: PathBuf,
+        program: Option<PathBuf>,
+        /// For language models: the text to score (default: a sample shipped with raspc).
+        #[arg(long)]
+        text: Option<PathBuf>,
         #[arg(long)]
         entry: Option<String>,
-        /// Tokens per sequence (default: the model's max_seq_len).
+        /// Tokens per sequence (default: the model's max_seq_len; 128 for a language model).
         #[arg(long = "seq-len")]
         seq_len: Option<usize>,
         /// The last E tokens are scored and never moved (default: a quarter of the sequence).
@@ -743,31 +747,18 @@ fn plot_cmd(path: &Path, dir: &Path, out: &mut dyn Write) -> Result<(), Failure>
 }
 
 fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
-    let ProbeKind::Svflow { model, program, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, plot: plot_dir } = kind;
-    let ck = read_checkpoint(&model)?;
-    let session = load(&program, err, color)?;
-    let (_, root) = session.entry(entry.as_deref())?;
-    let n = seq_len.unwrap_or(ck.config.max_seq_len);
-    if n == 0 || n > ck.config.max_seq_len {
-        return Err(format!("--seq-len {n} must be between 1 and the model's max_seq_len {}", ck.config.max_seq_len).into());
-    }
+    let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, plot: plot_dir } = kind;
     if levels.iter().any(|l| !(0.0..=1.0).contains(l)) || levels.is_empty() {
         return Err("--levels must be fractions between 0 and 1".to_string().into());
     }
     if attn_temp.is_nan() || attn_temp <= 0.0 || weight_noise < 0.0 || seeds == 0 || sequences == 0 {
         return Err("--attn-temp must be > 0, --weight-noise >= 0, --seeds and --sequences >= 1".to_string().into());
     }
-    let vocab: Vec<raspc_lang::Atom> = ck
-        .config
-        .vocab
-        .iter()
-        .filter(|v| v.id != ck.config.bos_id)
-        .map(|v| raspc_lang::parse_input(&format!("[{}]", v.token)).map(|mut a| a.remove(0)))
-        .collect::<Result<_, _>>()?;
-    let settings = probe::Settings {
+    let is_gguf = model.extension().is_some_and(|e| e == "gguf");
+    let mk = |n: usize| probe::Settings {
         seq_len: n,
         eval_window: eval_window.unwrap_or((n / 4).max(1)),
-        levels,
+        levels: levels.clone(),
         seeds,
         sequences,
         attention: attention_of(attention),
@@ -775,10 +766,44 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
         weight_noise,
         readout_temp: 0.1,
     };
-    let bar = indicatif::ProgressBar::new((settings.levels.len() as u64) * seeds);
-    let conds = probe::run(&ck, &session.graph, root, &vocab, &settings, &mut |d, _| bar.set_position(d as u64))?;
+    let bar = indicatif::ProgressBar::new((levels.len() as u64) * seeds);
+    let (conds, layers, settings) = if is_gguf {
+        if program.is_some() || weight_noise > 0.0 {
+            return Err("--program and --weight-noise apply to raspc checkpoints, not to language models".to_string().into());
+        }
+        let lm = raspc_lm::LanguageModel::load(&model).map_err(|e| e.to_string())?;
+        let sample = match &text {
+            Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))?,
+            None => include_str!("sample.txt").to_string(),
+        };
+        let settings = mk(seq_len.unwrap_or(128));
+        if settings.seq_len < 2 {
+            return Err("--seq-len must be at least 2 for a language model".to_string().into());
+        }
+        let conds = probe::run_lm(&lm, &sample, &settings, &mut |d, _| bar.set_position(d as u64))?;
+        (conds, lm.config.layers, settings)
+    } else {
+        let ck = read_checkpoint(&model)?;
+        let program = program.ok_or_else(|| "a raspc checkpoint needs --program (the task score is agreement with the interpreter)".to_string())?;
+        let session = load(&program, err, color)?;
+        let (_, root) = session.entry(entry.as_deref())?;
+        let n = seq_len.unwrap_or(ck.config.max_seq_len);
+        if n == 0 || n > ck.config.max_seq_len {
+            return Err(format!("--seq-len {n} must be between 1 and the model's max_seq_len {}", ck.config.max_seq_len).into());
+        }
+        let vocab: Vec<raspc_lang::Atom> = ck
+            .config
+            .vocab
+            .iter()
+            .filter(|v| v.id != ck.config.bos_id)
+            .map(|v| raspc_lang::parse_input(&format!("[{}]", v.token)).map(|mut a| a.remove(0)))
+            .collect::<Result<_, _>>()?;
+        let settings = mk(n);
+        let conds = probe::run(&ck, &session.graph, root, &vocab, &settings, &mut |d, _| bar.set_position(d as u64))?;
+        (conds, ck.config.layers.len(), settings)
+    };
+    let n = settings.seq_len;
     bar.finish_and_clear();
-    let layers = ck.config.layers.len();
     let _ = writeln!(out, "svflow probe: {} conditions ({} levels x {} seeds), {} sequences of {} tokens, last {} scored", conds.len(), settings.levels.len(), seeds, sequences, n, settings.eval_window);
     let _ = writeln!(out, "\ntask per level (mean over seeds):");
     let mut by_level: Vec<(f64, Vec<&probe::Condition>)> = vec![];

@@ -223,3 +223,72 @@ pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64
         })
         .collect()
 }
+
+/// The same probe on a GGUF language model: `text` is tokenized and cut into `sequences`
+/// windows of `seq_len` tokens; the task score is next-token prediction of the scored tokens.
+pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Condition>, String> {
+    let ids = lm.encode(text).map_err(|e| e.to_string())?;
+    let n = s.seq_len;
+    let e = s.eval_window.clamp(1, n - 1);
+    if ids.len() < n {
+        return Err(format!("the text has {} tokens; --seq-len {n} needs at least that many", ids.len()));
+    }
+    let stride = ((ids.len() - n) / s.sequences.max(1)).max(1);
+    let base: Vec<Vec<usize>> = (0..s.sequences).map(|k| ids[(k * stride).min(ids.len() - n)..][..n].iter().map(|&t| t as usize).collect()).collect();
+    let layers = lm.config.layers;
+    let total = s.levels.len() * s.seeds as usize;
+    let mut out = vec![];
+    for (li, &level) in s.levels.iter().enumerate() {
+        for seed in 0..s.seeds {
+            let mut sums: Vec<Vec<f64>> = vec![vec![0.0; layers]; METRICS.len()];
+            let mut counts = vec![0usize; layers];
+            let (mut nll, mut correct, mut scored) = (0.0, 0usize, 0usize);
+            let mut bins = vec![(0usize, 0.0f64, 0usize); 15];
+            let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
+            for seq in &base {
+                let mut seq = seq.clone();
+                shuffle_prefix(&mut seq, n - e, level, &mut rng);
+                let toks: Vec<u32> = seq.iter().map(|&t| t as u32).collect();
+                let mut caps = vec![];
+                let logits = lm.forward_with(&toks, Some(&mut caps), s.attn_temp).map_err(|e| e.to_string())?;
+                for (l, c) in caps.iter().enumerate() {
+                    for h in &c.heads {
+                        for i in (n - e)..n {
+                            let p = probe_query(&h.weights[i][..=i], &c.input[i], &h.scores[..=i]);
+                            let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
+                            for (m, v) in vals.iter().enumerate() {
+                                if v.is_finite() {
+                                    sums[m][l] += v;
+                                }
+                            }
+                            counts[l] += 1;
+                        }
+                    }
+                }
+                let lp = raspc_lm::log_softmax_rows(&logits).map_err(|e| e.to_string())?;
+                for i in (n - e)..n {
+                    let row = &lp[i - 1];
+                    let target = toks[i] as usize;
+                    nll += -row[target];
+                    let (best, &top) = row.iter().enumerate().fold((0, &f64::NEG_INFINITY), |b, (j, x)| if *x > *b.1 { (j, x) } else { b });
+                    let ok = best == target;
+                    correct += ok as usize;
+                    scored += 1;
+                    let conf = top.exp();
+                    let b = ((conf * 15.0) as usize).min(14);
+                    bins[b].0 += 1;
+                    bins[b].1 += conf;
+                    bins[b].2 += ok as usize;
+                }
+            }
+            let ece = bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored.max(1) as f64) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum();
+            let mut per_layer = std::collections::BTreeMap::new();
+            for (m, name) in METRICS.iter().enumerate() {
+                per_layer.insert(name.to_string(), (0..layers).map(|l| if counts[l] > 0 { sums[m][l] / counts[l] as f64 } else { f64::NAN }).collect());
+            }
+            out.push(Condition { level, seed, nll: nll / scored.max(1) as f64, accuracy: correct as f64 / scored.max(1) as f64, ece, layers: per_layer, scored });
+            progress(out.len(), total);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,285 @@
+//! A llama-architecture causal language model read from a GGUF file (SmolLM2-135M-Instruct,
+//! fetched by scripts/fetch-smollm2.sh), run on candle with every head's attention exposed for
+//! the SVFlow probes.
+//!
+//! Weights are dequantized to f32 at load. The forward pass: token embedding; per block
+//! RMSNorm -> grouped-query attention with rotary position embedding on interleaved pairs (GGUF
+//! stores llama Q/K rows permuted for that form) and a causal mask -> residual; RMSNorm ->
+//! SwiGLU feed-forward -> residual; final RMSNorm; logits through the tied embedding. The
+//! tokenizer is the byte-level BPE stored in the file (vocabulary and merges), with the GPT-2
+//! pre-tokenizer split and single digits.
+
+use candle_core::quantized::gguf_file;
+use candle_core::{DType, Device, Tensor, D};
+
+
+#[derive(Debug, thiserror::Error)]
+pub enum LmError {
+    #[error("cannot read `{path}`: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("GGUF: {0}")]
+    Gguf(String),
+    #[error("tensor computation: {0}")]
+    Candle(#[from] candle_core::Error),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+}
+
+type Result<T> = std::result::Result<T, LmError>;
+
+#[derive(Debug)]
+struct Block {
+    attn_norm: Tensor,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    ffn_norm: Tensor,
+    w_gate: Tensor,
+    w_up: Tensor,
+    w_down: Tensor,
+}
+
+/// Model shape read from the GGUF metadata.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub layers: usize,
+    pub d_model: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub rope_base: f32,
+    pub rms_eps: f64,
+    pub vocab: usize,
+}
+
+/// One head's attention in one forward pass: `weights[i][j]` (query i, key j <= i) and each
+/// key's conditional score `s_j = W_O^h v_j` (d_model-dimensional).
+#[derive(Clone, Debug)]
+pub struct HeadCapture {
+    pub weights: Vec<Vec<f64>>,
+    pub scores: Vec<Vec<f64>>,
+}
+
+/// One layer: the residual entering it, its heads, and its attention sublayer output.
+#[derive(Clone, Debug)]
+pub struct LayerCapture {
+    pub input: Vec<Vec<f64>>,
+    pub heads: Vec<HeadCapture>,
+    pub attention_output: Vec<Vec<f64>>,
+}
+
+pub struct LanguageModel {
+    pub config: Config,
+    embed: Tensor,
+    blocks: Vec<Block>,
+    out_norm: Tensor,
+    tokenizer: tokenizers::Tokenizer,
+    device: Device,
+}
+
+impl std::fmt::Debug for LanguageModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LanguageModel").field("config", &self.config).finish()
+    }
+}
+
+fn meta_u32(c: &gguf_file::Content, k: &str) -> Result<usize> {
+    c.metadata.get(k).ok_or_else(|| LmError::Gguf(format!("metadata key `{k}` is missing")))?.to_u32().map(|x| x as usize).map_err(|e| LmError::Gguf(format!("{k}: {e}")))
+}
+
+fn meta_f32(c: &gguf_file::Content, k: &str) -> Result<f32> {
+    c.metadata.get(k).ok_or_else(|| LmError::Gguf(format!("metadata key `{k}` is missing")))?.to_f32().map_err(|e| LmError::Gguf(format!("{k}: {e}")))
+}
+
+fn meta_strings(c: &gguf_file::Content, k: &str) -> Result<Vec<String>> {
+    let v = c.metadata.get(k).ok_or_else(|| LmError::Gguf(format!("metadata key `{k}` is missing")))?;
+    let arr = v.to_vec().map_err(|e| LmError::Gguf(format!("{k}: {e}")))?;
+    arr.iter().map(|x| x.to_string().cloned().map_err(|e| LmError::Gguf(format!("{k}: {e}")))).collect()
+}
+
+impl LanguageModel {
+    pub fn load(path: &std::path::Path) -> Result<LanguageModel> {
+        let device = Device::Cpu;
+        let io = |e| LmError::Io { path: path.display().to_string(), source: e };
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let c = gguf_file::Content::read(&mut f).map_err(|e| LmError::Gguf(e.to_string()))?;
+        let arch = c.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
+        if arch != "llama" {
+            return Err(LmError::Gguf(format!("architecture `{arch}` is not supported (llama only)")));
+        }
+        let heads = meta_u32(&c, "llama.attention.head_count")?;
+        let d_model = meta_u32(&c, "llama.embedding_length")?;
+        let config = Config {
+            layers: meta_u32(&c, "llama.block_count")?,
+            d_model,
+            heads,
+            kv_heads: meta_u32(&c, "llama.attention.head_count_kv")?,
+            head_dim: d_model / heads,
+            rope_base: meta_f32(&c, "llama.rope.freq_base").unwrap_or(10000.0),
+            rms_eps: meta_f32(&c, "llama.attention.layer_norm_rms_epsilon")? as f64,
+            vocab: meta_u32(&c, "llama.vocab_size")?,
+        };
+        let mut t = |name: &str| -> Result<Tensor> {
+            let q = c.tensor(&mut f, name, &device).map_err(|e| LmError::Gguf(format!("{name}: {e}")))?;
+            Ok(q.dequantize(&device)?.to_dtype(DType::F32)?)
+        };
+        let embed = t("token_embd.weight")?;
+        let mut blocks = vec![];
+        for l in 0..config.layers {
+            let n = |w: &str| format!("blk.{l}.{w}.weight");
+            blocks.push(Block {
+                attn_norm: t(&n("attn_norm"))?,
+                wq: t(&n("attn_q"))?,
+                wk: t(&n("attn_k"))?,
+                wv: t(&n("attn_v"))?,
+                wo: t(&n("attn_output"))?,
+                ffn_norm: t(&n("ffn_norm"))?,
+                w_gate: t(&n("ffn_gate"))?,
+                w_up: t(&n("ffn_up"))?,
+                w_down: t(&n("ffn_down"))?,
+            });
+        }
+        let out_norm = t("output_norm.weight")?;
+        let tokenizer = build_tokenizer(&c)?;
+        Ok(LanguageModel { config, embed, blocks, out_norm, tokenizer, device })
+    }
+
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(self.tokenizer.encode(text, false).map_err(|e| LmError::Tokenizer(e.to_string()))?.get_ids().to_vec())
+    }
+
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.tokenizer.decode(ids, false).map_err(|e| LmError::Tokenizer(e.to_string()))
+    }
+
+    fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
+        Ok(x.broadcast_div(&(ms + self.config.rms_eps)?.sqrt()?)?.broadcast_mul(w)?)
+    }
+
+    /// Rotary embedding on interleaved pairs (2i, 2i+1) of each head: x is [heads, T, head_dim].
+    fn rope(&self, x: &Tensor) -> Result<Tensor> {
+        let (h, t, hd) = x.dims3()?;
+        let half = hd / 2;
+        let mut cos = vec![0f32; t * half];
+        let mut sin = vec![0f32; t * half];
+        for p in 0..t {
+            for i in 0..half {
+                let theta = p as f32 * self.config.rope_base.powf(-(2.0 * i as f32) / hd as f32);
+                cos[p * half + i] = theta.cos();
+                sin[p * half + i] = theta.sin();
+            }
+        }
+        let cos = Tensor::from_vec(cos, (1, t, half), &self.device)?;
+        let sin = Tensor::from_vec(sin, (1, t, half), &self.device)?;
+        let pairs = x.reshape((h, t, half, 2))?;
+        let a = pairs.narrow(3, 0, 1)?.squeeze(3)?;
+        let b = pairs.narrow(3, 1, 1)?.squeeze(3)?;
+        let ra = (a.broadcast_mul(&cos)? - b.broadcast_mul(&sin)?)?;
+        let rb = (a.broadcast_mul(&sin)? + b.broadcast_mul(&cos)?)?;
+        Ok(Tensor::stack(&[ra, rb], 3)?.reshape((h, t, hd))?)
+    }
+
+    /// Logits `[T, vocab]` for a token sequence; with `capture`, each layer's attention too.
+    pub fn forward(&self, ids: &[u32], capture: Option<&mut Vec<LayerCapture>>) -> Result<Tensor> {
+        self.forward_with(ids, capture, 1.0)
+    }
+
+    /// As [`forward`](Self::forward), with attention scores divided by `attn_temp`.
+    pub fn forward_with(&self, ids: &[u32], mut capture: Option<&mut Vec<LayerCapture>>, attn_temp: f64) -> Result<Tensor> {
+        let c = &self.config;
+        let t = ids.len();
+        let ids_t = Tensor::from_vec(ids.to_vec(), t, &self.device)?;
+        let mut x = self.embed.index_select(&ids_t, 0)?;
+        let mask: Vec<f32> = (0..t).flat_map(|q| (0..t).map(move |k| if k <= q { 0.0 } else { f32::NEG_INFINITY })).collect();
+        let mask = Tensor::from_vec(mask, (1, t, t), &self.device)?;
+        let rows = |x: &Tensor| -> Result<Vec<Vec<f64>>> { Ok(x.to_dtype(DType::F64)?.to_vec2::<f64>()?) };
+        let group = c.heads / c.kv_heads;
+        for b in &self.blocks {
+            let h = self.rms_norm(&x, &b.attn_norm)?;
+            let q = h.matmul(&b.wq.t()?)?.reshape((t, c.heads, c.head_dim))?.transpose(0, 1)?.contiguous()?;
+            let k = h.matmul(&b.wk.t()?)?.reshape((t, c.kv_heads, c.head_dim))?.transpose(0, 1)?.contiguous()?;
+            let v = h.matmul(&b.wv.t()?)?.reshape((t, c.kv_heads, c.head_dim))?.transpose(0, 1)?.contiguous()?;
+            let (q, k) = (self.rope(&q)?, self.rope(&k)?);
+            // Repeat each kv head for its group of query heads.
+            let k = Tensor::cat(&(0..c.heads).map(|hh| k.narrow(0, hh / group, 1)).collect::<candle_core::Result<Vec<_>>>()?, 0)?;
+            let v = Tensor::cat(&(0..c.heads).map(|hh| v.narrow(0, hh / group, 1)).collect::<candle_core::Result<Vec<_>>>()?, 0)?;
+            let s = (q.matmul(&k.transpose(1, 2)?.contiguous()?)? / ((c.head_dim as f64).sqrt() * attn_temp))?.broadcast_add(&mask)?;
+            let m = s.max_keepdim(D::Minus1)?;
+            let e = s.broadcast_sub(&m)?.exp()?;
+            let w = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
+            let o = w.matmul(&v)?; // [heads, T, head_dim]
+            let attn = o.transpose(0, 1)?.contiguous()?.reshape((t, c.d_model))?.matmul(&b.wo.t()?)?;
+            if let Some(caps) = capture.as_deref_mut() {
+                let mut heads = vec![];
+                for hh in 0..c.heads {
+                    let wo_h = b.wo.narrow(1, hh * c.head_dim, c.head_dim)?; // [d, head_dim]
+                    let scores = v.narrow(0, hh, 1)?.squeeze(0)?.matmul(&wo_h.t()?)?; // [T, d]
+                    heads.push(HeadCapture { weights: rows(&w.narrow(0, hh, 1)?.squeeze(0)?)?, scores: rows(&scores)? });
+                }
+                caps.push(LayerCapture { input: rows(&x)?, heads, attention_output: rows(&attn)? });
+            }
+            x = (x + attn)?;
+            let h2 = self.rms_norm(&x, &b.ffn_norm)?;
+            let gate = h2.matmul(&b.w_gate.t()?)?;
+            let silu = (&gate * candle_core::Tensor::ones_like(&gate)?.broadcast_div(&(gate.neg()?.exp()? + 1.0)?)?)?;
+            let ffn = (silu * h2.matmul(&b.w_up.t()?)?)?.matmul(&b.w_down.t()?)?;
+            x = (x + ffn)?;
+        }
+        let x = self.rms_norm(&x, &self.out_norm)?;
+        Ok(x.matmul(&self.embed.t()?)?)
+    }
+
+    /// Mean negative log-likelihood (nats) of each next token of `ids`.
+    pub fn nll(&self, ids: &[u32]) -> Result<f64> {
+        let logits = self.forward(ids, None)?;
+        let lp = log_softmax_rows(&logits)?;
+        let n = ids.len() - 1;
+        Ok((0..n).map(|i| -lp[i][ids[i + 1] as usize]).sum::<f64>() / n as f64)
+    }
+
+    /// Greedy continuation of `ids` by `steps` tokens.
+    pub fn greedy(&self, ids: &[u32], steps: usize) -> Result<Vec<u32>> {
+        let mut ids = ids.to_vec();
+        for _ in 0..steps {
+            let logits = self.forward(&ids, None)?;
+            let last = logits.narrow(0, ids.len() - 1, 1)?.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?;
+            ids.push(last);
+        }
+        Ok(ids)
+    }
+}
+
+/// Row-wise log-softmax of a `[T, V]` tensor, in f64.
+pub fn log_softmax_rows(logits: &Tensor) -> Result<Vec<Vec<f64>>> {
+    let rows: Vec<Vec<f32>> = logits.to_vec2()?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let m = r.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            let z = r.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln() + m;
+            r.iter().map(|&x| x as f64 - z).collect()
+        })
+        .collect())
+}
+
+fn build_tokenizer(c: &gguf_file::Content) -> Result<tokenizers::Tokenizer> {
+    use tokenizers::models::bpe::BPE;
+    use tokenizers::pre_tokenizers::{byte_level::ByteLevel, digits::Digits, sequence::Sequence, PreTokenizerWrapper};
+    let tokens = meta_strings(c, "tokenizer.ggml.tokens")?;
+    let merges = meta_strings(c, "tokenizer.ggml.merges")?;
+    let vocab: ahash::AHashMap<String, u32> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+    let merges: Vec<(String, String)> = merges
+        .iter()
+        .filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
+        .collect();
+    let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| LmError::Tokenizer(e.to_string()))?;
+    let mut tok = tokenizers::Tokenizer::new(bpe);
+    tok.with_pre_tokenizer(Some(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+        PreTokenizerWrapper::Digits(Digits::new(true)),
+        PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true)),
+    ]))));
+    tok.with_decoder(Some(tokenizers::decoders::byte_level::ByteLevel::default()));
+    Ok(tok)
+}
