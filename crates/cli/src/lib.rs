@@ -817,8 +817,9 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
     for (lv, cs) in &by_level {
         let _ = writeln!(
             out,
-            "  level {lv:.2}: NLL {:.4}, accuracy {:.4}, ECE {:.4}",
+            "  level {lv:.2}: NLL {:.4} (perplexity {:.2}), accuracy {:.4}, ECE {:.4}",
             mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()),
+            mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()).exp(),
             mean(&cs.iter().map(|c| c.accuracy).collect::<Vec<_>>()),
             mean(&cs.iter().map(|c| c.ece).collect::<Vec<_>>())
         );

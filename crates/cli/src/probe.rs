@@ -33,8 +33,12 @@ pub struct Condition {
     pub nll: f64,
     pub accuracy: f64,
     pub ece: f64,
-    /// metric -> per layer mean.
+    /// metric -> per layer mean (over heads and scored queries).
     pub layers: std::collections::BTreeMap<String, Vec<f64>>,
+    /// metric -> per layer, per head mean (over scored queries).
+    pub heads: std::collections::BTreeMap<String, Vec<Vec<f64>>>,
+    /// exp(NLL); for raspc checkpoints, of the readout distribution.
+    pub perplexity: f64,
     pub scored: usize,
 }
 
@@ -92,6 +96,8 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
             let layers = ck.config.layers.len();
             let mut sums: Vec<Vec<f64>> = vec![vec![0.0; layers]; METRICS.len()];
             let mut counts = vec![0usize; layers];
+            let mut head_sums: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; layers]; METRICS.len()];
+            let mut head_counts: Vec<Vec<usize>> = vec![vec![]; layers];
             let (mut nll, mut correct, mut scored) = (0.0, 0usize, 0usize);
             let mut bins = vec![(0usize, 0.0f64, 0usize); 15];
             let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
@@ -103,7 +109,13 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
                 let ids = model.encode(&atoms.iter().map(Atom::to_json).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
                 let caps = model.capture(&ids, s.attention).map_err(|e| e.to_string())?;
                 for (l, c) in caps.iter().enumerate() {
-                    for h in &c.heads {
+                    if head_counts[l].len() < c.heads.len() {
+                        head_counts[l].resize(c.heads.len(), 0);
+                        for hs in head_sums.iter_mut() {
+                            hs[l].resize(c.heads.len(), 0.0);
+                        }
+                    }
+                    for (hi, h) in c.heads.iter().enumerate() {
                         // Scored query rows: the last e tokens (residual rows n-e+1 ..= n).
                         for i in (n + 1 - e)..=n {
                             let vis = if ck.config.causal { i + 1 } else { n + 1 };
@@ -112,9 +124,11 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
                             for (m, v) in vals.iter().enumerate() {
                                 if v.is_finite() {
                                     sums[m][l] += v;
+                                    head_sums[m][l][hi] += v;
                                 }
                             }
                             counts[l] += 1;
+                            head_counts[l][hi] += 1;
                         }
                     }
                 }
@@ -141,15 +155,29 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
                 }
             }
             let ece = bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored.max(1) as f64) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum();
-            let mut per_layer = std::collections::BTreeMap::new();
-            for (m, name) in METRICS.iter().enumerate() {
-                per_layer.insert(name.to_string(), (0..layers).map(|l| if counts[l] > 0 { sums[m][l] / counts[l] as f64 } else { f64::NAN }).collect());
-            }
-            out.push(Condition { level, seed, nll: nll / scored.max(1) as f64, accuracy: correct as f64 / scored.max(1) as f64, ece, layers: per_layer, scored });
+            let (per_layer, per_head) = summarise(&sums, &counts, &head_sums, &head_counts);
+            let nll = nll / scored.max(1) as f64;
+            out.push(Condition { level, seed, nll, perplexity: nll.exp(), accuracy: correct as f64 / scored.max(1) as f64, ece, layers: per_layer, heads: per_head, scored });
             progress(out.len(), total);
         }
     }
     Ok(out)
+}
+
+type PerLayer = std::collections::BTreeMap<String, Vec<f64>>;
+type PerHead = std::collections::BTreeMap<String, Vec<Vec<f64>>>;
+
+fn summarise(sums: &[Vec<f64>], counts: &[usize], head_sums: &[Vec<Vec<f64>>], head_counts: &[Vec<usize>]) -> (PerLayer, PerHead) {
+    let (mut per_layer, mut per_head) = (PerLayer::new(), PerHead::new());
+    let div = |s: f64, c: usize| if c > 0 { s / c as f64 } else { f64::NAN };
+    for (m, name) in METRICS.iter().enumerate() {
+        per_layer.insert(name.to_string(), sums[m].iter().zip(counts).map(|(s, &c)| div(*s, c)).collect());
+        per_head.insert(
+            name.to_string(),
+            head_sums[m].iter().zip(head_counts).map(|(hs, hc)| hs.iter().zip(hc).map(|(s, &c)| div(*s, c)).collect()).collect(),
+        );
+    }
+    (per_layer, per_head)
 }
 
 /// Average ranks (ties share the mean rank).
@@ -242,6 +270,8 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
         for seed in 0..s.seeds {
             let mut sums: Vec<Vec<f64>> = vec![vec![0.0; layers]; METRICS.len()];
             let mut counts = vec![0usize; layers];
+            let mut head_sums: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; layers]; METRICS.len()];
+            let mut head_counts: Vec<Vec<usize>> = vec![vec![]; layers];
             let (mut nll, mut correct, mut scored) = (0.0, 0usize, 0usize);
             let mut bins = vec![(0usize, 0.0f64, 0usize); 15];
             let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
@@ -252,16 +282,24 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
                 let mut caps = vec![];
                 let logits = lm.forward_with(&toks, Some(&mut caps), s.attn_temp).map_err(|e| e.to_string())?;
                 for (l, c) in caps.iter().enumerate() {
-                    for h in &c.heads {
+                    if head_counts[l].len() < c.heads.len() {
+                        head_counts[l].resize(c.heads.len(), 0);
+                        for hs in head_sums.iter_mut() {
+                            hs[l].resize(c.heads.len(), 0.0);
+                        }
+                    }
+                    for (hi, h) in c.heads.iter().enumerate() {
                         for i in (n - e)..n {
                             let p = probe_query(&h.weights[i][..=i], &c.input[i], &h.scores[..=i]);
                             let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
                             for (m, v) in vals.iter().enumerate() {
                                 if v.is_finite() {
                                     sums[m][l] += v;
+                                    head_sums[m][l][hi] += v;
                                 }
                             }
                             counts[l] += 1;
+                            head_counts[l][hi] += 1;
                         }
                     }
                 }
@@ -282,11 +320,9 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
                 }
             }
             let ece = bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored.max(1) as f64) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum();
-            let mut per_layer = std::collections::BTreeMap::new();
-            for (m, name) in METRICS.iter().enumerate() {
-                per_layer.insert(name.to_string(), (0..layers).map(|l| if counts[l] > 0 { sums[m][l] / counts[l] as f64 } else { f64::NAN }).collect());
-            }
-            out.push(Condition { level, seed, nll: nll / scored.max(1) as f64, accuracy: correct as f64 / scored.max(1) as f64, ece, layers: per_layer, scored });
+            let (per_layer, per_head) = summarise(&sums, &counts, &head_sums, &head_counts);
+            let nll = nll / scored.max(1) as f64;
+            out.push(Condition { level, seed, nll, perplexity: nll.exp(), accuracy: correct as f64 / scored.max(1) as f64, ece, layers: per_layer, heads: per_head, scored });
             progress(out.len(), total);
         }
     }
