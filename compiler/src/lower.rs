@@ -182,6 +182,18 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
     })
 }
 
+/// Advances an odometer over `idx[j] in 0..size(j)`; false after the last combination.
+fn next_combination(idx: &mut [usize], size: impl Fn(usize) -> usize) -> bool {
+    for (j, i) in idx.iter_mut().enumerate() {
+        *i += 1;
+        if *i < size(j) {
+            return true;
+        }
+        *i = 0;
+    }
+    false
+}
+
 fn index_of(values: &[Atom], a: &Atom) -> Option<usize> {
     values.iter().position(|v| v == a).or_else(|| match a {
         Atom::Float(x) => values.iter().position(|v| matches!(v, Atom::Float(y) if (x - y).abs() <= 1e-9 * x.abs().max(1.0))),
@@ -805,17 +817,8 @@ impl Lowerer<'_> {
                     }
                 }
             }
-            let mut j = 0;
-            loop {
-                if j == k {
-                    break 'combos;
-                }
-                idx[j] += 1;
-                if idx[j] < views[j].2.len() {
-                    break;
-                }
-                idx[j] = 0;
-                j += 1;
+            if !next_combination(&mut idx, |j| views[j].2.len()) {
+                break 'combos;
             }
         }
         self.push_block(BlockKind::Mlp(mlp), out, what);
@@ -905,17 +908,8 @@ impl Lowerer<'_> {
                     }
                     combos.push((idx.clone(), t));
                 }
-                let mut j = 0;
-                loop {
-                    if j == views.len() {
-                        break 'combos;
-                    }
-                    idx[j] += 1;
-                    if idx[j] < views[j].2.len() {
-                        break;
-                    }
-                    idx[j] = 0;
-                    j += 1;
+                if !next_combination(&mut idx, |j| views[j].2.len()) {
+                    break 'combos;
                 }
             }
             let label = format!("({})", nodes.iter().map(|n| self.label(*n).to_string()).collect::<Vec<_>>().join(", "));

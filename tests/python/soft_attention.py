@@ -12,16 +12,7 @@ import json
 import sys
 
 import numpy as np
-from safetensors import safe_open
-
-from forward import decode, same
-
-
-def load(path):
-    with safe_open(path, "np") as f:
-        meta = f.metadata()
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    return json.loads(meta["config"]), json.loads(meta["output"]), tensors
+from forward import decode, load, same
 
 
 def run_jax(cfg, t, seq):

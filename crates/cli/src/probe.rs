@@ -82,6 +82,80 @@ fn perturb(ck: &Checkpoint, s: &Settings, seed: u64) -> Checkpoint {
     ck
 }
 
+/// Sums for one condition: the probes per layer and head, and the task's predictions.
+struct Acc {
+    sums: Vec<Vec<f64>>,
+    counts: Vec<usize>,
+    head_sums: Vec<Vec<Vec<f64>>>,
+    head_counts: Vec<Vec<usize>>,
+    nll: f64,
+    correct: usize,
+    scored: usize,
+    bins: Vec<(usize, f64, usize)>,
+}
+
+impl Acc {
+    fn new(layers: usize) -> Acc {
+        Acc {
+            sums: vec![vec![0.0; layers]; METRICS.len()],
+            counts: vec![0; layers],
+            head_sums: vec![vec![vec![]; layers]; METRICS.len()],
+            head_counts: vec![vec![]; layers],
+            nll: 0.0,
+            correct: 0,
+            scored: 0,
+            bins: vec![(0, 0.0, 0); 15],
+        }
+    }
+
+    /// The probes of the scored query rows `rows` of every head of captured layer `l`;
+    /// `visible(i)` is the number of keys query i sees.
+    fn add_layer(&mut self, l: usize, c: &raspc_runtime::LayerCapture, rows: std::ops::Range<usize>, visible: &dyn Fn(usize) -> usize) {
+        if self.head_counts[l].len() < c.heads.len() {
+            self.head_counts[l].resize(c.heads.len(), 0);
+            for hs in self.head_sums.iter_mut() {
+                hs[l].resize(c.heads.len(), 0.0);
+            }
+        }
+        for (hi, h) in c.heads.iter().enumerate() {
+            for i in rows.clone() {
+                let vis = visible(i);
+                let p = probe_query(&h.weights[i][..vis], &c.input[i], &h.scores[..vis]);
+                let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
+                for (m, v) in vals.iter().enumerate() {
+                    if v.is_finite() {
+                        self.sums[m][l] += v;
+                        self.head_sums[m][l][hi] += v;
+                    }
+                }
+                self.counts[l] += 1;
+                self.head_counts[l][hi] += 1;
+            }
+        }
+    }
+
+    /// One scored prediction: correct or not, its confidence (for ECE) and, when known, its NLL.
+    fn add_prediction(&mut self, ok: bool, confidence: Option<f64>, nll: f64) {
+        self.correct += ok as usize;
+        self.scored += 1;
+        self.nll += nll;
+        if let Some(conf) = confidence {
+            let b = ((conf * 15.0) as usize).min(14);
+            self.bins[b].0 += 1;
+            self.bins[b].1 += conf;
+            self.bins[b].2 += ok as usize;
+        }
+    }
+
+    fn finish(self, level: f64, seed: u64) -> Condition {
+        let scored = self.scored.max(1) as f64;
+        let ece = self.bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum();
+        let (layers, heads) = summarise(&self.sums, &self.counts, &self.head_sums, &self.head_counts);
+        let nll = self.nll / scored;
+        Condition { level, seed, nll, perplexity: nll.exp(), accuracy: self.correct as f64 / scored, ece, layers, heads, scored: self.scored }
+    }
+}
+
 /// Runs every condition.
 pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Settings, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Condition>, String> {
     let n = s.seq_len;
@@ -93,13 +167,7 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
     for (li, &level) in s.levels.iter().enumerate() {
         for seed in 0..s.seeds {
             let model = Model::new(perturb(ck, s, seed), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
-            let layers = ck.config.layers.len();
-            let mut sums: Vec<Vec<f64>> = vec![vec![0.0; layers]; METRICS.len()];
-            let mut counts = vec![0usize; layers];
-            let mut head_sums: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; layers]; METRICS.len()];
-            let mut head_counts: Vec<Vec<usize>> = vec![vec![]; layers];
-            let (mut nll, mut correct, mut scored) = (0.0, 0usize, 0usize);
-            let mut bins = vec![(0usize, 0.0f64, 0usize); 15];
+            let mut acc = Acc::new(ck.config.layers.len());
             let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
             for seq in &base {
                 let mut seq = seq.clone();
@@ -108,56 +176,31 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
                 let Some(want) = crate::verify::expected(graph, root, &atoms, ck.config.causal) else { continue };
                 let ids = model.encode(&atoms.iter().map(Atom::to_json).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
                 let caps = model.capture(&ids, s.attention).map_err(|e| e.to_string())?;
+                let causal = ck.config.causal;
                 for (l, c) in caps.iter().enumerate() {
-                    if head_counts[l].len() < c.heads.len() {
-                        head_counts[l].resize(c.heads.len(), 0);
-                        for hs in head_sums.iter_mut() {
-                            hs[l].resize(c.heads.len(), 0.0);
-                        }
-                    }
-                    for (hi, h) in c.heads.iter().enumerate() {
-                        // Scored query rows: the last e tokens (residual rows n-e+1 ..= n).
-                        for i in (n + 1 - e)..=n {
-                            let vis = if ck.config.causal { i + 1 } else { n + 1 };
-                            let p = probe_query(&h.weights[i][..vis], &c.input[i], &h.scores[..vis]);
-                            let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
-                            for (m, v) in vals.iter().enumerate() {
-                                if v.is_finite() {
-                                    sums[m][l] += v;
-                                    head_sums[m][l][hi] += v;
-                                }
-                            }
-                            counts[l] += 1;
-                            head_counts[l][hi] += 1;
-                        }
-                    }
+                    // Scored query rows: the last e tokens (residual rows n-e+1 ..= n, BOS is row 0).
+                    acc.add_layer(l, c, (n + 1 - e)..(n + 1), &|i| if causal { i + 1 } else { n + 1 });
                 }
                 let readout = model.forward(&[ids], s.attention).map_err(|e| e.to_string())?;
                 let rows: Vec<Vec<f32>> = readout.to_vec3::<f32>().map_err(|e| e.to_string())?.remove(0);
                 let decoded = model.decode(&readout).map_err(|e| e.to_string())?.remove(0);
                 for i in (n - e)..n {
                     let ok = agrees(&decoded[i], &want[i], ck.output.tolerance);
-                    correct += ok as usize;
-                    scored += 1;
-                    if let Encoding::Categorical { values } = &ck.output.encoding {
-                        let logits: Vec<f64> = rows[i + 1].iter().map(|&x| x as f64 / s.readout_temp).collect();
-                        let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                        let z: f64 = logits.iter().map(|x| (x - m).exp()).sum();
-                        let target = values.iter().position(|v| agrees(&Decoded::Value(v.clone()), &want[i], 0.0));
-                        let p_target = target.map_or(1e-12, |t| ((logits[t] - m).exp() / z).max(1e-300));
-                        nll += -p_target.ln();
-                        let conf = 1.0 / z; // the top probability: exp(m - m) / z
-                        let b = ((conf * 15.0) as usize).min(14);
-                        bins[b].0 += 1;
-                        bins[b].1 += conf;
-                        bins[b].2 += ok as usize;
+                    match &ck.output.encoding {
+                        Encoding::Categorical { values } => {
+                            let logits: Vec<f64> = rows[i + 1].iter().map(|&x| x as f64 / s.readout_temp).collect();
+                            let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                            let z: f64 = logits.iter().map(|x| (x - m).exp()).sum();
+                            let target = values.iter().position(|v| agrees(&Decoded::Value(v.clone()), &want[i], 0.0));
+                            let p_target = target.map_or(1e-12, |t| ((logits[t] - m).exp() / z).max(1e-300));
+                            // The top probability is exp(m - m) / z.
+                            acc.add_prediction(ok, Some(1.0 / z), -p_target.ln());
+                        }
+                        Encoding::Numerical { .. } => acc.add_prediction(ok, None, 0.0),
                     }
                 }
             }
-            let ece = bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored.max(1) as f64) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum();
-            let (per_layer, per_head) = summarise(&sums, &counts, &head_sums, &head_counts);
-            let nll = nll / scored.max(1) as f64;
-            out.push(Condition { level, seed, nll, perplexity: nll.exp(), accuracy: correct as f64 / scored.max(1) as f64, ece, layers: per_layer, heads: per_head, scored });
+            out.push(acc.finish(level, seed));
             progress(out.len(), total);
         }
     }
@@ -268,12 +311,7 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
     let mut out = vec![];
     for (li, &level) in s.levels.iter().enumerate() {
         for seed in 0..s.seeds {
-            let mut sums: Vec<Vec<f64>> = vec![vec![0.0; layers]; METRICS.len()];
-            let mut counts = vec![0usize; layers];
-            let mut head_sums: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; layers]; METRICS.len()];
-            let mut head_counts: Vec<Vec<usize>> = vec![vec![]; layers];
-            let (mut nll, mut correct, mut scored) = (0.0, 0usize, 0usize);
-            let mut bins = vec![(0usize, 0.0f64, 0usize); 15];
+            let mut acc = Acc::new(layers);
             let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
             for seq in &base {
                 let mut seq = seq.clone();
@@ -282,47 +320,17 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
                 let mut caps = vec![];
                 let logits = lm.forward_with(&toks, Some(&mut caps), s.attn_temp).map_err(|e| e.to_string())?;
                 for (l, c) in caps.iter().enumerate() {
-                    if head_counts[l].len() < c.heads.len() {
-                        head_counts[l].resize(c.heads.len(), 0);
-                        for hs in head_sums.iter_mut() {
-                            hs[l].resize(c.heads.len(), 0.0);
-                        }
-                    }
-                    for (hi, h) in c.heads.iter().enumerate() {
-                        for i in (n - e)..n {
-                            let p = probe_query(&h.weights[i][..=i], &c.input[i], &h.scores[..=i]);
-                            let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
-                            for (m, v) in vals.iter().enumerate() {
-                                if v.is_finite() {
-                                    sums[m][l] += v;
-                                    head_sums[m][l][hi] += v;
-                                }
-                            }
-                            counts[l] += 1;
-                            head_counts[l][hi] += 1;
-                        }
-                    }
+                    acc.add_layer(l, c, (n - e)..n, &|i| i + 1);
                 }
                 let lp = raspc_lm::log_softmax_rows(&logits).map_err(|e| e.to_string())?;
                 for i in (n - e)..n {
                     let row = &lp[i - 1];
                     let target = toks[i] as usize;
-                    nll += -row[target];
                     let (best, &top) = row.iter().enumerate().fold((0, &f64::NEG_INFINITY), |b, (j, x)| if *x > *b.1 { (j, x) } else { b });
-                    let ok = best == target;
-                    correct += ok as usize;
-                    scored += 1;
-                    let conf = top.exp();
-                    let b = ((conf * 15.0) as usize).min(14);
-                    bins[b].0 += 1;
-                    bins[b].1 += conf;
-                    bins[b].2 += ok as usize;
+                    acc.add_prediction(best == target, Some(top.exp()), -row[target]);
                 }
             }
-            let ece = bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored.max(1) as f64) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum();
-            let (per_layer, per_head) = summarise(&sums, &counts, &head_sums, &head_counts);
-            let nll = nll / scored.max(1) as f64;
-            out.push(Condition { level, seed, nll, perplexity: nll.exp(), accuracy: correct as f64 / scored.max(1) as f64, ece, layers: per_layer, heads: per_head, scored });
+            out.push(acc.finish(level, seed));
             progress(out.len(), total);
         }
     }

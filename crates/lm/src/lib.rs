@@ -53,21 +53,9 @@ pub struct Config {
     pub vocab: usize,
 }
 
-/// One head's attention in one forward pass: `weights[i][j]` (query i, key j <= i) and each
-/// key's conditional score `s_j = W_O^h v_j` (d_model-dimensional).
-#[derive(Clone, Debug)]
-pub struct HeadCapture {
-    pub weights: Vec<Vec<f64>>,
-    pub scores: Vec<Vec<f64>>,
-}
-
-/// One layer: the residual entering it, its heads, and its attention sublayer output.
-#[derive(Clone, Debug)]
-pub struct LayerCapture {
-    pub input: Vec<Vec<f64>>,
-    pub heads: Vec<HeadCapture>,
-    pub attention_output: Vec<Vec<f64>>,
-}
+/// Captured attention uses the runtime's types: per layer the residual entering it, each head's
+/// weights `[query][key]` and conditional scores `W_O^h v_j`, and the attention sublayer output.
+pub use raspc_runtime::{HeadCapture, LayerCapture};
 
 pub struct LanguageModel {
     pub config: Config,
