@@ -85,6 +85,9 @@ paper! {
     paper_double_hist: "double_hist.rasp", None, "abc", valid true;
     paper_dyck1: "dyck1.rasp", None, "()", valid true;
     paper_dyck2: "dyck2.rasp", None, "(){}", valid true;
+    // The tasks the universal-simulator paper mentions.
+    match2: "match2.rasp", None, "[0,1,2,3,4,5,6,7]", valid true;
+    k_parity: "k_parity.rasp", None, "[0,1]", valid true;
 }
 
 #[test]
