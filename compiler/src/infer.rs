@@ -84,8 +84,10 @@ pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> Has
             NodeKind::SelectorWidth(_) => finite((0..=n).map(Atom::Int).collect()),
             NodeKind::Const(a) => finite(vec![a.clone()]),
             NodeKind::Map { op, args } => map_set(op, args, &out),
-            NodeKind::Aggregate { values, default, .. } => match &out[values] {
+            NodeKind::Aggregate { sel, values, default } => match &out[values] {
                 ValueSet::Unbounded => ValueSet::Unbounded,
+                // At most one key selected: the default or one of the values, never a mean.
+                ValueSet::Finite(vs) if selects_at_most_one(graph, *sel, max_len) => aggregate_set(vs, default, 1),
                 ValueSet::Finite(vs) => aggregate_set(vs, default, max_len),
             },
             _ => continue, // selectors
@@ -93,6 +95,46 @@ pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> Has
         out.insert(id, set);
     }
     out
+}
+
+/// If `x` is a function of `indices` alone, its value at each index 0..max_len (None where the
+/// function fails).
+pub fn index_function(graph: &Graph, x: NodeId, max_len: usize) -> Option<Vec<Option<Atom>>> {
+    fn go(g: &Graph, x: NodeId, i: i64) -> Option<Option<Atom>> {
+        match &g.node(x).kind {
+            NodeKind::Indices => Some(Some(Atom::Int(i))),
+            NodeKind::Const(a) => Some(Some(a.clone())),
+            NodeKind::Map { op, args } => {
+                let mut row = vec![];
+                for a in args {
+                    row.push(match a {
+                        Operand::Const(c) => c.clone(),
+                        Operand::Sop(s) => match go(g, *s, i)? {
+                            Some(v) => v,
+                            None => return Some(None),
+                        },
+                    });
+                }
+                Some(apply_map(op, &row).ok())
+            }
+            _ => None,
+        }
+    }
+    (0..max_len as i64).map(|i| go(graph, x, i)).collect()
+}
+
+/// True when the selector provably selects at most one key per query: `==` on an injective
+/// function of `indices`, possibly `and`-ed with anything.
+pub fn selects_at_most_one(graph: &Graph, sel: NodeId, max_len: usize) -> bool {
+    match &graph.node(sel).kind {
+        NodeKind::SelectAnd(a, b) => selects_at_most_one(graph, *a, max_len) || selects_at_most_one(graph, *b, max_len),
+        NodeKind::Select { keys, cmp: raspc_lang::ast::Cmp::Eq, .. } => {
+            let Some(f) = index_function(graph, *keys, max_len) else { return false };
+            let mut seen = std::collections::BTreeSet::new();
+            f.iter().all(|v| v.as_ref().is_some_and(|a| seen.insert(a.key())))
+        }
+        _ => false,
+    }
 }
 
 fn map_set(op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>) -> ValueSet {

@@ -27,7 +27,6 @@
 
 use crate::infer::{infer, ValueSet};
 use crate::plan::*;
-use raspc_lang::ast::Cmp;
 use raspc_lang::graph::Operand;
 use raspc_lang::interp::apply_map;
 use raspc_lang::{Atom, Diagnostic, Graph, NodeId, NodeKind};
@@ -405,27 +404,7 @@ impl Lowerer<'_> {
 
     /// If `x` is a function of `indices` alone, its value at each index 0..max_len.
     fn index_function(&self, x: NodeId) -> Option<Vec<Option<Atom>>> {
-        fn go(g: &Graph, x: NodeId, i: i64) -> Option<Option<Atom>> {
-            match &g.node(x).kind {
-                NodeKind::Indices => Some(Some(Atom::Int(i))),
-                NodeKind::Const(a) => Some(Some(a.clone())),
-                NodeKind::Map { op, args } => {
-                    let mut row = vec![];
-                    for a in args {
-                        row.push(match a {
-                            Operand::Const(c) => c.clone(),
-                            Operand::Sop(s) => match go(g, *s, i)? {
-                                Some(v) => v,
-                                None => return Some(None),
-                            },
-                        });
-                    }
-                    Some(apply_map(op, &row).ok())
-                }
-                _ => None,
-            }
-        }
-        (0..self.opts.max_len as i64).map(|i| go(self.g, x, i)).collect()
+        crate::infer::index_function(self.g, x, self.opts.max_len)
     }
 
     /// Evaluates a selector tree for one (key, query) pair given each operand's key-side and
@@ -1062,15 +1041,7 @@ impl Lowerer<'_> {
 
     /// At most one key selected per query, provably: `==` on an injective function of indices.
     fn single(&mut self, sel: NodeId) -> bool {
-        match self.g.node(sel).kind.clone() {
-            NodeKind::SelectAnd(a, b) => self.single(a) || self.single(b),
-            NodeKind::Select { keys, cmp: Cmp::Eq, .. } => {
-                let Some(f) = self.index_function(keys) else { return false };
-                let mut seen = BTreeSet::new();
-                f.iter().all(|v| v.as_ref().is_some_and(|a| seen.insert(a.key())))
-            }
-            _ => false,
-        }
+        crate::infer::selects_at_most_one(self.g, sel, self.opts.max_len)
     }
 
     fn selector_text(&self, sel: Option<NodeId>) -> String {
