@@ -710,6 +710,19 @@ impl Lowerer<'_> {
         Ok(out)
     }
 
+    /// Each leaf with the categorical slot that holds it (numerical leaves converted by a
+    /// staircase) and that slot's values.
+    fn categorical_leaves<'l>(&mut self, leaves: impl IntoIterator<Item = &'l NodeId>) -> Result<Vec<(NodeId, usize, Vec<Atom>)>, Diagnostic> {
+        let mut views = vec![];
+        for &l in leaves {
+            let Rep::Slot(s) = self.rep[&l] else { unreachable!("leaves have slots") };
+            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.categorical_of(s, l)? } else { s };
+            let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { unreachable!("categorical_of gives a categorical slot") };
+            views.push((l, s, vals));
+        }
+        Ok(views)
+    }
+
     /// Gives an inline map its own slot and MLP.
     fn materialise(&mut self, id: NodeId) -> Result<usize, Diagnostic> {
         let Rep::Inline = self.rep[&id] else { unreachable!("materialise of a slot") };
@@ -761,13 +774,7 @@ impl Lowerer<'_> {
             return Ok(out);
         }
         // Categorical leaves (numerical ones converted first): one unit per combination.
-        let mut views: Vec<(NodeId, usize, Vec<Atom>)> = vec![];
-        for &l in &leaves {
-            let Rep::Slot(s) = self.rep[&l] else { unreachable!("leaves have slots") };
-            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.categorical_of(s, l)? } else { s };
-            let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { unreachable!() };
-            views.push((l, s, vals));
-        }
+        let views = self.categorical_leaves(&leaves)?;
         let out = self.new_slot(label, enc.0.clone(), vec![0.0; dims], None);
         if let Some(gr) = enc.1 {
             self.num_atoms.insert(out, gr);
@@ -852,13 +859,7 @@ impl Lowerer<'_> {
         for &n in nodes {
             self.leaves_of(n, &mut leaves);
         }
-        let mut views: Vec<(NodeId, usize, Vec<Atom>)> = vec![];
-        for &l in &leaves {
-            let Rep::Slot(s) = self.rep[&l] else { unreachable!("leaves have slots") };
-            let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.categorical_of(s, l)? } else { s };
-            let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { unreachable!() };
-            views.push((l, s, vals));
-        }
+        let views = self.categorical_leaves(&leaves)?;
         let eval_all = |lw: &Self, env: &HashMap<NodeId, Atom>| -> Option<Vec<Atom>> { nodes.iter().map(|&n| lw.eval_inline(n, env)).collect() };
         let result = if views.is_empty() {
             (TOK, vec![eval_all(self, &HashMap::new())])

@@ -79,7 +79,12 @@ def main():
                 checked += 1
                 if len(got) != len(want) or not all(same(g, w, output.get("tolerance", 0.0)) for g, w in zip(got, want)):
                     bad.append((case["checkpoint"], mode, inp, want, got))
-    print(f"numpy forward: {checked} runs, {len(bad)} disagreements")
+    finish("numpy forward", checked, bad)
+
+
+def finish(what, checked, bad):
+    """Prints the summary line and the first disagreements; exits 1 if there are any."""
+    print(f"{what}: {checked} runs, {len(bad)} disagreements")
     for b in bad[:5]:
         print("disagreement:", *b)
     sys.exit(1 if bad else 0)

@@ -12,7 +12,7 @@ import json
 import sys
 
 import numpy as np
-from forward import decode, load, same
+from forward import decode, finish, load, same
 
 
 def run_jax(cfg, t, seq):
@@ -77,10 +77,7 @@ def main():
             checked += 1
             if len(got) != len(want) or not all(same(g, w, output.get("tolerance", 0.0)) for g, w in zip(got, want)):
                 bad.append((case["checkpoint"], inp, want, got))
-    print(f"{framework} soft attention: {checked} runs, {len(bad)} disagreements")
-    for b in bad[:5]:
-        print("disagreement:", *b)
-    sys.exit(1 if bad else 0)
+    finish(f"{framework} soft attention", checked, bad)
 
 
 if __name__ == "__main__":
