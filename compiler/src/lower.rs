@@ -120,8 +120,8 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         class_slots: HashMap::new(),
     };
     // One-dim categorical slots: `<bos>` holds True at BOS only, `<tok>` True everywhere else.
-    lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], producer: None });
-    lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], producer: None });
+    lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
+    lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
     lw.check_overrides(root);
     if opts.causal {
         lw.check_causal(root);
@@ -242,12 +242,12 @@ impl Lowerer<'_> {
         Diagnostic::error(code, msg, self.g.node(id).span)
     }
 
-    fn new_slot(&mut self, label: String, enc: SlotEnc, at_bos: Vec<f64>, producer: Option<usize>) -> usize {
-        self.slots.push(Slot { label, enc, at_bos, producer });
+    fn new_slot(&mut self, label: String, enc: SlotEnc, at_bos: Vec<f64>) -> usize {
+        self.slots.push(Slot { label, enc, at_bos });
         self.slots.len() - 1
     }
 
-    fn push_block(&mut self, kind: BlockKind, writes: usize, what: String) -> usize {
+    fn push_block(&mut self, kind: BlockKind, writes: usize, what: String) {
         let mut reads: Vec<usize> = match &kind {
             BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.0).collect(),
             BlockKind::Mlp(m) => m.w_in.iter().map(|e| e.0).collect(),
@@ -255,9 +255,6 @@ impl Lowerer<'_> {
         reads.sort();
         reads.dedup();
         self.blocks.push(Block { kind, reads, writes, what });
-        let b = self.blocks.len() - 1;
-        self.slots[writes].producer = Some(b);
-        b
     }
 
     fn finite(&self, id: NodeId) -> Result<Vec<Atom>, Diagnostic> {
@@ -428,13 +425,13 @@ impl Lowerer<'_> {
     fn embedded(&mut self, id: NodeId, label: String) -> Result<usize, Diagnostic> {
         let vals = self.finite(id)?;
         let s = if self.opts.numerical.contains(&label) {
-            let (pts, groups) = points_of(&vals).expect("checked numeric");
-            let s = self.new_slot(label, SlotEnc::Num { points: Some(pts) }, vec![0.0], None);
+            let (pts, groups) = points_of(&vals).ok_or_else(|| self.err(id, "compile::encoding", format!("`{label}` has non-numeric values and cannot be numerical")))?;
+            let s = self.new_slot(label, SlotEnc::Num { points: Some(pts) }, vec![0.0]);
             self.num_atoms.insert(s, groups);
             s
         } else {
             let d = vals.len();
-            self.new_slot(label, SlotEnc::Cat(vals), vec![0.0; d], None)
+            self.new_slot(label, SlotEnc::Cat(vals), vec![0.0; d])
         };
         self.rep.insert(id, Rep::Slot(s));
         Ok(s)
@@ -576,7 +573,7 @@ impl Lowerer<'_> {
         if atoms.is_some() && pg.is_none() {
             return Ok(None);
         }
-        let out = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![0.0], None);
+        let out = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![0.0]);
         if let Some((_, groups)) = pg {
             self.num_atoms.insert(out, groups);
         }
@@ -703,7 +700,7 @@ impl Lowerer<'_> {
         let n = atoms.len();
         let outputs: Vec<Vec<f64>> = (0..n).map(|i| (0..n).map(|j| (i == j) as u8 as f64).collect()).collect();
         let label = format!("{}:categorical", self.slots[num].label);
-        let out = self.new_slot(label, SlotEnc::Cat(atoms), vec![0.0; n], None);
+        let out = self.new_slot(label, SlotEnc::Cat(atoms), vec![0.0; n]);
         let mlp = staircase(num, &points, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("categorical({})", self.slots[num].label));
         self.conv.insert(num, out);
@@ -765,7 +762,7 @@ impl Lowerer<'_> {
                 }
                 outputs.push(first.and_then(|r| encode(&r)).unwrap_or_else(|| vec![0.0; dims]));
             }
-            let out = self.new_slot(label, enc.0, vec![0.0; dims], None);
+            let out = self.new_slot(label, enc.0, vec![0.0; dims]);
             if let Some(gr) = enc.1 {
                 self.num_atoms.insert(out, gr);
             }
@@ -775,7 +772,7 @@ impl Lowerer<'_> {
         }
         // Categorical leaves (numerical ones converted first): one unit per combination.
         let views = self.categorical_leaves(&leaves)?;
-        let out = self.new_slot(label, enc.0.clone(), vec![0.0; dims], None);
+        let out = self.new_slot(label, enc.0.clone(), vec![0.0; dims]);
         if let Some(gr) = enc.1 {
             self.num_atoms.insert(out, gr);
         }
@@ -895,7 +892,7 @@ impl Lowerer<'_> {
             let label = format!("({})", nodes.iter().map(|n| self.label(*n).to_string()).collect::<Vec<_>>().join(", "));
             let names: Vec<Atom> = tuples.iter().map(|t| Atom::Str(format!("({})", t.iter().map(Atom::repr).collect::<Vec<_>>().join(", ")))).collect();
             let d = names.len();
-            let out = self.new_slot(label.clone(), SlotEnc::Cat(names), vec![0.0; d], None);
+            let out = self.new_slot(label.clone(), SlotEnc::Cat(names), vec![0.0; d]);
             let k = views.len();
             let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
             for (ix, t) in &combos {
@@ -947,7 +944,7 @@ impl Lowerer<'_> {
             .collect();
         let outputs: Vec<Vec<f64>> = class_of.iter().map(|&k| (0..n).map(|j| (j == k) as u8 as f64).collect()).collect();
         let label = format!("{}:classes", self.slots[num].label);
-        let out = self.new_slot(label.clone(), SlotEnc::Cat(names), vec![0.0; n], None);
+        let out = self.new_slot(label.clone(), SlotEnc::Cat(names), vec![0.0; n]);
         let mlp = staircase(num, points, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = which class of values `{}` is in", self.slots[num].label));
         self.class_slots.insert((num, class_of.to_vec()), out);
@@ -1059,7 +1056,7 @@ impl Lowerer<'_> {
         let (mut q, mut k, cols, r) = self.scores(sel)?;
         let n = self.opts.max_len;
         let pts: Vec<f64> = (0..=n).rev().map(|w| 1.0 / (w as f64 + 1.0)).collect();
-        let scratch = self.new_slot(format!("{label}:inverse"), SlotEnc::Num { points: Some(pts.clone()) }, vec![1.0], None);
+        let scratch = self.new_slot(format!("{label}:inverse"), SlotEnc::Num { points: Some(pts.clone()) }, vec![1.0]);
         if r > 0 {
             // BOS scores r, tying with fully selected keys.
             q.push((BOS, 0, cols, 1.0));
@@ -1089,7 +1086,7 @@ impl Lowerer<'_> {
             (SlotEnc::Cat(vals.clone()), outs.collect())
         };
         let dims = enc.dims();
-        let out = self.new_slot(label.clone(), enc, vec![0.0; dims], None);
+        let out = self.new_slot(label.clone(), enc, vec![0.0; dims]);
         if numerical {
             self.num_atoms.insert(out, (0..=n as i64).map(|w| vec![Atom::Int(w)]).collect());
         }
@@ -1144,7 +1141,7 @@ impl Lowerer<'_> {
             }
             let atoms = self.finite(id).ok();
             let pg = atoms.as_ref().and_then(|a| points_of(a));
-            let s = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![d], None);
+            let s = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![d]);
             if let Some((_, groups)) = pg {
                 self.num_atoms.insert(s, groups);
             }
@@ -1174,7 +1171,7 @@ impl Lowerer<'_> {
         let di = index_of(&outs, default).expect("inserted");
         v.push((BOS, 0, di, 1.0));
         let at_bos = (0..m).map(|j| (j == di) as u8 as f64).collect();
-        let s = self.new_slot(label, SlotEnc::Cat(outs), at_bos, None);
+        let s = self.new_slot(label, SlotEnc::Cat(outs), at_bos);
         let head = Head { width: (cols + 1).max(m), q, k, v, o: (0..m).map(|j| (j, s, j, 1.0)).collect(), gap: 0.5, qk_terms: cols };
         self.push_block(BlockKind::Head(head), s, what);
         Ok(s)

@@ -32,8 +32,6 @@ pub struct Slot {
     /// it (through the BOS dim), so every block sees zeros at BOS. Empty for the two special
     /// slots, which are never compensated.
     pub at_bos: Vec<f64>,
-    /// Block that writes the slot; `None` for slots the embeddings fill.
-    pub producer: Option<usize>,
 }
 
 /// `(slot, dim within slot, column, weight)`: a weight from a residual dim to a block column.

@@ -206,9 +206,14 @@ impl Model {
     /// Runs one id sequence and captures, per layer, what the SVFlow probes need (see
     /// [`LayerCapture`]). Plain forward passes never pay for this.
     pub fn capture(&self, ids: &[u32], attention: Attention) -> Result<Vec<LayerCapture>, RuntimeError> {
+        Ok(self.forward_capture(ids, attention)?.1)
+    }
+
+    /// [`capture`](Self::capture) and the readout (`[1, len, readout_dims]`) of the same pass.
+    pub fn forward_capture(&self, ids: &[u32], attention: Attention) -> Result<(Tensor, Vec<LayerCapture>), RuntimeError> {
         let mut caps = vec![];
-        self.forward_inner(&[ids.to_vec()], attention, None, Some(&mut caps))?;
-        Ok(caps)
+        let readout = self.forward_inner(&[ids.to_vec()], attention, None, Some(&mut caps))?;
+        Ok((readout, caps))
     }
 
     /// Runs one id sequence and returns the residual stream (`[len, d_model]`, BOS first) after

@@ -175,13 +175,12 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
                 let atoms: Vec<Atom> = seq.iter().map(|&t| vocab[t].clone()).collect();
                 let Some(want) = crate::verify::expected(graph, root, &atoms, ck.config.causal) else { continue };
                 let ids = model.encode(&atoms.iter().map(Atom::to_json).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
-                let caps = model.capture(&ids, s.attention).map_err(|e| e.to_string())?;
+                let (readout, caps) = model.forward_capture(&ids, s.attention).map_err(|e| e.to_string())?;
                 let causal = ck.config.causal;
                 for (l, c) in caps.iter().enumerate() {
                     // Scored query rows: the last e tokens (residual rows n-e+1 ..= n, BOS is row 0).
                     acc.add_layer(l, c, (n + 1 - e)..(n + 1), &|i| if causal { i + 1 } else { n + 1 });
                 }
-                let readout = model.forward(&[ids], s.attention).map_err(|e| e.to_string())?;
                 let rows: Vec<Vec<f32>> = readout.to_vec3::<f32>().map_err(|e| e.to_string())?.remove(0);
                 let decoded = model.decode(&readout).map_err(|e| e.to_string())?.remove(0);
                 for i in (n - e)..n {

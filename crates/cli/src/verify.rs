@@ -40,6 +40,9 @@ pub fn exhaustive_count(vocab: usize, max_len: usize) -> u128 {
 
 /// The input sequences, as vocabulary indices.
 pub fn generate(inputs: &Inputs, vocab: usize, max_len: usize) -> Result<Vec<Vec<usize>>, String> {
+    if vocab == 0 || max_len == 0 {
+        return Err(format!("inputs need a non-empty vocabulary and max-len >= 1 (got {vocab} tokens, max-len {max_len})"));
+    }
     match inputs {
         Inputs::Exhaustive => {
             let total = exhaustive_count(vocab, max_len);

@@ -98,11 +98,17 @@ impl LanguageModel {
         }
         let heads = meta_u32(&c, "llama.attention.head_count")?;
         let d_model = meta_u32(&c, "llama.embedding_length")?;
+        let kv_heads = meta_u32(&c, "llama.attention.head_count_kv")?;
+        if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 || d_model % heads != 0 || (d_model / heads) % 2 != 0 {
+            return Err(LmError::Gguf(format!(
+                "unsupported shape: {heads} heads, {kv_heads} key/value heads, d_model {d_model} (heads must be a multiple of key/value heads and divide d_model into even head sizes)"
+            )));
+        }
         let config = Config {
             layers: meta_u32(&c, "llama.block_count")?,
             d_model,
             heads,
-            kv_heads: meta_u32(&c, "llama.attention.head_count_kv")?,
+            kv_heads,
             head_dim: d_model / heads,
             rope_base: meta_f32(&c, "llama.rope.freq_base").unwrap_or(10000.0),
             rms_eps: meta_f32(&c, "llama.attention.layer_norm_rms_epsilon")? as f64,
@@ -221,6 +227,9 @@ impl LanguageModel {
 
     /// Mean negative log-likelihood (nats) of each next token of `ids`.
     pub fn nll(&self, ids: &[u32]) -> Result<f64> {
+        if ids.len() < 2 {
+            return Err(LmError::Tokenizer(format!("need at least 2 tokens to score, got {}", ids.len())));
+        }
         let logits = self.forward(ids, None)?;
         let lp = log_softmax_rows(&logits)?;
         let n = ids.len() - 1;
@@ -229,6 +238,9 @@ impl LanguageModel {
 
     /// Greedy continuation of `ids` by `steps` tokens.
     pub fn greedy(&self, ids: &[u32], steps: usize) -> Result<Vec<u32>> {
+        if ids.is_empty() {
+            return Err(LmError::Tokenizer("greedy continuation needs a non-empty prompt".into()));
+        }
         let mut ids = ids.to_vec();
         for _ in 0..steps {
             let logits = self.forward(&ids, None)?;
