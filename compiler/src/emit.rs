@@ -169,7 +169,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
     let mut layers = vec![];
     for l in 0..sched.layers {
         let mut heads = vec![];
-        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
         let (mut head_info, mut mlp_info) = (vec![], vec![]);
         let info = |b: usize, hidden: Option<[usize; 2]>| {
             let block = &plan.blocks[b];
@@ -192,6 +192,17 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
                     mlp.w_in.extend(m.w_in.iter().map(|&(s, i, c, w)| (s, i, c + base, w)));
                     mlp.w_out.extend(m.w_out.iter().map(|&(c, s, i, w)| (c + base, s, i, w)));
                     mlp.b_in.extend(&m.b_in);
+                    // Gated layers: plain units get the constant gate 1.
+                    if m.gate.is_some() || mlp.gate.is_some() {
+                        let g = mlp.gate.get_or_insert_with(|| Gate { w: vec![], b: vec![1.0; base] });
+                        match &m.gate {
+                            Some(mg) => {
+                                g.w.extend(mg.w.iter().map(|&(s, i, c, w)| (s, i, c + base, w)));
+                                g.b.extend(&mg.b);
+                            }
+                            None => g.b.extend(std::iter::repeat_n(1.0, m.hidden)),
+                        }
+                    }
                     mlp.hidden += m.hidden;
                 }
                 _ => {}
@@ -216,19 +227,33 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
             tensors.insert(ck::names::mlp(l, "b_in"), ck::Tensor { shape: vec![hdn], data: mlp.b_in.iter().map(|&x| x as f32).collect() });
             tensors.insert(ck::names::mlp(l, "w_out"), ck::Tensor { shape: vec![hdn, d], data: dense_out(&mlp.w_out, hdn) });
             tensors.insert(ck::names::mlp(l, "b_out"), ck::Tensor::zeros(&[d]));
-            Some(ck::MlpConfig { kind: ck::MlpKind::Relu, hidden: hdn })
+            let kind = match &mlp.gate {
+                Some(g) => {
+                    tensors.insert(ck::names::mlp(l, "w_gate"), ck::Tensor { shape: vec![d, hdn], data: dense_in(&g.w, hdn) });
+                    tensors.insert(ck::names::mlp(l, "b_gate"), ck::Tensor { shape: vec![hdn], data: g.b.iter().map(|&x| x as f32).collect() });
+                    ck::MlpKind::Reglu
+                }
+                None => ck::MlpKind::Relu,
+            };
+            Some(ck::MlpConfig { kind, hidden: hdn })
         } else {
             None
         };
         layers.push(ck::LayerConfig { heads: heads.iter().map(|h| h.width).collect(), mlp: mlp_cfg, head_info, mlp_info });
     }
-    // Embeddings: id 0 is BOS; ids 1.. are the vocabulary in the order given.
-    let vsize = inp.vocab.len() + 1;
+    // Embeddings: id 0 is BOS; ids 1.. are the vocabulary in the order given (real-valued
+    // inputs: one token, whose number is added along `embed.value`).
+    let real_vocab = [Atom::Str("<real>".into())];
+    let vocab: &[Atom] = if plan.real_input.is_some() { &real_vocab } else { inp.vocab };
+    let vsize = vocab.len() + 1;
     let mut tok = vec![0f32; vsize * d];
     tok[bos_dim] = 1.0;
-    for (i, a) in inp.vocab.iter().enumerate() {
+    for (i, a) in vocab.iter().enumerate() {
         let row = (i + 1) * d;
         tok[row + off(TOK)] = 1.0;
+        if plan.real_input.is_some() {
+            continue;
+        }
         if let Some(ts) = plan.tokens
             && let Some(&o) = sched.offset.get(&ts)
         {
@@ -253,7 +278,22 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
             }
         }
     }
+    for (slot, dim, values) in &plan.positional {
+        if let Some(&o) = sched.offset.get(slot) {
+            for (p, &v) in values.iter().enumerate().take(inp.max_len + 1) {
+                pos[p * d + o + dim] = v as f32;
+            }
+        }
+    }
     tensors.insert(ck::names::POSITION_EMBEDDING.into(), ck::Tensor { shape: vec![inp.max_len + 1, d], data: pos });
+    let real_input = plan.real_input.map(|(slot, lo, hi)| {
+        let mut v = vec![0f32; d];
+        if let Some(&o) = sched.offset.get(&slot) {
+            v[o] = 1.0;
+        }
+        tensors.insert(ck::names::VALUE_EMBEDDING.into(), ck::Tensor { shape: vec![d], data: v });
+        ck::RealInput { lo, hi }
+    });
     // Readout.
     let out = &plan.output;
     let o = off(out.slot);
@@ -272,8 +312,9 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
         _ => {
             let mut r = vec![0f32; d];
             r[o] = 1.0;
-            let tol = match &out.points {
-                Some(p) if p.len() > 1 => min_gap(p) / 2.0,
+            let tol = match (&out.points, plan.output_bound) {
+                (_, Some(b)) => b,
+                (Some(p), _) if p.len() > 1 => min_gap(p) / 2.0,
                 _ => 1e-3,
             };
             (1, r, enc_json(&plan.slots[out.slot].enc, num_values.get(&out.slot).cloned()), tol)
@@ -287,8 +328,8 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
             .map(|(&s, &offset)| ck::SopLayout { label: plan.slots[s].label.clone(), offset, encoding: enc_json(&plan.slots[s].enc, num_values.get(&s).cloned()) })
             .collect(),
     };
-    let mut vocab = vec![ck::VocabEntry { token: serde_json::Value::Null, id: 0 }];
-    vocab.extend(inp.vocab.iter().enumerate().map(|(i, a)| ck::VocabEntry { token: a.to_json(), id: i + 1 }));
+    let mut vocab_entries = vec![ck::VocabEntry { token: serde_json::Value::Null, id: 0 }];
+    vocab_entries.extend(vocab.iter().enumerate().map(|(i, a)| ck::VocabEntry { token: a.to_json(), id: i + 1 }));
     let beta = derive_beta(plan, sched, inp.max_len);
     let min_gap_heads = sched
         .time
@@ -301,12 +342,13 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
     let config = ck::ModelConfig {
         d_model: d,
         layers,
-        vocab,
+        vocab: vocab_entries,
         bos_id: 0,
         max_seq_len: inp.max_len,
         causal: inp.causal,
         attention: ck::AttentionConfig { semantics: ck::AttentionSemantics::Hard, tie_tolerance: min_gap_heads / 4.0, soft_beta: beta },
         readout_dims,
+        real_input,
     };
     let output = ck::OutputSpec { label: plan.output_label.clone(), encoding: out_enc, tolerance };
     ck::Checkpoint { config, layout, output, program_hash: inp.program_hash.clone(), compiler_version: format!("raspc {}", env!("CARGO_PKG_VERSION")), tensors }

@@ -90,6 +90,10 @@ pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> Has
                 ValueSet::Finite(vs) if selects_at_most_one(graph, *sel, max_len) => aggregate_set(vs, default, 1),
                 ValueSet::Finite(vs) => aggregate_set(vs, default, max_len),
             },
+            NodeKind::AggregateMax { values, default, .. } => match &out[values] {
+                ValueSet::Unbounded => ValueSet::Unbounded,
+                ValueSet::Finite(vs) => aggregate_set(vs, default, 1),
+            },
             _ => continue, // selectors
         };
         out.insert(id, set);

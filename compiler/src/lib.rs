@@ -8,6 +8,7 @@ pub mod emit;
 pub mod infer;
 pub mod lower;
 pub mod plan;
+pub mod real;
 pub mod simplify;
 
 pub use lower::Options;
@@ -58,11 +59,11 @@ pub const MAX_PARAMS: usize = 400_000_000;
 /// Dense parameter count of the checkpoint a plan and schedule would produce, without building it.
 fn estimated_params(plan: &plan::Plan, sched: &emit::Schedule, opts: &Options) -> usize {
     let d = sched.d_model;
-    let mut n = (opts.vocab.len() + 1 + opts.max_len + 1) * d + d * 16;
+    let mut n = (opts.vocab.len() + 2 + opts.max_len + 1) * d + d * 16;
     for &b in sched.time.keys() {
         n = n.saturating_add(match &plan.blocks[b].kind {
             plan::BlockKind::Head(h) => 4 * d * h.width,
-            plan::BlockKind::Mlp(m) => 2 * d * m.hidden + m.hidden + d,
+            plan::BlockKind::Mlp(m) => (2 + m.gate.is_some() as usize) * d * m.hidden + 2 * m.hidden + d,
         });
     }
     n
@@ -72,6 +73,8 @@ fn estimated_params(plan: &plan::Plan, sched: &emit::Schedule, opts: &Options) -
 #[derive(Clone, Debug)]
 pub struct Compiled {
     pub checkpoint: Checkpoint,
+    /// Real-valued programs: the intervals and certified error bounds.
+    pub report: Option<real::Report>,
     pub plan: plan::Plan,
     pub schedule: emit::Schedule,
     pub summary: Summary,
@@ -80,8 +83,16 @@ pub struct Compiled {
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
-    let (graph, root) = simplify::simplify(graph, root, &opts.vocab, opts.max_len);
-    let plan = lower::lower(&graph, root, opts)?;
+    let (plan, report) = match &opts.real {
+        Some(r) => {
+            let (p, rep) = real::lower(graph, root, opts.max_len, r)?;
+            (p, Some(rep))
+        }
+        None => {
+            let (graph, root) = simplify::simplify(graph, root, &opts.vocab, opts.max_len);
+            (lower::lower(&graph, root, opts)?, None)
+        }
+    };
     let schedule = emit::schedule(&plan);
     let params = estimated_params(&plan, &schedule, opts);
     if params > MAX_PARAMS {
@@ -98,5 +109,5 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     let checkpoint = emit::emit(&plan, &schedule, &inputs);
     debug_assert!(checkpoint.validate().is_ok(), "{:?}", checkpoint.validate());
     let summary = summarize(&checkpoint);
-    Ok(Compiled { checkpoint, plan, schedule, summary })
+    Ok(Compiled { checkpoint, report, plan, schedule, summary })
 }

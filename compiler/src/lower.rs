@@ -48,6 +48,8 @@ pub struct Options {
     pub numerical: BTreeSet<String>,
     /// Labels of s-ops to store categorically (one-hot).
     pub categorical: BTreeSet<String>,
+    /// Real-valued inputs (`--input-bounds`): compiled by [`crate::real`] instead.
+    pub real: Option<crate::real::RealOptions>,
 }
 
 #[derive(Clone, Debug)]
@@ -178,6 +180,9 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         output: output.expect("no diagnostics"),
         num_values,
         output_label: g.node(root).label.clone(),
+        positional: vec![],
+        real_input: None,
+        output_bound: None,
     })
 }
 
@@ -321,13 +326,13 @@ impl Lowerer<'_> {
                 NodeKind::SelectAnd(a, b) => (stable[a] && stable[b]) || ((stable[a] && self.backward(*a)) && self.operands_stable(*b, &stable)),
                 NodeKind::SelectOr(..) | NodeKind::SelectNot(_) => self.backward(id) && self.operands_stable(id, &stable),
                 NodeKind::SelectorWidth(sel) => stable[sel],
-                NodeKind::Aggregate { sel, values, .. } => stable[sel] && stable[values],
+                NodeKind::Aggregate { sel, values, .. } | NodeKind::AggregateMax { sel, values, .. } => stable[sel] && stable[values],
             };
             stable.insert(id, s);
             // Key-side reads.
             let keys_read: Vec<NodeId> = match k {
                 NodeKind::Select { keys, .. } => vec![*keys],
-                NodeKind::Aggregate { values, .. } => vec![*values],
+                NodeKind::Aggregate { values, .. } | NodeKind::AggregateMax { values, .. } => vec![*values],
                 _ => vec![],
             };
             for r in keys_read {
@@ -464,6 +469,12 @@ impl Lowerer<'_> {
                 let s = self.aggregate(id, sel, values, &default)?;
                 self.rep.insert(id, Rep::Slot(s));
             }
+            NodeKind::AggregateMax { .. } => {
+                return Err(self
+                    .err(id, "compile::unsupported", format!("`aggregate_max` (`{label}`) compiles only for real-valued inputs"))
+                    .with_label("a maximum over selected keys")
+                    .with_note("give the input's bounds with --input-bounds LO,HI; the maximum is then one hard-attention head"));
+            }
             _ => {}
         }
         Ok(())
@@ -577,7 +588,7 @@ impl Lowerer<'_> {
         if let Some((_, groups)) = pg {
             self.num_atoms.insert(out, groups);
         }
-        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
         for (slot, nums, sign) in &sides {
             for (d, x) in nums.iter().enumerate() {
                 if let Some(x) = x
@@ -777,7 +788,7 @@ impl Lowerer<'_> {
             self.num_atoms.insert(out, gr);
         }
         let k = views.len();
-        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
         let mut idx = vec![0usize; k];
         let mut env = HashMap::new();
         'combos: loop {
@@ -894,7 +905,7 @@ impl Lowerer<'_> {
             let d = names.len();
             let out = self.new_slot(label.clone(), SlotEnc::Cat(names), vec![0.0; d]);
             let k = views.len();
-            let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+            let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
             for (ix, t) in &combos {
                 let c = mlp.hidden;
                 mlp.hidden += 1;
@@ -1200,7 +1211,7 @@ impl Lowerer<'_> {
 /// towards the nearer end of the range, which keeps pre-activations (and f32 cancellation) small.
 pub fn staircase(input: usize, points: &[f64], outputs: &[Vec<f64>], out: usize) -> Mlp {
     let dims = outputs.first().map_or(0, Vec::len);
-    let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![] };
+    let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
     if points.is_empty() {
         return mlp;
     }

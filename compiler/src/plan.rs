@@ -58,6 +58,15 @@ pub struct Mlp {
     pub w_in: Vec<In>,
     pub b_in: Vec<f64>,
     pub w_out: Vec<Out>,
+    /// Gated (ReGLU) units: hidden = ReLU(w_in·x + b_in) ⊙ (gate·x + b_gate). None: plain ReLU.
+    pub gate: Option<Gate>,
+}
+
+/// The second factor of gated MLP units.
+#[derive(Clone, Debug, Default)]
+pub struct Gate {
+    pub w: Vec<In>,
+    pub b: Vec<f64>,
 }
 
 #[derive(Clone, Debug)]
@@ -96,6 +105,12 @@ pub struct Plan {
     pub num_values: std::collections::BTreeMap<usize, Vec<serde_json::Value>>,
     /// The label of the compiled s-op.
     pub output_label: String,
+    /// Slot dims the position embedding fills: (slot, dim, value per position, 0 = BOS).
+    pub positional: Vec<(usize, usize, Vec<f64>)>,
+    /// Real-valued inputs: the slot holding the input number, and the declared bounds.
+    pub real_input: Option<(usize, f64, f64)>,
+    /// Numerical output: the certified bound on |model - program| (real-valued programs).
+    pub output_bound: Option<f64>,
 }
 
 #[derive(Clone, Debug)]

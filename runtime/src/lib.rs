@@ -33,6 +33,10 @@ pub enum RuntimeError {
     Ragged(String),
     #[error("device: {0}")]
     Device(String),
+    #[error("input at position {position} is {value}; this model reads numbers in [{lo}, {hi}]")]
+    BadNumber { position: usize, value: String, lo: f64, hi: f64 },
+    #[error("this model reads {0} inputs")]
+    WrongInputKind(&'static str),
 }
 
 /// Attention semantics used for a forward pass.
@@ -71,6 +75,8 @@ struct Mlp {
     b_in: Tensor,
     w_out: Tensor,
     b_out: Tensor,
+    /// Gated (ReGLU) MLPs: `W_gate`, `b_gate`.
+    gate: Option<(Tensor, Tensor)>,
 }
 
 #[derive(Debug)]
@@ -127,7 +133,10 @@ pub struct Model {
     device: Device,
     embed_token: Tensor,
     embed_pos: Tensor,
+    embed_value: Option<Tensor>,
     layers: Vec<Layer>,
+    /// Arithmetic of the forward pass (F32, or F64 on the stored f32 weights).
+    dtype: DType,
     readout: Tensor,
     vocab: BTreeMap<String, u32>,
 }
@@ -139,10 +148,16 @@ impl Model {
     }
 
     pub fn new(checkpoint: Checkpoint, device: &Device) -> Result<Model, RuntimeError> {
+        Model::with_dtype(checkpoint, device, DType::F32)
+    }
+
+    /// A model whose forward pass computes in `dtype` (F32 or F64; the weights are the stored
+    /// f32 values either way).
+    pub fn with_dtype(checkpoint: Checkpoint, device: &Device, dtype: DType) -> Result<Model, RuntimeError> {
         checkpoint.validate()?;
         let t = |name: &str| -> Result<Tensor, RuntimeError> {
             let x = &checkpoint.tensors[name];
-            Ok(Tensor::from_slice(&x.data, x.shape.as_slice(), device)?)
+            Ok(Tensor::from_slice(&x.data, x.shape.as_slice(), device)?.to_dtype(dtype)?)
         };
         let mut layers = vec![];
         for (l, lc) in checkpoint.config.layers.iter().enumerate() {
@@ -154,7 +169,11 @@ impl Model {
             let mlp = match &lc.mlp {
                 Some(_) => {
                     let n = |w: &str| raspc_checkpoint::names::mlp(l, w);
-                    Some(Mlp { w_in: t(&n("w_in"))?, b_in: t(&n("b_in"))?, w_out: t(&n("w_out"))?, b_out: t(&n("b_out"))? })
+                    let gate = match lc.mlp.as_ref().map(|m| m.kind) {
+                        Some(raspc_checkpoint::MlpKind::Reglu) => Some((t(&n("w_gate"))?, t(&n("b_gate"))?)),
+                        _ => None,
+                    };
+                    Some(Mlp { w_in: t(&n("w_in"))?, b_in: t(&n("b_in"))?, w_out: t(&n("w_out"))?, b_out: t(&n("b_out"))?, gate })
                 }
                 None => None,
             };
@@ -164,17 +183,68 @@ impl Model {
         Ok(Model {
             embed_token: t(raspc_checkpoint::names::TOKEN_EMBEDDING)?,
             embed_pos: t(raspc_checkpoint::names::POSITION_EMBEDDING)?,
+            embed_value: match checkpoint.config.real_input {
+                Some(_) => Some(t(raspc_checkpoint::names::VALUE_EMBEDDING)?),
+                None => None,
+            },
             readout: t(raspc_checkpoint::names::READOUT)?,
             layers,
             vocab,
+            dtype,
             device: device.clone(),
             checkpoint,
         })
     }
 
+    /// The numbers of a real-valued input (JSON numbers within the declared bounds).
+    pub fn encode_real(&self, input: &[serde_json::Value]) -> Result<Vec<f64>, RuntimeError> {
+        let c = &self.checkpoint.config;
+        let Some(r) = &c.real_input else { return Err(RuntimeError::WrongInputKind("vocabulary tokens, not numbers")) };
+        if input.is_empty() {
+            return Err(RuntimeError::Empty);
+        }
+        if input.len() > c.max_seq_len {
+            return Err(RuntimeError::TooLong { len: input.len(), max: c.max_seq_len });
+        }
+        input
+            .iter()
+            .enumerate()
+            .map(|(position, v)| match v.as_f64() {
+                Some(x) if x >= r.lo && x <= r.hi => Ok(x),
+                _ => Err(RuntimeError::BadNumber { position, value: v.to_string(), lo: r.lo, hi: r.hi }),
+            })
+            .collect()
+    }
+
+    /// Runs a batch of equal-length real-valued inputs (BOS not included: it is added).
+    /// Returns the readout, shape `[batch, len + 1, readout_dims]`, BOS first.
+    pub fn forward_real(&self, batch: &[Vec<f64>], attention: Attention) -> Result<Tensor, RuntimeError> {
+        let ids: Vec<Vec<u32>> = batch.iter().map(|v| Self::real_ids(v.len())).collect();
+        self.forward_inner(&ids, Some(batch), attention, None, None)
+    }
+
+    /// [`trace`](Self::trace) for a real-valued input.
+    pub fn trace_real(&self, values: &[f64], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
+        let mut states = vec![];
+        self.forward_inner(&[Self::real_ids(values.len())], Some(&[values.to_vec()]), attention, Some(&mut states), None)?;
+        states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
+    }
+
+    fn real_ids(len: usize) -> Vec<u32> {
+        std::iter::once(0).chain(std::iter::repeat_n(1, len)).collect()
+    }
+
+    /// True when the model reads real numbers rather than vocabulary tokens.
+    pub fn is_real(&self) -> bool {
+        self.checkpoint.config.real_input.is_some()
+    }
+
     /// Token ids for an input (JSON atoms), BOS first.
     pub fn encode(&self, input: &[serde_json::Value]) -> Result<Vec<u32>, RuntimeError> {
         let c = &self.checkpoint.config;
+        if c.real_input.is_some() {
+            return Err(RuntimeError::WrongInputKind("real numbers (use encode_real / forward_real)"));
+        }
         if input.is_empty() {
             return Err(RuntimeError::Empty);
         }
@@ -200,7 +270,7 @@ impl Model {
     /// Runs a batch of equal-length id sequences (each starting with BOS). Returns the readout,
     /// shape `[batch, len, readout_dims]`.
     pub fn forward(&self, batch: &[Vec<u32>], attention: Attention) -> Result<Tensor, RuntimeError> {
-        self.forward_inner(batch, attention, None, None)
+        self.forward_inner(batch, None, attention, None, None)
     }
 
     /// Runs one id sequence and captures, per layer, what the SVFlow probes need (see
@@ -212,7 +282,7 @@ impl Model {
     /// [`capture`](Self::capture) and the readout (`[1, len, readout_dims]`) of the same pass.
     pub fn forward_capture(&self, ids: &[u32], attention: Attention) -> Result<(Tensor, Vec<LayerCapture>), RuntimeError> {
         let mut caps = vec![];
-        let readout = self.forward_inner(&[ids.to_vec()], attention, None, Some(&mut caps))?;
+        let readout = self.forward_inner(&[ids.to_vec()], None, attention, None, Some(&mut caps))?;
         Ok((readout, caps))
     }
 
@@ -220,13 +290,14 @@ impl Model {
     /// the embeddings and after every sublayer, named `embed`, `layer L attention`, `layer L mlp`.
     pub fn trace(&self, ids: &[u32], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
         let mut states = vec![];
-        self.forward_inner(&[ids.to_vec()], attention, Some(&mut states), None)?;
-        states.into_iter().map(|(name, t)| Ok((name, t.to_vec2::<f32>()?))).collect()
+        self.forward_inner(&[ids.to_vec()], None, attention, Some(&mut states), None)?;
+        states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
     }
 
     fn forward_inner(
         &self,
         batch: &[Vec<u32>],
+        values: Option<&[Vec<f64>]>,
         attention: Attention,
         mut trace: Option<&mut Vec<(String, Tensor)>>,
         mut capture: Option<&mut Vec<LayerCapture>>,
@@ -246,13 +317,22 @@ impl Model {
         let pos = self.embed_pos.narrow(0, 0, t)?;
         let x = self.embed_token.index_select(&ids, 0)?.reshape((b, t, d))?;
         let mut x = x.broadcast_add(&pos)?.reshape((b * t, d))?;
+        if let (Some(vals), Some(ev)) = (values, &self.embed_value) {
+            // BOS carries no number.
+            let flat: Vec<f64> = vals.iter().flat_map(|v| std::iter::once(0.0).chain(v.iter().copied())).collect();
+            if flat.len() != b * t {
+                return Err(RuntimeError::Ragged(format!("{} numbers for {} positions", flat.len(), b * t)));
+            }
+            let col = Tensor::from_vec(flat, (b * t, 1), &self.device)?.to_dtype(self.dtype)?;
+            x = (x + col.broadcast_mul(&ev.reshape((1, d))?)?)?;
+        }
         if let Some(tr) = trace.as_deref_mut() {
             tr.push(("embed".into(), x.clone()));
         }
         // Additive mask: 0 where the key is visible, -inf after the query (causal).
         let mask = if c.causal {
             let m: Vec<f32> = (0..t).flat_map(|q| (0..t).map(move |k| if k <= q { 0.0 } else { f32::NEG_INFINITY })).collect();
-            Some(Tensor::from_vec(m, (t, t), &self.device)?)
+            Some(Tensor::from_vec(m, (t, t), &self.device)?.to_dtype(self.dtype)?)
         } else {
             None
         };
@@ -277,7 +357,7 @@ impl Model {
                 let max = s.max_keepdim(D::Minus1)?;
                 let w = match attention {
                     Attention::Hard => {
-                        let keep = s.broadcast_ge(&(max - tol)?)?.to_dtype(DType::F32)?;
+                        let keep = s.broadcast_ge(&(max - tol)?)?.to_dtype(self.dtype)?;
                         keep.broadcast_div(&keep.sum_keepdim(D::Minus1)?)?
                     }
                     Attention::Soft => {
@@ -310,7 +390,10 @@ impl Model {
                 tr.push((format!("layer {l} attention"), x.clone()));
             }
             if let Some(m) = &layer.mlp {
-                let hdn = x.matmul(&m.w_in)?.broadcast_add(&m.b_in)?.relu()?;
+                let mut hdn = x.matmul(&m.w_in)?.broadcast_add(&m.b_in)?.relu()?;
+                if let Some((wg, bg)) = &m.gate {
+                    hdn = (hdn * x.matmul(wg)?.broadcast_add(bg)?)?;
+                }
                 x = (x + hdn.matmul(&m.w_out)?.broadcast_add(&m.b_out)?)?;
             }
             if let Some(tr) = trace.as_deref_mut() {
@@ -323,7 +406,7 @@ impl Model {
 
     /// Decodes a readout (`[batch, len, dims]`, BOS included) into values, BOS stripped.
     pub fn decode(&self, readout: &Tensor) -> Result<Vec<Vec<Decoded>>, RuntimeError> {
-        let rows: Vec<Vec<Vec<f32>>> = readout.to_dtype(DType::F32)?.to_vec3()?;
+        let rows: Vec<Vec<Vec<f64>>> = readout.to_dtype(DType::F64)?.to_vec3()?;
         let out = &self.checkpoint.output;
         Ok(rows
             .into_iter()
@@ -359,8 +442,11 @@ impl Model {
 
     /// Encodes, runs and decodes one input.
     pub fn run(&self, input: &[serde_json::Value], attention: Attention) -> Result<Vec<Decoded>, RuntimeError> {
-        let ids = self.encode(input)?;
-        let r = self.forward(&[ids], attention)?;
+        let r = if self.is_real() {
+            self.forward_real(&[self.encode_real(input)?], attention)?
+        } else {
+            self.forward(&[self.encode(input)?], attention)?
+        };
         Ok(self.decode(&r)?.remove(0))
     }
 }

@@ -33,6 +33,8 @@ pub mod names {
     pub const TOKEN_EMBEDDING: &str = "embed.token";
     pub const POSITION_EMBEDDING: &str = "embed.position";
     pub const READOUT: &str = "readout";
+    /// Real-valued inputs only: the residual direction a token's number is written along.
+    pub const VALUE_EMBEDDING: &str = "embed.value";
     pub fn head(layer: usize, head: usize, which: &str) -> String {
         format!("layers.{layer}.attn.{head}.{which}")
     }
@@ -69,6 +71,8 @@ pub struct AttentionConfig {
 pub enum MlpKind {
     /// out = W_out · ReLU(W_in · x + b_in) + b_out
     Relu,
+    /// Gated (ReGLU): out = W_out · (ReLU(W_in · x + b_in) ⊙ (W_gate · x + b_gate)) + b_out
+    Reglu,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -116,6 +120,18 @@ pub struct ModelConfig {
     pub attention: AttentionConfig,
     /// Width of the readout (number of output dims).
     pub readout_dims: usize,
+    /// Present when the inputs are real numbers rather than vocabulary tokens: position p of
+    /// the input (a number x) embeds as `embed.token[1] + x * embed.value + embed.position[p+1]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real_input: Option<RealInput>,
+}
+
+/// Declared range of real-valued inputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RealInput {
+    /// Every input number lies in [lo, hi]; the certified error bound assumes it.
+    pub lo: f64,
+    pub hi: f64,
 }
 
 /// How an s-op is stored in the residual stream.
@@ -235,7 +251,14 @@ impl ModelConfig {
                 m.insert(names::mlp(l, "b_in"), vec![mlp.hidden]);
                 m.insert(names::mlp(l, "w_out"), vec![mlp.hidden, d]);
                 m.insert(names::mlp(l, "b_out"), vec![d]);
+                if mlp.kind == MlpKind::Reglu {
+                    m.insert(names::mlp(l, "w_gate"), vec![d, mlp.hidden]);
+                    m.insert(names::mlp(l, "b_gate"), vec![mlp.hidden]);
+                }
             }
+        }
+        if self.real_input.is_some() {
+            m.insert(names::VALUE_EMBEDDING.to_string(), vec![d]);
         }
         m
     }
@@ -252,6 +275,11 @@ impl Checkpoint {
             if v.id != i {
                 return Err(CheckpointError::BadKey { key: keys::CONFIG, reason: format!("vocabulary entry {i} has id {} (ids must be 0..n in order)", v.id) });
             }
+        }
+        if let Some(r) = &c.real_input
+            && !(r.lo.is_finite() && r.hi.is_finite() && r.lo <= r.hi && c.vocab.len() == 2)
+        {
+            return Err(CheckpointError::BadKey { key: keys::CONFIG, reason: "real_input needs finite lo <= hi and a vocabulary of BOS plus one number token".into() });
         }
         if !(c.attention.tie_tolerance.is_finite() && c.attention.tie_tolerance >= 0.0 && c.attention.soft_beta.is_finite() && c.attention.soft_beta > 0.0) {
             return Err(CheckpointError::BadKey { key: keys::CONFIG, reason: "attention tie_tolerance must be >= 0 and soft_beta > 0".into() });

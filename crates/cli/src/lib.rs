@@ -186,8 +186,21 @@ pub struct Target {
     #[arg(long)]
     pub entry: Option<String>,
     /// The input vocabulary: a JSON array (`["a","b"]`, `[0,1,2]`) or a string of characters.
-    #[arg(long)]
-    pub vocab: String,
+    /// A vocabulary of numbers is a finite grid: maps of it compile to exact lookups.
+    #[arg(long, required_unless_present = "input_bounds")]
+    pub vocab: Option<String>,
+    /// Real-valued inputs: every input number lies in [LO, HI] (e.g. `--input-bounds=-1,1`).
+    /// The program reads them through `tokens_float`; the compiler certifies an error bound.
+    #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true)]
+    pub input_bounds: Option<String>,
+    /// Real-valued programs: MLP kind (`relu`: products by piecewise-linear squares; `gated`:
+    /// ReGLU units, products exact).
+    #[arg(long, value_enum, default_value = "relu")]
+    pub mlp: MlpArg,
+    /// Real-valued programs: interpolation error per piecewise-linear function (default: chosen
+    /// per function to minimise its certified error, interpolation plus f32 rounding).
+    #[arg(long = "pl-error")]
+    pub pl_error: Option<f64>,
     /// Longest input the model accepts.
     #[arg(long = "max-len")]
     pub max_len: usize,
@@ -198,6 +211,32 @@ pub struct Target {
     /// Force an s-op's encoding: `LABEL=numerical` or `LABEL=categorical` (repeatable).
     #[arg(long = "encoding", value_name = "LABEL=KIND")]
     pub encodings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MlpArg {
+    Relu,
+    Gated,
+}
+
+impl MlpArg {
+    pub fn mode(self) -> raspc_compiler::real::MlpMode {
+        match self {
+            MlpArg::Relu => raspc_compiler::real::MlpMode::Relu,
+            MlpArg::Gated => raspc_compiler::real::MlpMode::Gated,
+        }
+    }
+}
+
+/// `LO,HI` -> (lo, hi).
+pub fn parse_bounds(s: &str) -> Result<(f64, f64), String> {
+    let bad = || format!("bad --input-bounds `{s}`: expected LO,HI with LO <= HI, e.g. -1,1");
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    let (lo, hi): (f64, f64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+    if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+        return Err(bad());
+    }
+    Ok((lo, hi))
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -443,7 +482,7 @@ fn program_hash(session: &raspc_lang::Session) -> String {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
     for (_, f) in session.sources.files() {
-        if f.name == "<prelude>" {
+        if f.name == "<prelude>" || f.name == "<matrix>" {
             continue;
         }
         h.update((f.text.len() as u64).to_le_bytes());
@@ -455,8 +494,19 @@ fn program_hash(session: &raspc_lang::Session) -> String {
 fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Result<Built, Failure> {
     let session = load(path, err, color)?;
     let (_, root) = session.entry(target.entry.as_deref())?;
-    let vocab = raspc_lang::parse_input(&target.vocab).map_err(|m| format!("bad --vocab: {m}"))?;
-    if vocab.is_empty() {
+    let real = match &target.input_bounds {
+        Some(b) => {
+            let (lo, hi) = parse_bounds(b)?;
+            Some(raspc_compiler::real::RealOptions { lo, hi, mlp: target.mlp.mode(), pl_error: target.pl_error })
+        }
+        None => None,
+    };
+    let vocab = match (&target.vocab, &real) {
+        (_, Some(_)) => vec![],
+        (Some(v), None) => raspc_lang::parse_input(v).map_err(|m| format!("bad --vocab: {m}"))?,
+        (None, None) => return Err("give --vocab (token inputs) or --input-bounds (real-valued inputs)".to_string().into()),
+    };
+    if vocab.is_empty() && real.is_none() {
         return Err("--vocab is empty: give the tokens the model must accept, e.g. --vocab '[\"a\",\"b\"]'".to_string().into());
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -471,7 +521,7 @@ fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Resu
     if target.max_len > 4096 {
         return Err(format!("--max-len {} is too large (at most 4096)", target.max_len).into());
     }
-    let mut opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, ..Default::default() };
+    let mut opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, real, ..Default::default() };
     for e in &target.encodings {
         match e.split_once('=') {
             Some((l, "numerical")) => {
@@ -520,6 +570,21 @@ fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, out: &m
         format!("cannot write `{}`: {e}", output.display())
     })?;
     let _ = writeln!(out, "compiled `{}` -> {}: {}", built.compiled.plan.output_label, output.display(), built.compiled.summary);
+    if let Some(r) = &built.compiled.report {
+        if std::env::var_os("RASPC_BOUNDS").is_some() {
+            for b in &r.sops {
+                let _ = writeln!(out, "  {}: [{:.4}, {:.4}] err {:.3e} (f64: {:.3e})", b.label, b.lo, b.hi, b.err, b.err_f64);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "certified: |{} - program| <= {:.3e} in f32 ({:.3e} in f64) for inputs in [{}]",
+            built.compiled.plan.output_label,
+            r.output_bound,
+            r.output_bound_f64,
+            target.input_bounds.as_deref().unwrap_or("")
+        );
+    }
     Ok(())
 }
 
@@ -560,6 +625,22 @@ fn verify_cmd(
     color: bool,
 ) -> Result<(), Failure> {
     let built = build(path, target, err, color)?;
+    if built.compiled.report.is_some() {
+        let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).map_err(|e| format!("internal error: {e}"))?;
+        let count = samples.unwrap_or(1000);
+        let _ = writeln!(out, "compiled `{}`: {}", built.compiled.plan.output_label, built.compiled.summary);
+        let bar = indicatif::ProgressBar::new(count as u64);
+        let r = verify::verify_real(&built.session.graph, built.root, &model, count, seed, &mut |n| bar.set_position(n as u64))?;
+        bar.finish_and_clear();
+        for m in &r.examples {
+            let show = |v: &[raspc_lang::Atom]| format!("[{}]", v.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "));
+            let got: Vec<raspc_lang::Atom> = m.got.iter().map(verify::decoded_atom).collect();
+            let _ = writeln!(out, "mismatch: input {}: expected {}, model {}", show(&m.input), show(&m.expected), show(&got));
+        }
+        let _ = writeln!(out, "max |model - program| {:.3e}, certified bound {:.3e}", r.max_err, r.bound);
+        let _ = writeln!(out, "verified: {} inputs, {} mismatches", r.checked, r.failed);
+        return if r.failed > 0 { Err(Failure::Silent) } else { Ok(()) };
+    }
     let inputs = if exhaustive {
         verify::Inputs::Exhaustive
     } else {

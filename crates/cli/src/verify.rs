@@ -213,3 +213,58 @@ pub fn verify(
     report.failed = failed.iter().filter(|&&f| f).count();
     Ok(report)
 }
+
+/// Result of checking a real-valued model against the interpreter.
+#[derive(Clone, Debug, Default)]
+pub struct RealReport {
+    pub checked: usize,
+    /// Inputs with some position farther from the interpreter than the certified bound.
+    pub failed: usize,
+    /// Largest |model - interpreter| seen.
+    pub max_err: f64,
+    /// The certified bound (the checkpoint's output tolerance).
+    pub bound: f64,
+    pub examples: Vec<Mismatch>,
+}
+
+/// Uniform in [lo, hi].
+pub fn uniform(rng: &mut SplitMix, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+}
+
+/// Checks a real-valued model on `count` random inputs (numbers uniform in the declared bounds;
+/// lengths uniform in 1..=max_len, and max_len for every fourth input), hard attention.
+pub fn verify_real(graph: &Graph, root: NodeId, model: &Model, count: usize, seed: u64, progress: &mut dyn FnMut(usize)) -> Result<RealReport, String> {
+    let c = &model.checkpoint.config;
+    let r = c.real_input.as_ref().ok_or("the model does not read real numbers")?;
+    let bound = model.checkpoint.output.tolerance;
+    let mut rng = SplitMix(seed);
+    let mut report = RealReport { bound, ..Default::default() };
+    for i in 0..count {
+        let len = if i % 4 == 0 { c.max_seq_len } else { 1 + rng.below(c.max_seq_len) };
+        let xs: Vec<f64> = (0..len).map(|_| uniform(&mut rng, r.lo, r.hi)).collect();
+        let atoms: Vec<Atom> = xs.iter().map(|&x| Atom::Float(x)).collect();
+        let Some(want) = expected(graph, root, &atoms, c.causal) else { continue };
+        let out = model.forward_real(std::slice::from_ref(&xs), Attention::Hard).map_err(|e| e.to_string())?;
+        let got = model.decode(&out).map_err(|e| e.to_string())?.remove(0);
+        let mut bad = false;
+        for (g, w) in got.iter().zip(&want) {
+            let (Decoded::Number { raw, .. }, Some(w)) = (g, w.as_f64()) else {
+                bad = true;
+                continue;
+            };
+            let e = (raw - w).abs();
+            report.max_err = report.max_err.max(e);
+            bad |= !(e <= bound);
+        }
+        if bad {
+            report.failed += 1;
+            if report.examples.len() < 3 {
+                report.examples.push(Mismatch { attention: Attention::Hard, input: atoms, expected: want, got });
+            }
+        }
+        report.checked += 1;
+        progress(i + 1);
+    }
+    Ok(report)
+}

@@ -114,6 +114,9 @@ pub enum NodeKind {
     SelectNot(NodeId),
     /// No key selected: `default`; one: that value; several: their mean.
     Aggregate { sel: NodeId, values: NodeId, default: Atom },
+    /// No key selected: `default`; else the largest selected value (raspc extension,
+    /// `aggregate_max(sel, values[, default])`; one hard-attention head).
+    AggregateMax { sel: NodeId, values: NodeId, default: Atom },
     /// Number of keys each query selects.
     SelectorWidth(NodeId),
 }
@@ -137,7 +140,7 @@ impl NodeKind {
             NodeKind::Select { keys, queries, .. } => vec![*keys, *queries],
             NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => vec![*a, *b],
             NodeKind::SelectNot(a) | NodeKind::SelectorWidth(a) => vec![*a],
-            NodeKind::Aggregate { sel, values, .. } => vec![*sel, *values],
+            NodeKind::Aggregate { sel, values, .. } | NodeKind::AggregateMax { sel, values, .. } => vec![*sel, *values],
         }
     }
 
@@ -159,6 +162,7 @@ impl NodeKind {
             NodeKind::SelectOr(..) => "select_or",
             NodeKind::SelectNot(_) => "select_not",
             NodeKind::Aggregate { .. } => "aggregate",
+            NodeKind::AggregateMax { .. } => "aggregate_max",
             NodeKind::SelectorWidth(_) => "selector_width",
         }
     }
@@ -183,6 +187,9 @@ impl NodeKind {
             NodeKind::SelectorWidth(a) => NodeKind::SelectorWidth(f(*a)),
             NodeKind::Aggregate { sel, values, default } => {
                 NodeKind::Aggregate { sel: f(*sel), values: f(*values), default: default.clone() }
+            }
+            NodeKind::AggregateMax { sel, values, default } => {
+                NodeKind::AggregateMax { sel: f(*sel), values: f(*values), default: default.clone() }
             }
             other => other.clone(),
         }
@@ -358,6 +365,7 @@ impl Graph {
                 NodeKind::SelectOr(a, b) => format!("{a} or {b}"),
                 NodeKind::SelectNot(a) => format!("not {a}"),
                 NodeKind::Aggregate { sel, values, default } => format!("aggregate({sel}, {values}, default={})", default.repr()),
+                NodeKind::AggregateMax { sel, values, default } => format!("aggregate_max({sel}, {values}, default={})", default.repr()),
                 NodeKind::SelectorWidth(a) => format!("selector_width({a})"),
             };
             let _ = writeln!(s, "{id} {} = {body}", n.label);

@@ -45,6 +45,7 @@ pub enum HostValue {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Builtin {
     SelectorWidth,
+    AggregateMax,
 }
 
 /// A dict with atom keys, in insertion order (Python's).
@@ -164,6 +165,8 @@ pub struct Session {
 
 /// The prelude: our own RASP definitions of the reference library's functions.
 pub const PRELUDE: &str = include_str!("prelude.rasp");
+/// The matrix library (real-valued matrices, the universal simulator), loaded after the prelude.
+pub const MATRIX: &str = include_str!("matrix.rasp");
 
 type R<T> = Result<T, Box<Diagnostic>>;
 
@@ -278,6 +281,7 @@ impl<'l> Evaluator<'l> {
         set("True", HostValue::Atom(Atom::Bool(true)));
         set("False", HostValue::Atom(Atom::Bool(false)));
         set("selector_width", HostValue::Builtin(Builtin::SelectorWidth));
+        set("aggregate_max", HostValue::Builtin(Builtin::AggregateMax));
         for (name, c) in [("tokens_str", Convert::Str), ("tokens_int", Convert::Int), ("tokens_float", Convert::Float), ("tokens_bool", Convert::Bool)] {
             let id = self.node(NodeKind::Map { op: MapOp::Convert(c), args: vec![Operand::Sop(tokens)] }, sp)?;
             self.graph.name(id, name);
@@ -292,6 +296,13 @@ impl<'l> Evaluator<'l> {
         }
         self.current_file = prelude;
         let g = self.globals.clone();
+        self.exec_block(&prog.stmts, &g, false)?;
+        let matrix = self.sources.add("<matrix>", None, MATRIX);
+        let (prog, errs) = parse(matrix, MATRIX);
+        if let Some(e) = errs.into_iter().next() {
+            return Err(Box::new(e));
+        }
+        self.current_file = matrix;
         self.exec_block(&prog.stmts, &g, false)?;
         Ok(())
     }
@@ -774,6 +785,21 @@ impl<'l> Evaluator<'l> {
                 [other] => Err(self.err("eval::type", format!("`selector_width` takes a selector, got {}", other.describe()), arg_exprs[0].span, "expected a selector")),
                 _ => Err(self.err("eval::arity", format!("`selector_width` takes 1 argument, got {}", args.len()), span, "wrong number of arguments")),
             },
+            HostValue::Builtin(Builtin::AggregateMax) => {
+                if !(2..=3).contains(&args.len()) {
+                    return Err(self.err("eval::arity", format!("`aggregate_max` takes 2 or 3 arguments, got {}", args.len()), span, "wrong number of arguments"));
+                }
+                let HostValue::Sel(sel) = args[0] else {
+                    return Err(self.err("eval::type", format!("the first argument of `aggregate_max` must be a selector, got {}", args[0].describe()), arg_exprs[0].span, "expected a selector"));
+                };
+                let values = self.sop_node(&args[1], arg_exprs[1].span, "the values of `aggregate_max`")?;
+                let default = match args.get(2) {
+                    None => Atom::Int(0),
+                    Some(HostValue::Atom(a)) => a.clone(),
+                    Some(other) => return Err(self.err("eval::type", format!("the default of `aggregate_max` must be an atom, got {}", other.describe()), arg_exprs[2].span, "expected an atom")),
+                };
+                Ok(HostValue::Sop(self.node(NodeKind::AggregateMax { sel, values, default }, span)?))
+            }
             HostValue::Sop(n) | HostValue::Sel(n) => {
                 if args.len() != 1 {
                     return Err(self.err("eval::arity", format!("an s-op is applied to one input, got {} arguments", args.len()), span, "wrong number of arguments"));

@@ -115,6 +115,23 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
             }
             NodeKind::SelectNot(a) => Value::Sel(sel(*a).iter().map(|r| r.iter().map(|&p| !p).collect()).collect()),
             NodeKind::SelectorWidth(a) => Value::Seq(sel(*a).iter().map(|r| Atom::Int(r.iter().filter(|&&p| p).count() as i64)).collect()),
+            NodeKind::AggregateMax { sel: s, values, default } => {
+                let (m, v) = (sel(*s), seq(*values));
+                let mut out = Vec::with_capacity(n);
+                for (q, row) in m.iter().enumerate() {
+                    let mut best: Option<&Atom> = None;
+                    for (_, a) in row.iter().zip(v).filter(|(p, _)| **p) {
+                        if a.is_str() {
+                            return Err(fail(Some(q), format!("`aggregate_max` needs numbers, got {}", a.repr())));
+                        }
+                        if best.is_none_or(|b| a.as_f64().unwrap_or(f64::NAN) > b.as_f64().unwrap_or(f64::NAN)) {
+                            best = Some(a);
+                        }
+                    }
+                    out.push(best.cloned().unwrap_or_else(|| default.clone()));
+                }
+                Value::Seq(out)
+            }
             NodeKind::Aggregate { sel: s, values, default } => {
                 let (m, v) = (sel(*s), seq(*values));
                 let averageable = is_numeric_sequence(v);

@@ -1,0 +1,1531 @@
+//! Lowering of real-valued programs: the input is a sequence of numbers in declared bounds
+//! (`--input-bounds LO,HI`), and the compiler certifies how far the network can be from the
+//! program (docs/compiler.md, "Real-valued programs").
+//!
+//! * **Positional values** (functions of `indices` alone, selectors between them, widths and
+//!   aggregates of them) are computed at compile time and written into the position embedding:
+//!   index arithmetic costs no layer.
+//! * **Real s-ops** are symbolic expressions over *resident* slots (the input number, positional
+//!   numbers, head and MLP outputs). An affine expression costs nothing: readers read the
+//!   combination. Anything else is materialised by one MLP as an affine part plus *terms*: a
+//!   unary function of one affine form (piecewise linear on the interval inference derives,
+//!   knots placed by interval second derivatives, breakpoints of comparisons exact), or a
+//!   product of two affine forms (gated units compute it exactly; ReLU units use
+//!   `ab = p² - q²` with two piecewise-linear squares). Operands that are not affine are
+//!   materialised first, one MLP earlier.
+//! * **Aggregates** of a positional selector are one head: `==` selectors on integer positions
+//!   score `-Σ (f(k) - g(q))²` (0 selected, ≤ -1 otherwise); others score through one-hot key
+//!   groups. `aggregate_max` scores `c·v` on selected keys and `-M` elsewhere, so the hard
+//!   row maximum is exactly the largest value (to f32 resolution).
+//! * **Error bounds**: every resident carries the interval of its exact value and a bound on
+//!   |computed - exact|, propagated through affine forms (Σ|c|e), unary terms (Lipschitz·e +
+//!   interpolation error), products (|a|e_b + |b|e_a + e_a e_b) and heads, plus f32 rounding
+//!   (γ_n = n·u/(1 - n·u) of the summed magnitudes).
+
+use crate::infer::index_function;
+use crate::plan::*;
+use raspc_lang::ast::{BinOp, Cmp};
+use raspc_lang::graph::{Convert, MapOp, Operand};
+use raspc_lang::{Atom, Diagnostic, Graph, NodeId, NodeKind};
+use std::collections::{BTreeMap, HashMap};
+
+/// How MLPs compute products and piecewise-linear functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MlpMode {
+    /// ReLU units only: products through piecewise-linear squares (certified error).
+    #[default]
+    Relu,
+    /// Gated ReGLU units: products exact; other functions piecewise linear.
+    Gated,
+}
+
+/// Options of a real-valued compile.
+#[derive(Clone, Debug)]
+pub struct RealOptions {
+    /// Every input number lies in [lo, hi].
+    pub lo: f64,
+    pub hi: f64,
+    pub mlp: MlpMode,
+    /// Interpolation error per piecewise-linear function; None: chosen per function to
+    /// minimise its certified error (interpolation plus f32 rounding of the units' sum).
+    pub pl_error: Option<f64>,
+}
+
+/// Interval and certified error of one materialised s-op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SopBound {
+    pub label: String,
+    pub lo: f64,
+    pub hi: f64,
+    /// Bound on |network value - program value| at every position, evaluated in f32.
+    pub err: f64,
+    /// The same, evaluated in f64 (weights as stored, in f32).
+    pub err_f64: f64,
+}
+
+/// What a real-valued compile certifies.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub sops: Vec<SopBound>,
+    /// Certified bound on the output's error, evaluated in f32.
+    pub output_bound: f64,
+    /// The same, evaluated in f64.
+    pub output_bound_f64: f64,
+}
+
+/// f32 unit roundoff.
+const U32: f64 = 5.960_464_477_539_063e-8;
+
+/// f64 unit roundoff.
+const U64: f64 = 1.1102230246251565e-16;
+
+fn gamma_u(n: usize, u: f64) -> f64 {
+    let nu = n as f64 * u;
+    nu / (1.0 - nu)
+}
+
+/// Arithmetic the certified bound assumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Precision {
+    F32,
+    /// f64 arithmetic on the stored f32 weights.
+    F64,
+}
+
+/// Most knots one piecewise-linear function may use.
+const MAX_KNOTS: usize = 200_000;
+/// Most key groups a group-scored head may use.
+const MAX_GROUPS: usize = 2048;
+
+// ---- intervals and jets -------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Iv {
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Iv {
+    fn pt(x: f64) -> Iv {
+        Iv { lo: x, hi: x }
+    }
+    fn new(a: f64, b: f64) -> Iv {
+        Iv { lo: a.min(b), hi: a.max(b) }
+    }
+    fn add(self, o: Iv) -> Iv {
+        Iv { lo: self.lo + o.lo, hi: self.hi + o.hi }
+    }
+    fn neg(self) -> Iv {
+        Iv { lo: -self.hi, hi: -self.lo }
+    }
+    fn scale(self, c: f64) -> Iv {
+        Iv::new(self.lo * c, self.hi * c)
+    }
+    fn mul(self, o: Iv) -> Iv {
+        let p = [self.lo * o.lo, self.lo * o.hi, self.hi * o.lo, self.hi * o.hi];
+        Iv { lo: p.iter().cloned().fold(f64::INFINITY, f64::min), hi: p.iter().cloned().fold(f64::NEG_INFINITY, f64::max) }
+    }
+    fn hull(self, o: Iv) -> Iv {
+        Iv { lo: self.lo.min(o.lo), hi: self.hi.max(o.hi) }
+    }
+    fn mag(self) -> f64 {
+        self.lo.abs().max(self.hi.abs())
+    }
+    fn contains_zero(self) -> bool {
+        self.lo <= 0.0 && self.hi >= 0.0
+    }
+    fn recip(self) -> Option<Iv> {
+        if self.contains_zero() { None } else { Some(Iv::new(1.0 / self.lo, 1.0 / self.hi)) }
+    }
+    fn exp(self) -> Iv {
+        Iv { lo: self.lo.exp(), hi: self.hi.exp() }
+    }
+    fn sq(self) -> Iv {
+        if self.contains_zero() { Iv { lo: 0.0, hi: self.mag() * self.mag() } } else { self.mul(self) }
+    }
+}
+
+/// A unary function of `u`, as the compiler approximates it.
+#[derive(Clone, Debug)]
+pub enum F {
+    /// `a·u + b`
+    Lin(f64, f64),
+    C(f64),
+    Add(Box<F>, Box<F>),
+    Mul(Box<F>, Box<F>),
+    Div(Box<F>, Box<F>),
+    Neg(Box<F>),
+    Exp(Box<F>),
+    /// `x ^ p` for a constant p (x > 0 unless p is a small natural number).
+    Pow(Box<F>, f64),
+    /// 1 or 0.
+    Cmp(Box<F>, BinOp, Box<F>),
+    /// then, cond, otherwise
+    Ter(Box<F>, Box<F>, Box<F>),
+}
+
+fn cmp_holds(a: f64, op: BinOp, b: f64) -> bool {
+    match op {
+        BinOp::Lt => a < b,
+        BinOp::Le => a <= b,
+        BinOp::Gt => a > b,
+        BinOp::Ge => a >= b,
+        BinOp::Eq => a == b,
+        _ => false,
+    }
+}
+
+impl F {
+    pub fn eval(&self, u: f64) -> f64 {
+        match self {
+            F::Lin(a, b) => a * u + b,
+            F::C(c) => *c,
+            F::Add(x, y) => x.eval(u) + y.eval(u),
+            F::Mul(x, y) => x.eval(u) * y.eval(u),
+            F::Div(x, y) => x.eval(u) / y.eval(u),
+            F::Neg(x) => -x.eval(u),
+            F::Exp(x) => x.eval(u).exp(),
+            F::Pow(x, p) => x.eval(u).powf(*p),
+            F::Cmp(x, op, y) => cmp_holds(x.eval(u), *op, y.eval(u)) as i64 as f64,
+            F::Ter(t, c, e) => {
+                if c.eval(u) != 0.0 {
+                    t.eval(u)
+                } else {
+                    e.eval(u)
+                }
+            }
+        }
+    }
+
+    /// Points where a comparison inside flips (comparisons must be between affine pieces).
+    fn breakpoints(&self, out: &mut Vec<f64>) -> Result<(), String> {
+        match self {
+            F::Lin(..) | F::C(_) => {}
+            F::Add(x, y) | F::Mul(x, y) | F::Div(x, y) => {
+                x.breakpoints(out)?;
+                y.breakpoints(out)?;
+            }
+            F::Neg(x) | F::Exp(x) | F::Pow(x, _) => x.breakpoints(out)?,
+            F::Cmp(x, _, y) => {
+                let (a1, b1) = x.affine().ok_or("a comparison between non-affine functions of a real value")?;
+                let (a2, b2) = y.affine().ok_or("a comparison between non-affine functions of a real value")?;
+                if a1 != a2 {
+                    out.push((b2 - b1) / (a1 - a2));
+                }
+            }
+            F::Ter(t, c, e) => {
+                t.breakpoints(out)?;
+                c.breakpoints(out)?;
+                e.breakpoints(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn affine(&self) -> Option<(f64, f64)> {
+        match self {
+            F::Lin(a, b) => Some((*a, *b)),
+            F::C(c) => Some((0.0, *c)),
+            _ => None,
+        }
+    }
+
+    /// Value, first and second derivative over `[lo, hi]`, with comparisons decided at `mid`
+    /// (no comparison flips strictly inside the segment).
+    fn jet(&self, x: Iv, mid: f64) -> Result<[Iv; 3], String> {
+        let z = Iv::pt(0.0);
+        Ok(match self {
+            F::Lin(a, b) => [x.scale(*a).add(Iv::pt(*b)), Iv::pt(*a), z],
+            F::C(c) => [Iv::pt(*c), z, z],
+            F::Add(p, q) => {
+                let (p, q) = (p.jet(x, mid)?, q.jet(x, mid)?);
+                [p[0].add(q[0]), p[1].add(q[1]), p[2].add(q[2])]
+            }
+            F::Neg(p) => {
+                let p = p.jet(x, mid)?;
+                [p[0].neg(), p[1].neg(), p[2].neg()]
+            }
+            F::Mul(p, q) => {
+                let (p, q) = (p.jet(x, mid)?, q.jet(x, mid)?);
+                [p[0].mul(q[0]), p[1].mul(q[0]).add(p[0].mul(q[1])), p[2].mul(q[0]).add(p[1].mul(q[1]).scale(2.0)).add(p[0].mul(q[2]))]
+            }
+            F::Div(p, q) => {
+                let (p, q) = (p.jet(x, mid)?, q.jet(x, mid)?);
+                let r = q[0].recip().ok_or("a division by an interval that contains 0")?;
+                let r2 = r.sq();
+                let rj = [r, q[1].neg().mul(r2), q[2].neg().mul(r2).add(q[1].sq().mul(r2).mul(r).scale(2.0))];
+                [p[0].mul(rj[0]), p[1].mul(rj[0]).add(p[0].mul(rj[1])), p[2].mul(rj[0]).add(p[1].mul(rj[1]).scale(2.0)).add(p[0].mul(rj[2]))]
+            }
+            F::Exp(p) => {
+                let p = p.jet(x, mid)?;
+                let e = p[0].exp();
+                if !e.hi.is_finite() {
+                    return Err("exp overflows on this interval".into());
+                }
+                [e, e.mul(p[1]), e.mul(p[2].add(p[1].sq()))]
+            }
+            F::Pow(p, k) => {
+                let p = p.jet(x, mid)?;
+                if p[0].lo <= 0.0 {
+                    return Err(format!("x^{k} of a value that can be <= 0"));
+                }
+                let pw = |e: f64| Iv::new(p[0].lo.powf(e), p[0].hi.powf(e));
+                let d1 = pw(k - 1.0).scale(*k);
+                let d2 = pw(k - 2.0).scale(k * (k - 1.0));
+                [pw(*k), d1.mul(p[1]), d2.mul(p[1].sq()).add(d1.mul(p[2]))]
+            }
+            F::Cmp(..) => [Iv::pt(self.eval(mid)), z, z],
+            F::Ter(t, c, e) => {
+                if c.eval(mid) != 0.0 {
+                    t.jet(x, mid)?
+                } else {
+                    e.jet(x, mid)?
+                }
+            }
+        })
+    }
+}
+
+/// A piecewise-linear interpolant: knots, values, and what it certifies.
+#[derive(Clone, Debug)]
+pub struct Pl {
+    pub knots: Vec<f64>,
+    pub values: Vec<f64>,
+    /// Interpolation error bound over the domain.
+    pub err: f64,
+    /// Bound on |f'| over the domain.
+    pub lipschitz: f64,
+    /// Interval of f over the domain.
+    pub range: Iv,
+}
+
+/// Interpolates `f` on `[lo, hi]` within `eps`, subdividing segments until the interval bound
+/// on the second derivative certifies it.
+pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
+    let mut cuts = vec![lo, hi];
+    let mut bps = vec![];
+    f.breakpoints(&mut bps)?;
+    cuts.extend(bps.into_iter().filter(|&b| b > lo && b < hi));
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup();
+    // A jump at a breakpoint cannot be interpolated.
+    for &b in &cuts[1..cuts.len() - 1] {
+        let h = 1e-9 * (1.0 + b.abs());
+        let (l, r) = (f.eval(b - h), f.eval(b + h));
+        if (l - r).abs() > 1e-6 * (1.0 + l.abs().max(r.abs())) {
+            return Err(format!("the function jumps at {b} (a step cannot be computed by a continuous MLP)"));
+        }
+    }
+    let mut knots = vec![lo];
+    let (mut err, mut lip) = (0.0f64, 0.0f64);
+    let mut range = Iv::pt(f.eval(lo));
+    for w in cuts.windows(2) {
+        let mut stack = vec![(w[0], w[1])];
+        while let Some((a, b)) = stack.pop() {
+            let mid = 0.5 * (a + b);
+            let j = f.jet(Iv { lo: a, hi: b }, mid)?;
+            let width = b - a;
+            let e = if width == 0.0 { 0.0 } else { width * width / 8.0 * j[2].mag() };
+            if !(e.is_finite() && j[1].mag().is_finite()) {
+                return Err(format!("the function is not bounded near {mid}"));
+            }
+            if e > eps && width > 1e-12 * (1.0 + mid.abs()) {
+                // Left half last, so it is handled first: knots stay in order.
+                stack.push((mid, b));
+                stack.push((a, mid));
+                continue;
+            }
+            err = err.max(e);
+            lip = lip.max(j[1].mag());
+            range = range.hull(j[0]);
+            knots.push(b);
+            if knots.len() > MAX_KNOTS {
+                return Err(format!("more than {MAX_KNOTS} pieces would be needed for error {eps:e}"));
+            }
+        }
+    }
+    let values = knots.iter().map(|&t| f.eval(t)).collect();
+    Ok(Pl { knots, values, err, lipschitz: lip, range })
+}
+
+/// The interpolant as ReLU units around the split knot that keeps the summed magnitudes
+/// smallest: `f(t_j) + Σ coef·relu(±(u - t))`. Returns (f(t_j), units `(dir, t, coef)`, a bound
+/// on Σ|coef·relu(..)| over the domain).
+pub fn split_basis(pl: &Pl) -> (f64, Vec<(f64, f64, f64)>, f64) {
+    let (t, y) = (&pl.knots, &pl.values);
+    let k = t.len();
+    let (lo, hi) = (t[0], t[k - 1]);
+    let slope: Vec<f64> = (0..k - 1).map(|i| (y[i + 1] - y[i]) / (t[i + 1] - t[i])).collect();
+    // Slope change at interior knot i (1..k-1).
+    let ds = |i: usize| slope[i] - slope[i - 1];
+    // mag(j) = |y_j| + |s_R|(hi - t_j) + |s_L|(t_j - lo) + Σ_{i>j}|ds_i|(hi - t_i) + Σ_{i<j}|ds_i|(t_i - lo)
+    let mut right = vec![0.0; k + 1];
+    for i in (1..k - 1).rev() {
+        right[i] = right[i + 1] + ds(i).abs() * (hi - t[i]);
+    }
+    let mut best = (f64::INFINITY, 0usize);
+    let mut left = 0.0;
+    for j in 0..k {
+        let sr = if j + 1 < k { slope[j].abs() * (hi - t[j]) } else { 0.0 };
+        let sl = if j > 0 { slope[j - 1].abs() * (t[j] - lo) } else { 0.0 };
+        let m = y[j].abs() + sr + sl + right[j + 1] + left;
+        if m < best.0 {
+            best = (m, j);
+        }
+        if j >= 1 && j < k - 1 {
+            left += ds(j).abs() * (t[j] - lo);
+        }
+    }
+    let j = best.1;
+    let mut units = vec![];
+    if j + 1 < k && slope[j] != 0.0 {
+        units.push((1.0, t[j], slope[j]));
+    }
+    if j > 0 && slope[j - 1] != 0.0 {
+        units.push((-1.0, t[j], -slope[j - 1]));
+    }
+    for i in 1..k - 1 {
+        let d = ds(i);
+        if d == 0.0 || i == j {
+            continue;
+        }
+        units.push((if i > j { 1.0 } else { -1.0 }, t[i], d));
+    }
+    (y[j], units, best.0)
+}
+
+// ---- expressions over residents -----------------------------------------------------------
+
+/// A real s-op as an expression over resident slots.
+#[derive(Clone, Debug)]
+enum Ex {
+    Leaf(usize),
+    C(f64),
+    Add(Box<Ex>, Box<Ex>),
+    Mul(Box<Ex>, Box<Ex>),
+    Div(Box<Ex>, Box<Ex>),
+    Neg(Box<Ex>),
+    Pow(Box<Ex>, Box<Ex>),
+    Cmp(Box<Ex>, BinOp, Box<Ex>),
+    Ter(Box<Ex>, Box<Ex>, Box<Ex>),
+}
+
+fn bx(e: Ex) -> Box<Ex> {
+    Box::new(e)
+}
+
+/// An affine form `Σ c_s · slot_s + k`.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Aff {
+    c: BTreeMap<usize, f64>,
+    k: f64,
+}
+
+impl Aff {
+    fn leaf(s: usize) -> Aff {
+        Aff { c: BTreeMap::from([(s, 1.0)]), k: 0.0 }
+    }
+    fn konst(k: f64) -> Aff {
+        Aff { c: BTreeMap::new(), k }
+    }
+    fn add(mut self, o: &Aff, w: f64) -> Aff {
+        for (&s, &c) in &o.c {
+            *self.c.entry(s).or_insert(0.0) += w * c;
+        }
+        self.c.retain(|_, c| *c != 0.0);
+        self.k += w * o.k;
+        self
+    }
+    fn scale(&self, w: f64) -> Aff {
+        Aff::default().add(self, w)
+    }
+    fn is_const(&self) -> bool {
+        self.c.is_empty()
+    }
+    /// `self = λ·u + κ`?
+    fn in_direction(&self, u: &Aff) -> Option<(f64, f64)> {
+        if self.c.len() != u.c.len() {
+            return None;
+        }
+        let (&s0, &c0) = u.c.iter().next()?;
+        let lam = self.c.get(&s0)? / c0;
+        for (s, &c) in &u.c {
+            let mine = *self.c.get(s)?;
+            if (mine - lam * c).abs() > 1e-12 * mine.abs().max(1.0) {
+                return None;
+            }
+        }
+        Some((lam, self.k - lam * u.k))
+    }
+}
+
+/// One nonlinear piece of an MLP.
+#[derive(Clone, Debug)]
+enum Term {
+    Unary(Aff, F),
+    Prod(Aff, Aff),
+    /// `u²`, half of a ReLU-mode product (its interval is the product's).
+    Square(Aff),
+}
+
+/// Known facts about a resident slot's values at non-BOS positions.
+#[derive(Clone, Copy, Debug)]
+struct Res {
+    iv: Iv,
+    err: f64,
+}
+
+/// What a node is, for this lowering.
+#[derive(Clone, Debug)]
+enum Val {
+    /// Known per token position at compile time (None: undefined there).
+    Pos(Vec<Option<Atom>>),
+    Real(Ex),
+}
+
+struct RealLowerer<'a> {
+    g: &'a Graph,
+    n: usize,
+    opts: &'a RealOptions,
+    slots: Vec<Slot>,
+    blocks: Vec<Block>,
+    res: HashMap<usize, Res>,
+    vals: HashMap<NodeId, Val>,
+    positional: Vec<(usize, usize, Vec<f64>)>,
+    pos_cache: HashMap<Vec<u64>, usize>,
+    mat_cache: HashMap<String, usize>,
+    input: Option<usize>,
+    report: Vec<SopBound>,
+    /// Positional slots: value at each token position.
+    pos_vals: HashMap<usize, Vec<f64>>,
+    /// Source of the node being lowered (for diagnostics raised deep inside).
+    span: raspc_lang::span::Span,
+    prec: Precision,
+}
+
+/// Lowers a real-valued program. Returns the plan and the certified bounds (the analysis runs
+/// once per evaluation precision; the network does not depend on it).
+pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Result<(Plan, Report), Vec<Diagnostic>> {
+    let (plan, mut report) = lower_with(g, root, max_len, opts, Precision::F32)?;
+    let (_, r64) = lower_with(g, root, max_len, opts, Precision::F64)?;
+    report.output_bound_f64 = r64.output_bound;
+    for (a, b) in report.sops.iter_mut().zip(&r64.sops) {
+        a.err_f64 = b.err;
+    }
+    Ok((plan, report))
+}
+
+fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec: Precision) -> Result<(Plan, Report), Vec<Diagnostic>> {
+    let mut lw = RealLowerer {
+        g,
+        n: max_len,
+        opts,
+        slots: vec![],
+        blocks: vec![],
+        res: HashMap::new(),
+        vals: HashMap::new(),
+        positional: vec![],
+        pos_cache: HashMap::new(),
+        mat_cache: HashMap::new(),
+        input: None,
+        report: vec![],
+        pos_vals: HashMap::new(),
+        span: g.node(root).span,
+        prec,
+    };
+    lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
+    lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
+    let node = g.node(root);
+    if node.kind.is_selector() {
+        return Err(vec![Diagnostic::error("compile::entry", format!("`{}` is a selector; only s-ops can be compiled", node.label), node.span).with_label("a selector")]);
+    }
+    if !(opts.lo.is_finite() && opts.hi.is_finite() && opts.lo <= opts.hi) {
+        return Err(vec![Diagnostic::error("compile::bounds", format!("input bounds [{}, {}] are not a finite interval", opts.lo, opts.hi), node.span).with_label("compiled here")]);
+    }
+    if let Some(e) = opts.pl_error
+        && !(e > 0.0 && e.is_finite())
+    {
+        return Err(vec![Diagnostic::error("compile::bounds", format!("the piecewise-linear error must be > 0, got {e}"), node.span).with_label("compiled here")]);
+    }
+    let mut diags = vec![];
+    for id in g.ancestors(root) {
+        if g.node(id).kind.is_selector() {
+            continue;
+        }
+        if g.node(id).kind.operands().iter().any(|o| !g.node(*o).kind.is_selector() && !lw.vals.contains_key(o)) {
+            continue; // an operand failed: reported already
+        }
+        match lw.lower_node(id) {
+            Ok(v) => {
+                lw.vals.insert(id, v);
+            }
+            Err(d) => diags.push(d),
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    lw.span = node.span;
+    let out_slot = match lw.vals[&root].clone() {
+        Val::Real(ex) => lw.resident(&ex, &node.label).map_err(|d| vec![d])?,
+        Val::Pos(_) => {
+            return Err(vec![Diagnostic::error("compile::real", format!("`{}` does not depend on the input numbers", node.label), node.span)
+                .with_label("a function of positions only")
+                .with_note("with --input-bounds the compiled s-op must read the input (tokens_float)")]);
+        }
+    };
+    let bound = lw.res[&out_slot].err;
+    if !lw.report.iter().any(|r| r.label == node.label) {
+        let r = lw.res[&out_slot];
+        lw.report.push(SopBound { label: node.label.clone(), lo: r.iv.lo, hi: r.iv.hi, err: r.err, err_f64: r.err });
+    }
+    let plan = Plan {
+        slots: lw.slots,
+        blocks: lw.blocks,
+        tokens: lw.input,
+        indices: None,
+        output: OutputView { slot: out_slot, map: None, values: None, points: None },
+        num_values: BTreeMap::new(),
+        output_label: node.label.clone(),
+        positional: lw.positional,
+        real_input: lw.input.map(|s| (s, opts.lo, opts.hi)),
+        output_bound: Some(bound),
+    };
+    Ok((plan, Report { sops: lw.report, output_bound: bound, output_bound_f64: bound }))
+}
+
+fn atom_f64(a: &Atom) -> Option<f64> {
+    match a {
+        Atom::Bool(b) => Some(*b as i64 as f64),
+        other => other.as_f64(),
+    }
+}
+
+impl RealLowerer<'_> {
+    fn err(&self, id: NodeId, msg: impl Into<String>) -> Diagnostic {
+        Diagnostic::error("compile::real", msg, self.g.node(id).span)
+    }
+
+    fn new_slot(&mut self, label: String, enc: SlotEnc) -> usize {
+        let d = enc.dims();
+        self.slots.push(Slot { label, enc, at_bos: vec![0.0; d] });
+        self.slots.len() - 1
+    }
+
+    fn push_block(&mut self, kind: BlockKind, writes: usize, what: String) {
+        let mut reads: Vec<usize> = match &kind {
+            BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.0).collect(),
+            BlockKind::Mlp(m) => m.w_in.iter().chain(m.gate.iter().flat_map(|g| g.w.iter())).map(|e| e.0).collect(),
+        };
+        reads.sort();
+        reads.dedup();
+        self.blocks.push(Block { kind, reads, writes, what });
+    }
+
+    /// A numerical slot the position embedding fills (cached by its values).
+    fn pos_slot(&mut self, label: &str, values: &[f64]) -> usize {
+        let key: Vec<u64> = values.iter().map(|x| x.to_bits()).collect();
+        if let Some(&s) = self.pos_cache.get(&key) {
+            return s;
+        }
+        let s = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
+        let mut v = vec![0.0];
+        v.extend_from_slice(values);
+        self.positional.push((s, 0, v));
+        let lo = values.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        self.res.insert(s, Res { iv: Iv { lo, hi }, err: 0.0 });
+        self.pos_vals.insert(s, values.to_vec());
+        self.pos_cache.insert(key, s);
+        s
+    }
+
+    fn pos_numbers(&self, id: NodeId, v: &[Option<Atom>]) -> Result<Vec<f64>, Diagnostic> {
+        v.iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.as_ref().and_then(atom_f64).ok_or_else(|| {
+                    self.err(id, format!("`{}` has no number at index {i}", self.g.node(id).label)).with_label("used as a number with real inputs")
+                })
+            })
+            .collect()
+    }
+
+    fn ex_of(&mut self, id: NodeId) -> Result<Ex, Diagnostic> {
+        match self.vals[&id].clone() {
+            Val::Real(e) => Ok(self.canon(e)),
+            Val::Pos(v) => {
+                let nums = self.pos_numbers(id, &v)?;
+                if nums.windows(2).all(|w| w[0] == w[1]) {
+                    return Ok(Ex::C(nums.first().copied().unwrap_or(0.0)));
+                }
+                let label = self.g.node(id).label.clone();
+                Ok(Ex::Leaf(self.pos_slot(&label, &nums)))
+            }
+        }
+    }
+
+    /// Replaces subexpressions that already have a slot by that slot.
+    fn canon(&self, e: Ex) -> Ex {
+        if self.mat_cache.is_empty() || matches!(e, Ex::Leaf(_) | Ex::C(_)) {
+            return e;
+        }
+        if let Some(&s) = self.mat_cache.get(&format!("{e:?}")) {
+            return Ex::Leaf(s);
+        }
+        let c = |x: Box<Ex>| bx(self.canon(*x));
+        match e {
+            Ex::Add(a, b) => Ex::Add(c(a), c(b)),
+            Ex::Mul(a, b) => Ex::Mul(c(a), c(b)),
+            Ex::Div(a, b) => Ex::Div(c(a), c(b)),
+            Ex::Neg(a) => Ex::Neg(c(a)),
+            Ex::Pow(a, b) => Ex::Pow(c(a), c(b)),
+            Ex::Cmp(a, op, b) => Ex::Cmp(c(a), op, c(b)),
+            Ex::Ter(a, b, d) => Ex::Ter(c(a), c(b), c(d)),
+            other => other,
+        }
+    }
+
+    fn operand_ex(&mut self, o: &Operand) -> Result<Ex, Diagnostic> {
+        match o {
+            Operand::Sop(n) => self.ex_of(*n),
+            Operand::Const(a) => Ok(Ex::C(atom_f64(a).unwrap_or(f64::NAN))),
+        }
+    }
+
+    fn lower_node(&mut self, id: NodeId) -> Result<Val, Diagnostic> {
+        let node = self.g.node(id);
+        let label = node.label.clone();
+        self.span = node.span;
+        if let Some(v) = index_function(self.g, id, self.n) {
+            return Ok(Val::Pos(v));
+        }
+        Ok(match node.kind.clone() {
+            NodeKind::Tokens => {
+                let s = self.new_slot(label.clone(), SlotEnc::Num { points: None });
+                let m = self.opts.lo.abs().max(self.opts.hi.abs());
+                let err = if self.prec == Precision::F32 { U32 * m } else { 0.0 };
+                self.res.insert(s, Res { iv: Iv { lo: self.opts.lo, hi: self.opts.hi }, err });
+                self.input = Some(s);
+                Val::Real(Ex::Leaf(s))
+            }
+            NodeKind::Indices | NodeKind::Const(_) => unreachable!("positional"),
+            NodeKind::Length => {
+                return Err(self.err(id, "`length` is not supported with real inputs").with_label("here").with_note("shapes are fixed when U-style programs compile: use the sizes as numbers"));
+            }
+            NodeKind::Map { op, args } => {
+                if args.iter().all(|a| match a {
+                    Operand::Sop(s) => matches!(self.vals[s], Val::Pos(_)),
+                    Operand::Const(_) => true,
+                }) {
+                    // A function of positional values: positional too.
+                    let mut out = vec![];
+                    for i in 0..self.n {
+                        let mut row = vec![];
+                        let mut ok = true;
+                        for a in &args {
+                            match a {
+                                Operand::Const(c) => row.push(c.clone()),
+                                Operand::Sop(s) => match &self.vals[s] {
+                                    Val::Pos(v) => match &v[i] {
+                                        Some(x) => row.push(x.clone()),
+                                        None => ok = false,
+                                    },
+                                    Val::Real(_) => unreachable!("checked"),
+                                },
+                            }
+                        }
+                        out.push(if ok { raspc_lang::interp::apply_map(&op, &row).ok() } else { None });
+                    }
+                    return Ok(Val::Pos(out));
+                }
+                let mut xs = vec![];
+                for a in &args {
+                    xs.push(self.operand_ex(a)?);
+                }
+                let ex = match (&op, xs.as_slice()) {
+                    (MapOp::Convert(Convert::Float) | MapOp::Pos, [x]) => x.clone(),
+                    (MapOp::Neg, [x]) => Ex::Neg(bx(x.clone())),
+                    (MapOp::Binary(b), [x, y]) => {
+                        let (x, y) = (bx(x.clone()), bx(y.clone()));
+                        match b {
+                            BinOp::Add => Ex::Add(x, y),
+                            BinOp::Sub => Ex::Add(x, bx(Ex::Neg(y))),
+                            BinOp::Mul => Ex::Mul(x, y),
+                            BinOp::Div => Ex::Div(x, y),
+                            BinOp::Pow => Ex::Pow(x, y),
+                            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => Ex::Cmp(x, *b, y),
+                            other => {
+                                return Err(self
+                                    .err(id, format!("`{}` on real values is not supported", other.symbol()))
+                                    .with_label("here")
+                                    .with_note("real values support + - * / ^, comparisons inside `a if cond else b`, and aggregates"));
+                            }
+                        }
+                    }
+                    (MapOp::Ternary, [t, c, e]) => Ex::Ter(bx(t.clone()), bx(c.clone()), bx(e.clone())),
+                    _ => {
+                        return Err(self
+                            .err(id, format!("{} of a real value is not supported", op.name()))
+                            .with_label("here")
+                            .with_note("real values support + - * / ^, comparisons inside `a if cond else b`, and aggregates"));
+                    }
+                };
+                Val::Real(ex)
+            }
+            NodeKind::Aggregate { sel, values, default } | NodeKind::AggregateMax { sel, values, default } => {
+                let is_max = matches!(node.kind, NodeKind::AggregateMax { .. });
+                let m = self.selector(sel)?;
+                if let Val::Pos(v) = self.vals[&values].clone() {
+                    // Everything known: the aggregate is positional too.
+                    let nums = self.pos_numbers(values, &v)?;
+                    let d = atom_f64(&default).unwrap_or(0.0);
+                    let out = m
+                        .iter()
+                        .map(|row| {
+                            let picked: Vec<f64> = row.iter().zip(&nums).filter(|(p, _)| **p).map(|(_, x)| *x).collect();
+                            Some(Atom::Float(if picked.is_empty() {
+                                d
+                            } else if is_max {
+                                picked.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+                            } else {
+                                picked.iter().sum::<f64>() / picked.len() as f64
+                            }))
+                        })
+                        .collect();
+                    return Ok(Val::Pos(out));
+                }
+                if atom_f64(&default) != Some(0.0) {
+                    return Err(self.err(id, format!("the default of a real aggregate must be 0, got {}", default.repr())).with_label("here"));
+                }
+                let vex = self.ex_of(values)?;
+                let v = self.affine_or_resident(&vex, &self.g.node(values).label.clone())?;
+                if v.c.len() == 1 && v.k == 0.0 && v.c.values().all(|&w| w == 1.0) {
+                    let slot = *v.c.keys().next().expect("one");
+                    self.vals.insert(values, Val::Real(Ex::Leaf(slot)));
+                }
+                let s = self.head(id, &label, sel, &m, &v, is_max)?;
+                Val::Real(Ex::Leaf(s))
+            }
+            NodeKind::SelectorWidth(sel) => {
+                let m = self.selector(sel)?;
+                Val::Pos(m.iter().map(|r| Some(Atom::Int(r.iter().filter(|&&b| b).count() as i64))).collect())
+            }
+            _ => return Err(self.err(id, "not supported with real inputs").with_label("here")),
+        })
+    }
+
+    // ---- selectors and heads -----------------------------------------------------------
+
+    /// The selection matrix `[query][key]` of a selector between positional s-ops.
+    fn selector(&self, sel: NodeId) -> Result<Vec<Vec<bool>>, Diagnostic> {
+        let mut sides = HashMap::new();
+        self.collect_sides(sel, &mut sides)?;
+        let n = self.n;
+        let mut out = vec![vec![false; n]; n];
+        for (q, row) in out.iter_mut().enumerate() {
+            for (k, cell) in row.iter_mut().enumerate() {
+                *cell = self.eval_sel(sel, k, q, &sides);
+            }
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn collect_sides(&self, sel: NodeId, out: &mut HashMap<NodeId, (Vec<Option<Atom>>, Vec<Option<Atom>>)>) -> Result<(), Diagnostic> {
+        match &self.g.node(sel).kind {
+            NodeKind::Select { keys, queries, .. } => {
+                out.insert(sel, (self.side(sel, *keys)?, self.side(sel, *queries)?));
+            }
+            NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
+                self.collect_sides(*a, out)?;
+                self.collect_sides(*b, out)?;
+            }
+            NodeKind::SelectNot(a) => self.collect_sides(*a, out)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn side(&self, sel: NodeId, x: NodeId) -> Result<Vec<Option<Atom>>, Diagnostic> {
+        match self.vals.get(&x) {
+            Some(Val::Pos(v)) => Ok(v.clone()),
+            _ => Err(self
+                .err(sel, format!("this selector compares `{}`, which depends on the input numbers", self.g.node(x).label))
+                .with_label("selectors must compare positions")
+                .with_note("with real inputs, selects compare functions of indices; the largest real value is `aggregate_max`")),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn eval_sel(&self, sel: NodeId, k: usize, q: usize, sides: &HashMap<NodeId, (Vec<Option<Atom>>, Vec<Option<Atom>>)>) -> bool {
+        match &self.g.node(sel).kind {
+            NodeKind::Select { cmp, .. } => {
+                let (kv, qv) = &sides[&sel];
+                match (&kv[k], &qv[q]) {
+                    (Some(a), Some(b)) => Atom::compare(a, *cmp, b).unwrap_or(false),
+                    _ => false,
+                }
+            }
+            NodeKind::SelectAnd(a, b) => self.eval_sel(*a, k, q, sides) && self.eval_sel(*b, k, q, sides),
+            NodeKind::SelectOr(a, b) => self.eval_sel(*a, k, q, sides) || self.eval_sel(*b, k, q, sides),
+            NodeKind::SelectNot(a) => !self.eval_sel(*a, k, q, sides),
+            _ => false,
+        }
+    }
+
+    /// `==` leaves of an `and` tree with integer positions: `(key values, query values)`.
+    fn quadratic_leaves(&self, sel: NodeId, out: &mut Vec<(Vec<f64>, Vec<f64>)>) -> bool {
+        match &self.g.node(sel).kind {
+            NodeKind::SelectAnd(a, b) => self.quadratic_leaves(*a, out) && self.quadratic_leaves(*b, out),
+            NodeKind::Select { keys, queries, cmp: Cmp::Eq } => {
+                let (Ok(kv), Ok(qv)) = (self.side(sel, *keys), self.side(sel, *queries)) else { return false };
+                // Undefined positions never match: a far-away sentinel.
+                let int = |v: &[Option<Atom>], sentinel: f64| -> Option<Vec<f64>> {
+                    v.iter()
+                        .map(|a| match a.as_ref().map(atom_f64) {
+                            Some(Some(x)) if x.fract() == 0.0 && x.abs() <= 1024.0 => Some(x),
+                            Some(Some(_)) => None,
+                            _ => Some(sentinel),
+                        })
+                        .collect()
+                };
+                match (int(&kv, -3000.0), int(&qv, -6000.0)) {
+                    (Some(k), Some(q)) => {
+                        out.push((k, q));
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// One hard-attention head writing a new numerical slot: the mean (or the maximum) of the
+    /// affine form `v` over the keys `m[q]` selects; 0 where none is.
+    fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<bool>], v: &Aff, is_max: bool) -> Result<usize, Diagnostic> {
+        let vi = self.aff_iv(v);
+        let ve = self.aff_err(v);
+        let vmag = vi.mag().max(1e-30);
+        let none = m.iter().any(|r| !r.iter().any(|&b| b));
+        let widest = m.iter().map(|r| r.iter().filter(|&&b| b).count()).max().unwrap_or(0);
+        // Value path: one dot product with nnz terms, then a mean of `widest` values.
+        let value_fp = self.gamma(v.c.len() + 1) * self.aff_mag(v) + self.gamma(widest + 2) * (vmag + ve);
+        let (mut q, mut k): (Vec<In>, Vec<In>) = (vec![], vec![]);
+        let mut col = 0;
+        let mut quad = vec![];
+        // Score scale: 1 for means; for the maximum, -M on unselected keys and c·v on selected.
+        let (scale, c) = if is_max {
+            let c = (2f64.powi(40) / vmag).log2().floor().exp2();
+            let big = (4.0 * c * vmag + 4.0).log2().ceil().exp2();
+            (big, c)
+        } else {
+            (1.0, 0.0)
+        };
+        let mut err = ve + value_fp;
+        if !is_max && self.quadratic_leaves(sel, &mut quad) {
+            // -Σ (f(k) - g(q))² = Σ 2 f g - f² - g².
+            let mut fsq = vec![];
+            let mut gsq = vec![];
+            for (j, (f, g)) in quad.iter().enumerate() {
+                let fs = self.pos_slot(&format!("{label}.key{j}"), f);
+                let gs = self.pos_slot(&format!("{label}.query{j}"), g);
+                q.push((gs, 0, col, 2.0));
+                k.push((fs, 0, col, 1.0));
+                col += 1;
+                fsq.push(self.pos_slot(&format!("{label}.key{j}^2"), &f.iter().map(|x| x * x).collect::<Vec<_>>()));
+                gsq.push(self.pos_slot(&format!("{label}.query{j}^2"), &g.iter().map(|x| x * x).collect::<Vec<_>>()));
+            }
+            q.push((TOK, 0, col, -1.0));
+            k.extend(fsq.iter().map(|&s| (s, 0, col, 1.0)));
+            col += 1;
+            q.extend(gsq.iter().map(|&s| (s, 0, col, -1.0)));
+            k.push((TOK, 0, col, 1.0));
+            col += 1;
+        } else {
+            // Key groups: distinct tuples of what the selector can see of a key.
+            let mut groups: Vec<Vec<bool>> = vec![];
+            let mut group_of = vec![0usize; self.n];
+            for key in 0..self.n {
+                let column: Vec<bool> = m.iter().map(|r| r[key]).collect();
+                group_of[key] = match groups.iter().position(|g| *g == column) {
+                    Some(i) => i,
+                    None => {
+                        groups.push(column);
+                        groups.len() - 1
+                    }
+                };
+            }
+            if groups.len() > MAX_GROUPS {
+                return Err(self.err(id, format!("this selector splits the keys into {} groups (at most {MAX_GROUPS})", groups.len())).with_label("too irregular for one head"));
+            }
+            let r = groups.len();
+            let kg = self.new_slot(format!("{label}.keygroup"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect()));
+            let qn = self.new_slot(format!("{label}.unselected"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect()));
+            for gi in 0..r {
+                let mut kv = vec![0.0; self.n + 1];
+                for (key, &g) in group_of.iter().enumerate() {
+                    if g == gi {
+                        kv[key + 1] = 1.0;
+                    }
+                }
+                self.positional.push((kg, gi, kv));
+                let mut qv = vec![0.0; self.n + 1];
+                for (qi, row) in qv.iter_mut().skip(1).enumerate() {
+                    *row = if groups[gi][qi] { 0.0 } else { 1.0 };
+                }
+                self.positional.push((qn, gi, qv));
+                q.push((qn, gi, col, -scale));
+                k.push((kg, gi, col, 1.0));
+                col += 1;
+            }
+        }
+        // BOS: wins for a query with no selected key (-scale/2 beats every unselected key),
+        // and BOS attends to itself.
+        q.push((TOK, 0, col, -scale / 2.0));
+        k.push((BOS, 0, col, 1.0));
+        col += 1;
+        q.push((BOS, 0, col, scale));
+        k.push((BOS, 0, col, 1.0));
+        col += 1;
+        q.push((BOS, 0, col, -scale));
+        k.push((TOK, 0, col, 1.0));
+        col += 1;
+        if is_max {
+            q.push((TOK, 0, col, 1.0));
+            for (&s, &w) in &v.c {
+                k.push((s, 0, col, c * w));
+            }
+            if v.k != 0.0 {
+                k.push((TOK, 0, col, c * v.k));
+            }
+            col += 1;
+            // Keys within the tie tolerance (1/8) or a rounding of the largest score of the
+            // maximum are averaged in.
+            err += (0.125 + 8.0 * self.unit() * scale) / c;
+        }
+        let vv: Vec<In> = v.c.iter().map(|(&s, &w)| (s, 0, 0, w)).chain((v.k != 0.0).then_some((TOK, 0, 0, v.k))).collect();
+        let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
+        let iv = if none { vi.hull(Iv::pt(0.0)) } else { vi };
+        self.res.insert(out, Res { iv, err });
+        self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err, err_f64: err });
+        let head = Head { width: col, q, k, v: vv, o: vec![(0, out, 0, 1.0)], gap: 0.5, qk_terms: 1 };
+        let what = format!("{label} = {}({}, {})", if is_max { "aggregate_max" } else { "aggregate" }, self.g.node(sel).label, self.describe(v));
+        self.push_block(BlockKind::Head(head), out, what);
+        Ok(out)
+    }
+
+    fn describe(&self, a: &Aff) -> String {
+        let mut parts: Vec<String> = a.c.iter().map(|(&s, &w)| if w == 1.0 { self.slots[s].label.clone() } else { format!("{w}·{}", self.slots[s].label) }).collect();
+        if a.k != 0.0 || parts.is_empty() {
+            parts.push(format!("{}", a.k));
+        }
+        parts.join(" + ")
+    }
+
+    // ---- affine forms ------------------------------------------------------------------
+
+    fn aff_iv(&self, a: &Aff) -> Iv {
+        a.c.iter().fold(Iv::pt(a.k), |acc, (s, &w)| acc.add(self.res[s].iv.scale(w)))
+    }
+    fn aff_err(&self, a: &Aff) -> f64 {
+        a.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum()
+    }
+    /// Σ|c|·max|x| + |k|: the magnitude its dot product rounds against.
+    fn aff_mag(&self, a: &Aff) -> f64 {
+        a.c.iter().map(|(s, w)| w.abs() * (self.res[s].iv.mag() + self.res[s].err)).sum::<f64>() + a.k.abs()
+    }
+
+    fn affine(ex: &Ex) -> Option<Aff> {
+        Some(match ex {
+            Ex::Leaf(s) => Aff::leaf(*s),
+            Ex::C(c) => Aff::konst(*c),
+            Ex::Add(a, b) => Self::affine(a)?.add(&Self::affine(b)?, 1.0),
+            Ex::Neg(a) => Self::affine(a)?.scale(-1.0),
+            Ex::Mul(a, b) => {
+                let (x, y) = (Self::affine(a)?, Self::affine(b)?);
+                if x.is_const() {
+                    y.scale(x.k)
+                } else if y.is_const() {
+                    x.scale(y.k)
+                } else {
+                    return None;
+                }
+            }
+            Ex::Div(a, b) => {
+                let (x, y) = (Self::affine(a)?, Self::affine(b)?);
+                if y.is_const() && y.k != 0.0 {
+                    x.scale(1.0 / y.k)
+                } else {
+                    return None;
+                }
+            }
+            Ex::Pow(a, b) => {
+                let (x, y) = (Self::affine(a)?, Self::affine(b)?);
+                if x.is_const() && y.is_const() {
+                    Aff::konst(x.k.powf(y.k))
+                } else {
+                    return None;
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// The affine form of `ex`, materialising it when it is not affine.
+    fn affine_or_resident(&mut self, ex: &Ex, label: &str) -> Result<Aff, Diagnostic> {
+        match Self::affine(ex) {
+            Some(a) => Ok(a),
+            None => Ok(Aff::leaf(self.resident(ex, label)?)),
+        }
+    }
+
+    /// Writes `ex` into a slot of its own (one MLP), unless it already is one.
+    fn resident(&mut self, ex: &Ex, label: &str) -> Result<usize, Diagnostic> {
+        if let Ex::Leaf(s) = ex {
+            return Ok(*s);
+        }
+        let key = format!("{ex:?}");
+        if let Some(&s) = self.mat_cache.get(&key) {
+            return Ok(s);
+        }
+        let (aff, terms) = self.decompose(ex, label)?;
+        let s = self.mlp(label, &aff, &terms)?;
+        self.mat_cache.insert(key, s);
+        Ok(s)
+    }
+
+    /// `ex = aff + Σ w·term`, materialising operands that must be affine.
+    fn decompose(&mut self, ex: &Ex, label: &str) -> Result<(Aff, Vec<(f64, Term)>), Diagnostic> {
+        if let Some(a) = Self::affine(ex) {
+            return Ok((a, vec![]));
+        }
+        match ex {
+            Ex::Add(a, b) => {
+                let (x, mut tx) = self.decompose(a, label)?;
+                let (y, ty) = self.decompose(b, label)?;
+                tx.extend(ty);
+                return Ok((x.add(&y, 1.0), tx));
+            }
+            Ex::Neg(a) => {
+                let (x, tx) = self.decompose(a, label)?;
+                return Ok((x.scale(-1.0), tx.into_iter().map(|(w, t)| (-w, t)).collect()));
+            }
+            Ex::Mul(a, b) => {
+                for (p, o) in [(a, b), (b, a)] {
+                    if let Some(c) = Self::affine(p).filter(Aff::is_const) {
+                        let (x, tx) = self.decompose(o, label)?;
+                        return Ok((x.scale(c.k), tx.into_iter().map(|(w, t)| (w * c.k, t)).collect()));
+                    }
+                }
+                let x = self.affine_or_resident(a, &format!("{label}.lhs"))?;
+                let y = self.affine_or_resident(b, &format!("{label}.rhs"))?;
+                return Ok((Aff::default(), vec![(1.0, Term::Prod(x, y))]));
+            }
+            Ex::Div(a, b) => {
+                if let Some(c) = Self::affine(b).filter(Aff::is_const) {
+                    let (x, tx) = self.decompose(a, label)?;
+                    return Ok((x.scale(1.0 / c.k), tx.into_iter().map(|(w, t)| (w / c.k, t)).collect()));
+                }
+                if let Some((u, f)) = Self::unary(ex) {
+                    return Ok((Aff::default(), vec![(1.0, Term::Unary(u, f))]));
+                }
+                // a / b = a · (1/b), the reciprocal one MLP earlier.
+                let x = self.affine_or_resident(a, &format!("{label}.num"))?;
+                let r = self.resident(&Ex::Div(bx(Ex::C(1.0)), b.clone()), &format!("{label}.recip"))?;
+                return Ok((Aff::default(), vec![(1.0, Term::Prod(x, Aff::leaf(r)))]));
+            }
+            _ => {}
+        }
+        if let Some((u, f)) = Self::unary(ex) {
+            return Ok((Aff::default(), vec![(1.0, Term::Unary(u, f))]));
+        }
+        if let Ex::Ter(t, c, e) = ex {
+            // `t if A op B else e` with t - e a multiple of A - B (max, min, relu, leaky relu):
+            // e + G(A - B).
+            if let (Some(ta), Some(ea), Ex::Cmp(l, op, r)) = (Self::affine(t), Self::affine(e), c.as_ref())
+                && let (Some(la), Some(ra)) = (Self::affine(l), Self::affine(r))
+            {
+                let u = la.add(&ra, -1.0);
+                let diff = ta.add(&ea, -1.0);
+                if !u.is_const()
+                    && let Some((lam, kap)) = diff.in_direction(&u).or_else(|| diff.is_const().then_some((0.0, diff.k)))
+                {
+                    let f = F::Ter(Box::new(F::Lin(lam, kap)), Box::new(F::Cmp(Box::new(F::Lin(1.0, 0.0)), *op, Box::new(F::C(0.0)))), Box::new(F::C(0.0)));
+                    return Ok((ea, vec![(1.0, Term::Unary(u, f))]));
+                }
+            }
+            // A positional (or otherwise materialised) condition: e + c·(t - e).
+            if let Some(ca) = Self::affine(c) {
+                let ta = self.affine_or_resident(t, &format!("{label}.then"))?;
+                let ea = self.affine_or_resident(e, &format!("{label}.else"))?;
+                return Ok((ea.clone(), vec![(1.0, Term::Prod(ca, ta.add(&ea, -1.0)))]));
+            }
+        }
+        // Polynomial arguments of nonlinear operations get slots of their own first.
+        let prepared = self.prepare(ex, label)?;
+        if let Some((u, f)) = Self::unary(&prepared) {
+            return Ok((Aff::default(), vec![(1.0, Term::Unary(u, f))]));
+        }
+        // Materialise the non-affine operands, then it must be a function of one affine form.
+        let simplified = self.materialise_children(&prepared, label)?;
+        if let Some((u, f)) = Self::unary(&simplified) {
+            return Ok((Aff::default(), vec![(1.0, Term::Unary(u, f))]));
+        }
+        Err(Diagnostic::error("compile::real", format!("`{label}` combines several real values in a way no single MLP computes"), self.span)
+            .with_note("supported: sums, products, quotients, powers with a constant base or exponent, and `a if x op y else b` whose branches differ by a multiple of x - y"))
+    }
+
+    fn is_poly(ex: &Ex) -> bool {
+        match ex {
+            Ex::Leaf(_) | Ex::C(_) => true,
+            Ex::Add(a, b) | Ex::Mul(a, b) => Self::is_poly(a) && Self::is_poly(b),
+            Ex::Neg(a) => Self::is_poly(a),
+            _ => false,
+        }
+    }
+
+    /// Gives every non-affine polynomial argument of a nonlinear operation a slot.
+    fn prepare(&mut self, ex: &Ex, label: &str) -> Result<Ex, Diagnostic> {
+        let arg = |me: &mut Self, e: &Ex| -> Result<Box<Ex>, Diagnostic> {
+            let p = me.prepare(e, label)?;
+            Ok(bx(if Self::affine(&p).is_none() && Self::is_poly(&p) { Ex::Leaf(me.resident(&p, &format!("{label}.arg"))?) } else { p }))
+        };
+        Ok(match ex {
+            Ex::Add(a, b) => Ex::Add(bx(self.prepare(a, label)?), bx(self.prepare(b, label)?)),
+            Ex::Neg(a) => Ex::Neg(bx(self.prepare(a, label)?)),
+            Ex::Mul(a, b) => Ex::Mul(bx(self.prepare(a, label)?), bx(self.prepare(b, label)?)),
+            Ex::Div(a, b) => Ex::Div(arg(self, a)?, arg(self, b)?),
+            Ex::Pow(a, b) => Ex::Pow(arg(self, a)?, arg(self, b)?),
+            Ex::Cmp(a, op, b) => Ex::Cmp(arg(self, a)?, *op, arg(self, b)?),
+            Ex::Ter(a, b, c) => Ex::Ter(arg(self, a)?, arg(self, b)?, arg(self, c)?),
+            other => other.clone(),
+        })
+    }
+
+    fn materialise_children(&mut self, ex: &Ex, label: &str) -> Result<Ex, Diagnostic> {
+        let m = |e: &Ex, me: &mut Self| -> Result<Box<Ex>, Diagnostic> {
+            Ok(bx(match Self::affine(e) {
+                Some(_) => e.clone(),
+                None => Ex::Leaf(me.resident(e, &format!("{label}.arg"))?),
+            }))
+        };
+        Ok(match ex {
+            Ex::Pow(a, b) => Ex::Pow(m(a, self)?, m(b, self)?),
+            Ex::Cmp(a, op, b) => Ex::Cmp(m(a, self)?, *op, m(b, self)?),
+            Ex::Ter(a, b, c) => Ex::Ter(m(a, self)?, m(b, self)?, m(c, self)?),
+            Ex::Div(a, b) => Ex::Div(m(a, self)?, m(b, self)?),
+            Ex::Mul(a, b) => Ex::Mul(m(a, self)?, m(b, self)?),
+            other => other.clone(),
+        })
+    }
+
+    /// `ex` as `F(u)` for one affine form `u`, when every affine piece of it lies along `u`.
+    fn unary(ex: &Ex) -> Option<(Aff, F)> {
+        fn pieces(ex: &Ex, out: &mut Vec<Aff>) {
+            if let Some(a) = RealLowerer::affine(ex) {
+                out.push(a);
+                return;
+            }
+            match ex {
+                Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => {
+                    pieces(a, out);
+                    pieces(b, out);
+                }
+                Ex::Neg(a) => pieces(a, out),
+                Ex::Ter(a, b, c) => {
+                    pieces(a, out);
+                    pieces(b, out);
+                    pieces(c, out);
+                }
+                Ex::Leaf(_) | Ex::C(_) => {}
+            }
+        }
+        let mut ps = vec![];
+        pieces(ex, &mut ps);
+        let u = ps.iter().find(|a| !a.is_const())?.clone();
+        fn build(ex: &Ex, u: &Aff) -> Option<F> {
+            if let Some(a) = RealLowerer::affine(ex) {
+                return Some(if a.is_const() {
+                    F::C(a.k)
+                } else {
+                    let (l, k) = a.in_direction(u)?;
+                    F::Lin(l, k)
+                });
+            }
+            let b = |e: &Ex| build(e, u).map(Box::new);
+            Some(match ex {
+                Ex::Add(x, y) => F::Add(b(x)?, b(y)?),
+                Ex::Mul(x, y) => F::Mul(b(x)?, b(y)?),
+                Ex::Div(x, y) => F::Div(b(x)?, b(y)?),
+                Ex::Neg(x) => F::Neg(b(x)?),
+                Ex::Pow(x, y) => {
+                    let (bx_, by) = (build(x, u)?, build(y, u)?);
+                    match (bx_, by) {
+                        (F::C(base), e) if base > 0.0 => F::Exp(Box::new(F::Mul(Box::new(F::C(base.ln())), Box::new(e)))),
+                        (x, F::C(p)) if p.fract() == 0.0 && (0.0..=8.0).contains(&p) => {
+                            let mut acc = F::C(1.0);
+                            for _ in 0..p as usize {
+                                acc = F::Mul(Box::new(acc), Box::new(x.clone()));
+                            }
+                            acc
+                        }
+                        (x, F::C(p)) => F::Pow(Box::new(x), p),
+                        _ => return None,
+                    }
+                }
+                Ex::Cmp(x, op, y) => F::Cmp(b(x)?, *op, b(y)?),
+                Ex::Ter(t, c, e) => F::Ter(b(t)?, b(c)?, b(e)?),
+                Ex::Leaf(_) | Ex::C(_) => unreachable!("affine"),
+            })
+        }
+        let f = build(ex, &u)?;
+        Some((u, f))
+    }
+
+    // ---- MLPs ----------------------------------------------------------------------------
+
+    /// Unit roundoff of the arithmetic.
+    fn unit(&self) -> f64 {
+        match self.prec {
+            Precision::F32 => U32,
+            Precision::F64 => U64,
+        }
+    }
+
+    /// Rounding of an n-term dot product with f32 weights, relative to Σ|terms|.
+    fn gamma(&self, n: usize) -> f64 {
+        match self.prec {
+            Precision::F32 => gamma_u(n + 1, U32),
+            Precision::F64 => 2.0 * U32 + gamma_u(n + 1, U64),
+        }
+    }
+
+    /// The interpolant of `f` on [lo, hi]: at the requested error, or (auto) at the error among
+    /// 1e-2, 2.5e-3, ... that minimises interpolation + rounding of a sum over `terms` such sets of units.
+    fn choose_pl(&self, f: &F, lo: f64, hi: f64, terms: usize) -> Result<Pl, String> {
+        if let Some(e) = self.opts.pl_error {
+            return build_pl(f, lo, hi, e);
+        }
+        // The coarsest interpolant whose error is within twice what storing the weights in
+        // f32 costs anyway (so f64 evaluation is not wasted); the same whatever the precision.
+        let _ = terms;
+        let mut eps = 1e-2;
+        let mut last = Err(String::new());
+        for _ in 0..14 {
+            last = build_pl(f, lo, hi, eps);
+            match &last {
+                Ok(pl) => {
+                    let (_, _, mag) = split_basis(pl);
+                    if pl.err <= 4.0 * U32 * mag.max(1e-300) {
+                        return last;
+                    }
+                }
+                Err(_) => return last,
+            }
+            eps /= 4.0;
+        }
+        last
+    }
+
+    /// When `a` reads only positional slots and takes at most 16 values: its value per position.
+    fn positional_values(&self, a: &Aff) -> Option<Vec<f64>> {
+        if a.is_const() || !a.c.keys().all(|s| self.pos_vals.contains_key(s)) {
+            return None;
+        }
+        let vals: Vec<f64> = (0..self.n).map(|p| a.c.iter().map(|(s, c)| c * self.pos_vals[s][p]).sum::<f64>() + a.k).collect();
+        let mut d = vals.clone();
+        d.sort_by(f64::total_cmp);
+        d.dedup();
+        (d.len() <= 16).then_some(vals)
+    }
+
+    /// One MLP block computing `aff + Σ w·term` into a new slot, with its certified bounds.
+    fn mlp(&mut self, label: &str, aff: &Aff, terms: &[(f64, Term)]) -> Result<usize, Diagnostic> {
+        let gated = self.opts.mlp == MlpMode::Gated;
+        let mut all: Vec<(f64, Term)> = terms.to_vec();
+        if !aff.is_const() {
+            all.push((1.0, Term::Unary(aff.clone(), F::Lin(1.0, 0.0))));
+        }
+        // ReLU mode: a product with a positional factor is exact through indicators; other
+        // products become two squares.
+        let mut expanded = vec![];
+        let mut indicator_products = vec![];
+        // ReLU-mode products: the interval comes from the product, not from its two squares.
+        let mut square_ranges = Iv::pt(0.0);
+        for (w, t) in all {
+            match t {
+                Term::Prod(a, b) if !gated && (self.positional_values(&a).is_some() || self.positional_values(&b).is_some()) => {
+                    let (p, x) = if self.positional_values(&a).is_some() { (a, b) } else { (b, a) };
+                    indicator_products.push((w, p, x));
+                }
+                Term::Prod(a, b) if !gated => {
+                    let (ma, mb) = (self.aff_iv(&a).mag().max(1e-12), self.aff_iv(&b).mag().max(1e-12));
+                    let al = (mb / ma).sqrt();
+                    let p = a.scale(al / 2.0).add(&b, 0.5 / al);
+                    let q = a.scale(al / 2.0).add(&b, -0.5 / al);
+                    let sq = F::Mul(Box::new(F::Lin(1.0, 0.0)), Box::new(F::Lin(1.0, 0.0)));
+                    square_ranges = square_ranges.add(self.aff_iv(&a).mul(self.aff_iv(&b)).scale(w));
+                    expanded.push((w, Term::Square(p)));
+                    expanded.push((-w, Term::Square(q)));
+                    let _ = sq;
+                }
+                other => expanded.push((w, other)),
+            }
+        }
+        let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
+        let mut m = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: gated.then(Gate::default) };
+        let mut iv = Iv::pt(aff.k);
+        let mut err = 0.0;
+        let mut mag_sum = aff.k.abs();
+        // Constant part: one unit that is 1 off BOS.
+        let unit = |m: &mut Mlp, ins: Vec<(usize, f64)>, b: f64, gate: Option<(Vec<(usize, f64)>, f64)>, w: f64| {
+            let c = m.hidden;
+            m.w_in.extend(ins.into_iter().map(|(s, x)| (s, 0, c, x)));
+            m.b_in.push(b);
+            if let Some(g) = m.gate.as_mut() {
+                let (gw, gb) = gate.unwrap_or((vec![], 1.0));
+                g.w.extend(gw.into_iter().map(|(s, x)| (s, 0, c, x)));
+                g.b.push(gb);
+            }
+            m.w_out.push((c, out, 0, w));
+            m.hidden += 1;
+        };
+        let mut constant = aff.k;
+        for (w, p, x) in &indicator_products {
+            // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
+            let vals = self.positional_values(p).expect("checked");
+            let (xi, xe) = (self.aff_iv(x), self.aff_err(x));
+            let r = (xi.mag() + xe + 1.0).log2().ceil().exp2();
+            let mut distinct: Vec<f64> = vals.clone();
+            distinct.sort_by(f64::total_cmp);
+            distinct.dedup();
+            let pmag = distinct.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            for &v in distinct.iter().filter(|&&v| v != 0.0) {
+                let ind: Vec<f64> = vals.iter().map(|&y| (y == v) as i64 as f64).collect();
+                let is = self.pos_slot(&format!("{label}.is{v}"), &ind);
+                let mut ins: Vec<(usize, f64)> = x.c.iter().map(|(&s, &c)| (s, c)).collect();
+                ins.push((is, r));
+                unit(&mut m, ins.clone(), x.k - r, None, w * v);
+                let neg: Vec<(usize, f64)> = x.c.iter().map(|(&s, &c)| (s, -c)).chain(std::iter::once((is, r))).collect();
+                unit(&mut m, neg, -x.k - r, None, -w * v);
+            }
+            let values_iv = Iv { lo: distinct[0], hi: distinct[distinct.len() - 1] };
+            iv = iv.add(values_iv.mul(xi).scale(*w).hull(Iv::pt(0.0)));
+            err += w.abs() * pmag * (xe + self.gamma(x.c.len() + 3) * (self.aff_mag(x) + 2.0 * r));
+            mag_sum += w.abs() * pmag * (xi.mag() + xe);
+        }
+        for (w, t) in &expanded {
+            let (t, product_half) = match t {
+                Term::Square(u) => (Term::Unary(u.clone(), F::Mul(Box::new(F::Lin(1.0, 0.0)), Box::new(F::Lin(1.0, 0.0)))), true),
+                other => (other.clone(), false),
+            };
+            match &t {
+                Term::Square(_) => unreachable!("rewritten"),
+                Term::Unary(u, f) => {
+                    let ui = self.aff_iv(u);
+                    let ue = self.aff_err(u) + self.gamma(u.c.len() + 2) * self.aff_mag(u);
+                    let (lo, hi) = (ui.lo - ue, ui.hi + ue);
+                    let unary_terms = expanded.iter().filter(|(_, t)| matches!(t, Term::Unary(..) | Term::Square(_))).count().max(1);
+                    let pl = self.choose_pl(f, lo, hi, unary_terms).map_err(|e| {
+                        Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}]: {e}"), self.span)
+                            .with_note("tighter --input-bounds, or a clamp such as `min(x, 0)` that states what inference cannot see, can bound it")
+                    })?;
+                    let (f0, pl_units, term_mag) = split_basis(&pl);
+                    constant += w * f0;
+                    let nnz = u.c.len();
+                    let mut pre_err = 0.0;
+                    for &(dir, t, coef) in &pl_units {
+                        // dir +1: relu(u - t); dir -1: relu(t - u).
+                        let ins: Vec<(usize, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
+                        unit(&mut m, ins, dir * (u.k - t), None, w * coef);
+                        pre_err += coef.abs() * self.gamma(nnz + 2) * (self.aff_mag(u) + t.abs());
+                    }
+                    if !product_half {
+                        iv = iv.add(pl.range.scale(*w));
+                    }
+                    err += w.abs() * (pl.lipschitz * ue + pl.err + pre_err);
+                    mag_sum += w.abs() * term_mag;
+                }
+                Term::Prod(a, b) => {
+                    let (ai, bi) = (self.aff_iv(a), self.aff_iv(b));
+                    let (ae, be) = (self.aff_err(a), self.aff_err(b));
+                    let (am, bm) = (ai.mag() + ae, bi.mag() + be);
+                    let ins = |u: &Aff, s: f64| -> Vec<(usize, f64)> { u.c.iter().map(|(&k, &x)| (k, s * x)).collect() };
+                    unit(&mut m, ins(a, 1.0), a.k, Some((ins(b, 1.0), b.k)), *w);
+                    unit(&mut m, ins(a, -1.0), -a.k, Some((ins(b, -1.0), -b.k)), *w);
+                    iv = iv.add(ai.mul(bi).scale(*w));
+                    let rounding = self.gamma(a.c.len() + 2) * self.aff_mag(a) * bm + self.gamma(b.c.len() + 2) * self.aff_mag(b) * am + self.gamma(4) * am * bm;
+                    err += w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding);
+                    mag_sum += w.abs() * am * bm;
+                }
+            }
+        }
+        if constant != 0.0 {
+            unit(&mut m, vec![], 1.0, None, constant);
+        }
+        iv = iv.add(square_ranges);
+        // The final sum over all units of this block.
+        err += self.gamma(m.hidden + 1) * mag_sum;
+        self.res.insert(out, Res { iv, err });
+        self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err, err_f64: err });
+        let what = format!("{label} = {} MLP, {} units", if gated { "gated" } else { "ReLU" }, m.hidden);
+        self.push_block(BlockKind::Mlp(m), out, what);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pl_exp_within_certified_error() {
+        let f = F::Exp(Box::new(F::Lin(1.0, 0.0)));
+        let pl = build_pl(&f, -20.0, 0.5, 1e-6).unwrap();
+        assert!(pl.err <= 1e-6);
+        let mut worst = 0.0f64;
+        for i in 0..=20000 {
+            let x = -20.0 + 20.5 * i as f64 / 20000.0;
+            let j = pl.knots.partition_point(|&t| t <= x).clamp(1, pl.knots.len() - 1);
+            let (a, b) = (pl.knots[j - 1], pl.knots[j]);
+            let y = pl.values[j - 1] + (pl.values[j] - pl.values[j - 1]) * (x - a) / (b - a);
+            worst = worst.max((y - x.exp()).abs());
+        }
+        assert!(worst <= pl.err * 1.0000001, "measured {worst} > certified {}", pl.err);
+        assert!(pl.lipschitz >= 0.5f64.exp());
+    }
+
+    #[test]
+    fn relu_is_exact_with_a_knot_at_the_kink() {
+        let f = F::Ter(Box::new(F::Lin(1.0, 0.0)), Box::new(F::Cmp(Box::new(F::Lin(1.0, 0.0)), BinOp::Gt, Box::new(F::C(0.0)))), Box::new(F::C(0.0)));
+        let pl = build_pl(&f, -3.0, 2.0, 1e-9).unwrap();
+        assert_eq!(pl.knots, vec![-3.0, 0.0, 2.0]);
+        assert_eq!(pl.err, 0.0);
+    }
+
+    #[test]
+    fn split_basis_reproduces_the_interpolant() {
+        for f in [F::Exp(Box::new(F::Lin(1.0, 0.0))), F::Mul(Box::new(F::Lin(1.0, 0.0)), Box::new(F::Lin(1.0, 0.0))), F::Div(Box::new(F::C(1.0)), Box::new(F::Lin(1.0, 2.5)))] {
+            let pl = build_pl(&f, -2.0, 1.0, 1e-4).unwrap();
+            let (f0, units, mag) = split_basis(&pl);
+            for i in 0..=300 {
+                let x = -2.0 + 3.0 * i as f64 / 300.0;
+                let j = pl.knots.partition_point(|&t| t <= x).clamp(1, pl.knots.len() - 1);
+                let (a, b) = (pl.knots[j - 1], pl.knots[j]);
+                let want = pl.values[j - 1] + (pl.values[j] - pl.values[j - 1]) * (x - a) / (b - a);
+                let terms: Vec<f64> = units.iter().map(|&(d, t, c)| c * (d * (x - t)).max(0.0)).collect();
+                let got = f0 + terms.iter().sum::<f64>();
+                assert!((got - want).abs() < 1e-9, "{f:?} at {x}: {got} vs {want}");
+                assert!(terms.iter().map(|t| t.abs()).sum::<f64>() <= mag + 1e-9);
+            }
+        }
+    }
+
+    #[test]
+    fn steps_are_refused() {
+        let f = F::Cmp(Box::new(F::Lin(1.0, 0.0)), BinOp::Gt, Box::new(F::C(0.0)));
+        assert!(build_pl(&f, -1.0, 1.0, 1e-3).unwrap_err().contains("jumps"));
+    }
+}
