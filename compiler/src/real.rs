@@ -79,6 +79,10 @@ const U32: f64 = 5.960_464_477_539_063e-8;
 /// f64 unit roundoff.
 const U64: f64 = 1.1102230246251565e-16;
 
+fn f32_exact(w: f64) -> bool {
+    (w as f32) as f64 == w
+}
+
 fn gamma_u(n: usize, u: f64) -> f64 {
     let nu = n as f64 * u;
     nu / (1.0 - nu)
@@ -498,6 +502,11 @@ struct RealLowerer<'a> {
     report: Vec<SopBound>,
     /// Positional slots: value at each token position.
     pos_vals: HashMap<usize, Vec<f64>>,
+    /// Per slot, the token positions where its exact value is known to be 0.
+    zero: HashMap<usize, Vec<bool>>,
+    /// `m -> s`: m is a maximum over keys that always include the position itself (or m and s
+    /// are both 0 there), so s - m <= 0 exactly.
+    max_of: HashMap<usize, usize>,
     /// Source of the node being lowered (for diagnostics raised deep inside).
     span: raspc_lang::span::Span,
     prec: Precision,
@@ -530,6 +539,8 @@ fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec:
         input: None,
         report: vec![],
         pos_vals: HashMap::new(),
+        zero: HashMap::new(),
+        max_of: HashMap::new(),
         span: g.node(root).span,
         prec,
     };
@@ -636,6 +647,7 @@ impl RealLowerer<'_> {
         let hi = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         self.res.insert(s, Res { iv: Iv { lo, hi }, err: 0.0 });
         self.pos_vals.insert(s, values.to_vec());
+        self.zero.insert(s, values.iter().map(|&v| v == 0.0).collect());
         self.pos_cache.insert(key, s);
         s
     }
@@ -911,7 +923,7 @@ impl RealLowerer<'_> {
         let none = m.iter().any(|r| !r.iter().any(|&b| b));
         let widest = m.iter().map(|r| r.iter().filter(|&&b| b).count()).max().unwrap_or(0);
         // Value path: one dot product with nnz terms, then a mean of `widest` values.
-        let value_fp = self.gamma(v.c.len() + 1) * self.aff_mag(v) + self.gamma(widest + 2) * (vmag + ve);
+        let value_fp = self.gamma_x(v.c.len() + 1, Self::aff_exact(v)) * self.aff_mag(v) + self.gamma_x(widest + 2, true) * (vmag + ve);
         let (mut q, mut k): (Vec<In>, Vec<In>) = (vec![], vec![]);
         let mut col = 0;
         let mut quad = vec![];
@@ -1009,6 +1021,16 @@ impl RealLowerer<'_> {
         let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
         let iv = if none { vi.hull(Iv::pt(0.0)) } else { vi };
         self.res.insert(out, Res { iv, err });
+        // Exact zeros: queries with no selected key read the default 0.
+        let vz = self.aff_zero(v);
+        self.zero.insert(out, m.iter().map(|r| !r.iter().any(|&b| b) || r.iter().enumerate().all(|(k, &b)| !b || vz[k])).collect());
+        if is_max && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) {
+            let s = *v.c.keys().next().expect("one");
+            let zs = self.zero.get(&s).cloned().unwrap_or_else(|| vec![false; self.n]);
+            if (0..self.n).all(|q| m[q][q] || (!m[q].iter().any(|&b| b) && zs[q])) {
+                self.max_of.insert(out, s);
+            }
+        }
         self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err, err_f64: err });
         let head = Head { width: col, q, k, v: vv, o: vec![(0, out, 0, 1.0)], gap: 0.5, qk_terms: 1 };
         let what = format!("{label} = {}({}, {})", if is_max { "aggregate_max" } else { "aggregate" }, self.g.node(sel).label, self.describe(v));
@@ -1027,7 +1049,26 @@ impl RealLowerer<'_> {
     // ---- affine forms ------------------------------------------------------------------
 
     fn aff_iv(&self, a: &Aff) -> Iv {
-        a.c.iter().fold(Iv::pt(a.k), |acc, (s, &w)| acc.add(self.res[s].iv.scale(w)))
+        let naive = a.c.iter().fold(Iv::pt(a.k), |acc, (s, &w)| acc.add(self.res[s].iv.scale(w)));
+        // λ(s - m) <= 0 when m is a maximum that covers s.
+        for (&m, &s) in &self.max_of {
+            if let (Some(&wm), Some(&ws)) = (a.c.get(&m), a.c.get(&s))
+                && ws > 0.0
+                && wm == -ws
+            {
+                let mut rest = a.clone();
+                rest.c.remove(&m);
+                rest.c.remove(&s);
+                let r = self.aff_iv(&rest);
+                return Iv { lo: naive.lo, hi: naive.hi.min(r.hi) };
+            }
+        }
+        naive
+    }
+
+    /// Token positions where the affine form is exactly 0.
+    fn aff_zero(&self, a: &Aff) -> Vec<bool> {
+        (0..self.n).map(|q| a.k == 0.0 && a.c.keys().all(|s| self.zero.get(s).is_some_and(|z| z[q]))).collect()
     }
     fn aff_err(&self, a: &Aff) -> f64 {
         a.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum()
@@ -1296,10 +1337,20 @@ impl RealLowerer<'_> {
 
     /// Rounding of an n-term dot product with f32 weights, relative to Σ|terms|.
     fn gamma(&self, n: usize) -> f64 {
-        match self.prec {
-            Precision::F32 => gamma_u(n + 1, U32),
-            Precision::F64 => 2.0 * U32 + gamma_u(n + 1, U64),
+        self.gamma_x(n, false)
+    }
+
+    /// The same when every weight is exactly an f32 (storing it loses nothing).
+    fn gamma_x(&self, n: usize, exact_weights: bool) -> f64 {
+        match (self.prec, exact_weights) {
+            (Precision::F32, _) => gamma_u(n + 1, U32),
+            (Precision::F64, true) => gamma_u(n + 1, U64),
+            (Precision::F64, false) => 2.0 * U32 + gamma_u(n + 1, U64),
         }
+    }
+
+    fn aff_exact(a: &Aff) -> bool {
+        f32_exact(a.k) && a.c.values().all(|&w| f32_exact(w))
     }
 
     /// The interpolant of `f` on [lo, hi]: at the requested error, or (auto) at the error among
@@ -1348,6 +1399,23 @@ impl RealLowerer<'_> {
         if !aff.is_const() {
             all.push((1.0, Term::Unary(aff.clone(), F::Lin(1.0, 0.0))));
         }
+        let zero: Vec<bool> = {
+            let mut z = self.aff_zero(aff);
+            for (_, t) in &all {
+                let tz = match t {
+                    Term::Prod(a, b) => {
+                        let (za, zb) = (self.aff_zero(a), self.aff_zero(b));
+                        za.iter().zip(&zb).map(|(x, y)| *x || *y).collect()
+                    }
+                    Term::Unary(u, f) if f.eval(0.0) == 0.0 => self.aff_zero(u),
+                    _ => vec![false; self.n],
+                };
+                for (x, y) in z.iter_mut().zip(tz) {
+                    *x &= y;
+                }
+            }
+            z
+        };
         // ReLU mode: a product with a positional factor is exact through indicators; other
         // products become two squares.
         let mut expanded = vec![];
@@ -1393,6 +1461,7 @@ impl RealLowerer<'_> {
             m.hidden += 1;
         };
         let mut constant = aff.k;
+        let mut mag_exact = 0.0;
         for (w, p, x) in &indicator_products {
             // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
             let vals = self.positional_values(p).expect("checked");
@@ -1413,8 +1482,12 @@ impl RealLowerer<'_> {
             }
             let values_iv = Iv { lo: distinct[0], hi: distinct[distinct.len() - 1] };
             iv = iv.add(values_iv.mul(xi).scale(*w).hull(Iv::pt(0.0)));
-            err += w.abs() * pmag * (xe + self.gamma(x.c.len() + 3) * (self.aff_mag(x) + 2.0 * r));
-            mag_sum += w.abs() * pmag * (xi.mag() + xe);
+            err += w.abs() * pmag * (xe + self.gamma_x(x.c.len() + 3, Self::aff_exact(x)) * (self.aff_mag(x) + 2.0 * r));
+            if distinct.iter().all(|&v| f32_exact(w * v)) {
+                mag_exact += w.abs() * pmag * (xi.mag() + xe);
+            } else {
+                mag_sum += w.abs() * pmag * (xi.mag() + xe);
+            }
         }
         for (w, t) in &expanded {
             let (t, product_half) = match t {
@@ -1425,7 +1498,7 @@ impl RealLowerer<'_> {
                 Term::Square(_) => unreachable!("rewritten"),
                 Term::Unary(u, f) => {
                     let ui = self.aff_iv(u);
-                    let ue = self.aff_err(u) + self.gamma(u.c.len() + 2) * self.aff_mag(u);
+                    let ue = self.aff_err(u) + self.gamma_x(u.c.len() + 2, Self::aff_exact(u)) * self.aff_mag(u);
                     let (lo, hi) = (ui.lo - ue, ui.hi + ue);
                     let unary_terms = expanded.iter().filter(|(_, t)| matches!(t, Term::Unary(..) | Term::Square(_))).count().max(1);
                     let pl = self.choose_pl(f, lo, hi, unary_terms).map_err(|e| {
@@ -1456,9 +1529,15 @@ impl RealLowerer<'_> {
                     unit(&mut m, ins(a, 1.0), a.k, Some((ins(b, 1.0), b.k)), *w);
                     unit(&mut m, ins(a, -1.0), -a.k, Some((ins(b, -1.0), -b.k)), *w);
                     iv = iv.add(ai.mul(bi).scale(*w));
-                    let rounding = self.gamma(a.c.len() + 2) * self.aff_mag(a) * bm + self.gamma(b.c.len() + 2) * self.aff_mag(b) * am + self.gamma(4) * am * bm;
+                    let rounding = self.gamma_x(a.c.len() + 2, Self::aff_exact(a)) * self.aff_mag(a) * bm
+                        + self.gamma_x(b.c.len() + 2, Self::aff_exact(b)) * self.aff_mag(b) * am
+                        + self.gamma_x(2, f32_exact(*w)) * am * bm;
                     err += w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding);
-                    mag_sum += w.abs() * am * bm;
+                    if f32_exact(*w) {
+                        mag_exact += w.abs() * am * bm;
+                    } else {
+                        mag_sum += w.abs() * am * bm;
+                    }
                 }
             }
         }
@@ -1467,8 +1546,11 @@ impl RealLowerer<'_> {
         }
         iv = iv.add(square_ranges);
         // The final sum over all units of this block.
-        err += self.gamma(m.hidden + 1) * mag_sum;
+        // Summing the block's units: every term rounds (γ over all of them); terms whose output
+        // weight is not an f32 also carry that weight's rounding.
+        err += self.gamma_x(m.hidden + 1, true) * (mag_sum + mag_exact) + (self.gamma(m.hidden + 1) - self.gamma_x(m.hidden + 1, true)) * mag_sum;
         self.res.insert(out, Res { iv, err });
+        self.zero.insert(out, zero);
         self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err, err_f64: err });
         let what = format!("{label} = {} MLP, {} units", if gated { "gated" } else { "ReLU" }, m.hidden);
         self.push_block(BlockKind::Mlp(m), out, what);

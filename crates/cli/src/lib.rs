@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 pub mod inspect;
 pub mod plot;
 pub mod probe;
+pub mod simulate;
 pub mod verify;
 
 #[derive(Debug, Parser)]
@@ -123,6 +124,58 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Build the universal simulator U for the given shapes (docs/universal-simulator.md),
+    /// compile it, run it on random attention layers T and inputs X, and compare U(<T,X>)
+    /// with T(X) = softmax(X A Xᵀ) X V computed directly (candle, f64).
+    Simulate {
+        /// Rows of X (sequence length of the simulated attention).
+        #[arg(long, default_value_t = 2)]
+        n: usize,
+        /// Columns of X (model width).
+        #[arg(long, default_value_t = 2)]
+        d: usize,
+        /// Columns of V.
+        #[arg(long, default_value_t = 2)]
+        dv: usize,
+        /// Number of heads.
+        #[arg(long, default_value_t = 1)]
+        heads: usize,
+        #[arg(long, value_enum, default_value = "gated")]
+        mlp: MlpArg,
+        /// Random instances to check.
+        #[arg(long, default_value_t = 100)]
+        trials: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Entries of X, A and V are uniform in [-B, B]; U is certified for inputs in [-B, B].
+        #[arg(long)]
+        bound: Option<f64>,
+        /// Gated MLPs: largest relative error allowed (max|U - T| / max|T| per trial).
+        #[arg(long, default_value_t = 1e-4)]
+        tolerance: f64,
+        /// Arithmetic of U's forward pass (the certified bound is for this precision).
+        #[arg(long, value_enum, default_value = "f64")]
+        dtype: DtypeArg,
+        /// Interpolation error per piecewise-linear function (default: automatic).
+        #[arg(long = "pl-error")]
+        pl_error: Option<f64>,
+        /// Write U's checkpoint here.
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        /// Overwrite -o even if it is not a raspc checkpoint.
+        #[arg(long)]
+        force: bool,
+        /// Simulate the attention layer in this safetensors file (tensors `A` and `V`, or
+        /// `W_Q`, `W_K`, `W_V`; [d, ·] for one head or [h, d, ·]) instead of random ones.
+        #[arg(long, requires = "input")]
+        target: Option<PathBuf>,
+        /// With --target: X as a JSON array of rows.
+        #[arg(long, requires = "target")]
+        input: Option<PathBuf>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print an intermediate form of a program (the s-op graph of its entry).
     Dump {
         program: PathBuf,
@@ -211,6 +264,12 @@ pub struct Target {
     /// Force an s-op's encoding: `LABEL=numerical` or `LABEL=categorical` (repeatable).
     #[arg(long = "encoding", value_name = "LABEL=KIND")]
     pub encodings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DtypeArg {
+    F32,
+    F64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -353,6 +412,10 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
         Command::Plot { model, out: dir } => plot_cmd(&model, &dir, out),
         Command::Probe { kind } => probe_cmd(kind, out, err, color),
+        Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, tolerance, dtype, pl_error, output, force, target, input, json } => {
+            let a = SimArgs { shape: simulate::Shape { n, d, dv, h: heads }, mlp, trials, seed, bound, tolerance, f64: dtype == DtypeArg::F64, pl_error, output, force, json };
+            simulate_cmd(&a, target.as_deref().zip(input.as_deref()), out)
+        }
         Command::Trace { model, input, program, entry, attention, json } => {
             trace_cmd(&model, &input, program.as_deref(), entry.as_deref(), attention, json, out, err, color)
         }
@@ -677,6 +740,105 @@ fn verify_cmd(
     }
     let _ = writeln!(out, "verified: {} inputs, {} mismatches", report.checked, report.failed);
     if report.failed > 0 { Err(Failure::Silent) } else { Ok(()) }
+}
+
+struct SimArgs {
+    shape: simulate::Shape,
+    mlp: MlpArg,
+    trials: usize,
+    seed: u64,
+    bound: Option<f64>,
+    tolerance: f64,
+    f64: bool,
+    pl_error: Option<f64>,
+    output: Option<PathBuf>,
+    force: bool,
+    json: bool,
+}
+
+/// Refuses to replace a file that is not a raspc checkpoint (unless forced), then writes
+/// through a temporary file.
+fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
+    if output.is_dir() {
+        return Err(format!("-o `{}` is a directory", output.display()).into());
+    }
+    if output.exists() && !force {
+        let old = std::fs::read(output).map_err(|e| format!("cannot read existing `{}`: {e}", output.display()))?;
+        if raspc_checkpoint::Checkpoint::from_bytes(&old).is_err() {
+            return Err(format!("`{}` exists and is not a raspc checkpoint; refusing to overwrite it (use --force)", output.display()).into());
+        }
+    }
+    let tmp = output.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, output).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write `{}`: {e}", output.display()).into()
+    })
+}
+
+fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write) -> Result<(), Failure> {
+    let (instances, shape, bound) = match target {
+        Some((t, x)) => {
+            let inst = simulate::load_target(t, x)?;
+            let s = inst.shape();
+            let b = a.bound.unwrap_or_else(|| inst.magnitude().max(1e-6));
+            if inst.magnitude() > b {
+                return Err(format!("--bound {b} is smaller than the largest entry {} of the target and input", inst.magnitude()).into());
+            }
+            (vec![inst], s, b)
+        }
+        None => {
+            let b = a.bound.unwrap_or(1.0);
+            let mut rng = verify::SplitMix(a.seed);
+            let s = a.shape;
+            ((0..a.trials).map(|_| simulate::Instance::random(s, b, &mut rng)).collect::<Vec<_>>(), s, b)
+        }
+    };
+    let u = simulate::build(shape, a.mlp.mode(), bound, a.pl_error)?;
+    let sum = &u.compiled.summary;
+    let report = u.compiled.report.clone().unwrap_or_default();
+    if let Some(o) = &a.output {
+        let bytes = u.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: {e}"))?;
+        write_checkpoint(o, &bytes, a.force)?;
+    }
+    let dtype = if a.f64 { candle_core::DType::F64 } else { candle_core::DType::F32 };
+    let model = raspc_runtime::Model::with_dtype(u.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).map_err(|e| format!("internal error: {e}"))?;
+    let bar = indicatif::ProgressBar::new(instances.len() as u64);
+    if a.json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let o = simulate::run_trials(&model, &u, &instances, a.f64, a.tolerance, &mut |k| bar.set_position(k as u64))?;
+    bar.finish_and_clear();
+    let s = shape;
+    if a.json {
+        let j = serde_json::json!({
+            "n": s.n, "d": s.d, "dv": s.dv, "heads": s.h, "mlp": format!("{:?}", a.mlp).to_lowercase(),
+            "dtype": if a.f64 { "f64" } else { "f32" }, "input_bound": bound, "seq_len": s.seq_len(),
+            "layers": sum.layers, "attention_heads": sum.heads, "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden,
+            "params": sum.params, "nonzero": sum.nonzero, "compile_ms": u.compile_ms,
+            "certified_bound_f32": report.output_bound, "certified_bound_f64": report.output_bound_f64,
+            "trials": o.trials, "failures": o.failures, "bound_violations": o.bound_violations,
+            "max_abs_err": o.max_abs_err, "max_rel_err": o.max_rel_err, "bound": o.bound, "tolerance": a.tolerance,
+        });
+        let _ = writeln!(out, "{j}");
+    } else {
+        let _ = writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, inputs in [-{bound}, {bound}], {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len());
+        let _ = writeln!(out, "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32)", u.compile_ms, report.output_bound_f64, report.output_bound);
+        if target.is_some() {
+            let got = model.forward_real(&[instances[0].encode()], raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
+            let rows: Vec<Vec<Vec<f64>>> = got.to_dtype(candle_core::DType::F64).and_then(|t| t.to_vec3()).map_err(|e| e.to_string())?;
+            for t in 0..s.h {
+                let _ = writeln!(out, "head {t}: U(<T,X>) =");
+                for i in 0..s.n {
+                    let r: Vec<String> = (0..s.dv).map(|b| format!("{:.6}", rows[0][1 + t * s.n * s.dv + i * s.dv + b][0])).collect();
+                    let _ = writeln!(out, "  [{}]", r.join(", "));
+                }
+            }
+        }
+        let _ = writeln!(out, "{} trials ({}): max_abs_err {:.3e}, max_rel_err {:.3e}", o.trials, if a.f64 { "f64" } else { "f32" }, o.max_abs_err, o.max_rel_err);
+        let _ = writeln!(out, "simulate: {} trials, {} failures, max_abs_err {:.3e}, bound {:.3e}", o.trials, o.failures, o.max_abs_err, o.bound);
+    }
+    if o.failures > 0 { Err(Failure::Silent) } else { Ok(()) }
 }
 
 fn read_checkpoint(path: &Path) -> Result<raspc_checkpoint::Checkpoint, Failure> {

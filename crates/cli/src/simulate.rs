@@ -1,0 +1,228 @@
+//! `raspc simulate`: builds the universal simulator U (the `universal` function of the matrix
+//! library, docs/universal-simulator.md) for given shapes, compiles it, runs it on candle and
+//! compares U(<T, X>) with T(X) = softmax(X A Xᵀ) X V computed directly (candle, f64).
+
+use candle_core::{DType, Device, Tensor, D};
+use raspc_compiler::real::{MlpMode, RealOptions};
+
+/// Shapes of the simulated attention: X is n x d, A_t d x d, V_t d x dv, t < h.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub n: usize,
+    pub d: usize,
+    pub dv: usize,
+    pub h: usize,
+}
+
+impl Shape {
+    /// Length of ⟨T, X⟩ = [X ; A_1..A_h ; V_1..V_h].
+    pub fn input_len(&self) -> usize {
+        self.n * self.d + self.h * self.d * self.d + self.h * self.d * self.dv
+    }
+    /// U's sequence length: the input, and every intermediate block (Q, W, S, Y).
+    pub fn seq_len(&self) -> usize {
+        self.input_len().max(self.h * self.n * self.n.max(self.d).max(self.dv))
+    }
+    pub fn output_len(&self) -> usize {
+        self.h * self.n * self.dv
+    }
+}
+
+/// One attention layer T and its input: `a[t]` is d x d, `v[t]` d x dv, `x` n x d.
+#[derive(Clone, Debug)]
+pub struct Instance {
+    pub x: Vec<Vec<f64>>,
+    pub a: Vec<Vec<Vec<f64>>>,
+    pub v: Vec<Vec<Vec<f64>>>,
+}
+
+impl Instance {
+    pub fn shape(&self) -> Shape {
+        Shape { n: self.x.len(), d: self.x.first().map_or(0, Vec::len), dv: self.v.first().and_then(|m| m.first()).map_or(0, Vec::len), h: self.a.len() }
+    }
+
+    /// ⟨T, X⟩ row-major, zero-padded to U's sequence length.
+    pub fn encode(&self) -> Vec<f64> {
+        let s = self.shape();
+        let mut out: Vec<f64> = self.x.iter().flatten().copied().collect();
+        for m in &self.a {
+            out.extend(m.iter().flatten());
+        }
+        for m in &self.v {
+            out.extend(m.iter().flatten());
+        }
+        out.resize(s.seq_len(), 0.0);
+        out
+    }
+
+    /// Random entries uniform in [-b, b].
+    pub fn random(s: Shape, b: f64, rng: &mut crate::verify::SplitMix) -> Instance {
+        let mut m = |r: usize, c: usize| -> Vec<Vec<f64>> { (0..r).map(|_| (0..c).map(|_| crate::verify::uniform(rng, -b, b)).collect()).collect() };
+        let x = m(s.n, s.d);
+        let a = (0..s.h).map(|_| m(s.d, s.d)).collect();
+        let v = (0..s.h).map(|_| m(s.d, s.dv)).collect();
+        Instance { x, a, v }
+    }
+
+    /// The largest |entry|.
+    pub fn magnitude(&self) -> f64 {
+        self.x.iter().flatten().chain(self.a.iter().flatten().flatten()).chain(self.v.iter().flatten().flatten()).fold(0.0f64, |m, x| m.max(x.abs()))
+    }
+}
+
+fn tensor(m: &[Vec<f64>]) -> Result<Tensor, candle_core::Error> {
+    let (r, c) = (m.len(), m.first().map_or(0, Vec::len));
+    Tensor::from_vec(m.iter().flatten().copied().collect::<Vec<f64>>(), (r, c), &Device::Cpu)
+}
+
+/// T(X) computed directly with candle in f64: per head softmax(X A Xᵀ) X V (row max
+/// subtracted), laid out as U writes it (head t's row i, column b at t*n*dv + i*dv + b).
+pub fn reference(inst: &Instance) -> Result<Vec<f64>, candle_core::Error> {
+    let x = tensor(&inst.x)?;
+    let mut out = vec![];
+    for (a, v) in inst.a.iter().zip(&inst.v) {
+        let s = x.matmul(&tensor(a)?)?.matmul(&x.t()?)?;
+        let e = s.broadcast_sub(&s.max_keepdim(D::Minus1)?)?.exp()?;
+        let p = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
+        let y = p.matmul(&x.matmul(&tensor(v)?)?)?;
+        out.extend(y.flatten_all()?.to_vec1::<f64>()?);
+    }
+    Ok(out)
+}
+
+/// U compiled for one shape.
+#[derive(Debug)]
+pub struct BuiltU {
+    pub shape: Shape,
+    pub compiled: raspc_compiler::Compiled,
+    pub compile_ms: f64,
+}
+
+/// The RASP source of U for a shape (the library is loaded with the prelude).
+pub fn source(s: Shape) -> String {
+    format!("u = universal({}, {}, {}, {});\n", s.n, s.d, s.dv, s.h)
+}
+
+pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Result<BuiltU, String> {
+    if s.n == 0 || s.d == 0 || s.dv == 0 || s.h == 0 {
+        return Err(format!("shapes must be at least 1 (n {}, d {}, dv {}, heads {})", s.n, s.d, s.dv, s.h));
+    }
+    if s.seq_len() > 4096 {
+        return Err(format!("U for these shapes needs {} positions (at most 4096)", s.seq_len()));
+    }
+    if !(bound.is_finite() && bound > 0.0) {
+        return Err(format!("--bound must be a positive number, got {bound}"));
+    }
+    let text = source(s);
+    let (sources, r) = raspc_lang::evaluate_program("<universal>", None, &text, &raspc_lang::MemoryLoader::default());
+    let session = r.map_err(|d| format!("internal error: U does not evaluate: {}", d.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
+    let _ = sources;
+    let (_, root) = session.entry(Some("u")).map_err(|e| format!("internal error: {e:?}"))?;
+    let opts = raspc_compiler::Options {
+        max_len: s.seq_len(),
+        real: Some(RealOptions { lo: -bound, hi: bound, mlp, pl_error }),
+        ..Default::default()
+    };
+    let t0 = std::time::Instant::now();
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, &format!("universal(n={}, d={}, dv={}, h={})", s.n, s.d, s.dv, s.h))
+        .map_err(|d| format!("U does not compile: {}", d.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
+    let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+    Ok(BuiltU { shape: s, compiled, compile_ms })
+}
+
+/// What a simulation measured.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Outcome {
+    pub trials: usize,
+    pub failures: usize,
+    /// Trials whose error exceeded the certified bound (also counted in `failures`).
+    pub bound_violations: usize,
+    pub max_abs_err: f64,
+    /// Largest max|U - T| / max|T| of a trial.
+    pub max_rel_err: f64,
+    pub bound: f64,
+}
+
+/// Runs U on `instances` (batched) and compares with the reference. A trial fails when its
+/// error exceeds the certified bound, or (gated MLPs) its relative error exceeds `tolerance`.
+pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instance], dtype_f64: bool, tolerance: f64, progress: &mut dyn FnMut(usize)) -> Result<Outcome, String> {
+    let report = u.compiled.report.as_ref().ok_or("internal error: U has no certified bound")?;
+    let bound = if dtype_f64 { report.output_bound_f64 } else { report.output_bound };
+    let gated = u.compiled.checkpoint.config.layers.iter().any(|l| l.mlp.as_ref().is_some_and(|m| m.kind == raspc_checkpoint::MlpKind::Reglu));
+    let mut o = Outcome { bound, ..Default::default() };
+    let out_len = u.shape.output_len();
+    let batch = (200_000 / (u.compiled.summary.mlp_hidden.max(1) + u.compiled.summary.d_model)).clamp(1, 32);
+    for (ci, chunk) in instances.chunks(batch).enumerate() {
+        let inputs: Vec<Vec<f64>> = chunk.iter().map(Instance::encode).collect();
+        let readout = model.forward_real(&inputs, raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
+        let rows: Vec<Vec<Vec<f64>>> = readout.to_dtype(DType::F64).and_then(|t| t.to_vec3()).map_err(|e| e.to_string())?;
+        for (inst, row) in chunk.iter().zip(rows) {
+            let want = reference(inst).map_err(|e| e.to_string())?;
+            // Skip BOS; the output block is the first h*n*dv positions.
+            let got: Vec<f64> = row.iter().skip(1).take(out_len).map(|r| r[0]).collect();
+            let abs = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f64, f64::max);
+            let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs())).max(1e-300);
+            let rel = abs / scale;
+            o.max_abs_err = o.max_abs_err.max(abs);
+            o.max_rel_err = o.max_rel_err.max(rel);
+            let over_bound = !(abs <= bound);
+            o.bound_violations += over_bound as usize;
+            if over_bound || (gated && !(rel <= tolerance)) {
+                o.failures += 1;
+            }
+            o.trials += 1;
+        }
+        progress((ci + 1) * batch);
+    }
+    Ok(o)
+}
+
+/// Reads a user's attention layer (`A`, `V` or `W_Q`, `W_K`, `W_V`; 2-D for one head, 3-D
+/// [h, d, ·] for several) and X (a JSON array of n rows of d numbers).
+pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<Instance, String> {
+    let ts = candle_core::safetensors::load(target, &Device::Cpu).map_err(|e| format!("cannot read `{}`: {e}", target.display()))?;
+    let heads = |name: &str| -> Result<Option<Vec<Vec<Vec<f64>>>>, String> {
+        let Some(t) = ts.get(name) else { return Ok(None) };
+        let t = t.to_dtype(DType::F64).map_err(|e| e.to_string())?;
+        match t.dims().len() {
+            2 => Ok(Some(vec![t.to_vec2::<f64>().map_err(|e| e.to_string())?])),
+            3 => Ok(Some(t.to_vec3::<f64>().map_err(|e| e.to_string())?)),
+            _ => Err(format!("`{}`: tensor `{name}` has shape {:?}; expected [d, k] or [heads, d, k]", target.display(), t.dims())),
+        }
+    };
+    let matmul_t = |q: &[Vec<f64>], k: &[Vec<f64>]| -> Vec<Vec<f64>> { q.iter().map(|qi| k.iter().map(|kj| qi.iter().zip(kj).map(|(a, b)| a * b).sum()).collect()).collect() };
+    let a = match (heads("A")?, heads("W_Q")?, heads("W_K")?) {
+        (Some(a), _, _) => a,
+        (None, Some(q), Some(k)) => {
+            if q.len() != k.len() {
+                return Err(format!("`{}`: W_Q has {} heads but W_K has {}", target.display(), q.len(), k.len()));
+            }
+            q.iter().zip(&k).map(|(q, k)| matmul_t(q, k)).collect()
+        }
+        _ => return Err(format!("`{}` has neither tensor `A` nor both `W_Q` and `W_K`", target.display())),
+    };
+    let v = heads("V")?.or(heads("W_V")?).ok_or_else(|| format!("`{}` has neither tensor `V` nor `W_V`", target.display()))?;
+    let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read `{}`: {e}", input.display()))?;
+    let x: Vec<Vec<f64>> = serde_json::from_str(&text).map_err(|e| format!("`{}`: expected a JSON array of rows of numbers: {e}", input.display()))?;
+    let inst = Instance { x, a, v };
+    let s = inst.shape();
+    let bad = |what: String| Err(format!("`{}`: {what}", target.display()));
+    if s.n == 0 || s.d == 0 || inst.x.iter().any(|r| r.len() != s.d) {
+        return Err(format!("`{}`: X must be a non-empty array of rows of equal length", input.display()));
+    }
+    if inst.a.len() != inst.v.len() {
+        return bad(format!("{} heads of A but {} of V", inst.a.len(), inst.v.len()));
+    }
+    for (t, (am, vm)) in inst.a.iter().zip(&inst.v).enumerate() {
+        if am.len() != s.d || am.iter().any(|r| r.len() != s.d) {
+            return bad(format!("head {t}: A must be {} x {} (X has {} columns)", s.d, s.d, s.d));
+        }
+        if vm.len() != s.d || vm.iter().any(|r| r.len() != s.dv || r.is_empty()) {
+            return bad(format!("head {t}: V must be {} x {}", s.d, s.dv));
+        }
+    }
+    if inst.x.iter().flatten().chain(inst.a.iter().flatten().flatten()).chain(inst.v.iter().flatten().flatten()).any(|x| !x.is_finite()) {
+        return bad("entries must be finite".into());
+    }
+    Ok(inst)
+}
