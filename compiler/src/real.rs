@@ -79,6 +79,16 @@ const U32: f64 = 5.960_464_477_539_063e-8;
 /// f64 unit roundoff.
 const U64: f64 = 1.1102230246251565e-16;
 
+fn f32_down(x: f64) -> f64 {
+    let f = x as f32;
+    if (f as f64) <= x { f as f64 } else { f.next_down() as f64 }
+}
+
+fn f32_up(x: f64) -> f64 {
+    let f = x as f32;
+    if (f as f64) >= x { f as f64 } else { f.next_up() as f64 }
+}
+
 fn f32_exact(w: f64) -> bool {
     (w as f32) as f64 == w
 }
@@ -1499,7 +1509,8 @@ impl RealLowerer<'_> {
                 Term::Unary(u, f) => {
                     let ui = self.aff_iv(u);
                     let ue = self.aff_err(u) + self.gamma_x(u.c.len() + 2, Self::aff_exact(u)) * self.aff_mag(u);
-                    let (lo, hi) = (ui.lo - ue, ui.hi + ue);
+                    // Ends snapped outward to f32 values, so knots there are stored exactly.
+                    let (lo, hi) = (f32_down(ui.lo - ue), f32_up(ui.hi + ue));
                     let unary_terms = expanded.iter().filter(|(_, t)| matches!(t, Term::Unary(..) | Term::Square(_))).count().max(1);
                     let pl = self.choose_pl(f, lo, hi, unary_terms).map_err(|e| {
                         Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}]: {e}"), self.span)
@@ -1509,17 +1520,24 @@ impl RealLowerer<'_> {
                     constant += w * f0;
                     let nnz = u.c.len();
                     let mut pre_err = 0.0;
+                    // Kinks at representable points with representable slopes (relu, leaky
+                    // relu, max, min) lose nothing when stored.
+                    let exact = Self::aff_exact(u) && f32_exact(w * f0) && pl_units.iter().all(|&(_, t, c)| f32_exact(t) && f32_exact(u.k - t) && f32_exact(w * c));
                     for &(dir, t, coef) in &pl_units {
                         // dir +1: relu(u - t); dir -1: relu(t - u).
                         let ins: Vec<(usize, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
                         unit(&mut m, ins, dir * (u.k - t), None, w * coef);
-                        pre_err += coef.abs() * self.gamma(nnz + 2) * (self.aff_mag(u) + t.abs());
+                        pre_err += coef.abs() * self.gamma_x(nnz + 2, exact) * (self.aff_mag(u) + t.abs());
                     }
                     if !product_half {
                         iv = iv.add(pl.range.scale(*w));
                     }
                     err += w.abs() * (pl.lipschitz * ue + pl.err + pre_err);
-                    mag_sum += w.abs() * term_mag;
+                    if exact {
+                        mag_exact += w.abs() * term_mag;
+                    } else {
+                        mag_sum += w.abs() * term_mag;
+                    }
                 }
                 Term::Prod(a, b) => {
                     let (ai, bi) = (self.aff_iv(a), self.aff_iv(b));

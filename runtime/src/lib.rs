@@ -10,8 +10,8 @@
 //! checkpoint's β. Causal checkpoints mask keys after the query. Scores are plain dot products
 //! (no 1/√d scaling). CPU by default; with the `cuda` feature, [`device`] can return a GPU.
 
-pub use candle_core::Device;
-use candle_core::{DType, Tensor, D};
+pub use candle_core::{DType, Device};
+use candle_core::{Tensor, D};
 
 pub mod svflow;
 use raspc_checkpoint::{Checkpoint, CheckpointError, Encoding};

@@ -22,6 +22,7 @@ fn sample() -> Checkpoint {
         causal: false,
         attention: AttentionConfig { semantics: AttentionSemantics::Hard, tie_tolerance: 0.25, soft_beta: 100.0 },
         readout_dims: 2,
+        real_input: None,
     };
     let layout = Layout {
         sops: vec![

@@ -1,0 +1,264 @@
+//! Real-valued programs: the matrix library's primitives against direct computations (negative
+//! and large inputs included), within the bound the compiler certifies, in both MLP kinds and
+//! both evaluation precisions; the universal simulator U against T(X); diagnostics.
+
+use raspc::verify::{uniform, SplitMix};
+use raspc_compiler::real::{MlpMode, RealOptions};
+use raspc_runtime::{Attention, Model};
+
+struct Built {
+    session: raspc_lang::Session,
+    root: raspc_lang::NodeId,
+    compiled: raspc_compiler::Compiled,
+}
+
+fn build(src: &str, max_len: usize, lo: f64, hi: f64, mlp: MlpMode) -> Result<Built, String> {
+    let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+    let session = r.map_err(|d| format!("{d:?}"))?;
+    let (_, root) = session.entry(None).map_err(|e| format!("{e:?}"))?;
+    let opts = raspc_compiler::Options { max_len, real: Some(RealOptions { lo, hi, mlp, pl_error: None }), ..Default::default() };
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").map_err(|d| d.iter().map(|x| format!("{}: {}", x.code, x.message)).collect::<Vec<_>>().join("\n"))?;
+    Ok(Built { session, root, compiled })
+}
+
+/// Runs the model (f32 and f64) and the interpreter on `inputs`; checks both against `direct`
+/// (a computation written here, independent of the library) within the certified bounds.
+fn check(b: &Built, inputs: &[Vec<f64>], direct: &dyn Fn(&[f64]) -> Vec<f64>, positions: std::ops::Range<usize>) {
+    let report = b.compiled.report.as_ref().expect("real program");
+    for (dtype, bound) in [(candle_core_dtype(false), report.output_bound), (candle_core_dtype(true), report.output_bound_f64)] {
+        let model = Model::with_dtype(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
+        let out = model.forward_real(inputs, Attention::Hard).unwrap();
+        let decoded = model.decode(&out).unwrap();
+        for (x, got) in inputs.iter().zip(decoded) {
+            let want = direct(x);
+            let interp = raspc::verify::expected(&b.session.graph, b.root, &x.iter().map(|&v| raspc_lang::Atom::Float(v)).collect::<Vec<_>>(), false).unwrap();
+            for p in positions.clone() {
+                let raspc_runtime::Decoded::Number { raw, .. } = got[p] else { panic!("numeric output") };
+                let i = interp[p].as_f64().unwrap();
+                // The library computes exactly what the direct formula says (up to f64 rounding).
+                assert!((i - want[p]).abs() <= 1e-9 * want[p].abs().max(1.0), "interpreter {i} vs direct {} at {p} for {x:?}", want[p]);
+                assert!((raw - want[p]).abs() <= bound, "{dtype:?}: model {raw} vs direct {} at {p} (bound {bound:e}) for {x:?}", want[p]);
+            }
+        }
+    }
+}
+
+fn candle_core_dtype(f64: bool) -> raspc_runtime::DType {
+    if f64 { raspc_runtime::DType::F64 } else { raspc_runtime::DType::F32 }
+}
+
+fn random_inputs(len: usize, lo: f64, hi: f64, count: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = SplitMix(seed);
+    let mut out: Vec<Vec<f64>> = (0..count).map(|_| (0..len).map(|_| uniform(&mut rng, lo, hi)).collect()).collect();
+    // The corners too.
+    out.push(vec![lo; len]);
+    out.push(vec![hi; len]);
+    out
+}
+
+const MODES: [MlpMode; 2] = [MlpMode::Relu, MlpMode::Gated];
+
+#[test]
+fn transpose_is_routing() {
+    // 2 x 3 at 0, written as 3 x 2 at 6.
+    let src = "y = transpose(tokens_float, 0, 2, 3, 6);";
+    for mode in MODES {
+        let b = build(src, 12, -100.0, 100.0, mode).unwrap();
+        assert_eq!(b.compiled.summary.mlp_sublayers, 0, "pure routing needs no MLP");
+        let direct = |x: &[f64]| {
+            let mut y = vec![0.0; 12];
+            for i in 0..2 {
+                for j in 0..3 {
+                    y[6 + j * 2 + i] = x[i * 3 + j];
+                }
+            }
+            y
+        };
+        check(&b, &random_inputs(12, -100.0, 100.0, 30, 1), &direct, 0..12);
+    }
+}
+
+#[test]
+fn matmul_matches_direct_products() {
+    // L (2 x 3 at 0) @ R (3 x 2 at 6), written at 12.
+    let src = "y = matmul(tokens_float, 0, tokens_float, 6, 2, 3, 2, 12);";
+    for (mode, lo, hi) in [(MlpMode::Relu, -3.0, 3.0), (MlpMode::Gated, -50.0, 50.0)] {
+        let b = build(src, 16, lo, hi, mode).unwrap();
+        assert_eq!(b.compiled.summary.layers, 1);
+        let direct = |x: &[f64]| {
+            let mut y = vec![0.0; 16];
+            for i in 0..2 {
+                for j in 0..2 {
+                    y[12 + i * 2 + j] = (0..3).map(|t| x[i * 3 + t] * x[6 + t * 2 + j]).sum();
+                }
+            }
+            y
+        };
+        check(&b, &random_inputs(16, lo, hi, 30, 2), &direct, 0..16);
+    }
+}
+
+#[test]
+fn softmax_subtracts_the_row_max_and_survives_large_logits() {
+    // Two rows of 3; logits up to 80 would overflow exp in f32 without the max subtraction.
+    let src = "y = softmax_rows(tokens_float, 0, 2, 3, 1);";
+    for mode in MODES {
+        let b = build(src, 6, -80.0, 80.0, mode).unwrap();
+        let direct = |x: &[f64]| {
+            let mut y = vec![0.0; 6];
+            for r in 0..2 {
+                let row = &x[r * 3..r * 3 + 3];
+                let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+                for j in 0..3 {
+                    y[r * 3 + j] = (row[j] - m).exp() / s;
+                }
+            }
+            y
+        };
+        let mut inputs = random_inputs(6, -80.0, 80.0, 20, 3);
+        inputs.push(vec![80.0, 79.5, -80.0, -3.0, -3.0, -3.0]);
+        check(&b, &inputs, &direct, 0..6);
+        let bound = b.compiled.report.as_ref().unwrap().output_bound_f64;
+        assert!(bound < 1e-2, "softmax bound {bound}");
+    }
+}
+
+#[test]
+fn relu_and_leaky_relu_are_exact() {
+    for (src, slope) in [("y = relu(tokens_float);", 0.0), ("y = leaky_relu(tokens_float, 0.125);", 0.125)] {
+        for mode in MODES {
+            let b = build(src, 4, -1000.0, 1000.0, mode).unwrap();
+            let direct = |x: &[f64]| x.iter().map(|&v| if v > 0.0 { v } else { slope * v }).collect();
+            check(&b, &random_inputs(4, -1000.0, 1000.0, 30, 4), &direct, 0..4);
+            // Piecewise linear with its kink as a knot: only rounding remains.
+            assert!(b.compiled.report.as_ref().unwrap().output_bound_f64 < 1e-9);
+        }
+    }
+}
+
+#[test]
+fn maxmin_sorts_pairs_of_any_sign() {
+    let src = "y = maxmin(tokens_float, 0, 6);";
+    for mode in MODES {
+        let b = build(src, 6, -20.0, 20.0, mode).unwrap();
+        let direct = |x: &[f64]| {
+            let mut y = vec![0.0; 6];
+            for p in 0..3 {
+                y[2 * p] = x[2 * p].max(x[2 * p + 1]);
+                y[2 * p + 1] = x[2 * p].min(x[2 * p + 1]);
+            }
+            y
+        };
+        let mut inputs = random_inputs(6, -20.0, 20.0, 30, 5);
+        inputs.push(vec![-3.0, -7.0, -7.0, -3.0, 0.0, -0.5]);
+        check(&b, &inputs, &direct, 0..6);
+        assert!(b.compiled.report.as_ref().unwrap().output_bound_f64 < 1e-9, "max/min of a pair is exact");
+    }
+}
+
+#[test]
+fn identify_and_shift_move_blocks() {
+    // Block [2, 5) moves to [6, 9); positions outside read 0.
+    let src = "y = shift_block(tokens_float, 2, 6, 3) + tokens_float * identify(0, 2);";
+    for mode in MODES {
+        let b = build(src, 10, -5.0, 5.0, mode).unwrap();
+        let direct = |x: &[f64]| {
+            let mut y = vec![0.0; 10];
+            y[0] = x[0];
+            y[1] = x[1];
+            for k in 0..3 {
+                y[6 + k] = x[2 + k];
+            }
+            y
+        };
+        check(&b, &random_inputs(10, -5.0, 5.0, 30, 6), &direct, 0..10);
+    }
+}
+
+#[test]
+fn row_max_is_one_hard_head() {
+    let src = "y = row_max(tokens_float, 0, 3, 4, 1);";
+    let b = build(src, 12, -1e4, 1e4, MlpMode::Gated).unwrap();
+    assert_eq!((b.compiled.summary.layers, b.compiled.summary.heads, b.compiled.summary.mlp_sublayers), (1, 1, 0));
+    let direct = |x: &[f64]| (0..12).map(|p| x[(p / 4) * 4..(p / 4) * 4 + 4].iter().cloned().fold(f64::NEG_INFINITY, f64::max)).collect();
+    let mut inputs = random_inputs(12, -1e4, 1e4, 30, 7);
+    inputs.push(vec![-5.0, -5.0, -5.0, -5.0, 1e4, 1e4 - 1e-3, 0.0, 0.0, -1e4, -1e4, -1e4, -1e4]);
+    check(&b, &inputs, &direct, 0..12);
+}
+
+/// The published RASP programs' style: a scalar per position via tokens_float, index
+/// arithmetic with % and /, 2.718^x, products of aggregates.
+#[test]
+fn paper_style_programs_compile_with_bounds() {
+    let src = "
+        n = 4;
+        row = (indices - indices % n) / n;
+        col = indices % n;
+        first = aggregate(select(indices, row * n, ==), tokens_float, 0);
+        here = aggregate(select(indices, indices, ==), tokens_float, 0);
+        y = 2.718 ^ (here - first) * first;
+    ";
+    for mode in MODES {
+        let b = build(src, 8, -2.0, 2.0, mode).unwrap();
+        let direct = |x: &[f64]| (0..8).map(|p| 2.718f64.powf(x[p] - x[(p / 4) * 4]) * x[(p / 4) * 4]).collect();
+        check(&b, &random_inputs(8, -2.0, 2.0, 30, 8), &direct, 0..8);
+    }
+}
+
+#[test]
+fn universal_simulator_matches_attention_on_a_small_sweep() {
+    use raspc::simulate::{build as build_u, run_trials, Instance, Shape};
+    for (n, d, dv, h) in [(2, 2, 2, 1), (2, 4, 2, 2), (4, 2, 2, 2), (4, 4, 2, 1)] {
+        let s = Shape { n, d, dv, h };
+        for mode in MODES {
+            let u = build_u(s, mode, 1.0, None).unwrap();
+            assert!(u.compiled.summary.layers <= 6, "{s:?}: {} layers", u.compiled.summary.layers);
+            let mut rng = SplitMix(n as u64 * 1000 + d as u64 * 100 + h as u64);
+            let trials: Vec<Instance> = (0..100).map(|_| Instance::random(s, 1.0, &mut rng)).collect();
+            let model = Model::with_dtype(u.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, raspc_runtime::DType::F64).unwrap();
+            let o = run_trials(&model, &u, &trials, true, 1e-4, &mut |_| {}).unwrap();
+            assert_eq!((o.trials, o.failures, o.bound_violations), (100, 0, 0), "{s:?} {mode:?}: {o:?}");
+            assert!(o.max_abs_err <= o.bound);
+            if mode == MlpMode::Gated {
+                assert!(o.max_rel_err <= 1e-4, "{s:?}: {o:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn universal_simulator_checkpoints_are_deterministic_and_load_elsewhere() {
+    let s = raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 2 };
+    let a = raspc::simulate::build(s, MlpMode::Gated, 1.0, None).unwrap().compiled.checkpoint.to_bytes().unwrap();
+    let b = raspc::simulate::build(s, MlpMode::Gated, 1.0, None).unwrap().compiled.checkpoint.to_bytes().unwrap();
+    assert_eq!(a, b);
+    let ck = raspc_checkpoint::Checkpoint::from_bytes(&a).unwrap();
+    assert!(ck.config.real_input.is_some());
+    assert!(ck.config.layers.iter().any(|l| l.mlp.as_ref().is_some_and(|m| m.kind == raspc_checkpoint::MlpKind::Reglu)));
+}
+
+#[test]
+fn unsupported_real_programs_get_located_errors() {
+    let cases = [
+        ("y = aggregate(select(tokens_float, tokens_float, <), tokens_float);", "depends on the input numbers"),
+        ("y = 1 if tokens_float > 0 else 0;", "jumps"),
+        ("y = aggregate(select(indices, indices, ==), tokens_float, 1);", "default of a real aggregate"),
+        ("y = tokens_float % 2;", "not supported"),
+        ("y = 1 / tokens_float;", "cannot be approximated"),
+    ];
+    for (src, want) in cases {
+        let e = build(src, 4, -1.0, 1.0, MlpMode::Relu).err().unwrap_or_else(|| panic!("{src} compiled"));
+        assert!(e.contains(want), "{src}: {e}");
+    }
+}
+
+#[test]
+fn real_models_reject_inputs_outside_their_bounds() {
+    let b = build("y = relu(tokens_float);", 4, -1.0, 1.0, MlpMode::Relu).unwrap();
+    let model = Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
+    let e = model.run(&[serde_json::json!(0.5), serde_json::json!(3.0)], Attention::Hard).unwrap_err().to_string();
+    assert!(e.contains("position 1") && e.contains("[-1, 1]"), "{e}");
+    let e = model.encode(&[serde_json::json!(0.5)]).unwrap_err().to_string();
+    assert!(e.contains("real numbers"), "{e}");
+}
