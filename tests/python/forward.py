@@ -8,6 +8,8 @@ output. Used by tests/tests/interop.rs to check that any framework reproduces `r
 
 JOB.json: {"cases": [{"checkpoint": PATH, "inputs": [[tok, ...], ...],
                       "expected": {"hard": [[out, ...], ...], "soft": [...]}}]}
+Checkpoints with `real_input` read numbers: token id 1 at every position plus the number times
+`embed.value`. Gated (`reglu`) MLPs multiply the ReLU units by `x @ w_gate + b_gate`.
 Exits 1 and prints the first disagreements if any output differs.
 """
 
@@ -25,9 +27,26 @@ def load(path):
     return json.loads(meta["config"]), json.loads(meta["output"]), tensors
 
 
+def embed(cfg, t, seq):
+    """Residual stream after the embeddings; `seq` is BOS first (ids, or numbers after BOS)."""
+    n = len(seq)
+    if cfg.get("real_input"):
+        ids = [cfg["bos_id"]] + [1] * (n - 1)
+        values = np.array([0.0] + [float(v) for v in seq[1:]], dtype=np.float32)
+        return t["embed.token"][ids] + t["embed.position"][:n] + values[:, None] * t["embed.value"][None, :]
+    return t["embed.token"][seq] + t["embed.position"][:n]
+
+
+def mlp(layer, t, p, x, relu=lambda z: np.maximum(z, 0.0)):
+    hidden = relu(x @ t[p + "w_in"] + t[p + "b_in"])
+    if layer["mlp"]["kind"] == "reglu":
+        hidden = hidden * (x @ t[p + "w_gate"] + t[p + "b_gate"])
+    return hidden @ t[p + "w_out"] + t[p + "b_out"]
+
+
 def forward(cfg, t, ids, mode):
     n = len(ids)
-    x = t["embed.token"][ids] + t["embed.position"][:n]
+    x = embed(cfg, t, ids)
     visible = np.tril(np.ones((n, n), dtype=bool)) if cfg["causal"] else np.ones((n, n), dtype=bool)
     tol = cfg["attention"]["tie_tolerance"]
     beta = cfg["attention"]["soft_beta"]
@@ -46,9 +65,7 @@ def forward(cfg, t, ids, mode):
             delta = delta + (w @ v) @ t[p + "w_o"]
         x = x + delta
         if layer["mlp"] is not None:
-            p = f"layers.{l}.mlp."
-            hidden = np.maximum(x @ t[p + "w_in"] + t[p + "b_in"], 0.0)
-            x = x + hidden @ t[p + "w_out"] + t[p + "b_out"]
+            x = x + mlp(layer, t, f"layers.{l}.mlp.", x)
     return x @ t["readout"]
 
 
@@ -58,6 +75,20 @@ def decode(output, y):
     if enc["kind"] == "categorical":
         return [enc["values"][int(np.argmax(r))] for r in rows]
     return [float(r[0]) for r in rows]
+
+
+def encode(cfg, inp):
+    """BOS, then token ids (or, for real-valued models, the numbers themselves)."""
+    if cfg.get("real_input"):
+        return [cfg["bos_id"]] + list(inp)
+    ids = {json.dumps(v["token"]): v["id"] for v in cfg["vocab"] if v["id"] != cfg["bos_id"]}
+    return [cfg["bos_id"]] + [ids[json.dumps(tok)] for tok in inp]
+
+
+def tolerance_of(cfg, output):
+    """Two runs of a real-valued model are each within the certified bound of the program."""
+    t = output.get("tolerance", 0.0)
+    return 2 * t if cfg.get("real_input") else t
 
 
 def same(a, b, tolerance):
@@ -71,13 +102,11 @@ def main():
     checked, bad = 0, []
     for case in job["cases"]:
         cfg, output, t = load(case["checkpoint"])
-        ids = {json.dumps(v["token"]): v["id"] for v in cfg["vocab"] if v["id"] != cfg["bos_id"]}
         for mode, expected in case["expected"].items():
             for inp, want in zip(case["inputs"], expected):
-                seq = [cfg["bos_id"]] + [ids[json.dumps(tok)] for tok in inp]
-                got = decode(output, forward(cfg, t, seq, mode))
+                got = decode(output, forward(cfg, t, encode(cfg, inp), mode))
                 checked += 1
-                if len(got) != len(want) or not all(same(g, w, output.get("tolerance", 0.0)) for g, w in zip(got, want)):
+                if len(got) != len(want) or not all(same(g, w, tolerance_of(cfg, output)) for g, w in zip(got, want)):
                     bad.append((case["checkpoint"], mode, inp, want, got))
     finish("numpy forward", checked, bad)
 

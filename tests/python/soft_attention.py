@@ -4,23 +4,25 @@ attention op: JAX's `jax.nn.dot_product_attention` or PyTorch's
 mask from the config), with the MLPs as plain linear layers and ReLU.
 
     python soft_attention.py jax|torch JOB.json [MAX_INPUTS_PER_CASE]
+    python soft_attention.py jax-hard JOB.json [MAX_INPUTS_PER_CASE]
 
-JOB.json as for forward.py; only the "soft" expectations are checked. Exits 1 on disagreement.
+JOB.json as for forward.py; only the "soft" expectations are checked (`jax-hard`: the "hard"
+ones, with hard attention written in jax.numpy: real-valued and gated checkpoints such as the
+universal simulator). Exits 1 on disagreement.
 """
 
 import json
 import sys
 
 import numpy as np
-from forward import decode, finish, load, same
+from forward import decode, embed, encode, finish, load, same, tolerance_of
 
 
 def run_jax(cfg, t, seq):
     import jax
     import jax.numpy as jnp
 
-    n = len(seq)
-    x = jnp.asarray(t["embed.token"][seq] + t["embed.position"][:n])
+    x = jnp.asarray(embed(cfg, t, seq))
     beta = cfg["attention"]["soft_beta"]
     for l, layer in enumerate(cfg["layers"]):
         delta = jnp.zeros_like(x)
@@ -32,9 +34,39 @@ def run_jax(cfg, t, seq):
             delta = delta + out[0, :, 0, :] @ jnp.asarray(t[p + "w_o"])
         x = x + delta
         if layer["mlp"] is not None:
-            p = f"layers.{l}.mlp."
-            hidden = jax.nn.relu(x @ jnp.asarray(t[p + "w_in"]) + jnp.asarray(t[p + "b_in"]))
-            x = x + hidden @ jnp.asarray(t[p + "w_out"]) + jnp.asarray(t[p + "b_out"])
+            x = x + jax_mlp(layer, t, f"layers.{l}.mlp.", x)
+    return np.asarray(x @ jnp.asarray(t["readout"]))
+
+
+def jax_mlp(layer, t, p, x):
+    import jax
+    import jax.numpy as jnp
+
+    hidden = jax.nn.relu(x @ jnp.asarray(t[p + "w_in"]) + jnp.asarray(t[p + "b_in"]))
+    if layer["mlp"]["kind"] == "reglu":
+        hidden = hidden * (x @ jnp.asarray(t[p + "w_gate"]) + jnp.asarray(t[p + "b_gate"]))
+    return hidden @ jnp.asarray(t[p + "w_out"]) + jnp.asarray(t[p + "b_out"])
+
+
+def run_jax_hard(cfg, t, seq):
+    """Hard attention (average of the keys within tie_tolerance of the row maximum) in JAX."""
+    import jax.numpy as jnp
+
+    n = len(seq)
+    x = jnp.asarray(embed(cfg, t, seq))
+    tol = cfg["attention"]["tie_tolerance"]
+    visible = jnp.tril(jnp.ones((n, n), dtype=bool)) if cfg["causal"] else jnp.ones((n, n), dtype=bool)
+    for l, layer in enumerate(cfg["layers"]):
+        delta = jnp.zeros_like(x)
+        for h in range(len(layer["heads"])):
+            p = f"layers.{l}.attn.{h}."
+            q, k, v = (x @ jnp.asarray(t[p + w]) for w in ("w_q", "w_k", "w_v"))
+            s = jnp.where(visible, q @ k.T, -jnp.inf)
+            w = (s >= s.max(axis=1, keepdims=True) - tol).astype(x.dtype)
+            delta = delta + ((w / w.sum(axis=1, keepdims=True)) @ v) @ jnp.asarray(t[p + "w_o"])
+        x = x + delta
+        if layer["mlp"] is not None:
+            x = x + jax_mlp(layer, t, f"layers.{l}.mlp.", x)
     return np.asarray(x @ jnp.asarray(t["readout"]))
 
 
@@ -66,18 +98,17 @@ def run_torch(cfg, t, seq):
 def main():
     framework, job = sys.argv[1], json.load(open(sys.argv[2]))
     limit = int(sys.argv[3]) if len(sys.argv) > 3 else None
-    run = {"jax": run_jax, "torch": run_torch}[framework]
+    run = {"jax": run_jax, "torch": run_torch, "jax-hard": run_jax_hard}[framework]
+    mode = "hard" if framework == "jax-hard" else "soft"
     checked, bad = 0, []
     for case in job["cases"]:
         cfg, output, t = load(case["checkpoint"])
-        ids = {json.dumps(v["token"]): v["id"] for v in cfg["vocab"] if v["id"] != cfg["bos_id"]}
-        for inp, want in list(zip(case["inputs"], case["expected"]["soft"]))[:limit]:
-            seq = [cfg["bos_id"]] + [ids[json.dumps(tok)] for tok in inp]
-            got = decode(output, run(cfg, t, seq))
+        for inp, want in list(zip(case["inputs"], case["expected"][mode]))[:limit]:
+            got = decode(output, run(cfg, t, encode(cfg, inp)))
             checked += 1
-            if len(got) != len(want) or not all(same(g, w, output.get("tolerance", 0.0)) for g, w in zip(got, want)):
+            if len(got) != len(want) or not all(same(g, w, tolerance_of(cfg, output)) for g, w in zip(got, want)):
                 bad.append((case["checkpoint"], inp, want, got))
-    finish(f"{framework} soft attention", checked, bad)
+    finish(f"{framework} {mode} attention", checked, bad)
 
 
 if __name__ == "__main__":

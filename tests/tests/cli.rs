@@ -359,3 +359,112 @@ fn inspection_tools_work_on_the_whole_corpus() {
         assert!(out.ends_with("trace: every s-op agrees with the interpreter\n"), "{file}:\n{out}");
     }
 }
+
+/// `raspc simulate`: U for a small shape against T(X), one summary line; `-o` writes U, and
+/// inspect, plot and trace work on it (trace agrees with the interpreter at every sublayer).
+#[test]
+fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
+    let u_path = temp("U.safetensors");
+    let u = u_path.to_str().unwrap();
+    let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--heads", "2", "--trials", "100", "--seed", "3", "-o", u]);
+    assert_eq!(code, 0, "{out}{err}");
+    let last = out.lines().last().unwrap();
+    assert!(last.starts_with("simulate: 100 trials, 0 failures, max_abs_err "), "{out}");
+    assert!(out.contains("layers 5"), "{out}");
+    // JSON: one object with the sizes, errors and bounds.
+    let (code, out, _) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--mlp", "relu", "--trials", "20", "--json"]);
+    assert_eq!(code, 0);
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(j["failures"], 0);
+    assert!(j["max_abs_err"].as_f64().unwrap() <= j["certified_bound_f64"].as_f64().unwrap());
+    assert!(j["layers"].as_u64().unwrap() <= 6);
+
+    let (code, out, err) = cli(&["inspect", u]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("aggregate_max") && out.contains("gated MLP"), "{out}");
+    let (code, out, err) = cli(&["inspect", u, "--layer", "4", "--mlp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("layers.4.mlp.w_gate"), "{out}");
+    let (code, out, _) = cli(&["inspect", u, "--json"]);
+    assert_eq!(code, 0);
+    assert!(serde_json::from_str::<serde_json::Value>(out.trim()).is_ok());
+
+    let dir = temp("u-plots");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, _, err) = cli(&["plot", u, "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(files.iter().any(|f| f.ends_with("layer4_mlp_gate.png")) && files.iter().any(|f| f.ends_with("overview.png")));
+
+    let prog = temp("u.rasp");
+    std::fs::write(&prog, raspc::simulate::source(raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 2 })).unwrap();
+    let len = raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 2 }.seq_len();
+    let mut rng = raspc::verify::SplitMix(9);
+    let input: Vec<String> = (0..len).map(|_| format!("{:.4}", raspc::verify::uniform(&mut rng, -1.0, 1.0))).collect();
+    let input = format!("[{}]", input.join(","));
+    let (code, out, err) = cli(&["trace", u, "--input", &input, "--program", prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("layer 4 mlp:") && out.ends_with("trace: every s-op agrees with the interpreter\n"), "{out}");
+    // Out-of-bounds inputs are refused by position.
+    let first_replaced = format!("[7,{}", input.split_once(',').unwrap().1);
+    let (code, _, err) = cli(&["run", u, "--input", &first_replaced]);
+    assert_ne!(code, 0);
+    assert!(err.contains("input at position 0 is 7") && err.contains("[-1, 1]"), "{err}");
+}
+
+/// `raspc simulate --target`: a user's attention layer from a safetensors file.
+#[test]
+fn simulate_runs_a_users_attention_layer() {
+    let t = temp("T.safetensors");
+    // One head, d = 2, dv = 3, given as W_Q, W_K, W_V.
+    let tensors = [("W_Q", vec![0.5f32, -0.25, 0.75, 0.1], vec![2usize, 2]), ("W_K", vec![0.3, 0.2, -0.6, 0.9], vec![2, 2]), ("W_V", vec![1.0, 0.0, -0.5, 0.25, 0.5, 0.75], vec![2, 3])];
+    write_safetensors(&t, &tensors);
+    let x = temp("X.json");
+    std::fs::write(&x, "[[0.1, -0.4], [0.8, 0.3], [-0.6, 0.2]]").unwrap();
+    let (code, out, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("U for n=3 d=2 dv=3 heads=1"), "{out}");
+    assert!(out.contains("simulate: 1 trials, 0 failures"), "{out}");
+    // The printed matrix is T(X), computed here independently.
+    let (xs, q, k, v) = ([[0.1, -0.4], [0.8, 0.3], [-0.6, 0.2]], [[0.5, -0.25], [0.75, 0.1]], [[0.3, 0.2], [-0.6, 0.9]], [[1.0, 0.0, -0.5], [0.25, 0.5, 0.75]]);
+    let mm = |a: &[[f64; 2]], b: &[[f64; 2]; 2]| -> Vec<[f64; 2]> { a.iter().map(|r| [r[0] * b[0][0] + r[1] * b[1][0], r[0] * b[0][1] + r[1] * b[1][1]]).collect() };
+    let (xq, xk) = (mm(&xs, &q), mm(&xs, &k));
+    let row0: Vec<f64> = {
+        let s: Vec<f64> = xk.iter().map(|kj| xq[0][0] * kj[0] + xq[0][1] * kj[1]).collect();
+        let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = s.iter().map(|v| (v - m).exp()).collect();
+        let z: f64 = e.iter().sum();
+        (0..3).map(|b| (0..3).map(|j| e[j] / z * (xs[j][0] * v[0][b] + xs[j][1] * v[1][b])).sum()).collect()
+    };
+    let printed: Vec<f64> = out.lines().find(|l| l.trim_start().starts_with('[')).unwrap().trim().trim_matches(|c| c == '[' || c == ']').split(", ").map(|s| s.parse().unwrap()).collect();
+    for (p, w) in printed.iter().zip(&row0) {
+        assert!((p - w).abs() < 1e-5, "{printed:?} vs {row0:?}");
+    }
+    // Bad targets are named.
+    let bad = temp("bad.safetensors");
+    write_safetensors(&bad, &[("V", vec![1.0, 2.0], vec![2, 1])]);
+    let (code, _, err) = cli(&["simulate", "--target", bad.to_str().unwrap(), "--input", x.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("neither tensor `A`"), "{err}");
+}
+
+/// A minimal safetensors writer for test inputs (F32 tensors).
+fn write_safetensors(path: &std::path::Path, tensors: &[(&str, Vec<f32>, Vec<usize>)]) {
+    let mut header = serde_json::Map::new();
+    let mut data = vec![];
+    for (name, v, shape) in tensors {
+        let start = data.len();
+        for x in v {
+            data.extend_from_slice(&x.to_le_bytes());
+        }
+        header.insert(name.to_string(), serde_json::json!({ "dtype": "F32", "shape": shape, "data_offsets": [start, data.len()] }));
+    }
+    let mut h = serde_json::Value::Object(header).to_string().into_bytes();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut bytes = (h.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(h);
+    bytes.extend(data);
+    std::fs::write(path, bytes).unwrap();
+}

@@ -15,6 +15,9 @@ fn python(name: &str, packages: &[&str]) -> PathBuf {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("venv-{name}"));
     let py = venv.join("bin").join("python");
     let ready = venv.join(".installed");
+    // Tests run in parallel threads: one installs, the others wait.
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
     if !ready.exists() {
         let ok = Command::new("python3").args(["-m", "venv"]).arg(&venv).status().expect("python3 is needed for the interop tests").success();
         assert!(ok, "python3 -m venv failed");
@@ -87,6 +90,51 @@ fn make_job() -> (PathBuf, usize) {
     let job_path = dir.join("job.json");
     std::fs::write(&job_path, serde_json::json!({ "cases": job }).to_string()).unwrap();
     (job_path, cases.len() * 40)
+}
+
+/// Real-valued, gated and ReLU checkpoints: U for two shapes and a softmax, 10 random inputs
+/// each; expected outputs from `raspc run` semantics (hard attention, f32).
+fn real_job() -> &'static (PathBuf, usize) {
+    static JOB: std::sync::OnceLock<(PathBuf, usize)> = std::sync::OnceLock::new();
+    JOB.get_or_init(|| {
+        use raspc_compiler::real::MlpMode;
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-real");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut checkpoints = vec![];
+        for (i, (s, mode)) in [((2, 2, 2, 1), MlpMode::Gated), ((2, 2, 2, 2), MlpMode::Relu), ((4, 2, 2, 1), MlpMode::Gated)].into_iter().enumerate() {
+            let shape = raspc::simulate::Shape { n: s.0, d: s.1, dv: s.2, h: s.3 };
+            let u = raspc::simulate::build(shape, mode, 1.0, None).unwrap();
+            checkpoints.push((dir.join(format!("u{i}.safetensors")), u.compiled.checkpoint));
+        }
+        let mut job = vec![];
+        for (i, (path, ck)) in checkpoints.into_iter().enumerate() {
+            std::fs::write(&path, ck.to_bytes().unwrap()).unwrap();
+            let model = raspc_runtime::Model::load(&std::fs::read(&path).unwrap(), &raspc_runtime::device("cpu").unwrap()).unwrap();
+            let mut rng = raspc::verify::SplitMix(i as u64);
+            let n = ck.config.max_seq_len;
+            let inputs: Vec<Vec<serde_json::Value>> = (0..10).map(|_| (0..n).map(|_| serde_json::json!(raspc::verify::uniform(&mut rng, -1.0, 1.0))).collect()).collect();
+            let outs: Vec<serde_json::Value> = inputs
+                .iter()
+                .map(|inp| serde_json::Value::Array(model.run(inp, raspc_runtime::Attention::Hard).unwrap().iter().map(raspc_runtime::Decoded::to_json).collect()))
+                .collect();
+            job.push(serde_json::json!({ "checkpoint": path, "inputs": inputs, "expected": { "hard": outs } }));
+        }
+        let job_path = dir.join("job.json");
+        std::fs::write(&job_path, serde_json::json!({ "cases": job }).to_string()).unwrap();
+        (job_path, 30)
+    })
+}
+
+/// numpy and JAX run the universal simulator's checkpoints (real inputs, gated and ReLU MLPs).
+#[test]
+fn numpy_and_jax_run_real_valued_gated_checkpoints() {
+    let (job_path, runs) = real_job();
+    let py = python("numpy", &["safetensors", "numpy"]);
+    let text = run_script(&py, &[&script("forward.py"), job_path.to_str().unwrap()]);
+    assert!(text.contains(&format!("{runs} runs, 0 disagreements")), "{text}");
+    let py = python("jax", &["safetensors", "numpy", "jax[cpu]"]);
+    let text = run_script(&py, &[&script("soft_attention.py"), "jax-hard", job_path.to_str().unwrap()]);
+    assert!(text.contains(&format!("{runs} runs, 0 disagreements")), "{text}");
 }
 
 fn script(name: &str) -> String {

@@ -201,6 +201,18 @@ pub fn block(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool) -> 
             let (s, v) = matrix(&n, &bt, &["bias".to_string()], &cols, json);
             text += &format!("\n{s}");
             values.push(v);
+            if m.kind == raspc_checkpoint::MlpKind::Reglu {
+                let n = raspc_checkpoint::names::mlp(layer, "w_gate");
+                let (s, v) = matrix(&n, &ck.tensors[&n], &names, &cols, json);
+                text += &format!("\n{s}");
+                values.push(v);
+                let n = raspc_checkpoint::names::mlp(layer, "b_gate");
+                let b = &ck.tensors[&n];
+                let bt = Tensor { shape: vec![1, b.data.len()], data: b.data.clone() };
+                let (s, v) = matrix(&n, &bt, &["bias".to_string()], &cols, json);
+                text += &format!("\n{s}");
+                values.push(v);
+            }
             let n = raspc_checkpoint::names::mlp(layer, "w_out");
             let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(&ck.tensors[&n]), &names, &cols, json);
             text += &format!("\n{s}");

@@ -875,9 +875,20 @@ fn trace_cmd(
 ) -> Result<(), Failure> {
     let ck = read_checkpoint(path)?;
     let model = raspc_runtime::Model::new(ck.clone(), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
-    let tokens = raspc_lang::parse_input(input).map_err(|m| format!("bad --input: {m}"))?;
-    let ids = model.encode(&tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
-    let states = model.trace(&ids, attention_of(attention)).map_err(|e| e.to_string())?;
+    let mut tokens = raspc_lang::parse_input(input).map_err(|m| format!("bad --input: {m}"))?;
+    let json_tokens: Vec<serde_json::Value> = tokens.iter().map(raspc_lang::Atom::to_json).collect();
+    let states = if model.is_real() {
+        let values = model.encode_real(&json_tokens).map_err(|e| e.to_string())?;
+        // The interpreter sees the same numbers as floats (tokens_float).
+        tokens = values.iter().map(|&v| raspc_lang::Atom::Float(v)).collect();
+        model.trace_real(&values, attention_of(attention)).map_err(|e| e.to_string())?
+    } else {
+        let ids = model.encode(&json_tokens).map_err(|e| e.to_string())?;
+        model.trace(&ids, attention_of(attention)).map_err(|e| e.to_string())?
+    };
+    // Real-valued models: an s-op agrees within the certified bound of the output (the bound of
+    // the last s-op; earlier ones are certified tighter).
+    let num_tol = if model.is_real() { ck.output.tolerance } else { 0.0 };
     // The interpreter's value of every named s-op, when the program is given.
     let mut reference: std::collections::HashMap<String, Vec<raspc_lang::Atom>> = std::collections::HashMap::new();
     if let Some(p) = program {
@@ -923,7 +934,7 @@ fn trace_cmd(
             let agrees = expected.map(|e| {
                 e.len() == values.len()
                     && e.iter().zip(&values).all(|(w, g)| match (g.as_f64(), &sop.encoding) {
-                        (Some(x), raspc_checkpoint::Encoding::Numerical { .. }) => w.as_f64().is_some_and(|y| (x - y).abs() <= 1e-3 * y.abs().max(1.0)),
+                        (Some(x), raspc_checkpoint::Encoding::Numerical { .. }) => w.as_f64().is_some_and(|y| (x - y).abs() <= (1e-3 * y.abs().max(1.0)).max(num_tol)),
                         _ => verify::decoded_atom(&raspc_runtime::Decoded::Value(g.clone())).py_eq(w),
                     })
             });

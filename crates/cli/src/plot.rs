@@ -213,6 +213,11 @@ pub fn plot(ck: &Checkpoint, dir: &Path) -> Result<Vec<PathBuf>, String> {
             let p = dir.join(format!("layer{l}_mlp_in.png"));
             heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")), &names, &hidden, "residual dims", "hidden units")?;
             files.push(p);
+            if m.kind == raspc_checkpoint::MlpKind::Reglu {
+                let p = dir.join(format!("layer{l}_mlp_gate.png"));
+                heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &rows_of(t("w_gate")), &names, &hidden, "residual dims", "hidden units")?;
+                files.push(p);
+            }
             let p = dir.join(format!("layer{l}_mlp_out.png"));
             heatmap(&p, &format!("layer {l} MLP output (transposed)"), &transpose(&rows_of(t("w_out"))), &names, &hidden, "residual dims", "hidden units")?;
             files.push(p);
