@@ -336,7 +336,10 @@ pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
     for w in cuts.windows(2) {
         let mut stack = vec![(w[0], w[1])];
         while let Some((a, b)) = stack.pop() {
+            // Knots are f32 values (stored exactly) whenever one lies strictly inside.
             let mid = 0.5 * (a + b);
+            let m32 = (mid as f32) as f64;
+            let mid = if m32 > a && m32 < b { m32 } else { mid };
             let j = f.jet(Iv { lo: a, hi: b }, mid)?;
             let width = b - a;
             let e = if width == 0.0 { 0.0 } else { width * width / 8.0 * j[2].mag() };
@@ -1522,12 +1525,13 @@ impl RealLowerer<'_> {
                     let mut pre_err = 0.0;
                     // Kinks at representable points with representable slopes (relu, leaky
                     // relu, max, min) lose nothing when stored.
-                    let exact = Self::aff_exact(u) && f32_exact(w * f0) && pl_units.iter().all(|&(_, t, c)| f32_exact(t) && f32_exact(u.k - t) && f32_exact(w * c));
+                    let exact = f32_exact(w * f0) && pl_units.iter().all(|&(_, _, c)| f32_exact(w * c));
                     for &(dir, t, coef) in &pl_units {
                         // dir +1: relu(u - t); dir -1: relu(t - u).
                         let ins: Vec<(usize, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
                         unit(&mut m, ins, dir * (u.k - t), None, w * coef);
-                        pre_err += coef.abs() * self.gamma_x(nnz + 2, exact) * (self.aff_mag(u) + t.abs());
+                        let pre_exact = Self::aff_exact(u) && f32_exact(u.k - t);
+                        pre_err += coef.abs() * self.gamma_x(nnz + 2, pre_exact) * (self.aff_mag(u) + t.abs());
                     }
                     if !product_half {
                         iv = iv.add(pl.range.scale(*w));

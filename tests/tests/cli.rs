@@ -468,3 +468,16 @@ fn write_safetensors(path: &std::path::Path, tensors: &[(&str, Vec<f32>, Vec<usi
     bytes.extend(data);
     std::fs::write(path, bytes).unwrap();
 }
+
+/// Inputs from a declared finite grid: functions of them (exp, products) are exact lookups.
+#[test]
+fn grid_inputs_compile_to_exact_lookups() {
+    let prog = temp("grid.rasp");
+    std::fs::write(&prog, "y = 2.718281828459045 ^ tokens_float * tokens_float;\n").unwrap();
+    let (code, out, err) = cli(&["verify", prog.to_str().unwrap(), "--input-grid=-1,1,0.25", "--max-len", "3", "--exhaustive"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("verified: 819 inputs, 0 mismatches\n"), "{out}");
+    let (code, _, err) = cli(&["verify", prog.to_str().unwrap(), "--input-grid=1,0,0.5", "--max-len", "3"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("bad --input-grid"), "{err}");
+}

@@ -240,8 +240,12 @@ pub struct Target {
     pub entry: Option<String>,
     /// The input vocabulary: a JSON array (`["a","b"]`, `[0,1,2]`) or a string of characters.
     /// A vocabulary of numbers is a finite grid: maps of it compile to exact lookups.
-    #[arg(long, required_unless_present = "input_bounds")]
+    #[arg(long, required_unless_present_any = ["input_bounds", "input_grid"])]
     pub vocab: Option<String>,
+    /// Numeric inputs from a finite grid, `LO,HI,STEP` (the vocabulary LO, LO+STEP, .., HI): every
+    /// function of them compiles to an exact lookup.
+    #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true)]
+    pub input_grid: Option<String>,
     /// Real-valued inputs: every input number lies in [LO, HI] (e.g. `--input-bounds=-1,1`).
     /// The program reads them through `tokens_float`; the compiler certifies an error bound.
     #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true)]
@@ -285,6 +289,21 @@ impl MlpArg {
             MlpArg::Gated => raspc_compiler::real::MlpMode::Gated,
         }
     }
+}
+
+/// `LO,HI,STEP` -> the numbers LO, LO + STEP, ..., up to HI (at most 4096).
+pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
+    let bad = || format!("bad --input-grid `{s}`: expected LO,HI,STEP with LO <= HI and STEP > 0, e.g. -1,1,0.25");
+    let parts: Vec<f64> = s.split(',').map(|p| p.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?;
+    let [lo, hi, step] = parts[..] else { return Err(bad()) };
+    if !(lo.is_finite() && hi.is_finite() && step.is_finite() && lo <= hi && step > 0.0) {
+        return Err(bad());
+    }
+    let count = ((hi - lo) / step + 1e-9).floor() as usize + 1;
+    if count > 4096 {
+        return Err(format!("--input-grid `{s}` has {count} points (at most 4096)"));
+    }
+    Ok((0..count).map(|k| raspc_lang::Atom::Float(lo + k as f64 * step)).collect())
 }
 
 /// `LO,HI` -> (lo, hi).
@@ -564,10 +583,11 @@ fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Resu
         }
         None => None,
     };
-    let vocab = match (&target.vocab, &real) {
-        (_, Some(_)) => vec![],
-        (Some(v), None) => raspc_lang::parse_input(v).map_err(|m| format!("bad --vocab: {m}"))?,
-        (None, None) => return Err("give --vocab (token inputs) or --input-bounds (real-valued inputs)".to_string().into()),
+    let vocab = match (&target.vocab, &real, &target.input_grid) {
+        (_, Some(_), _) => vec![],
+        (Some(v), None, _) => raspc_lang::parse_input(v).map_err(|m| format!("bad --vocab: {m}"))?,
+        (None, None, Some(g)) => grid(g)?,
+        (None, None, None) => return Err("give --vocab (token inputs), --input-grid or --input-bounds (real-valued inputs)".to_string().into()),
     };
     if vocab.is_empty() && real.is_none() {
         return Err("--vocab is empty: give the tokens the model must accept, e.g. --vocab '[\"a\",\"b\"]'".to_string().into());
