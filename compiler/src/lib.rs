@@ -107,7 +107,13 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     }
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };
     let checkpoint = emit::emit(&plan, &schedule, &inputs);
-    debug_assert!(checkpoint.validate().is_ok(), "{:?}", checkpoint.validate());
+    if let Err(e) = checkpoint.validate() {
+        // Only reachable with extreme real-valued bounds (weights beyond f32).
+        let node = graph.node(root);
+        return Err(vec![Diagnostic::error("compile::too_large", format!("the weights for `{}` do not fit in f32: {e}", node.label), node.span)
+            .with_label("this s-op")
+            .with_note("narrower --input-bounds keep every weight finite")]);
+    }
     let summary = summarize(&checkpoint);
     Ok(Compiled { checkpoint, report, plan, schedule, summary })
 }

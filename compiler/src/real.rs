@@ -401,12 +401,12 @@ pub fn split_basis(pl: &Pl) -> (f64, Vec<(f64, f64, f64)>, f64) {
     if j > 0 && slope[j - 1] != 0.0 {
         units.push((-1.0, t[j], -slope[j - 1]));
     }
-    for i in 1..k - 1 {
+    for (i, &ti) in t.iter().enumerate().take(k - 1).skip(1) {
         let d = ds(i);
         if d == 0.0 || i == j {
             continue;
         }
-        units.push((if i > j { 1.0 } else { -1.0 }, t[i], d));
+        units.push((if i > j { 1.0 } else { -1.0 }, ti, d));
     }
     (y[j], units, best.0)
 }
@@ -932,7 +932,8 @@ impl RealLowerer<'_> {
     fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<bool>], v: &Aff, is_max: bool) -> Result<usize, Diagnostic> {
         let vi = self.aff_iv(v);
         let ve = self.aff_err(v);
-        let vmag = vi.mag().max(1e-30);
+        // (Floored so the max head's score scale stays a finite f32.)
+        let vmag = vi.mag().max(1e-3);
         let none = m.iter().any(|r| !r.iter().any(|&b| b));
         let widest = m.iter().map(|r| r.iter().filter(|&&b| b).count()).max().unwrap_or(0);
         // Value path: one dot product with nnz terms, then a mean of `widest` values.
@@ -988,7 +989,7 @@ impl RealLowerer<'_> {
             let r = groups.len();
             let kg = self.new_slot(format!("{label}.keygroup"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect()));
             let qn = self.new_slot(format!("{label}.unselected"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect()));
-            for gi in 0..r {
+            for (gi, group) in groups.iter().enumerate() {
                 let mut kv = vec![0.0; self.n + 1];
                 for (key, &g) in group_of.iter().enumerate() {
                     if g == gi {
@@ -998,7 +999,7 @@ impl RealLowerer<'_> {
                 self.positional.push((kg, gi, kv));
                 let mut qv = vec![0.0; self.n + 1];
                 for (qi, row) in qv.iter_mut().skip(1).enumerate() {
-                    *row = if groups[gi][qi] { 0.0 } else { 1.0 };
+                    *row = if group[qi] { 0.0 } else { 1.0 };
                 }
                 self.positional.push((qn, gi, qv));
                 q.push((qn, gi, col, -scale));
@@ -1367,14 +1368,13 @@ impl RealLowerer<'_> {
     }
 
     /// The interpolant of `f` on [lo, hi]: at the requested error, or (auto) at the error among
-    /// 1e-2, 2.5e-3, ... that minimises interpolation + rounding of a sum over `terms` such sets of units.
-    fn choose_pl(&self, f: &F, lo: f64, hi: f64, terms: usize) -> Result<Pl, String> {
+    /// 1e-2, 2.5e-3, ... chosen as below.
+    fn choose_pl(&self, f: &F, lo: f64, hi: f64) -> Result<Pl, String> {
         if let Some(e) = self.opts.pl_error {
             return build_pl(f, lo, hi, e);
         }
         // The coarsest interpolant whose error is within twice what storing the weights in
         // f32 costs anyway (so f64 evaluation is not wasted); the same whatever the precision.
-        let _ = terms;
         let mut eps = 1e-2;
         let mut last = Err(String::new());
         for _ in 0..14 {
@@ -1446,11 +1446,9 @@ impl RealLowerer<'_> {
                     let al = (mb / ma).sqrt();
                     let p = a.scale(al / 2.0).add(&b, 0.5 / al);
                     let q = a.scale(al / 2.0).add(&b, -0.5 / al);
-                    let sq = F::Mul(Box::new(F::Lin(1.0, 0.0)), Box::new(F::Lin(1.0, 0.0)));
                     square_ranges = square_ranges.add(self.aff_iv(&a).mul(self.aff_iv(&b)).scale(w));
                     expanded.push((w, Term::Square(p)));
                     expanded.push((-w, Term::Square(q)));
-                    let _ = sq;
                 }
                 other => expanded.push((w, other)),
             }
@@ -1514,8 +1512,7 @@ impl RealLowerer<'_> {
                     let ue = self.aff_err(u) + self.gamma_x(u.c.len() + 2, Self::aff_exact(u)) * self.aff_mag(u);
                     // Ends snapped outward to f32 values, so knots there are stored exactly.
                     let (lo, hi) = (f32_down(ui.lo - ue), f32_up(ui.hi + ue));
-                    let unary_terms = expanded.iter().filter(|(_, t)| matches!(t, Term::Unary(..) | Term::Square(_))).count().max(1);
-                    let pl = self.choose_pl(f, lo, hi, unary_terms).map_err(|e| {
+                    let pl = self.choose_pl(f, lo, hi).map_err(|e| {
                         Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}]: {e}"), self.span)
                             .with_note("tighter --input-bounds, or a clamp such as `min(x, 0)` that states what inference cannot see, can bound it")
                     })?;

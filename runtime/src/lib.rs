@@ -424,7 +424,7 @@ impl Model {
                             Decoded::Value(values[best].clone())
                         }
                         Encoding::Numerical { values } => {
-                            let raw = dims[0] as f64;
+                            let raw = dims[0];
                             let snapped = values.as_ref().and_then(|vs| {
                                 vs.iter()
                                     .filter_map(|v| v.as_f64().map(|x| (x, v)))

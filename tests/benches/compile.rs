@@ -96,14 +96,5 @@ fn main() {
         rows.join("\n")
     );
     println!("{table}");
-    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
-    let text = std::fs::read_to_string(&doc).unwrap_or_default();
-    let (start, end) = ("<!-- compile-bench:start -->", "<!-- compile-bench:end -->");
-    if let (Some(a), Some(b)) = (text.find(start), text.find(end)) {
-        let new = format!("{}{start}\n{table}{}", &text[..a], &text[b..]);
-        std::fs::write(&doc, new).unwrap();
-        eprintln!("updated {}", doc.display());
-    } else {
-        eprintln!("markers not found in {}; table not written", doc.display());
-    }
+    raspc_tests::write_doc_table("compile-bench", &table);
 }

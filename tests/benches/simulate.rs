@@ -68,13 +68,7 @@ fn main() {
     table += &format!("\nWhole sweep: {:.0} s.\n", t_all.elapsed().as_secs_f64());
     println!("{table}");
     if !small && only.is_none() {
-        let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
-        let text = std::fs::read_to_string(&doc).unwrap();
-        let (start, end) = ("<!-- simulate-bench:start -->", "<!-- simulate-bench:end -->");
-        if let (Some(a), Some(b)) = (text.find(start), text.find(end)) {
-            let new = format!("{}{start}\n{table}{}", &text[..a], &text[b..]);
-            std::fs::write(&doc, new).unwrap();
-        }
+        raspc_tests::write_doc_table("simulate-bench", &table);
     }
     if failed > 0 {
         eprintln!("{failed} failing trials");

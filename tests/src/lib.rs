@@ -78,3 +78,18 @@ pub fn verify(case: &Case, max_len: usize, causal: bool, inputs: raspc::verify::
     let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
     raspc::verify::verify(&s.graph, root, &model, &vocab, &seqs, &modes, &mut |_| {}).expect("runs")
 }
+
+/// Replaces the text between `<!-- MARKER:start -->` and `<!-- MARKER:end -->` in
+/// docs/benchmarks.md with `table` (benchmarks record their results there).
+pub fn write_doc_table(marker: &str, table: &str) {
+    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
+    let text = std::fs::read_to_string(&doc).unwrap_or_default();
+    let (start, end) = (format!("<!-- {marker}:start -->"), format!("<!-- {marker}:end -->"));
+    if let (Some(a), Some(b)) = (text.find(&start), text.find(&end)) {
+        let new = format!("{}{start}\n{table}{}", &text[..a], &text[b..]);
+        std::fs::write(&doc, new).unwrap();
+        eprintln!("updated {}", doc.display());
+    } else {
+        eprintln!("markers not found in {}; table not written", doc.display());
+    }
+}

@@ -460,7 +460,7 @@ fn write_safetensors(path: &std::path::Path, tensors: &[(&str, Vec<f32>, Vec<usi
         header.insert(name.to_string(), serde_json::json!({ "dtype": "F32", "shape": shape, "data_offsets": [start, data.len()] }));
     }
     let mut h = serde_json::Value::Object(header).to_string().into_bytes();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut bytes = (h.len() as u64).to_le_bytes().to_vec();

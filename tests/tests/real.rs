@@ -167,9 +167,7 @@ fn identify_and_shift_move_blocks() {
             let mut y = vec![0.0; 10];
             y[0] = x[0];
             y[1] = x[1];
-            for k in 0..3 {
-                y[6 + k] = x[2 + k];
-            }
+            y[6..9].copy_from_slice(&x[2..5]);
             y
         };
         check(&b, &random_inputs(10, -5.0, 5.0, 30, 6), &direct, 0..10);
@@ -190,6 +188,7 @@ fn row_max_is_one_hard_head() {
 /// The published RASP programs' style: a scalar per position via tokens_float, index
 /// arithmetic with % and /, 2.718^x, products of aggregates.
 #[test]
+#[allow(clippy::approx_constant)] // the papers' programs write 2.718, not e
 fn paper_style_programs_compile_with_bounds() {
     let src = "
         n = 4;

@@ -191,32 +191,24 @@ pub fn block(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool) -> 
                 text += &format!("{} (units {:?})\n", i.what, i.hidden.unwrap_or([0, 0]));
             }
             text.push('\n');
-            let n = raspc_checkpoint::names::mlp(layer, "w_in");
-            let (s, v) = matrix(&n, &ck.tensors[&n], &names, &cols, json);
-            text += &s;
-            values.push(v);
-            let n = raspc_checkpoint::names::mlp(layer, "b_in");
-            let b = &ck.tensors[&n];
-            let bt = Tensor { shape: vec![1, b.data.len()], data: b.data.clone() };
-            let (s, v) = matrix(&n, &bt, &["bias".to_string()], &cols, json);
-            text += &format!("\n{s}");
-            values.push(v);
+            let mut parts: Vec<(&str, bool)> = vec![("w_in", false), ("b_in", false)];
             if m.kind == raspc_checkpoint::MlpKind::Reglu {
-                let n = raspc_checkpoint::names::mlp(layer, "w_gate");
-                let (s, v) = matrix(&n, &ck.tensors[&n], &names, &cols, json);
-                text += &format!("\n{s}");
-                values.push(v);
-                let n = raspc_checkpoint::names::mlp(layer, "b_gate");
-                let b = &ck.tensors[&n];
-                let bt = Tensor { shape: vec![1, b.data.len()], data: b.data.clone() };
-                let (s, v) = matrix(&n, &bt, &["bias".to_string()], &cols, json);
-                text += &format!("\n{s}");
+                parts.extend([("w_gate", false), ("b_gate", false)]);
+            }
+            parts.push(("w_out", true));
+            for (i, (which, transposed)) in parts.into_iter().enumerate() {
+                let n = raspc_checkpoint::names::mlp(layer, which);
+                let t = &ck.tensors[&n];
+                let (s, v) = if transposed {
+                    matrix(&format!("{n} (transposed)"), &transpose(t), &names, &cols, json)
+                } else if t.shape.len() == 1 {
+                    matrix(&n, &Tensor { shape: vec![1, t.data.len()], data: t.data.clone() }, &["bias".to_string()], &cols, json)
+                } else {
+                    matrix(&n, t, &names, &cols, json)
+                };
+                text += &if i == 0 { s } else { format!("\n{s}") };
                 values.push(v);
             }
-            let n = raspc_checkpoint::names::mlp(layer, "w_out");
-            let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(&ck.tensors[&n]), &names, &cols, json);
-            text += &format!("\n{s}");
-            values.push(v);
         }
     }
     if json {

@@ -165,9 +165,9 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
             let rel = abs / scale;
             o.max_abs_err = o.max_abs_err.max(abs);
             o.max_rel_err = o.max_rel_err.max(rel);
-            let over_bound = !(abs <= bound);
+            let over_bound = abs.is_nan() || abs > bound;
             o.bound_violations += over_bound as usize;
-            if over_bound || (gated && !(rel <= tolerance)) {
+            if over_bound || (gated && (rel.is_nan() || rel > tolerance)) {
                 o.failures += 1;
             }
             o.trials += 1;

@@ -255,7 +255,7 @@ pub fn verify_real(graph: &Graph, root: NodeId, model: &Model, count: usize, see
             };
             let e = (raw - w).abs();
             report.max_err = report.max_err.max(e);
-            bad |= !(e <= bound);
+            bad |= e.is_nan() || e > bound;
         }
         if bad {
             report.failed += 1;
