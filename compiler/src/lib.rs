@@ -84,6 +84,12 @@ pub struct Compiled {
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
     let (plan, report) = match &opts.real {
+        Some(_) if opts.causal => {
+            let node = graph.node(root);
+            return Err(vec![Diagnostic::error("compile::causal", "--causal is not supported with real-valued inputs (--input-bounds)", node.span)
+                .with_label("compiled here")
+                .with_note("real-valued programs compile for full sequences; drop --causal")]);
+        }
         Some(r) => {
             let (p, rep) = real::lower(graph, root, opts.max_len, r)?;
             (p, Some(rep))

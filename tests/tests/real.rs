@@ -250,6 +250,13 @@ fn unsupported_real_programs_get_located_errors() {
         let e = build(src, 4, -1.0, 1.0, MlpMode::Relu).err().unwrap_or_else(|| panic!("{src} compiled"));
         assert!(e.contains(want), "{src}: {e}");
     }
+    // Causal masking is refused rather than ignored.
+    let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = relu(tokens_float);", &raspc_lang::MemoryLoader::default());
+    let s = r.unwrap();
+    let (_, root) = s.entry(None).unwrap();
+    let opts = raspc_compiler::Options { max_len: 4, causal: true, real: Some(RealOptions { lo: -1.0, hi: 1.0, mlp: MlpMode::Relu, pl_error: None }), ..Default::default() };
+    let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
+    assert_eq!(e[0].code, "compile::causal");
 }
 
 #[test]
