@@ -481,3 +481,29 @@ fn grid_inputs_compile_to_exact_lookups() {
     assert_ne!(code, 0);
     assert!(err.contains("bad --input-grid"), "{err}");
 }
+
+/// Real-valued programs through the CLI: `compile` prints the certified bound, `verify` checks
+/// random inputs in the bounds against the interpreter, `run` takes numbers.
+#[test]
+fn real_valued_programs_compile_verify_and_run() {
+    let prog = temp("softmax.rasp");
+    std::fs::write(&prog, "y = softmax_rows(tokens_float, 0, 2, 3, 1);\n").unwrap();
+    let p = prog.to_str().unwrap();
+    let model = temp("softmax.safetensors");
+    let m = model.to_str().unwrap();
+    let (code, out, err) = cli(&["compile", p, "--input-bounds=-5,5", "--max-len", "6", "--mlp", "gated", "-o", m]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("certified: |y - program| <= ") && out.contains("for inputs in [-5,5]"), "{out}");
+    let (code, out, err) = cli(&["verify", p, "--input-bounds=-5,5", "--max-len", "6", "--samples", "200"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("verified: 200 inputs, 0 mismatches\n"), "{out}");
+    let (code, out, err) = cli(&["run", m, "--input", "[0, 0, 0, 1, 1, 1]", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    for x in v["output"].as_array().unwrap() {
+        assert!((x.as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-4, "{out}");
+    }
+    let (code, _, err) = cli(&["compile", p, "--input-bounds=5,-5", "--max-len", "6", "-o", m]);
+    assert_ne!(code, 0);
+    assert!(err.contains("bad --input-bounds"), "{err}");
+}
