@@ -286,13 +286,13 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
         }
     }
     tensors.insert(ck::names::POSITION_EMBEDDING.into(), ck::Tensor { shape: vec![inp.max_len + 1, d], data: pos });
-    let real_input = plan.real_input.map(|(slot, lo, hi)| {
+    let real_input = plan.real_input.as_ref().map(|(slot, lo, hi, blocks)| {
         let mut v = vec![0f32; d];
-        if let Some(&o) = sched.offset.get(&slot) {
+        if let Some(&o) = sched.offset.get(slot) {
             v[o] = 1.0;
         }
         tensors.insert(ck::names::VALUE_EMBEDDING.into(), ck::Tensor { shape: vec![d], data: v });
-        ck::RealInput { lo, hi }
+        ck::RealInput { lo: *lo, hi: *hi, blocks: blocks.iter().map(|&(start, end, lo, hi)| ck::RealBlock { start, end, lo, hi }).collect() }
     });
     // Readout.
     let out = &plan.output;

@@ -45,6 +45,9 @@ pub struct RealOptions {
     /// Every input number lies in [lo, hi].
     pub lo: f64,
     pub hi: f64,
+    /// Narrower bounds for blocks of positions: `(start, end, lo, hi)` for token positions
+    /// `start..end` (each within [lo, hi] above). Heads that read only such a block see its bounds.
+    pub blocks: Vec<(usize, usize, f64, f64)>,
     pub mlp: MlpMode,
     /// Interpolation error per piecewise-linear function; None: chosen per function to
     /// minimise its certified error (interpolation plus f32 rounding of the units' sum).
@@ -523,6 +526,8 @@ struct RealLowerer<'a> {
     /// Source of the node being lowered (for diagnostics raised deep inside).
     span: raspc_lang::span::Span,
     prec: Precision,
+    /// Bounds of the input number at each token position.
+    input_iv: Vec<Iv>,
 }
 
 /// Lowers a real-valued program. Returns the plan and the certified bounds (the analysis runs
@@ -556,6 +561,7 @@ fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec:
         max_of: HashMap::new(),
         span: g.node(root).span,
         prec,
+        input_iv: vec![Iv { lo: opts.lo, hi: opts.hi }; max_len],
     };
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
     lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
@@ -565,6 +571,19 @@ fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec:
     }
     if !(opts.lo.is_finite() && opts.hi.is_finite() && opts.lo <= opts.hi) {
         return Err(vec![Diagnostic::error("compile::bounds", format!("input bounds [{}, {}] are not a finite interval", opts.lo, opts.hi), node.span).with_label("compiled here")]);
+    }
+    for &(start, end, lo, hi) in &opts.blocks {
+        if !(start < end && end <= max_len && lo.is_finite() && hi.is_finite() && lo <= hi && lo >= opts.lo && hi <= opts.hi) {
+            return Err(vec![Diagnostic::error(
+                "compile::bounds",
+                format!("block bounds [{lo}, {hi}] at positions {start}..{end} must be a finite interval inside [{}, {}] and within --max-len {max_len}", opts.lo, opts.hi),
+                node.span,
+            )
+            .with_label("compiled here")]);
+        }
+        for iv in &mut lw.input_iv[start..end] {
+            *iv = Iv { lo, hi };
+        }
     }
     if let Some(e) = opts.pl_error
         && !(e > 0.0 && e.is_finite())
@@ -612,7 +631,7 @@ fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec:
         num_values: BTreeMap::new(),
         output_label: node.label.clone(),
         positional: lw.positional,
-        real_input: lw.input.map(|s| (s, opts.lo, opts.hi)),
+        real_input: lw.input.map(|s| (s, opts.lo, opts.hi, opts.blocks.clone())),
         output_bound: Some(bound),
     };
     Ok((plan, Report { sops: lw.report, output_bound: bound, output_bound_f64: bound }))
@@ -930,7 +949,9 @@ impl RealLowerer<'_> {
     /// One hard-attention head writing a new numerical slot: the mean (or the maximum) of the
     /// affine form `v` over the keys `m[q]` selects; 0 where none is.
     fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<bool>], v: &Aff, is_max: bool) -> Result<usize, Diagnostic> {
-        let vi = self.aff_iv(v);
+        // The values of the keys some query selects (per-position bounds of the input and
+        // positional values; other slots' intervals).
+        let vi = (0..self.n).filter(|&k| m.iter().any(|r| r[k])).map(|k| self.key_iv(v, k)).reduce(Iv::hull).unwrap_or(Iv::pt(0.0));
         let ve = self.aff_err(v);
         // (Floored so the max head's score scale stays a finite f32.)
         let vmag = vi.mag().max(1e-3);
@@ -1084,6 +1105,20 @@ impl RealLowerer<'_> {
     fn aff_zero(&self, a: &Aff) -> Vec<bool> {
         (0..self.n).map(|q| a.k == 0.0 && a.c.keys().all(|s| self.zero.get(s).is_some_and(|z| z[q]))).collect()
     }
+    /// The interval of `a` at token position `k`.
+    fn key_iv(&self, a: &Aff, k: usize) -> Iv {
+        a.c.iter().fold(Iv::pt(a.k), |acc, (s, &w)| {
+            let iv = if Some(*s) == self.input {
+                self.input_iv[k]
+            } else if let Some(p) = self.pos_vals.get(s) {
+                Iv::pt(p[k])
+            } else {
+                self.res[s].iv
+            };
+            acc.add(iv.scale(w))
+        })
+    }
+
     fn aff_err(&self, a: &Aff) -> f64 {
         a.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum()
     }

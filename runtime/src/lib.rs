@@ -209,9 +209,12 @@ impl Model {
         input
             .iter()
             .enumerate()
-            .map(|(position, v)| match v.as_f64() {
-                Some(x) if x >= r.lo && x <= r.hi => Ok(x),
-                _ => Err(RuntimeError::BadNumber { position, value: v.to_string(), lo: r.lo, hi: r.hi }),
+            .map(|(position, v)| {
+                let (lo, hi) = r.bounds_at(position);
+                match v.as_f64() {
+                    Some(x) if x >= lo && x <= hi => Ok(x),
+                    _ => Err(RuntimeError::BadNumber { position, value: v.to_string(), lo, hi }),
+                }
             })
             .collect()
     }

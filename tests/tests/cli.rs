@@ -506,4 +506,11 @@ fn real_valued_programs_compile_verify_and_run() {
     let (code, _, err) = cli(&["compile", p, "--input-bounds=5,-5", "--max-len", "6", "-o", m]);
     assert_ne!(code, 0);
     assert!(err.contains("bad --input-bounds"), "{err}");
+    // Per-block bounds: the first row in [-1, 1], the second in [-5, 5].
+    let (code, out, err) = cli(&["verify", p, "--input-bounds=-5,5;-1,1@0:3", "--max-len", "6", "--samples", "100"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("verified: 100 inputs, 0 mismatches\n"), "{out}");
+    let (code, _, err) = cli(&["verify", p, "--input-bounds=-5,5;-1,1@0", "--max-len", "6"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("bad --input-bounds"), "{err}");
 }

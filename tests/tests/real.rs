@@ -16,7 +16,7 @@ fn build(src: &str, max_len: usize, lo: f64, hi: f64, mlp: MlpMode) -> Result<Bu
     let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
     let session = r.map_err(|d| format!("{d:?}"))?;
     let (_, root) = session.entry(None).map_err(|e| format!("{e:?}"))?;
-    let opts = raspc_compiler::Options { max_len, real: Some(RealOptions { lo, hi, mlp, pl_error: None }), ..Default::default() };
+    let opts = raspc_compiler::Options { max_len, real: Some(RealOptions { lo, hi, blocks: vec![], mlp, pl_error: None }), ..Default::default() };
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").map_err(|d| d.iter().map(|x| format!("{}: {}", x.code, x.message)).collect::<Vec<_>>().join("\n"))?;
     Ok(Built { session, root, compiled })
 }
@@ -254,7 +254,7 @@ fn unsupported_real_programs_get_located_errors() {
     let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = relu(tokens_float);", &raspc_lang::MemoryLoader::default());
     let s = r.unwrap();
     let (_, root) = s.entry(None).unwrap();
-    let opts = raspc_compiler::Options { max_len: 4, causal: true, real: Some(RealOptions { lo: -1.0, hi: 1.0, mlp: MlpMode::Relu, pl_error: None }), ..Default::default() };
+    let opts = raspc_compiler::Options { max_len: 4, causal: true, real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None }), ..Default::default() };
     let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
     assert_eq!(e[0].code, "compile::causal");
 }
@@ -267,4 +267,34 @@ fn real_models_reject_inputs_outside_their_bounds() {
     assert!(e.contains("position 1") && e.contains("[-1, 1]"), "{e}");
     let e = model.encode(&[serde_json::json!(0.5)]).unwrap_err().to_string();
     assert!(e.contains("real numbers"), "{e}");
+}
+
+/// Per-block input bounds: heads reading one block see its bounds, so the certified bound is
+/// tighter than with the hull, and still holds on inputs drawn block by block.
+#[test]
+fn block_bounds_tighten_the_certificate() {
+    let src = "y = matmul(tokens_float, 0, tokens_float, 4, 2, 2, 2, 8);";
+    let compile = |blocks: Vec<(usize, usize, f64, f64)>| {
+        let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+        let s = r.unwrap();
+        let (_, root) = s.entry(None).unwrap();
+        let opts = raspc_compiler::Options { max_len: 12, real: Some(RealOptions { lo: -10.0, hi: 10.0, blocks, mlp: MlpMode::Gated, pl_error: None }), ..Default::default() };
+        (raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap(), s, root)
+    };
+    let (wide, _, _) = compile(vec![]);
+    let (narrow, session, root) = compile(vec![(4, 8, -0.1, 0.1), (8, 12, 0.0, 0.0)]);
+    let (bw, bn) = (wide.report.unwrap().output_bound_f64, narrow.report.clone().unwrap().output_bound_f64);
+    assert!(bn < bw / 5.0, "{bn} vs {bw}");
+    let model = Model::with_dtype(narrow.checkpoint.clone(), &raspc_runtime::Device::Cpu, raspc_runtime::DType::F64).unwrap();
+    let r = raspc::verify::verify_real(&session.graph, root, &model, 200, 5, &mut |_| {}).unwrap();
+    assert_eq!((r.checked, r.failed), (200, 0), "{r:?}");
+    // The runtime enforces the block bounds.
+    let e = model.encode_real(&[1.0, 2.0, 3.0, 4.0, 0.5].map(|x| serde_json::json!(x))).unwrap_err().to_string();
+    assert!(e.contains("position 4") && e.contains("[-0.1, 0.1]"), "{e}");
+    // Blocks outside the global bounds are refused.
+    let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+    let s = r.unwrap();
+    let (_, root) = s.entry(None).unwrap();
+    let opts = raspc_compiler::Options { max_len: 12, real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![(0, 4, -2.0, 2.0)], mlp: MlpMode::Gated, pl_error: None }), ..Default::default() };
+    assert_eq!(raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err()[0].code, "compile::bounds");
 }

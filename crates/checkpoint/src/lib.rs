@@ -132,6 +132,25 @@ pub struct RealInput {
     /// Every input number lies in [lo, hi]; the certified error bound assumes it.
     pub lo: f64,
     pub hi: f64,
+    /// Narrower bounds for blocks of input positions (0-based, BOS excluded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<RealBlock>,
+}
+
+/// Input positions `start..end` hold numbers in [lo, hi].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RealBlock {
+    pub start: usize,
+    pub end: usize,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl RealInput {
+    /// The bounds of input position `p`.
+    pub fn bounds_at(&self, p: usize) -> (f64, f64) {
+        self.blocks.iter().rev().find(|b| b.start <= p && p < b.end).map_or((self.lo, self.hi), |b| (b.lo, b.hi))
+    }
 }
 
 /// How an s-op is stored in the residual stream.

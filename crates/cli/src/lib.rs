@@ -150,6 +150,9 @@ pub enum Command {
         /// Entries of X, A and V are uniform in [-B, B]; U is certified for inputs in [-B, B].
         #[arg(long)]
         bound: Option<f64>,
+        /// Entries of X in [-BX, BX] instead (A and V keep --bound); U is certified per block.
+        #[arg(long = "x-bound")]
+        x_bound: Option<f64>,
         /// Gated MLPs: largest relative error allowed (max|U - T| / max|T| per trial).
         #[arg(long, default_value_t = 1e-4)]
         tolerance: f64,
@@ -306,15 +309,32 @@ pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
     Ok((0..count).map(|k| raspc_lang::Atom::Float(lo + k as f64 * step)).collect())
 }
 
-/// `LO,HI` -> (lo, hi).
-pub fn parse_bounds(s: &str) -> Result<(f64, f64), String> {
-    let bad = || format!("bad --input-bounds `{s}`: expected LO,HI with LO <= HI, e.g. -1,1");
-    let (a, b) = s.split_once(',').ok_or_else(bad)?;
-    let (lo, hi): (f64, f64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
-    if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-        return Err(bad());
+/// Real-valued bounds: (lo, hi, blocks).
+pub type Bounds = (f64, f64, Vec<(usize, usize, f64, f64)>);
+
+/// `LO,HI` (every position), optionally followed by `;LO,HI@START:END` blocks of input
+/// positions with narrower bounds.
+pub fn parse_bounds(s: &str) -> Result<Bounds, String> {
+    let bad = || format!("bad --input-bounds `{s}`: expected LO,HI with LO <= HI (e.g. -1,1), then optionally ;LO,HI@START:END for blocks of positions");
+    let pair = |p: &str| -> Result<(f64, f64), String> {
+        let (a, b) = p.split_once(',').ok_or_else(bad)?;
+        let (lo, hi): (f64, f64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return Err(bad());
+        }
+        Ok((lo, hi))
+    };
+    let mut parts = s.split(';');
+    let (lo, hi) = pair(parts.next().unwrap_or_default())?;
+    let mut blocks = vec![];
+    for p in parts {
+        let (b, range) = p.split_once('@').ok_or_else(bad)?;
+        let (l, h) = pair(b)?;
+        let (start, end) = range.split_once(':').ok_or_else(bad)?;
+        let (start, end): (usize, usize) = (start.trim().parse().map_err(|_| bad())?, end.trim().parse().map_err(|_| bad())?);
+        blocks.push((start, end, l, h));
     }
-    Ok((lo, hi))
+    Ok((lo, hi, blocks))
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -431,8 +451,8 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
         Command::Plot { model, out: dir } => plot_cmd(&model, &dir, out),
         Command::Probe { kind } => probe_cmd(kind, out, err, color),
-        Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, tolerance, dtype, pl_error, output, force, target, input, json } => {
-            let a = SimArgs { shape: simulate::Shape { n, d, dv, h: heads }, mlp, trials, seed, bound, tolerance, f64: dtype == DtypeArg::F64, pl_error, output, force, json };
+        Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, json } => {
+            let a = SimArgs { shape: simulate::Shape { n, d, dv, h: heads }, mlp, trials, seed, bound, x_bound, tolerance, f64: dtype == DtypeArg::F64, pl_error, output, force, json };
             simulate_cmd(&a, target.as_deref().zip(input.as_deref()), out)
         }
         Command::Trace { model, input, program, entry, attention, json } => {
@@ -578,8 +598,8 @@ fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Resu
     let (_, root) = session.entry(target.entry.as_deref())?;
     let real = match &target.input_bounds {
         Some(b) => {
-            let (lo, hi) = parse_bounds(b)?;
-            Some(raspc_compiler::real::RealOptions { lo, hi, mlp: target.mlp.mode(), pl_error: target.pl_error })
+            let (lo, hi, blocks) = parse_bounds(b)?;
+            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp: target.mlp.mode(), pl_error: target.pl_error })
         }
         None => None,
     };
@@ -768,6 +788,7 @@ struct SimArgs {
     trials: usize,
     seed: u64,
     bound: Option<f64>,
+    x_bound: Option<f64>,
     tolerance: f64,
     f64: bool,
     pl_error: Option<f64>,
@@ -797,7 +818,7 @@ fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Fail
 }
 
 fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write) -> Result<(), Failure> {
-    let (instances, shape, bound) = match target {
+    let (instances, shape, bound, x_bound) = match target {
         Some((t, x)) => {
             let inst = simulate::load_target(t, x)?;
             let s = inst.shape();
@@ -805,16 +826,17 @@ fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write
             if inst.magnitude() > b {
                 return Err(format!("--bound {b} is smaller than the largest entry {} of the target and input", inst.magnitude()).into());
             }
-            (vec![inst], s, b)
+            (vec![inst], s, b, b)
         }
         None => {
             let b = a.bound.unwrap_or(1.0);
+            let bx = a.x_bound.unwrap_or(b);
             let mut rng = verify::SplitMix(a.seed);
             let s = a.shape;
-            ((0..a.trials).map(|_| simulate::Instance::random(s, b, &mut rng)).collect::<Vec<_>>(), s, b)
+            ((0..a.trials).map(|_| simulate::Instance::random_with(s, bx, b, &mut rng)).collect::<Vec<_>>(), s, b, bx)
         }
     };
-    let u = simulate::build(shape, a.mlp.mode(), bound, a.pl_error)?;
+    let u = simulate::build_with(shape, a.mlp.mode(), bound, x_bound, a.pl_error)?;
     let sum = &u.compiled.summary;
     let report = u.compiled.report.clone().unwrap_or_default();
     if let Some(o) = &a.output {
@@ -842,7 +864,8 @@ fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write
         });
         let _ = writeln!(out, "{j}");
     } else {
-        let _ = writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, inputs in [-{bound}, {bound}], {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len());
+        let xb = if x_bound != bound { format!(", X in [-{x_bound}, {x_bound}]") } else { String::new() };
+        let _ = writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, inputs in [-{bound}, {bound}]{xb}, {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len());
         let _ = writeln!(out, "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32)", u.compile_ms, report.output_bound_f64, report.output_bound);
         if target.is_some() {
             let got = model.forward_real(&[instances[0].encode()], raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;

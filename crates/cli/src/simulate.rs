@@ -57,8 +57,13 @@ impl Instance {
 
     /// Random entries uniform in [-b, b].
     pub fn random(s: Shape, b: f64, rng: &mut crate::verify::SplitMix) -> Instance {
+        Instance::random_with(s, b, b, rng)
+    }
+
+    /// X's entries uniform in [-bx, bx], A's and V's in [-b, b].
+    pub fn random_with(s: Shape, bx: f64, b: f64, rng: &mut crate::verify::SplitMix) -> Instance {
+        let x = (0..s.n).map(|_| (0..s.d).map(|_| crate::verify::uniform(rng, -bx, bx)).collect()).collect();
         let mut m = |r: usize, c: usize| -> Vec<Vec<f64>> { (0..r).map(|_| (0..c).map(|_| crate::verify::uniform(rng, -b, b)).collect()).collect() };
-        let x = m(s.n, s.d);
         let a = (0..s.h).map(|_| m(s.d, s.d)).collect();
         let v = (0..s.h).map(|_| m(s.d, s.dv)).collect();
         Instance { x, a, v }
@@ -104,14 +109,20 @@ pub fn source(s: Shape) -> String {
 }
 
 pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Result<BuiltU, String> {
+    build_with(s, mlp, bound, bound, pl_error)
+}
+
+/// U certified for A and V entries in [-bound, bound], X entries in [-x_bound, x_bound] and
+/// zero padding.
+pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Option<f64>) -> Result<BuiltU, String> {
     if s.n == 0 || s.d == 0 || s.dv == 0 || s.h == 0 {
         return Err(format!("shapes must be at least 1 (n {}, d {}, dv {}, heads {})", s.n, s.d, s.dv, s.h));
     }
     if s.seq_len() > 4096 {
         return Err(format!("U for these shapes needs {} positions (at most 4096)", s.seq_len()));
     }
-    if !(bound.is_finite() && bound > 0.0) {
-        return Err(format!("--bound must be a positive number, got {bound}"));
+    if !(bound.is_finite() && bound > 0.0 && x_bound.is_finite() && x_bound > 0.0) {
+        return Err(format!("bounds must be positive numbers, got --bound {bound}, --x-bound {x_bound}"));
     }
     let text = source(s);
     let (sources, r) = raspc_lang::evaluate_program("<universal>", None, &text, &raspc_lang::MemoryLoader::default());
@@ -120,7 +131,16 @@ pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Resul
     let (_, root) = session.entry(Some("u")).map_err(|e| format!("internal error: {e:?}"))?;
     let opts = raspc_compiler::Options {
         max_len: s.seq_len(),
-        real: Some(RealOptions { lo: -bound, hi: bound, mlp, pl_error }),
+        real: Some(RealOptions {
+            lo: -bound.max(x_bound),
+            hi: bound.max(x_bound),
+            blocks: vec![(0, s.n * s.d, -x_bound, x_bound), (s.n * s.d, s.input_len(), -bound, bound), (s.input_len(), s.seq_len(), 0.0, 0.0)]
+                .into_iter()
+                .filter(|b| b.0 < b.1)
+                .collect(),
+            mlp,
+            pl_error,
+        }),
         ..Default::default()
     };
     let t0 = std::time::Instant::now();

@@ -242,7 +242,12 @@ pub fn verify_real(graph: &Graph, root: NodeId, model: &Model, count: usize, see
     let mut report = RealReport { bound, ..Default::default() };
     for i in 0..count {
         let len = if i % 4 == 0 { c.max_seq_len } else { 1 + rng.below(c.max_seq_len) };
-        let xs: Vec<f64> = (0..len).map(|_| uniform(&mut rng, r.lo, r.hi)).collect();
+        let xs: Vec<f64> = (0..len)
+            .map(|p| {
+                let (lo, hi) = r.bounds_at(p);
+                uniform(&mut rng, lo, hi)
+            })
+            .collect();
         let atoms: Vec<Atom> = xs.iter().map(|&x| Atom::Float(x)).collect();
         let Some(want) = expected(graph, root, &atoms, c.causal) else { continue };
         let out = model.forward_real(std::slice::from_ref(&xs), Attention::Hard).map_err(|e| e.to_string())?;
