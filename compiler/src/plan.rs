@@ -85,6 +85,9 @@ pub struct Block {
     pub what: String,
 }
 
+/// Bounds `(start, end, lo, hi)` of the input numbers at token positions `start..end`.
+pub type BlockBounds = (usize, usize, f64, f64);
+
 /// Slot index of the BOS indicator (1 at position 0 only).
 pub const BOS: usize = 0;
 /// Slot index of the token indicator (1 at every position but BOS).
@@ -109,7 +112,7 @@ pub struct Plan {
     pub positional: Vec<(usize, usize, Vec<f64>)>,
     /// Real-valued inputs: the slot holding the input number, the declared bounds, and
     /// narrower bounds for blocks of positions `(start, end, lo, hi)`.
-    pub real_input: Option<(usize, f64, f64, Vec<(usize, usize, f64, f64)>)>,
+    pub real_input: Option<(usize, f64, f64, Vec<BlockBounds>)>,
     /// Numerical output: the certified bound on |model - program| (real-valued programs).
     pub output_bound: Option<f64>,
 }
