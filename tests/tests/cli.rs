@@ -378,6 +378,10 @@ fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
     assert_eq!(j["failures"], 0);
     assert!(j["max_abs_err"].as_f64().unwrap() <= j["certified_bound_f64"].as_f64().unwrap());
     assert!(j["layers"].as_u64().unwrap() <= 6);
+    // A tolerance no computation meets: every gated trial fails, and the exit status says so.
+    let (code, out, _) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--trials", "5", "--tolerance", "1e-30"]);
+    assert_eq!(code, 1);
+    assert!(out.lines().last().unwrap().starts_with("simulate: 5 trials, 5 failures"), "{out}");
 
     let (code, out, err) = cli(&["inspect", u]);
     assert_eq!(code, 0, "{err}");
