@@ -101,12 +101,74 @@ fn gamma_u(n: usize, u: f64) -> f64 {
     nu / (1.0 - nu)
 }
 
-/// Arithmetic the certified bound assumes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Precision {
-    F32,
-    /// f64 arithmetic on the stored f32 weights.
-    F64,
+/// An error bound under each arithmetic the certificate covers: f32, and f64 on the stored f32
+/// weights. The network never depends on it; only the bounds do.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Err2 {
+    f32: f64,
+    f64: f64,
+}
+
+impl Err2 {
+    fn both(x: f64) -> Err2 {
+        Err2 { f32: x, f64: x }
+    }
+    /// The larger of the two: what decides the network (domains, scales) covers both.
+    fn max(self) -> f64 {
+        self.f32.max(self.f64)
+    }
+    /// Rounding of an n-term dot product relative to Σ|terms|; `exact_weights` when every weight
+    /// is exactly an f32 (storing it loses nothing).
+    fn gamma(n: usize, exact_weights: bool) -> Err2 {
+        Err2 { f32: gamma_u(n + 1, U32), f64: if exact_weights { 0.0 } else { 2.0 * U32 } + gamma_u(n + 1, U64) }
+    }
+}
+
+impl std::ops::Add for Err2 {
+    type Output = Err2;
+    fn add(self, o: Err2) -> Err2 {
+        Err2 { f32: self.f32 + o.f32, f64: self.f64 + o.f64 }
+    }
+}
+
+impl std::ops::AddAssign for Err2 {
+    fn add_assign(&mut self, o: Err2) {
+        *self = *self + o;
+    }
+}
+
+impl std::ops::Sub for Err2 {
+    type Output = Err2;
+    fn sub(self, o: Err2) -> Err2 {
+        Err2 { f32: self.f32 - o.f32, f64: self.f64 - o.f64 }
+    }
+}
+
+impl std::ops::Mul for Err2 {
+    type Output = Err2;
+    fn mul(self, o: Err2) -> Err2 {
+        Err2 { f32: self.f32 * o.f32, f64: self.f64 * o.f64 }
+    }
+}
+
+impl std::ops::Mul<f64> for Err2 {
+    type Output = Err2;
+    fn mul(self, w: f64) -> Err2 {
+        Err2 { f32: self.f32 * w, f64: self.f64 * w }
+    }
+}
+
+impl std::ops::Mul<Err2> for f64 {
+    type Output = Err2;
+    fn mul(self, e: Err2) -> Err2 {
+        e * self
+    }
+}
+
+impl std::iter::Sum for Err2 {
+    fn sum<I: Iterator<Item = Err2>>(it: I) -> Err2 {
+        it.fold(Err2::default(), |a, b| a + b)
+    }
 }
 
 /// Most knots one piecewise-linear function may use.
@@ -492,7 +554,7 @@ enum Term {
 #[derive(Clone, Copy, Debug)]
 struct Res {
     iv: Iv,
-    err: f64,
+    err: Err2,
 }
 
 /// What a node is, for this lowering.
@@ -525,24 +587,13 @@ struct RealLowerer<'a> {
     max_of: HashMap<usize, usize>,
     /// Source of the node being lowered (for diagnostics raised deep inside).
     span: raspc_lang::span::Span,
-    prec: Precision,
     /// Bounds of the input number at each token position.
     input_iv: Vec<Iv>,
 }
 
-/// Lowers a real-valued program. Returns the plan and the certified bounds (the analysis runs
-/// once per evaluation precision; the network does not depend on it).
+/// Lowers a real-valued program. Returns the plan and the certified bounds (for f32 and for
+/// f64 evaluation of the same weights).
 pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Result<(Plan, Report), Vec<Diagnostic>> {
-    let (plan, mut report) = lower_with(g, root, max_len, opts, Precision::F32)?;
-    let (_, r64) = lower_with(g, root, max_len, opts, Precision::F64)?;
-    report.output_bound_f64 = r64.output_bound;
-    for (a, b) in report.sops.iter_mut().zip(&r64.sops) {
-        a.err_f64 = b.err;
-    }
-    Ok((plan, report))
-}
-
-fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec: Precision) -> Result<(Plan, Report), Vec<Diagnostic>> {
     let mut lw = RealLowerer {
         g,
         n: max_len,
@@ -560,7 +611,6 @@ fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec:
         zero: HashMap::new(),
         max_of: HashMap::new(),
         span: g.node(root).span,
-        prec,
         input_iv: vec![Iv { lo: opts.lo, hi: opts.hi }; max_len],
     };
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
@@ -620,7 +670,7 @@ fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec:
     let bound = lw.res[&out_slot].err;
     if !lw.report.iter().any(|r| r.label == node.label) {
         let r = lw.res[&out_slot];
-        lw.report.push(SopBound { label: node.label.clone(), lo: r.iv.lo, hi: r.iv.hi, err: r.err, err_f64: r.err });
+        lw.report.push(SopBound { label: node.label.clone(), lo: r.iv.lo, hi: r.iv.hi, err: r.err.f32, err_f64: r.err.f64 });
     }
     let plan = Plan {
         slots: lw.slots,
@@ -632,9 +682,9 @@ fn lower_with(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions, prec:
         output_label: node.label.clone(),
         positional: lw.positional,
         real_input: lw.input.map(|s| (s, opts.lo, opts.hi, opts.blocks.clone())),
-        output_bound: Some(bound),
+        output_bound: Some(bound.f32),
     };
-    Ok((plan, Report { sops: lw.report, output_bound: bound, output_bound_f64: bound }))
+    Ok((plan, Report { sops: lw.report, output_bound: bound.f32, output_bound_f64: bound.f64 }))
 }
 
 fn atom_f64(a: &Atom) -> Option<f64> {
@@ -677,7 +727,7 @@ impl RealLowerer<'_> {
         self.positional.push((s, 0, v));
         let lo = values.iter().cloned().fold(f64::INFINITY, f64::min);
         let hi = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        self.res.insert(s, Res { iv: Iv { lo, hi }, err: 0.0 });
+        self.res.insert(s, Res { iv: Iv { lo, hi }, err: Err2::default() });
         self.pos_vals.insert(s, values.to_vec());
         self.zero.insert(s, values.iter().map(|&v| v == 0.0).collect());
         self.pos_cache.insert(key, s);
@@ -748,7 +798,8 @@ impl RealLowerer<'_> {
             NodeKind::Tokens => {
                 let s = self.new_slot(label.clone(), SlotEnc::Num { points: None });
                 let m = self.opts.lo.abs().max(self.opts.hi.abs());
-                let err = if self.prec == Precision::F32 { U32 * m } else { 0.0 };
+                // The number is rounded to f32 for an f32 forward pass only.
+                let err = Err2 { f32: U32 * m, f64: 0.0 };
                 self.res.insert(s, Res { iv: Iv { lo: self.opts.lo, hi: self.opts.hi }, err });
                 self.input = Some(s);
                 Val::Real(Ex::Leaf(s))
@@ -955,10 +1006,11 @@ impl RealLowerer<'_> {
         let ve = self.aff_err(v);
         // (Floored so the max head's score scale stays a finite f32.)
         let vmag = vi.mag().max(1e-3);
+        let vem = ve.max();
         let none = m.iter().any(|r| !r.iter().any(|&b| b));
         let widest = m.iter().map(|r| r.iter().filter(|&&b| b).count()).max().unwrap_or(0);
         // Value path: one dot product with nnz terms, then a mean of `widest` values.
-        let value_fp = self.gamma_x(v.c.len() + 1, Self::aff_exact(v)) * self.aff_mag(v) + self.gamma_x(widest + 2, true) * (vmag + ve);
+        let value_fp = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) * self.aff_mag(v) + Err2::gamma(widest + 2, true) * (vmag + vem);
         let (mut q, mut k): (Vec<In>, Vec<In>) = (vec![], vec![]);
         let mut col = 0;
         let mut quad = vec![];
@@ -1050,7 +1102,7 @@ impl RealLowerer<'_> {
             col += 1;
             // Keys within the tie tolerance (1/8) or a rounding of the largest score of the
             // maximum are averaged in.
-            err += (0.125 + 8.0 * self.unit() * scale) / c;
+            err += Err2 { f32: (0.125 + 8.0 * U32 * scale) / c, f64: (0.125 + 8.0 * U64 * scale) / c };
         }
         let vv: Vec<In> = v.c.iter().map(|(&s, &w)| (s, 0, 0, w)).chain((v.k != 0.0).then_some((TOK, 0, 0, v.k))).collect();
         let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
@@ -1066,7 +1118,7 @@ impl RealLowerer<'_> {
                 self.max_of.insert(out, s);
             }
         }
-        self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err, err_f64: err });
+        self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
         let head = Head { width: col, q, k, v: vv, o: vec![(0, out, 0, 1.0)], gap: 0.5, qk_terms: 1 };
         let what = format!("{label} = {}({}, {})", if is_max { "aggregate_max" } else { "aggregate" }, self.g.node(sel).label, self.describe(v));
         self.push_block(BlockKind::Head(head), out, what);
@@ -1119,12 +1171,12 @@ impl RealLowerer<'_> {
         })
     }
 
-    fn aff_err(&self, a: &Aff) -> f64 {
+    fn aff_err(&self, a: &Aff) -> Err2 {
         a.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum()
     }
     /// Σ|c|·max|x| + |k|: the magnitude its dot product rounds against.
     fn aff_mag(&self, a: &Aff) -> f64 {
-        a.c.iter().map(|(s, w)| w.abs() * (self.res[s].iv.mag() + self.res[s].err)).sum::<f64>() + a.k.abs()
+        a.c.iter().map(|(s, w)| w.abs() * (self.res[s].iv.mag() + self.res[s].err.max())).sum::<f64>() + a.k.abs()
     }
 
     fn affine(ex: &Ex) -> Option<Aff> {
@@ -1376,27 +1428,6 @@ impl RealLowerer<'_> {
 
     // ---- MLPs ----------------------------------------------------------------------------
 
-    /// Unit roundoff of the arithmetic.
-    fn unit(&self) -> f64 {
-        match self.prec {
-            Precision::F32 => U32,
-            Precision::F64 => U64,
-        }
-    }
-
-    /// Rounding of an n-term dot product with f32 weights, relative to Σ|terms|.
-    fn gamma(&self, n: usize) -> f64 {
-        self.gamma_x(n, false)
-    }
-
-    /// The same when every weight is exactly an f32 (storing it loses nothing).
-    fn gamma_x(&self, n: usize, exact_weights: bool) -> f64 {
-        match (self.prec, exact_weights) {
-            (Precision::F32, _) => gamma_u(n + 1, U32),
-            (Precision::F64, true) => gamma_u(n + 1, U64),
-            (Precision::F64, false) => 2.0 * U32 + gamma_u(n + 1, U64),
-        }
-    }
 
     fn aff_exact(a: &Aff) -> bool {
         f32_exact(a.k) && a.c.values().all(|&w| f32_exact(w))
@@ -1491,7 +1522,7 @@ impl RealLowerer<'_> {
         let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
         let mut m = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: gated.then(Gate::default) };
         let mut iv = Iv::pt(aff.k);
-        let mut err = 0.0;
+        let mut err = Err2::default();
         let mut mag_sum = aff.k.abs();
         // Constant part: one unit that is 1 off BOS.
         let unit = |m: &mut Mlp, ins: Vec<(usize, f64)>, b: f64, gate: Option<(Vec<(usize, f64)>, f64)>, w: f64| {
@@ -1512,7 +1543,7 @@ impl RealLowerer<'_> {
             // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
             let vals = self.positional_values(p).expect("checked");
             let (xi, xe) = (self.aff_iv(x), self.aff_err(x));
-            let r = (xi.mag() + xe + 1.0).log2().ceil().exp2();
+            let r = (xi.mag() + xe.max() + 1.0).log2().ceil().exp2();
             let mut distinct: Vec<f64> = vals.clone();
             distinct.sort_by(f64::total_cmp);
             distinct.dedup();
@@ -1528,11 +1559,11 @@ impl RealLowerer<'_> {
             }
             let values_iv = Iv { lo: distinct[0], hi: distinct[distinct.len() - 1] };
             iv = iv.add(values_iv.mul(xi).scale(*w).hull(Iv::pt(0.0)));
-            err += w.abs() * pmag * (xe + self.gamma_x(x.c.len() + 3, Self::aff_exact(x)) * (self.aff_mag(x) + 2.0 * r));
+            err += w.abs() * pmag * (xe + Err2::gamma(x.c.len() + 3, Self::aff_exact(x)) * (self.aff_mag(x) + 2.0 * r));
             if distinct.iter().all(|&v| f32_exact(w * v)) {
-                mag_exact += w.abs() * pmag * (xi.mag() + xe);
+                mag_exact += w.abs() * pmag * (xi.mag() + xe.max());
             } else {
-                mag_sum += w.abs() * pmag * (xi.mag() + xe);
+                mag_sum += w.abs() * pmag * (xi.mag() + xe.max());
             }
         }
         for (w, t) in &expanded {
@@ -1544,9 +1575,10 @@ impl RealLowerer<'_> {
                 Term::Square(_) => unreachable!("rewritten"),
                 Term::Unary(u, f) => {
                     let ui = self.aff_iv(u);
-                    let ue = self.aff_err(u) + self.gamma_x(u.c.len() + 2, Self::aff_exact(u)) * self.aff_mag(u);
+                    let ue = self.aff_err(u) + Err2::gamma(u.c.len() + 2, Self::aff_exact(u)) * self.aff_mag(u);
                     // Ends snapped outward to f32 values, so knots there are stored exactly.
-                    let (lo, hi) = (f32_down(ui.lo - ue), f32_up(ui.hi + ue));
+                    // (Widened by the larger error: one domain, and one network, for both bounds.)
+                    let (lo, hi) = (f32_down(ui.lo - ue.max()), f32_up(ui.hi + ue.max()));
                     let pl = self.choose_pl(f, lo, hi).map_err(|e| {
                         Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}]: {e}"), self.span)
                             .with_note("tighter --input-bounds, or a clamp such as `min(x, 0)` that states what inference cannot see, can bound it")
@@ -1554,7 +1586,7 @@ impl RealLowerer<'_> {
                     let (f0, pl_units, term_mag) = split_basis(&pl);
                     constant += w * f0;
                     let nnz = u.c.len();
-                    let mut pre_err = 0.0;
+                    let mut pre_err = Err2::default();
                     // Kinks at representable points with representable slopes (relu, leaky
                     // relu, max, min) lose nothing when stored.
                     let exact = f32_exact(w * f0) && pl_units.iter().all(|&(_, _, c)| f32_exact(w * c));
@@ -1563,12 +1595,12 @@ impl RealLowerer<'_> {
                         let ins: Vec<(usize, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
                         unit(&mut m, ins, dir * (u.k - t), None, w * coef);
                         let pre_exact = Self::aff_exact(u) && f32_exact(u.k - t);
-                        pre_err += coef.abs() * self.gamma_x(nnz + 2, pre_exact) * (self.aff_mag(u) + t.abs());
+                        pre_err += coef.abs() * Err2::gamma(nnz + 2, pre_exact) * (self.aff_mag(u) + t.abs());
                     }
                     if !product_half {
                         iv = iv.add(pl.range.scale(*w));
                     }
-                    err += w.abs() * (pl.lipschitz * ue + pl.err + pre_err);
+                    err += w.abs() * (pl.lipschitz * ue + Err2::both(pl.err) + pre_err);
                     if exact {
                         mag_exact += w.abs() * term_mag;
                     } else {
@@ -1578,14 +1610,14 @@ impl RealLowerer<'_> {
                 Term::Prod(a, b) => {
                     let (ai, bi) = (self.aff_iv(a), self.aff_iv(b));
                     let (ae, be) = (self.aff_err(a), self.aff_err(b));
-                    let (am, bm) = (ai.mag() + ae, bi.mag() + be);
+                    let (am, bm) = (ai.mag() + ae.max(), bi.mag() + be.max());
                     let ins = |u: &Aff, s: f64| -> Vec<(usize, f64)> { u.c.iter().map(|(&k, &x)| (k, s * x)).collect() };
                     unit(&mut m, ins(a, 1.0), a.k, Some((ins(b, 1.0), b.k)), *w);
                     unit(&mut m, ins(a, -1.0), -a.k, Some((ins(b, -1.0), -b.k)), *w);
                     iv = iv.add(ai.mul(bi).scale(*w));
-                    let rounding = self.gamma_x(a.c.len() + 2, Self::aff_exact(a)) * self.aff_mag(a) * bm
-                        + self.gamma_x(b.c.len() + 2, Self::aff_exact(b)) * self.aff_mag(b) * am
-                        + self.gamma_x(2, f32_exact(*w)) * am * bm;
+                    let rounding = Err2::gamma(a.c.len() + 2, Self::aff_exact(a)) * (self.aff_mag(a) * bm)
+                        + Err2::gamma(b.c.len() + 2, Self::aff_exact(b)) * (self.aff_mag(b) * am)
+                        + Err2::gamma(2, f32_exact(*w)) * (am * bm);
                     err += w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding);
                     if f32_exact(*w) {
                         mag_exact += w.abs() * am * bm;
@@ -1602,10 +1634,10 @@ impl RealLowerer<'_> {
         // The final sum over all units of this block.
         // Summing the block's units: every term rounds (γ over all of them); terms whose output
         // weight is not an f32 also carry that weight's rounding.
-        err += self.gamma_x(m.hidden + 1, true) * (mag_sum + mag_exact) + (self.gamma(m.hidden + 1) - self.gamma_x(m.hidden + 1, true)) * mag_sum;
+        err += Err2::gamma(m.hidden + 1, true) * (mag_sum + mag_exact) + (Err2::gamma(m.hidden + 1, false) - Err2::gamma(m.hidden + 1, true)) * mag_sum;
         self.res.insert(out, Res { iv, err });
         self.zero.insert(out, zero);
-        self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err, err_f64: err });
+        self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
         let what = format!("{label} = {} MLP, {} units", if gated { "gated" } else { "ReLU" }, m.hidden);
         self.push_block(BlockKind::Mlp(m), out, what);
         Ok(out)

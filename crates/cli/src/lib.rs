@@ -51,6 +51,9 @@ pub enum Command {
         /// Replace OUTPUT even if it exists and is not a raspc checkpoint.
         #[arg(long)]
         force: bool,
+        /// Real-valued programs: also print every materialised s-op's interval and certified error.
+        #[arg(long)]
+        bounds: bool,
     },
     /// Run a compiled checkpoint on one input.
     Run {
@@ -446,7 +449,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
     let r = match cli.command {
         Command::Eval { program, entry, input, json } => eval(&program, entry.as_deref(), &input, json, out, err, color),
         Command::Dump { program, entry, stage } => dump(&program, entry.as_deref(), stage, out, err, color),
-        Command::Compile { program, target, output, force } => compile_cmd(&program, &target, &output, force, out, err, color),
+        Command::Compile { program, target, output, force, bounds } => compile_cmd(&program, &target, &output, force, bounds, out, err, color),
         Command::Run { model, input, json, attention, device } => run_cmd(&model, &input, json, attention, &device, out),
         Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
         Command::Plot { model, out: dir } => plot_cmd(&model, &dir, out),
@@ -650,7 +653,8 @@ fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Resu
     }
 }
 
-fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+#[allow(clippy::too_many_arguments)]
+fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, bounds: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     if output.exists() && std::fs::canonicalize(output).ok() == std::fs::canonicalize(path).ok() {
         return Err(format!("-o `{}` is the program itself; refusing to overwrite it", output.display()).into());
     }
@@ -659,22 +663,10 @@ fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, out: &m
     }
     let built = build(path, target, err, color)?;
     let bytes = built.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: the compiled checkpoint is invalid: {e}"))?;
-    if output.exists() && !force {
-        let old = std::fs::read(output).map_err(|e| format!("cannot read existing `{}`: {e}", output.display()))?;
-        if raspc_checkpoint::Checkpoint::from_bytes(&old).is_err() {
-            return Err(format!("`{}` exists and is not a raspc checkpoint; refusing to overwrite it (use --force)", output.display()).into());
-        }
-    }
-    // Write next to the target, then rename: a failed write never leaves half a file.
-    let tmp = output.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, &bytes).map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, output).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write `{}`: {e}", output.display())
-    })?;
+    write_checkpoint(output, &bytes, force)?;
     let _ = writeln!(out, "compiled `{}` -> {}: {}", built.compiled.plan.output_label, output.display(), built.compiled.summary);
     if let Some(r) = &built.compiled.report {
-        if std::env::var_os("RASPC_BOUNDS").is_some() {
+        if bounds {
             for b in &r.sops {
                 let _ = writeln!(out, "  {}: [{:.4}, {:.4}] err {:.3e} (f64: {:.3e})", b.label, b.lo, b.hi, b.err, b.err_f64);
             }
@@ -797,8 +789,8 @@ struct SimArgs {
     json: bool,
 }
 
-/// Refuses to replace a file that is not a raspc checkpoint (unless forced), then writes
-/// through a temporary file.
+/// Refuses to replace a file that is not a raspc checkpoint (unless forced), then writes next
+/// to the target and renames: a failed write never leaves half a file.
 fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
     if output.is_dir() {
         return Err(format!("-o `{}` is a directory", output.display()).into());

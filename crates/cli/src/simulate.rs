@@ -125,9 +125,8 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
         return Err(format!("bounds must be positive numbers, got --bound {bound}, --x-bound {x_bound}"));
     }
     let text = source(s);
-    let (sources, r) = raspc_lang::evaluate_program("<universal>", None, &text, &raspc_lang::MemoryLoader::default());
+    let (_, r) = raspc_lang::evaluate_program("<universal>", None, &text, &raspc_lang::MemoryLoader::default());
     let session = r.map_err(|d| format!("internal error: U does not evaluate: {}", d.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
-    let _ = sources;
     let (_, root) = session.entry(Some("u")).map_err(|e| format!("internal error: {e:?}"))?;
     let opts = raspc_compiler::Options {
         max_len: s.seq_len(),
