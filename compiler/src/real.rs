@@ -1006,11 +1006,10 @@ impl RealLowerer<'_> {
         let ve = self.aff_err(v);
         // (Floored so the max head's score scale stays a finite f32.)
         let vmag = vi.mag().max(1e-3);
-        let vem = ve.max();
         let none = m.iter().any(|r| !r.iter().any(|&b| b));
         let widest = m.iter().map(|r| r.iter().filter(|&&b| b).count()).max().unwrap_or(0);
         // Value path: one dot product with nnz terms, then a mean of `widest` values.
-        let value_fp = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) * self.aff_mag(v) + Err2::gamma(widest + 2, true) * (vmag + vem);
+        let value_fp = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) * self.aff_mag(v) + Err2::gamma(widest + 2, true) * (Err2::both(vmag) + ve);
         let (mut q, mut k): (Vec<In>, Vec<In>) = (vec![], vec![]);
         let mut col = 0;
         let mut quad = vec![];
@@ -1175,8 +1174,9 @@ impl RealLowerer<'_> {
         a.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum()
     }
     /// Σ|c|·max|x| + |k|: the magnitude its dot product rounds against.
-    fn aff_mag(&self, a: &Aff) -> f64 {
-        a.c.iter().map(|(s, w)| w.abs() * (self.res[s].iv.mag() + self.res[s].err.max())).sum::<f64>() + a.k.abs()
+    /// (Per arithmetic: the computed values deviate by that arithmetic's errors.)
+    fn aff_mag(&self, a: &Aff) -> Err2 {
+        a.c.iter().map(|(s, w)| w.abs() * (Err2::both(self.res[s].iv.mag()) + self.res[s].err)).sum::<Err2>() + Err2::both(a.k.abs())
     }
 
     fn affine(ex: &Ex) -> Option<Aff> {
@@ -1523,7 +1523,7 @@ impl RealLowerer<'_> {
         let mut m = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: gated.then(Gate::default) };
         let mut iv = Iv::pt(aff.k);
         let mut err = Err2::default();
-        let mut mag_sum = aff.k.abs();
+        let mut mag_sum = Err2::both(aff.k.abs());
         // Constant part: one unit that is 1 off BOS.
         let unit = |m: &mut Mlp, ins: Vec<(usize, f64)>, b: f64, gate: Option<(Vec<(usize, f64)>, f64)>, w: f64| {
             let c = m.hidden;
@@ -1538,7 +1538,7 @@ impl RealLowerer<'_> {
             m.hidden += 1;
         };
         let mut constant = aff.k;
-        let mut mag_exact = 0.0;
+        let mut mag_exact = Err2::default();
         for (w, p, x) in &indicator_products {
             // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
             let vals = self.positional_values(p).expect("checked");
@@ -1559,11 +1559,11 @@ impl RealLowerer<'_> {
             }
             let values_iv = Iv { lo: distinct[0], hi: distinct[distinct.len() - 1] };
             iv = iv.add(values_iv.mul(xi).scale(*w).hull(Iv::pt(0.0)));
-            err += w.abs() * pmag * (xe + Err2::gamma(x.c.len() + 3, Self::aff_exact(x)) * (self.aff_mag(x) + 2.0 * r));
+            err += w.abs() * pmag * (xe + Err2::gamma(x.c.len() + 3, Self::aff_exact(x)) * (self.aff_mag(x) + Err2::both(2.0 * r)));
             if distinct.iter().all(|&v| f32_exact(w * v)) {
-                mag_exact += w.abs() * pmag * (xi.mag() + xe.max());
+                mag_exact += w.abs() * pmag * (Err2::both(xi.mag()) + xe);
             } else {
-                mag_sum += w.abs() * pmag * (xi.mag() + xe.max());
+                mag_sum += w.abs() * pmag * (Err2::both(xi.mag()) + xe);
             }
         }
         for (w, t) in &expanded {
@@ -1595,22 +1595,22 @@ impl RealLowerer<'_> {
                         let ins: Vec<(usize, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
                         unit(&mut m, ins, dir * (u.k - t), None, w * coef);
                         let pre_exact = Self::aff_exact(u) && f32_exact(u.k - t);
-                        pre_err += coef.abs() * Err2::gamma(nnz + 2, pre_exact) * (self.aff_mag(u) + t.abs());
+                        pre_err += coef.abs() * Err2::gamma(nnz + 2, pre_exact) * (self.aff_mag(u) + Err2::both(t.abs()));
                     }
                     if !product_half {
                         iv = iv.add(pl.range.scale(*w));
                     }
                     err += w.abs() * (pl.lipschitz * ue + Err2::both(pl.err) + pre_err);
                     if exact {
-                        mag_exact += w.abs() * term_mag;
+                        mag_exact += Err2::both(w.abs() * term_mag);
                     } else {
-                        mag_sum += w.abs() * term_mag;
+                        mag_sum += Err2::both(w.abs() * term_mag);
                     }
                 }
                 Term::Prod(a, b) => {
                     let (ai, bi) = (self.aff_iv(a), self.aff_iv(b));
                     let (ae, be) = (self.aff_err(a), self.aff_err(b));
-                    let (am, bm) = (ai.mag() + ae.max(), bi.mag() + be.max());
+                    let (am, bm) = (Err2::both(ai.mag()) + ae, Err2::both(bi.mag()) + be);
                     let ins = |u: &Aff, s: f64| -> Vec<(usize, f64)> { u.c.iter().map(|(&k, &x)| (k, s * x)).collect() };
                     unit(&mut m, ins(a, 1.0), a.k, Some((ins(b, 1.0), b.k)), *w);
                     unit(&mut m, ins(a, -1.0), -a.k, Some((ins(b, -1.0), -b.k)), *w);
