@@ -405,26 +405,24 @@ pub fn render(sources: &SourceMap, diags: &[Diagnostic], color: bool) -> String 
 const STACK_BYTES: usize = 256 << 20;
 
 /// Runs the CLI. Returns the process exit code: 0 success, 1 a user error, 2 a usage error,
-/// 101 an internal error (a bug). The work runs on a thread with a large stack; its output is
-/// buffered and then written to `out` and `err`.
-pub fn run<I: IntoIterator<Item = String>>(args: I, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> i32 {
+/// 101 an internal error (a bug). The work runs on a thread with a large stack and writes to
+/// `out` and `err` as it goes (nothing is held back until the end). Callers must not hold the
+/// process's stderr lock while this runs: progress bars draw to stderr from the worker thread.
+pub fn run<I: IntoIterator<Item = String>>(args: I, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send), color: bool) -> i32 {
     let args: Vec<String> = args.into_iter().collect();
     let result = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .stack_size(STACK_BYTES)
             .spawn_scoped(scope, || {
-                let (mut o, mut e) = (Vec::new(), Vec::new());
-                let code = run_here(args, &mut o, &mut e, color);
-                (code, o, e)
+                let code = run_here(args, &mut *out, &mut *err, color);
+                let _ = out.flush();
+                let _ = err.flush();
+                code
             })
             .map(|h| h.join())
     });
     match result {
-        Ok(Ok((code, o, e))) => {
-            let _ = out.write_all(&o);
-            let _ = err.write_all(&e);
-            code
-        }
+        Ok(Ok(code)) => code,
         _ => {
             let _ = writeln!(err, "error: internal error in raspc (this is a bug; please report it with the program that caused it)");
             101
