@@ -4,6 +4,7 @@
 //! encodings, heads and MLPs as [`plan`] blocks) -> [`emit::schedule`] (layers) ->
 //! [`emit::emit`] (tensors, config, layout) -> `raspc_checkpoint` bytes.
 
+pub mod domain;
 pub mod emit;
 pub mod infer;
 pub mod lower;
@@ -95,6 +96,7 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
             (p, Some(rep))
         }
         None => {
+            domain::check(graph, root, &opts.vocab, opts.max_len).map_err(|d| vec![d])?;
             let (graph, root) = simplify::simplify(graph, root, &opts.vocab, opts.max_len);
             (lower::lower(&graph, root, opts)?, None)
         }

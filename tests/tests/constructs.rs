@@ -128,9 +128,11 @@ fn library_functions() {
         ("mean_index", json!([2.0, 2.0, 2.0, 2.0, 2.0])),
         ("third", json!(["c", "c", "c", "c", "c"])),
         ("shifted", json!(["_", "a", "b", "c", "a"])),
-        ("first_a", json!([true, false, false, false, false])),
+        // The reference library's mark_first_instance selects later keys (`indices > indices`
+        // at key side), so it marks the last `a`, like mark_last_instance.
+        ("first_a", json!([false, false, false, true, false])),
         ("last_a", json!([false, false, false, true, false])),
-        ("from_first_a", json!([0, 0, 0, 0, 0])),
+        ("from_first_a", json!([3, 3, 3, 3, 3])),
         ("from_last_a", json!([3, 3, 3, 3, 3])),
         ("sorted_chars", json!(["a", "a", "b", "b", "c"])),
         ("next_same", json!([3, 4, -1, -1, -1])),

@@ -84,6 +84,10 @@ pub enum Command {
         seed: u64,
         #[arg(long, value_enum, default_value = "both")]
         attention: AttentionModes,
+        /// Succeed even when the interpreter rejects some of the inputs (they are counted and
+        /// not checked); without it, verify fails unless every input asked for was checked.
+        #[arg(long)]
+        allow_rejected: bool,
     },
     /// Show what a checkpoint holds: config, residual layout, every head and MLP; or one block's
     /// matrices with labelled rows and columns.
@@ -459,8 +463,8 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Trace { model, input, program, entry, attention, json } => {
             trace_cmd(&model, &input, program.as_deref(), entry.as_deref(), attention, json, out, err, color)
         }
-        Command::Verify { program, target, exhaustive, samples, seed, attention } => {
-            verify_cmd(&program, &target, exhaustive, samples, seed, attention, out, err, color)
+        Command::Verify { program, target, exhaustive, samples, seed, attention, allow_rejected } => {
+            verify_cmd(&program, &target, &VerifyArgs { exhaustive, samples, seed, attention, allow_rejected }, out, err, color)
         }
     };
     match r {
@@ -706,24 +710,49 @@ fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, devic
 }
 
 #[allow(clippy::too_many_arguments)]
-fn verify_cmd(
-    path: &Path,
-    target: &Target,
+struct VerifyArgs {
     exhaustive: bool,
     samples: Option<usize>,
     seed: u64,
     attention: AttentionModes,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-    color: bool,
-) -> Result<(), Failure> {
+    allow_rejected: bool,
+}
+
+/// The closing lines of `verify`: the inputs the interpreter rejected, then the verdict. Fails
+/// (exit 1) on a mismatch, when nothing was checked, or when fewer inputs than asked were
+/// checked (unless `--allow-rejected`).
+fn verify_verdict(asked: usize, checked: usize, failed: usize, rejections: &verify::Rejections, allow_rejected: bool, out: &mut dyn Write) -> Result<(), Failure> {
+    let rejected = rejections.total();
+    if rejected > 0 {
+        let _ = writeln!(out, "rejected: the interpreter rejects {rejected} of the {asked} inputs (not checked):");
+        for l in rejections.lines() {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    let _ = writeln!(out, "verified: {checked} inputs, {failed} mismatches");
+    if failed > 0 {
+        return Err(Failure::Silent);
+    }
+    if checked == 0 {
+        return Err("no input was checked: the model was compared with the interpreter on nothing".to_string().into());
+    }
+    if rejected > 0 && !allow_rejected {
+        return Err(format!("only {checked} of the {asked} inputs asked for were checked (pass --allow-rejected to accept that)").into());
+    }
+    Ok(())
+}
+
+fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    if a.samples == Some(0) {
+        return Err("--samples 0 checks nothing: give at least 1".to_string().into());
+    }
     let built = build(path, target, err, color)?;
     if built.compiled.report.is_some() {
         let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).map_err(|e| format!("internal error: {e}"))?;
-        let count = samples.unwrap_or(1000);
+        let count = a.samples.unwrap_or(1000);
         let _ = writeln!(out, "compiled `{}`: {}", built.compiled.plan.output_label, built.compiled.summary);
         let bar = indicatif::ProgressBar::new(count as u64);
-        let r = verify::verify_real(&built.session.graph, built.root, &model, count, seed, &mut |n| bar.set_position(n as u64))?;
+        let r = verify::verify_real(&built.session.graph, built.root, &model, count, a.seed, &mut |n| bar.set_position(n as u64))?;
         bar.finish_and_clear();
         for m in &r.examples {
             let show = |v: &[raspc_lang::Atom]| format!("[{}]", v.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "));
@@ -731,18 +760,17 @@ fn verify_cmd(
             let _ = writeln!(out, "mismatch: input {}: expected {}, model {}", show(&m.input), show(&m.expected), show(&got));
         }
         let _ = writeln!(out, "max |model - program| {:.3e}, certified bound {:.3e}", r.max_err, r.bound);
-        let _ = writeln!(out, "verified: {} inputs, {} mismatches", r.checked, r.failed);
-        return if r.failed > 0 { Err(Failure::Silent) } else { Ok(()) };
+        return verify_verdict(count, r.checked, r.failed, &r.rejections, a.allow_rejected, out);
     }
-    let inputs = if exhaustive {
+    let inputs = if a.exhaustive {
         verify::Inputs::Exhaustive
     } else {
-        verify::Inputs::Random { count: samples.unwrap_or(1000), seed }
+        verify::Inputs::Random { count: a.samples.unwrap_or(1000), seed: a.seed }
     };
     let seqs = verify::generate(&inputs, built.vocab.len(), target.max_len)?;
     let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::device("cpu").map_err(|e| e.to_string())?)
         .map_err(|e| format!("internal error: {e}"))?;
-    let modes = match attention {
+    let modes = match a.attention {
         AttentionModes::Hard => vec![raspc_runtime::Attention::Hard],
         AttentionModes::Soft => vec![raspc_runtime::Attention::Soft],
         AttentionModes::Both => vec![raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft],
@@ -760,16 +788,12 @@ fn verify_cmd(
         };
         let _ = writeln!(out, "{:?} attention ({detail}): {} inputs, {f} mismatches", mode, report.checked);
     }
-    if report.skipped > 0 {
-        let _ = writeln!(out, "skipped {} inputs the interpreter rejects", report.skipped);
-    }
     for m in &report.examples {
         let show = |v: &[raspc_lang::Atom]| format!("[{}]", v.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "));
         let got: Vec<raspc_lang::Atom> = m.got.iter().map(verify::decoded_atom).collect();
         let _ = writeln!(out, "mismatch ({:?}): input {}: expected {}, model {}", m.attention, show(&m.input), show(&m.expected), show(&got));
     }
-    let _ = writeln!(out, "verified: {} inputs, {} mismatches", report.checked, report.failed);
-    if report.failed > 0 { Err(Failure::Silent) } else { Ok(()) }
+    verify_verdict(seqs.len(), report.checked, report.failed, &report.rejections, a.allow_rejected, out)
 }
 
 struct SimArgs {

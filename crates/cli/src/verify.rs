@@ -1,6 +1,6 @@
 //! Model-vs-interpreter verification, shared by `raspc verify` and the test suite.
 
-use raspc_lang::{Atom, Graph, NodeId, Value};
+use raspc_lang::{Atom, EvalError, Graph, NodeId, Value};
 use raspc_runtime::{Attention, Decoded, Model};
 
 /// Which inputs to check.
@@ -80,14 +80,59 @@ pub fn generate(inputs: &Inputs, vocab: usize, max_len: usize) -> Result<Vec<Vec
 /// masking the value at each position i of the program run on the prefix ending at i.
 /// `None` when the interpreter rejects the input (or a prefix of it).
 pub fn expected(graph: &Graph, root: NodeId, input: &[Atom], causal: bool) -> Option<Vec<Atom>> {
-    let seq = |inp: &[Atom]| match raspc_lang::evaluate(graph, root, inp) {
-        Ok(Value::Seq(s)) => Some(s),
-        _ => None,
+    expected_or_error(graph, root, input, causal).ok()
+}
+
+/// As [`expected`], with the interpreter's error when it rejects the input.
+pub fn expected_or_error(graph: &Graph, root: NodeId, input: &[Atom], causal: bool) -> Result<Vec<Atom>, EvalError> {
+    let seq = |inp: &[Atom]| match raspc_lang::evaluate(graph, root, inp)? {
+        Value::Seq(s) => Ok(s),
+        Value::Sel(_) => Err(EvalError {
+            node: root,
+            label: graph.node(root).label.clone(),
+            span: graph.node(root).span,
+            position: None,
+            message: "a selector is not an s-op: a model outputs an s-op".into(),
+        }),
     };
     if !causal {
         return seq(input);
     }
     (1..=input.len()).map(|n| seq(&input[..n]).map(|s| s[n - 1].clone())).collect()
+}
+
+/// Inputs the interpreter rejected, grouped by the operation that failed.
+#[derive(Clone, Debug, Default)]
+pub struct Rejections {
+    /// Per failing operation (its label): how many inputs, and the first one with its error.
+    pub by_op: Vec<(String, usize, Vec<Atom>, String)>,
+}
+
+impl Rejections {
+    pub fn add(&mut self, input: &[Atom], e: &EvalError) {
+        match self.by_op.iter_mut().find(|r| r.0 == e.label) {
+            Some(r) => r.1 += 1,
+            None => {
+                let msg = format!("{}{}", e.position.map(|p| format!("at position {p}: ")).unwrap_or_default(), e.message);
+                self.by_op.push((e.label.clone(), 1, input.to_vec(), msg));
+            }
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.by_op.iter().map(|r| r.1).sum()
+    }
+
+    /// One line per failing operation: `` `avg` failed on 117 inputs, e.g. [a, b]: ...``.
+    pub fn lines(&self) -> Vec<String> {
+        self.by_op
+            .iter()
+            .map(|(label, n, input, msg)| {
+                let shown = format!("[{}]", input.iter().map(Atom::repr).collect::<Vec<_>>().join(", "));
+                format!("`{label}` failed on {n} input{}, e.g. {shown}: {msg}", if *n == 1 { "" } else { "s" })
+            })
+            .collect()
+    }
 }
 
 fn json_atom(v: &serde_json::Value) -> Option<Atom> {
@@ -145,6 +190,8 @@ pub struct Report {
     pub checked: usize,
     /// Inputs the interpreter rejects (not part of the program's domain).
     pub skipped: usize,
+    /// Why the interpreter rejected them.
+    pub rejections: Rejections,
     /// Inputs where some attention mode disagreed somewhere.
     pub failed: usize,
     /// Per mode: mismatching inputs.
@@ -179,9 +226,12 @@ pub fn verify(
             let mut rows = vec![];
             for &i in chunk {
                 let atoms: Vec<Atom> = inputs[i].iter().map(|&t| vocab[t].clone()).collect();
-                match expected(graph, root, &atoms, causal) {
-                    Some(e) => rows.push((i, atoms, e)),
-                    None => report.skipped += 1,
+                match expected_or_error(graph, root, &atoms, causal) {
+                    Ok(e) => rows.push((i, atoms, e)),
+                    Err(e) => {
+                        report.skipped += 1;
+                        report.rejections.add(&atoms, &e);
+                    }
                 }
             }
             if !rows.is_empty() {
@@ -225,6 +275,8 @@ pub struct RealReport {
     /// The certified bound (the checkpoint's output tolerance).
     pub bound: f64,
     pub examples: Vec<Mismatch>,
+    /// Inputs the interpreter rejected, and why.
+    pub rejections: Rejections,
 }
 
 /// Uniform in [lo, hi].
@@ -249,7 +301,14 @@ pub fn verify_real(graph: &Graph, root: NodeId, model: &Model, count: usize, see
             })
             .collect();
         let atoms: Vec<Atom> = xs.iter().map(|&x| Atom::Float(x)).collect();
-        let Some(want) = expected(graph, root, &atoms, c.causal) else { continue };
+        let want = match expected_or_error(graph, root, &atoms, c.causal) {
+            Ok(w) => w,
+            Err(e) => {
+                report.rejections.add(&atoms, &e);
+                progress(i + 1);
+                continue;
+            }
+        };
         let out = model.forward_real(std::slice::from_ref(&xs), Attention::Hard).map_err(|e| e.to_string())?;
         let got = model.decode(&out).map_err(|e| e.to_string())?.remove(0);
         let mut bad = false;

@@ -389,7 +389,13 @@ pub fn binary(op: BinOp, a: &Atom, b: &Atom) -> OpResult {
                 if i < 0.0 && j.fract() != 0.0 {
                     return err(format!("negative number raised to a fractional power ({} ^ {})", a.repr(), b.repr()));
                 }
-                Ok(Float(i.powf(j)))
+                let r = i.powf(j);
+                // Python raises OverflowError when finite operands give an infinite power
+                // (an underflow to 0 is not an error).
+                if r.is_infinite() && i.is_finite() && j.is_finite() {
+                    return err(format!("numerical result out of range ({} ^ {})", a.repr(), b.repr()));
+                }
+                Ok(Float(r))
             }
         },
         _ => unreachable!("handled above"),

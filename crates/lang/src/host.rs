@@ -76,17 +76,41 @@ pub struct Closure {
     pub env: Env,
 }
 
-/// A scope: variables plus the enclosing scope.
+/// A scope: variables plus the enclosing scope. The top-level scope of a `load`ed file also
+/// passes every name it binds on to the scope that loaded it (`steal`), except names starting
+/// with `_` (private to the file), as the reference's environments do.
 #[derive(Debug, Default)]
 pub struct Scope {
     vars: HashMap<String, HostValue>,
     parent: Option<Env>,
+    steal: Option<Env>,
 }
 
 pub type Env = Rc<RefCell<Scope>>;
 
 fn nested(parent: &Env) -> Env {
-    Rc::new(RefCell::new(Scope { vars: HashMap::new(), parent: Some(parent.clone()) }))
+    Rc::new(RefCell::new(Scope { vars: HashMap::new(), parent: Some(parent.clone()), steal: None }))
+}
+
+/// Is `name` kept private to the file that binds it (not passed on to the loading file)?
+fn is_private(name: &str) -> bool {
+    name.starts_with('_') || name == "out"
+}
+
+/// Binds `name` in `env`, and in the scopes that loaded it, unless the name is private.
+fn set_var(env: &Env, name: &str, value: HostValue) {
+    let mut cur = env.clone();
+    loop {
+        let next = {
+            let mut s = cur.borrow_mut();
+            s.vars.insert(name.to_string(), value.clone());
+            match &s.steal {
+                Some(up) if !is_private(name) => up.clone(),
+                _ => return,
+            }
+        };
+        cur = next;
+    }
 }
 
 fn lookup(env: &Env, name: &str) -> Option<HostValue> {
@@ -124,16 +148,32 @@ impl HostValue {
 }
 
 /// Reads files named by `load`. The default reads from disk; tests can supply files in memory.
+/// A file that does not exist must give `ErrorKind::NotFound` (the next candidate path is tried).
 pub trait FileLoader {
     fn read(&self, path: &Path) -> std::io::Result<String>;
 }
+
+/// Largest file `load` reads.
+pub const MAX_LOAD_BYTES: u64 = 16 << 20;
 
 #[derive(Debug, Default)]
 pub struct DiskLoader;
 
 impl FileLoader for DiskLoader {
     fn read(&self, path: &Path) -> std::io::Result<String> {
-        let bytes = std::fs::read(path)?;
+        use std::io::Read;
+        let meta = std::fs::metadata(path)?;
+        if !meta.is_file() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+        }
+        if meta.len() > MAX_LOAD_BYTES {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("larger than {MAX_LOAD_BYTES} bytes")));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        std::fs::File::open(path)?.take(MAX_LOAD_BYTES + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_LOAD_BYTES {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("larger than {MAX_LOAD_BYTES} bytes")));
+        }
         String::from_utf8(bytes).map_err(|e| {
             std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not valid UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to()))
         })
@@ -161,6 +201,42 @@ pub struct Session {
     /// Notes and warnings (e.g. ignored REPL statements).
     pub notes: Vec<Diagnostic>,
     pub main_file: FileId,
+    /// Keeps the scopes that closures hold, to break their reference cycles on drop.
+    _scopes: Scopes,
+}
+
+/// Every scope a function was defined in, with its enclosing scopes. A closure stored in (a
+/// scope reachable from) its own defining scope forms a reference cycle; clearing these scopes
+/// when evaluation is over frees them.
+#[derive(Debug, Default)]
+struct Scopes {
+    all: Vec<Env>,
+    seen: std::collections::HashSet<*const RefCell<Scope>>,
+}
+
+impl Scopes {
+    fn register(&mut self, env: &Env) {
+        let mut cur = Some(env.clone());
+        while let Some(e) = cur {
+            if !self.seen.insert(Rc::as_ptr(&e)) {
+                return;
+            }
+            cur = e.borrow().parent.clone();
+            self.all.push(e);
+        }
+    }
+}
+
+impl Drop for Scopes {
+    fn drop(&mut self) {
+        for e in &self.all {
+            if let Ok(mut s) = e.try_borrow_mut() {
+                s.vars.clear();
+                s.parent = None;
+                s.steal = None;
+            }
+        }
+    }
 }
 
 /// The prelude: our own RASP definitions of the reference library's functions.
@@ -173,7 +249,15 @@ type R<T> = Result<T, Box<Diagnostic>>;
 struct Evaluator<'l> {
     sources: SourceMap,
     graph: Graph,
+    /// The library scope: built-ins, the prelude and the matrix library. Library functions
+    /// close over it, so a program that redefines a library name does not change what the
+    /// other library functions call; every loaded file starts from it.
+    library: Env,
+    /// The main program's scope: starts as a copy of the library's names.
     globals: Env,
+    /// Top-level scopes of files already loaded (by canonical path): loading a file again
+    /// re-binds its names without evaluating it again (its names depend only on the library).
+    loaded: HashMap<PathBuf, Env>,
     notes: Vec<Diagnostic>,
     steps: u64,
     depth: usize,
@@ -181,6 +265,7 @@ struct Evaluator<'l> {
     loader: &'l dyn FileLoader,
     main_file: FileId,
     current_file: FileId,
+    scopes: Scopes,
     assigned: Vec<String>,
 }
 
@@ -190,22 +275,30 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     let mut ev = Evaluator {
         sources: SourceMap::new(),
         graph: Graph::new(),
+        library: Rc::new(RefCell::new(Scope::default())),
         globals: Rc::new(RefCell::new(Scope::default())),
+        loaded: HashMap::new(),
         notes: vec![],
         steps: 0,
         depth: 0,
         loading: vec![],
         loader,
         main_file: FileId(0),
+        scopes: Scopes::default(),
         current_file: FileId(0),
         assigned: vec![],
     };
+    let (library, globals) = (ev.library.clone(), ev.globals.clone());
+    ev.scopes.register(&library);
+    ev.scopes.register(&globals);
     let prelude_file = ev.sources.add("<prelude>", None, PRELUDE);
     let main = ev.sources.add(name, path.map(Path::to_path_buf), text);
     ev.main_file = main;
     if let Err(d) = ev.install_builtins(prelude_file) {
         return (ev.sources.clone(), Err(vec![*d]));
     }
+    let library_names = ev.library.borrow().vars.clone();
+    ev.globals.borrow_mut().vars = library_names;
     let (prog, errs) = parse(main, text);
     if !errs.is_empty() {
         return (ev.sources.clone(), Err(errs));
@@ -217,10 +310,11 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     let globals = ev.globals.clone();
     let r = ev.exec_block(&prog.stmts, &globals, true);
     let sources = ev.sources.clone();
+
     match r {
         Ok(()) => (
             sources.clone(),
-            Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned, notes: ev.notes, main_file: main }),
+            Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned, notes: ev.notes, main_file: main, _scopes: ev.scopes }),
         ),
         Err(d) => (sources, Err(vec![*d])),
     }
@@ -273,7 +367,7 @@ impl<'l> Evaluator<'l> {
         let indices = self.node(NodeKind::Indices, sp)?;
         let length = self.node(NodeKind::Length, sp)?;
         let set = |n: &str, v: HostValue| {
-            self.globals.borrow_mut().vars.insert(n.to_string(), v);
+            self.library.borrow_mut().vars.insert(n.to_string(), v);
         };
         set("tokens_asis", HostValue::Sop(tokens));
         set("indices", HostValue::Sop(indices));
@@ -285,9 +379,9 @@ impl<'l> Evaluator<'l> {
         for (name, c) in [("tokens_str", Convert::Str), ("tokens_int", Convert::Int), ("tokens_float", Convert::Float), ("tokens_bool", Convert::Bool)] {
             let id = self.node(NodeKind::Map { op: MapOp::Convert(c), args: vec![Operand::Sop(tokens)] }, sp)?;
             self.graph.name(id, name);
-            self.globals.borrow_mut().vars.insert(name.to_string(), HostValue::Sop(id));
+            self.library.borrow_mut().vars.insert(name.to_string(), HostValue::Sop(id));
             if c == Convert::Str {
-                self.globals.borrow_mut().vars.insert("tokens".to_string(), HostValue::Sop(id));
+                self.library.borrow_mut().vars.insert("tokens".to_string(), HostValue::Sop(id));
             }
         }
         let (prog, errs) = parse(prelude, PRELUDE);
@@ -295,7 +389,7 @@ impl<'l> Evaluator<'l> {
             return Err(Box::new(e));
         }
         self.current_file = prelude;
-        let g = self.globals.clone();
+        let g = self.library.clone();
         self.exec_block(&prog.stmts, &g, false)?;
         let matrix = self.sources.add("<matrix>", None, MATRIX);
         let (prog, errs) = parse(matrix, MATRIX);
@@ -361,7 +455,8 @@ impl<'l> Evaluator<'l> {
             }
             StmtKind::Def(def) => {
                 let f = HostValue::Func(Rc::new(Closure { def: def.clone(), env: env.clone() }));
-                env.borrow_mut().vars.insert(def.name.name.clone(), f);
+                self.scopes.register(env);
+                set_var(env, &def.name.name, f);
             }
             StmtKind::For { vars, iter, body } => {
                 let it = self.eval(iter, env)?;
@@ -394,18 +489,18 @@ impl<'l> Evaluator<'l> {
             self.assigned.retain(|n| n != &target.name);
             self.assigned.push(target.name.clone());
         }
-        env.borrow_mut().vars.insert(target.name.clone(), value);
+        set_var(env, &target.name, value);
     }
 
     fn bind_vars(&mut self, env: &Env, vars: &[Ident], item: HostValue, span: Span) -> R<()> {
         if vars.len() == 1 {
-            env.borrow_mut().vars.insert(vars[0].name.clone(), item);
+            set_var(env, &vars[0].name, item);
             return Ok(());
         }
         match &item {
             HostValue::List(l) if l.len() == vars.len() => {
                 for (v, x) in vars.iter().zip(l.iter()) {
-                    env.borrow_mut().vars.insert(v.name.clone(), x.clone());
+                    set_var(env, &v.name, x.clone());
                 }
                 Ok(())
             }
@@ -428,11 +523,50 @@ impl<'l> Evaluator<'l> {
         }
     }
 
+    /// Where `load "name";` may find its file, in order: relative to the including file, then
+    /// to the working directory; each as written and with `.rasp` appended (the reference
+    /// appends it).
+    fn load_candidates(&self, path: &str, span: Span) -> Vec<PathBuf> {
+        let mut names = vec![PathBuf::from(path)];
+        if !path.ends_with(".rasp") {
+            names.push(PathBuf::from(format!("{path}.rasp")));
+        }
+        let mut out: Vec<PathBuf> = vec![];
+        if let Some(dir) = self.sources.get(span.file).path.as_ref().and_then(|b| b.parent()) {
+            out.extend(names.iter().map(|n| dir.join(n)));
+        }
+        for n in names {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    /// `load "name";`: runs the file in a scope of its own (which sees the library, not the
+    /// loading program's names) and binds every name it defines in the loading scope, except
+    /// names starting with `_`, which stay private to the file.
     fn load(&mut self, path: &str, span: Span, env: &Env) -> R<()> {
-        let base = self.sources.get(span.file).path.clone();
-        let full = match base.as_ref().and_then(|b| b.parent()) {
-            Some(dir) => dir.join(path),
-            None => PathBuf::from(path),
+        let mut found = None;
+        for cand in self.load_candidates(path, span) {
+            match self.loader.read(&cand) {
+                Ok(text) => {
+                    found = Some((cand, text));
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Box::new(Diagnostic::error("eval::load", format!("cannot load `{}`: {e}", cand.display()), span).with_label("loaded here")));
+                }
+            }
+        }
+        let Some((full, text)) = found else {
+            let tried: Vec<String> = self.load_candidates(path, span).iter().map(|p| format!("`{}`", p.display())).collect();
+            return Err(Box::new(
+                Diagnostic::error("eval::load", format!("cannot load `{path}`: no such file"), span)
+                    .with_label("loaded here")
+                    .with_note(format!("tried {}", tried.join(", "))),
+            ));
         };
         let key = canonical(&full);
         if self.loading.contains(&key) {
@@ -442,20 +576,39 @@ impl<'l> Evaluator<'l> {
             );
             return Ok(());
         }
-        let text = self.loader.read(&full).map_err(|e| {
-            Box::new(Diagnostic::error("eval::load", format!("cannot load `{}`: {e}", full.display()), span).with_label("loaded here"))
-        })?;
+        if let Some(file_env) = self.loaded.get(&key).cloned() {
+            let mut names: Vec<(String, HostValue)> =
+                file_env.borrow().vars.iter().filter(|(n, _)| !is_private(n)).map(|(n, v)| (n.clone(), v.clone())).collect();
+            names.sort_by(|a, b| a.0.cmp(&b.0));
+            for (n, v) in names {
+                set_var(env, &n, v);
+            }
+            return Ok(());
+        }
         let file = self.sources.add(full.display().to_string(), Some(full.clone()), text.clone());
         let (prog, errs) = parse(file, &text);
         if let Some(first) = errs.into_iter().next() {
-            return Err(Box::new(first.with_secondary(span, "in the file loaded here")));
+            if full.extension().is_some_and(|e| e == "rasp") {
+                return Err(Box::new(first.with_secondary(span, "in the file loaded here")));
+            }
+            // Not named as a RASP file: say where it fails to parse, without showing its text.
+            let (line, col) = first.primary_span().map(|s| self.sources.line_col(s.file, s.start)).unwrap_or((1, 1));
+            return Err(Box::new(
+                Diagnostic::error("eval::load", format!("`{}` is not a RASP program (it does not parse at line {line}, column {col})", full.display()), span)
+                    .with_label("loaded here"),
+            ));
         }
-        self.loading.push(key);
+        let file_env = Rc::new(RefCell::new(Scope { vars: HashMap::new(), parent: Some(self.library.clone()), steal: Some(env.clone()) }));
+        self.scopes.register(&file_env);
+        self.loading.push(key.clone());
         let prev = self.current_file;
         self.current_file = file;
-        let r = self.exec_block(&prog.stmts, env, false);
+        let r = self.exec_block(&prog.stmts, &file_env, false);
         self.current_file = prev;
         self.loading.pop();
+        // The cached scope no longer passes names on: a later load re-binds them itself.
+        file_env.borrow_mut().steal = None;
+        self.loaded.insert(key, file_env);
         r
     }
 

@@ -10,6 +10,7 @@
 //! * selectors are 0/1 matrices, `sel[q][k]` = query `q` attends to key `k`;
 //! * an empty input is an error, as in the reference.
 
+use crate::ast::BinOp;
 use crate::atom::{self, Atom, OpError};
 use crate::graph::{Convert, Graph, MapOp, NodeId, NodeKind, Operand, Table};
 use crate::span::Span;
@@ -199,6 +200,10 @@ pub fn apply_map(op: &MapOp, args: &[Atom]) -> Result<Atom, OpError> {
         MapOp::Convert(Convert::Int) => atom::to_int(a),
         MapOp::Convert(Convert::Float) => atom::to_float(a),
         MapOp::Convert(Convert::Bool) => Ok(Atom::Bool(a.truthy())),
+        // On s-ops, `and`/`or` compare truth values and give booleans (the reference converts
+        // both sides with `bool` first); on host atoms they return an operand, as in Python.
+        MapOp::Binary(BinOp::And) => Ok(Atom::Bool(a.truthy() && args[1].truthy())),
+        MapOp::Binary(BinOp::Or) => Ok(Atom::Bool(a.truthy() || args[1].truthy())),
         MapOp::Binary(op) => atom::binary(*op, a, &args[1]),
         MapOp::Ternary => Ok(if args[1].truthy() { args[0].clone() } else { args[2].clone() }),
         MapOp::In(list) => Ok(Atom::Bool(list.iter().any(|x| x.py_eq(a)))),
