@@ -1,0 +1,274 @@
+//! Places where raspc's interpreter must read and evaluate programs exactly as the reference
+//! interpreter (tech-srl/RASP) does. Every expected value below is worked out by hand from the
+//! reference's rules, which each test states; none is copied from raspc's own output.
+
+use raspc_lang::{Atom, MemoryLoader, Value};
+use raspc_tests::{chars, json};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Evaluates `main` (at /virtual/main.rasp) with in-memory files for `load`, and runs `entry`.
+fn eval_with_files(main: &str, files: &[(&str, &str)], entry: &str, input: &[Atom]) -> Result<Value, String> {
+    let loader = MemoryLoader(files.iter().map(|(p, t)| (PathBuf::from(p), t.to_string())).collect::<HashMap<_, _>>());
+    let (_, r) = raspc_lang::evaluate_program("main.rasp", Some(Path::new("/virtual/main.rasp")), main, &loader);
+    let s = r.map_err(|d| d.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; "))?;
+    let (_, node) = s.entry(Some(entry))?;
+    raspc_lang::evaluate(&s.graph, node, input).map_err(|e| format!("{}: {}", e.label, e.message))
+}
+
+fn eval(src: &str, entry: &str, input: &[Atom]) -> Result<Value, String> {
+    eval_with_files(src, &[], entry, input)
+}
+
+// 1. `load`
+
+#[test]
+fn load_appends_the_rasp_extension() {
+    // The reference opens `name + ".rasp"`; the repository's own programs write `load "lib";`.
+    let lib = "def plus_two(x) { return x + 2; }";
+    for spelling in ["lib", "lib.rasp"] {
+        let main = format!("load \"{spelling}\";\ny = plus_two(indices);");
+        let v = eval_with_files(&main, &[("/virtual/lib.rasp", lib)], "y", &chars("abc")).unwrap();
+        assert_eq!(json(&v), json!([2, 3, 4]), "load \"{spelling}\"");
+    }
+}
+
+#[test]
+fn load_resolves_from_the_including_file_then_the_working_directory() {
+    // /virtual/sub/a.rasp loads "b": /virtual/sub/b.rasp (next to a) wins over ./b.rasp.
+    let files = [
+        ("/virtual/sub/a.rasp", "load \"b\";"),
+        ("/virtual/sub/b.rasp", "which = 1;"),
+        ("b.rasp", "which = 2;"),
+        ("c.rasp", "other = 3;"),
+    ];
+    let main = "load \"sub/a\"; load \"c\"; y = indices + which * 10 + other * 100;";
+    // 0 + 1*10 + 3*100 at position 0.
+    assert_eq!(json(&eval_with_files(main, &files, "y", &chars("ab")).unwrap()), json!([310, 311]));
+}
+
+#[test]
+fn private_names_of_a_loaded_file_stay_in_it() {
+    // Reference environments: a loaded file's assignments are copied to the loading scope
+    // except names starting with `_`. The caller keeps its `_x` = [1, 2]; the library's
+    // functions still see the library's own `_x` = [2, 3].
+    let lib = "_x = [2, 3];\ndef lib_first(s) { return s + _x[0]; }\nshared = 7;";
+    let main = "_x = [1, 2];\nload \"lib\";\ny = indices + _x[0] + 10 * _x[1];\nz = lib_first(indices) + shared;";
+    let files = [("/virtual/lib.rasp", lib)];
+    // y: i + 1 + 20; z: i + 2 + 7.
+    assert_eq!(json(&eval_with_files(main, &files, "y", &chars("abc")).unwrap()), json!([21, 22, 23]));
+    assert_eq!(json(&eval_with_files(main, &files, "z", &chars("abc")).unwrap()), json!([9, 10, 11]));
+}
+
+#[test]
+fn a_loaded_file_sees_the_library_not_the_callers_names() {
+    // The loaded file's scope starts from the library: the caller's `secret` is unknown there.
+    let lib = "y = indices + secret;";
+    let main = "secret = 5;\nload \"lib\";";
+    let e = eval_with_files(main, &[("/virtual/lib.rasp", lib)], "y", &chars("a")).unwrap_err();
+    assert!(e.contains("unknown name `secret`"), "{e}");
+    // Library functions are visible in loaded files, and they keep the library's meaning even
+    // when the caller redefined them first.
+    let lib = "n = count(tokens, \"a\");";
+    let main = "def count(a, b) { return 99; }\nload \"lib\";";
+    assert_eq!(json(&eval_with_files(main, &[("/virtual/lib.rasp", lib)], "n", &chars("aba")).unwrap()), json!([2, 2, 2]));
+}
+
+#[test]
+fn redefining_a_library_function_does_not_change_the_others() {
+    // The reference's library functions close over the library's scope: mark_last_instance
+    // calls the library's has_focus even after the program defines its own.
+    let src = "def has_focus(sel) { return aggregate(sel, 1, 0) < 0; }\nm = mark_last_instance(tokens, \"a\");";
+    // "aba": the last `a` is at 2.
+    assert_eq!(json(&eval(src, "m", &chars("aba")).unwrap()), json!([false, false, true]));
+}
+
+#[test]
+fn a_file_loaded_twice_binds_its_names_again() {
+    // Loading re-runs the file in the reference; the second load overwrites the caller's
+    // rebinding of `v` with the file's value again.
+    let lib = "v = 3;";
+    let main = "load \"lib\";\nv = 4;\nload \"lib\";\ny = indices + v;";
+    assert_eq!(json(&eval_with_files(main, &[("/virtual/lib.rasp", lib)], "y", &chars("ab")).unwrap()), json!([3, 4]));
+}
+
+#[test]
+fn load_refuses_what_is_not_a_regular_file_and_does_not_show_foreign_text() {
+    let dir = std::env::temp_dir().join(format!("raspc-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("notes.txt");
+    std::fs::write(&secret, "password = hunter2 and more\n").unwrap();
+    let main = dir.join("main.rasp");
+    for (src, want) in [
+        (format!("load \"{}\";", secret.display()), "is not a RASP program (it does not parse at line 1, column"),
+        ("load \"/dev/zero\";".to_string(), "not a regular file"),
+        (format!("load \"{}\";", dir.display()), "not a regular file"),
+    ] {
+        let (sources, r) = raspc_lang::evaluate_program("main.rasp", Some(&main), &src, &raspc_lang::DiskLoader);
+        let d = r.unwrap_err();
+        assert!(d[0].message.contains(want), "{src}: {}", d[0].message);
+        // The diagnostic points at the load statement, in the program's own file.
+        let span = d[0].primary_span().unwrap();
+        assert_eq!(sources.get(span.file).name, "main.rasp");
+        assert!(!format!("{d:?}").contains("hunter2"), "the diagnostic shows the file's text: {d:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// 2. Library functions with s-op arguments (the reference's rasplib, position by position)
+
+#[test]
+fn count_and_contains_compare_position_by_position() {
+    // count(seq, atom) = round(length * mean(indicator(seq == atom))): on "abca" every
+    // position has tokens == tokens, so 4 everywhere.
+    assert_eq!(json(&eval("c = count(tokens, tokens);", "c", &chars("abca")).unwrap()), json!([4, 4, 4, 4]));
+    // tokens == shifted: "abca" vs shift by 1 with filler "a" = "aabc": equal only at 0.
+    let src = "s = shift(tokens, 1, \"a\"); c = count(tokens, s); h = contains(tokens, s); z = contains(tokens, s + \"z\");";
+    assert_eq!(json(&eval(src, "c", &chars("abca")).unwrap()), json!([1, 1, 1, 1]));
+    assert_eq!(json(&eval(src, "h", &chars("abca")).unwrap()), json!([true, true, true, true]));
+    assert_eq!(json(&eval(src, "z", &chars("abca")).unwrap()), json!([false, false, false, false]));
+    // With a constant the familiar meaning: how many `a`.
+    assert_eq!(json(&eval("c = count(tokens, \"a\");", "c", &chars("abca")).unwrap()), json!([2, 2, 2, 2]));
+}
+
+#[test]
+fn shift_reads_its_offset_at_the_key() {
+    // shift = aggregate(select(indices + n, indices, ==), seq, filler): query q reads the key k
+    // with k + n[k] == q. On "0121" n = [0,1,2,1]: k + n[k] = [0,2,4,4]; q=0 <- k=0 ("0"),
+    // q=1 none ("_"), q=2 <- k=1 ("1"), q=3 none ("_").
+    let v = eval("s = shift(tokens, tokens_int, \"_\");", "s", &chars("0121")).unwrap();
+    assert_eq!(json(&v), json!(["0", "_", "1", "_"]));
+    // Two keys landing on one query are averaged: n = [1,0] on "10": keys 0 and 1 both -> q=1.
+    let v = eval("s = shift(tokens_int, tokens_int, 7);", "s", &chars("10")).unwrap();
+    assert_eq!(json(&v), json!([7, 0.5]));
+}
+
+#[test]
+fn mark_first_instance_is_the_reference_librarys() {
+    // The reference's mark_first_instance looks for the value at *later* keys
+    // (select(indices, indices, >)), so it marks the last instance.
+    let src = "f = mark_first_instance(tokens, \"a\"); g = mark_first_instance(tokens, tokens);";
+    assert_eq!(json(&eval(src, "f", &chars("abca")).unwrap()), json!([false, false, false, true]));
+    // Against itself: a position is marked iff no later position holds its token.
+    assert_eq!(json(&eval(src, "g", &chars("abca")).unwrap()), json!([false, true, true, true]));
+}
+
+// 3. and / or / not on s-ops of any kind
+
+#[test]
+fn and_or_not_on_sops_give_booleans() {
+    // The reference converts both sides with bool() and combines: indices and (tokens == "b")
+    // on "abca" is bool(0) and False, bool(1) and True, bool(2) and False, bool(3) and False.
+    let src = "a = indices and tokens == \"b\"; o = indices or tokens == \"b\"; n = not indices; k = tokens_int and 5; s = tokens or 0;";
+    assert_eq!(json(&eval(src, "a", &chars("abca")).unwrap()), json!([false, true, false, false]));
+    assert_eq!(json(&eval(src, "o", &chars("abca")).unwrap()), json!([false, true, true, true]));
+    assert_eq!(json(&eval(src, "n", &chars("abca")).unwrap()), json!([true, false, false, false]));
+    // An atom on one side is a constant s-op: bool(5) is True.
+    assert_eq!(json(&eval(src, "k", &chars("0102")).unwrap()), json!([false, true, false, true]));
+    // Non-empty strings are true.
+    assert_eq!(json(&eval(src, "s", &chars("ab")).unwrap()), json!([true, true]));
+    // Host atoms keep Python's operand-returning `and`/`or`.
+    assert_eq!(json(&eval("x = indices + (0 or 3) + (2 and 5);", "x", &chars("a")).unwrap()), json!([8]));
+}
+
+#[test]
+fn compiled_models_follow_the_boolean_semantics() {
+    use raspc::verify::{generate, verify, Inputs};
+    let src = "a = indices and tokens == \"b\";";
+    let (_, r) = raspc_lang::evaluate_program("a.rasp", None, src, &MemoryLoader::default());
+    let s = r.unwrap();
+    let (_, root) = s.entry(Some("a")).unwrap();
+    let vocab = chars("abc");
+    let opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: 5, ..Default::default() };
+    let c = raspc_compiler::compile(&s.graph, root, &opts, "test").unwrap();
+    let model = raspc_runtime::Model::new(c.checkpoint, &raspc_runtime::Device::Cpu).unwrap();
+    let seqs = generate(&Inputs::Exhaustive, vocab.len(), 5).unwrap();
+    let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
+    let rep = verify(&s.graph, root, &model, &vocab, &seqs, &modes, &mut |_| {}).unwrap();
+    assert_eq!((rep.checked, rep.failed), (seqs.len(), 0));
+    // And the model's output on "abca"-like input is the boolean one.
+    let ids = model.encode(&chars("abcb").iter().map(Atom::to_json).collect::<Vec<_>>()).unwrap();
+    let out = model.decode(&model.forward(&[ids], raspc_runtime::Attention::Hard).unwrap()).unwrap();
+    let got: Vec<Atom> = out[0].iter().map(raspc::verify::decoded_atom).collect();
+    assert_eq!(got, vec![Atom::Bool(false), Atom::Bool(true), Atom::Bool(false), Atom::Bool(true)]);
+}
+
+// 4. Numeric errors
+
+#[test]
+fn overflowing_powers_are_errors_with_their_place() {
+    // Python raises OverflowError for 2.718 ** 1000 (finite operands, infinite result).
+    let e = eval("x = 2.718 ^ (tokens_int * 1000);", "x", &chars("01")).unwrap_err();
+    assert!(e.starts_with("x: numerical result out of range (2.718 ^ 1000)"), "{e}");
+    // Position 0 alone is fine: 2.718 ^ 0 = 1.0.
+    assert_eq!(json(&eval("x = 2.718 ^ (tokens_int * 1000);", "x", &chars("0")).unwrap()), json!([1.0]));
+    // Underflow is not an error in Python: 2.718 ** -1000 == 0.0.
+    assert_eq!(json(&eval("x = 2.718 ^ (0 - tokens_int * 1000);", "x", &chars("1")).unwrap()), json!([0.0]));
+    // And the CLI reports it with the place and exit status 1.
+    let dir = std::env::temp_dir().join(format!("raspc-pow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("pow.rasp");
+    std::fs::write(&p, "x = 2.718 ^ (tokens_int * 1000);\n").unwrap();
+    let (code, out, err) = cli(&["eval", p.to_str().unwrap(), "--input", "01"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("numerical result out of range") && err.contains("pow.rasp:1:5"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let mut argv = vec!["raspc".to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = raspc::run(argv, &mut out, &mut err, false);
+    (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
+}
+
+// 5. Programs the interpreter rejects
+
+#[test]
+fn compile_refuses_a_program_rejected_on_every_input() {
+    let dir = std::env::temp_dir().join(format!("raspc-rejected-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("n.rasp");
+    std::fs::write(&p, "n = tokens_int + 1;\n").unwrap();
+    let o = dir.join("n.safetensors");
+    let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "4", "-o", o.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    // int("a") fails for every token: 3 + 9 + 27 + 81 = 120 inputs, all rejected.
+    assert!(err.contains("compile::rejected") && err.contains("every input (120 inputs)"), "{err}");
+    assert!(err.contains("n.rasp:1:5") && err.contains("invalid literal for int()"), "{err}");
+    assert!(!o.exists(), "no checkpoint is written");
+    // The same program with digits compiles, and a vocabulary with one digit is enough.
+    let (code, out, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "a1", "--max-len", "4", "-o", o.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn verify_fails_when_it_checked_fewer_inputs_than_asked() {
+    let dir = std::env::temp_dir().join(format!("raspc-avg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("avg.rasp");
+    // Averaging strings: fine when exactly one key is selected (position 0 always, and the
+    // whole input has length 1), an error as soon as a query selects two keys.
+    std::fs::write(&p, "m = aggregate(select(indices, indices, <=), tokens);\n").unwrap();
+    let path = p.to_str().unwrap();
+    // Exhaustive over "ab" up to length 3: 2 + 4 + 8 = 14 inputs, of which only the 2 of
+    // length 1 are accepted.
+    let (code, out, err) = cli(&["verify", path, "--vocab", "ab", "--max-len", "3", "--exhaustive"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("rejected: the interpreter rejects 12 of the 14 inputs"), "{out}");
+    assert!(out.contains("`m` failed on 12 inputs") && out.contains("asked to average 2 values of a non-numeric s-op"), "{out}");
+    assert!(out.contains("verified: 2 inputs, 0 mismatches"), "{out}");
+    assert!(err.contains("only 2 of the 14 inputs asked for were checked"), "{err}");
+    // --allow-rejected accepts a partial domain.
+    let (code, out, err) = cli(&["verify", path, "--vocab", "ab", "--max-len", "3", "--exhaustive", "--allow-rejected"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // --samples 0 checks nothing.
+    let (code, _, err) = cli(&["verify", path, "--vocab", "ab", "--max-len", "3", "--samples", "0"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--samples 0 checks nothing"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
