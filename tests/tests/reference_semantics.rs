@@ -272,3 +272,14 @@ fn verify_fails_when_it_checked_fewer_inputs_than_asked() {
     assert!(err.contains("--samples 0 checks nothing"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn reserved_names_cannot_be_rebound() {
+    // The reference's environments refuse to set its constant variables.
+    for src in ["indices = 3;", "tokens_int = tokens;", "True = 0;", "def f(indices) { return 1; }", "for tokens_str in [1] { x = 1; }", "x = [1 for indices in [1]];"] {
+        let e = eval(src, "x", &chars("a")).unwrap_err();
+        assert!(e.contains("cannot assign to the reserved name"), "{src}: {e}");
+    }
+    // `tokens` and `length` are ordinary names there.
+    assert_eq!(json(&eval("tokens = tokens_int; length = 2; x = tokens + length;", "x", &chars("13")).unwrap()), json!([3, 5]));
+}

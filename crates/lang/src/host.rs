@@ -92,6 +92,20 @@ fn nested(parent: &Env) -> Env {
     Rc::new(RefCell::new(Scope { vars: HashMap::new(), parent: Some(parent.clone()), steal: None }))
 }
 
+/// Names the reference reserves: its built-in s-ops and `True`/`False` cannot be rebound.
+pub const RESERVED: [&str; 8] = ["tokens_asis", "tokens_str", "tokens_int", "tokens_bool", "tokens_float", "indices", "True", "False"];
+
+fn check_name(id: &Ident) -> R<()> {
+    if RESERVED.contains(&id.name.as_str()) {
+        return Err(Box::new(
+            Diagnostic::error("eval::reserved", format!("cannot assign to the reserved name `{}`", id.name), id.span)
+                .with_label("reserved")
+                .with_note("the built-in s-ops and True/False cannot be rebound (as in the reference); `tokens` and `length` can"),
+        ));
+    }
+    Ok(())
+}
+
 /// Is `name` kept private to the file that binds it (not passed on to the loading file)?
 fn is_private(name: &str) -> bool {
     name.starts_with('_') || name == "out"
@@ -427,6 +441,7 @@ impl<'l> Evaluator<'l> {
                 self.eval(e, env)?;
             }
             StmtKind::Assign { targets, values } => {
+                targets.iter().try_for_each(check_name)?;
                 let mut vals = Vec::with_capacity(values.len());
                 for v in values {
                     vals.push(self.eval(v, env)?);
@@ -454,11 +469,14 @@ impl<'l> Evaluator<'l> {
                 }
             }
             StmtKind::Def(def) => {
+                check_name(&def.name)?;
+                def.params.iter().try_for_each(check_name)?;
                 let f = HostValue::Func(Rc::new(Closure { def: def.clone(), env: env.clone() }));
                 self.scopes.register(env);
                 set_var(env, &def.name.name, f);
             }
             StmtKind::For { vars, iter, body } => {
+                vars.iter().try_for_each(check_name)?;
                 let it = self.eval(iter, env)?;
                 let items = self.iterate(&it, iter.span, "a `for` loop")?;
                 for item in items {
@@ -493,6 +511,7 @@ impl<'l> Evaluator<'l> {
     }
 
     fn bind_vars(&mut self, env: &Env, vars: &[Ident], item: HostValue, span: Span) -> R<()> {
+        vars.iter().try_for_each(check_name)?;
         if vars.len() == 1 {
             set_var(env, &vars[0].name, item);
             return Ok(());
