@@ -283,3 +283,37 @@ fn reserved_names_cannot_be_rebound() {
     // `tokens` and `length` are ordinary names there.
     assert_eq!(json(&eval("tokens = tokens_int; length = 2; x = tokens + length;", "x", &chars("13")).unwrap()), json!([3, 5]));
 }
+
+// Bounded evaluation of hostile programs (no stack overflow, no memory blow-up, no
+// exponential re-evaluation).
+
+#[test]
+fn hostile_programs_end_in_clean_errors() {
+    // A flat chain of 300,000 `+` nests the tree as deep as it is long.
+    let chain = format!("x = {};", vec!["1"; 300_000].join(" + "));
+    let e = eval(&chain, "x", &chars("a")).unwrap_err();
+    assert!(e.contains("expression is too long"), "{e}");
+    // 1000 lists of a million items, and a million copies of a 1 MB string.
+    let e = eval("y = [range(1000000) for i in range(1000)]; x = tokens;", "x", &chars("a")).unwrap_err();
+    assert!(e.contains("program builds too much host data"), "{e}");
+    let e = eval("y = \"a\" * 1000000; z = [y for i in range(1000000)]; x = tokens;", "x", &chars("a")).unwrap_err();
+    assert!(e.contains("program builds too much host data"), "{e}");
+    // Each of 40 files loads the next one twice: 2^40 loads if every load ran the file again.
+    let names: Vec<String> = (0..40).map(|i| format!("/virtual/f{i}.rasp")).collect();
+    let texts: Vec<String> = (0..40).map(|i| if i == 39 { "w = tokens;".to_string() } else { format!("load \"f{}\";\nload \"f{}\";", i + 1, i + 1) }).collect();
+    let files: Vec<(&str, &str)> = names.iter().map(String::as_str).zip(texts.iter().map(String::as_str)).collect();
+    assert_eq!(json(&eval_with_files("load \"f0\";\nx = w;", &files, "x", &chars("ab")).unwrap()), json!(["a", "b"]));
+}
+
+#[test]
+fn evaluation_frees_its_scopes() {
+    // Functions close over the scope that holds them (a reference cycle); dropping the session
+    // must free the scopes all the same.
+    let src = "def f(x) { def g(y) { return y + 1; } return g(x); }\nh = f;\nfs = [f, h];\nx = f(indices);";
+    let (_, r) = raspc_lang::evaluate_program("m.rasp", None, src, &MemoryLoader::default());
+    let s = r.unwrap();
+    let globals = std::rc::Rc::downgrade(&s.globals);
+    assert!(globals.upgrade().is_some());
+    drop(s);
+    assert!(globals.upgrade().is_none(), "the global scope outlives its session");
+}

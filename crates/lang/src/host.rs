@@ -29,6 +29,19 @@ pub const MAX_STEPS: u64 = 20_000_000;
 pub const MAX_CALL_DEPTH: usize = 64;
 /// Longest host list (`range`, comprehensions, `+`).
 pub const MAX_LIST: usize = 1_000_000;
+/// Bytes of host lists, dicts and strings a program may build in all (counted as they are
+/// built, never given back): bounds what one evaluation can allocate, whatever the shapes.
+pub const MAX_HOST_BYTES: u64 = 1 << 30;
+
+/// What one host value costs in a list: its slot, plus a string's bytes (nested lists and
+/// dicts are shared, and counted when they were built).
+fn weight(v: &HostValue) -> u64 {
+    std::mem::size_of::<HostValue>() as u64
+        + match v {
+            HostValue::Atom(Atom::Str(s)) => s.len() as u64,
+            _ => 0,
+        }
+}
 
 /// A host-level value.
 #[derive(Clone, Debug)]
@@ -281,6 +294,8 @@ struct Evaluator<'l> {
     current_file: FileId,
     scopes: Scopes,
     assigned: Vec<String>,
+    /// Bytes of host data built so far (see [`MAX_HOST_BYTES`]).
+    host_bytes: u64,
 }
 
 /// Evaluates a program text. `path` (if any) anchors relative `load`s. On failure returns
@@ -301,6 +316,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
         scopes: Scopes::default(),
         current_file: FileId(0),
         assigned: vec![],
+        host_bytes: 0,
     };
     let (library, globals) = (ev.library.clone(), ev.globals.clone());
     ev.scopes.register(&library);
@@ -413,6 +429,24 @@ impl<'l> Evaluator<'l> {
         self.current_file = matrix;
         self.exec_block(&prog.stmts, &g, false)?;
         Ok(())
+    }
+
+    /// Counts `bytes` of host data against [`MAX_HOST_BYTES`].
+    fn charge(&mut self, bytes: u64, span: Span) -> R<()> {
+        self.host_bytes = self.host_bytes.saturating_add(bytes);
+        if self.host_bytes > MAX_HOST_BYTES {
+            return Err(Box::new(
+                Diagnostic::error("eval::too-big", "program builds too much host data", span)
+                    .with_label(format!("more than {} MiB of lists, dicts and strings in all, reached here", MAX_HOST_BYTES >> 20))
+                    .with_note("host lists and strings are built at compile time; check for runaway comprehensions or copies"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn charge_items(&mut self, items: &[HostValue], span: Span) -> R<()> {
+        let bytes = items.iter().map(weight).sum();
+        self.charge(bytes, span)
     }
 
     fn tick(&mut self, span: Span) -> R<()> {
@@ -532,7 +566,10 @@ impl<'l> Evaluator<'l> {
 
     fn iterate(&mut self, v: &HostValue, span: Span, what: &str) -> R<Vec<HostValue>> {
         match v {
-            HostValue::List(l) => Ok(l.as_ref().clone()),
+            HostValue::List(l) => {
+                self.charge_items(l, span)?;
+                Ok(l.as_ref().clone())
+            }
             HostValue::Dict(d) => Ok(d.entries.iter().map(|(k, _)| HostValue::Atom(k.clone())).collect()),
             HostValue::Atom(Atom::Str(s)) => Ok(s.chars().map(|c| HostValue::Atom(Atom::Str(c.to_string()))).collect()),
             other => Err(Box::new(
@@ -680,6 +717,7 @@ impl<'l> Evaluator<'l> {
                 for i in items {
                     v.push(self.eval(i, env)?);
                 }
+                self.charge_items(&v, span)?;
                 Ok(HostValue::List(Rc::new(v)))
             }
             ExprKind::Dict(items) => {
@@ -687,6 +725,7 @@ impl<'l> Evaluator<'l> {
                 for (k, v) in items {
                     let key = self.dict_key(k, env)?;
                     let val = self.eval(v, env)?;
+                    self.charge(2 * weight(&val), span)?;
                     d.insert(key, val);
                 }
                 Ok(HostValue::Dict(Rc::new(d)))
@@ -783,6 +822,7 @@ impl<'l> Evaluator<'l> {
                 if count > MAX_LIST as u128 {
                     return Err(self.err("eval::too-big", format!("`range` of {count} items is too long"), span, format!("at most {MAX_LIST} items")));
                 }
+                self.charge(count as u64 * std::mem::size_of::<HostValue>() as u64, span)?;
                 Ok(HostValue::List(Rc::new((0..count as i64).map(|k| HostValue::Atom(Atom::Int(start + k * step))).collect())))
             }
             ExprKind::Zip(args) => {
@@ -800,6 +840,7 @@ impl<'l> Evaluator<'l> {
                 if let Some((i, l)) = lists.iter().enumerate().find(|(_, l)| l.len() != n) {
                     return Err(self.err("eval::zip", format!("`zip` of lists of different lengths ({n} and {})", l.len()), args[i].span, format!("this list has {} items", l.len())));
                 }
+                self.charge((n as u64) * (lists.len() as u64 + 1) * std::mem::size_of::<HostValue>() as u64, span)?;
                 Ok(HostValue::List(Rc::new((0..n).map(|k| HostValue::List(Rc::new(lists.iter().map(|l| l[k].clone()).collect()))).collect())))
             }
             ExprKind::Len(x) => match self.eval(x, env)? {
@@ -815,7 +856,9 @@ impl<'l> Evaluator<'l> {
                 for item in items {
                     let inner = nested(env);
                     self.bind_vars(&inner, vars, item, iter.span)?;
-                    out.push(self.eval(body, &inner)?);
+                    let v = self.eval(body, &inner)?;
+                    self.charge(weight(&v), span)?;
+                    out.push(v);
                 }
                 Ok(HostValue::List(Rc::new(out)))
             }
@@ -828,6 +871,7 @@ impl<'l> Evaluator<'l> {
                     self.bind_vars(&inner, vars, item, iter.span)?;
                     let k = self.dict_key(key, &inner)?;
                     let v = self.eval(value, &inner)?;
+                    self.charge(2 * weight(&v), span)?;
                     d.insert(k, v);
                 }
                 Ok(HostValue::Dict(Rc::new(d)))
@@ -1036,11 +1080,19 @@ impl<'l> Evaluator<'l> {
             return self.map(MapOp::Binary(op), vec![x, y], span);
         }
         match (&a, &b) {
-            (H::Atom(x), H::Atom(y)) => atom::binary(op, x, y).map(H::Atom).map_err(|e| self.err("eval::op", e.0, span, "evaluated here")),
+            (H::Atom(x), H::Atom(y)) => {
+                let r = atom::binary(op, x, y).map(H::Atom).map_err(|e| self.err("eval::op", e.0, span, "evaluated here"))?;
+                if let H::Atom(Atom::Str(s)) = &r {
+                    self.charge(s.len() as u64, span)?;
+                }
+                Ok(r)
+            }
             (H::List(x), H::List(y)) if op == BinOp::Add => {
                 if x.len() + y.len() > MAX_LIST {
                     return Err(self.err("eval::too-big", "list too long", span, format!("at most {MAX_LIST} items")));
                 }
+                self.charge_items(x, span)?;
+                self.charge_items(y, span)?;
                 Ok(H::List(Rc::new(x.iter().chain(y.iter()).cloned().collect())))
             }
             (H::List(_) | H::Dict(_), _) | (_, H::List(_) | H::Dict(_)) if matches!(op, BinOp::And | BinOp::Or) => {

@@ -26,6 +26,9 @@ const PREC_UNARY: u8 = 9;
 
 /// Deepest expression or block nesting accepted; deeper input is reported, never overflows.
 pub const MAX_NESTING: usize = 100;
+/// Most operators (binary, indexing, calls) one expression may chain at one level: a chain
+/// `a + b + c + ...` nests its tree as deeply as it is long, and evaluation recurses over it.
+pub const MAX_CHAIN: usize = 10_000;
 
 /// Marker: an error was recorded and the caller should recover.
 struct Fail;
@@ -451,7 +454,21 @@ impl<'a> Parser<'a> {
 
     fn expr_inner(&mut self, min: u8) -> PResult<Expr> {
         let mut lhs = self.prefix()?;
+        let mut chained = 0usize;
         loop {
+            chained += 1;
+            if chained > MAX_CHAIN {
+                let s = self.span();
+                self.errs.push(
+                    Diagnostic::error("parse::too-long", "expression is too long", lhs.span.to(s))
+                        .with_label(format!("more than {MAX_CHAIN} operators chained here"))
+                        .with_note("build long sums with a `for` loop or a function instead"),
+                );
+                while self.peek() != &Tok::Eof {
+                    self.bump();
+                }
+                return Err(Fail);
+            }
             let tok = self.peek().clone();
             let bin = match tok {
                 Tok::Caret => Some((BinOp::Pow, PREC_POW)),
