@@ -387,6 +387,9 @@ pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
     cuts.extend(bps.into_iter().filter(|&b| b > lo && b < hi));
     cuts.sort_by(f64::total_cmp);
     cuts.dedup();
+    if cuts.len() < 2 {
+        return Err(format!("the domain [{lo}, {hi}] is empty or a single point"));
+    }
     // A jump at a breakpoint cannot be interpolated.
     for &b in &cuts[1..cuts.len() - 1] {
         let h = 1e-9 * (1.0 + b.abs());
@@ -1567,6 +1570,19 @@ impl RealLowerer<'_> {
             }
         }
         for (w, t) in &expanded {
+            // A function of a constant is a constant (e.g. the square of `x - x` that a product
+            // `x * x` leaves in ReLU mode): no units, and no interpolation domain of width 0.
+            if let Term::Square(u) | Term::Unary(u, _) = t
+                && u.is_const()
+            {
+                let f = match t {
+                    Term::Unary(_, f) => f.eval(u.k),
+                    _ => u.k * u.k,
+                };
+                constant += w * f;
+                iv = iv.add(Iv::pt(w * f));
+                continue;
+            }
             let (t, product_half) = match t {
                 Term::Square(u) => (Term::Unary(u.clone(), F::Mul(Box::new(F::Lin(1.0, 0.0)), Box::new(F::Lin(1.0, 0.0)))), true),
                 other => (other.clone(), false),

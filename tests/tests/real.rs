@@ -298,3 +298,24 @@ fn block_bounds_tighten_the_certificate() {
     let opts = raspc_compiler::Options { max_len: 12, real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![(0, 4, -2.0, 2.0)], mlp: MlpMode::Gated, pl_error: None }), ..Default::default() };
     assert_eq!(raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err()[0].code, "compile::bounds");
 }
+
+#[test]
+fn squares_of_one_input_compile_in_both_mlp_kinds() {
+    // `x * x` in ReLU mode is ((x+x)/2)^2 - ((x-x)/2)^2: the second square is of a constant
+    // (it used to panic on an interpolation domain of width 0).
+    for mlp in [MlpMode::Gated, MlpMode::Relu] {
+        for src in ["prog = tokens_float * tokens_float;", "m = aggregate(select(indices, indices, <=), tokens_float);\nprog = m * m;"] {
+            let b = build(src, 4, -1.0, 1.0, mlp).unwrap_or_else(|e| panic!("{mlp:?} {src}: {e}"));
+            let square_of_mean = src.contains("aggregate");
+            let direct = move |x: &[f64]| -> Vec<f64> {
+                (0..x.len())
+                    .map(|i| {
+                        let v = if square_of_mean { x[..=i].iter().sum::<f64>() / (i + 1) as f64 } else { x[i] };
+                        v * v
+                    })
+                    .collect()
+            };
+            check(&b, &random_inputs(4, -1.0, 1.0, 50, 7), &direct, 0..4);
+        }
+    }
+}
