@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub mod inspect;
+pub mod onnx;
 pub mod plot;
 pub mod probe;
 pub mod simulate;
@@ -130,6 +131,17 @@ pub enum Command {
         attention: AttentionArg,
         #[arg(long)]
         json: bool,
+    },
+    /// Write a checkpoint in another format: `--to onnx` (an ONNX graph; src/onnx.rs).
+    Export {
+        model: PathBuf,
+        #[arg(long, value_enum)]
+        to: ExportFormat,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Attention baked into the graph.
+        #[arg(long, value_enum, default_value = "soft")]
+        attention: AttentionArg,
     },
     /// Build the universal simulator U for the given shapes (docs/universal-simulator.md),
     /// compile it, run it on random attention layers T and inputs X, and compare U(<T,X>)
@@ -456,6 +468,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
         Command::Plot { model, out: dir } => plot_cmd(&model, &dir, out),
         Command::Probe { kind } => probe_cmd(kind, out, err, color),
+        Command::Export { model, to: ExportFormat::Onnx, output, attention } => export_cmd(&model, &output, attention, out),
         Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, json } => {
             let a = SimArgs { shape: simulate::Shape { n, d, dv, h: heads }, mlp, trials, seed, bound, x_bound, tolerance, f64: dtype == DtypeArg::F64, pl_error, output, force, json };
             simulate_cmd(&a, target.as_deref().zip(input.as_deref()), out)
@@ -813,6 +826,23 @@ struct SimArgs {
 
 /// Refuses to replace a file that is not a raspc checkpoint (unless forced), then writes next
 /// to the target and renames: a failed write never leaves half a file.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportFormat {
+    Onnx,
+}
+
+fn export_cmd(model: &Path, output: &Path, attention: AttentionArg, out: &mut dyn Write) -> Result<(), Failure> {
+    let bytes = std::fs::read(model).map_err(|e| format!("cannot read `{}`: {e}", model.display()))?;
+    let ck = raspc_checkpoint::Checkpoint::from_bytes(&bytes).map_err(|e| format!("`{}`: {e}", model.display()))?;
+    if output.is_dir() {
+        return Err(format!("-o `{}` is a directory", output.display()).into());
+    }
+    let onnx = onnx::export(&ck, attention_of(attention))?;
+    std::fs::write(output, &onnx).map_err(|e| format!("cannot write `{}`: {e}", output.display()))?;
+    let _ = writeln!(out, "exported {} -> {} (ONNX opset 17, {attention:?} attention, {} bytes)", model.display(), output.display(), onnx.len());
+    Ok(())
+}
+
 fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
     if output.is_dir() {
         return Err(format!("-o `{}` is a directory", output.display()).into());

@@ -1,0 +1,360 @@
+//! The native half of the `raspc` Python package (`raspc._raspc`). The Python half
+//! (`python/raspc/`) wraps it: everything that crosses the boundary is JSON text, raw
+//! little-endian f32 bytes or plain numbers, and every failure is a `raspc.RaspcError` carrying
+//! the diagnostic text `raspc` itself would print.
+//!
+//! Front end and compiler run on a worker thread with a 256 MiB stack (as the CLI does), so a
+//! deeply nested program cannot overflow the interpreter's stack, and a panic becomes an error.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use raspc_lang::{Atom, DiskLoader};
+use raspc_runtime::{Attention, Decoded, Model};
+use candle_core::Tensor;
+
+create_exception!(_raspc, RaspcError, PyException, "An error reported by raspc; the message is raspc's diagnostic text.");
+
+fn err(msg: impl Into<String>) -> PyErr {
+    RaspcError::new_err(msg.into())
+}
+
+/// Runs `f` on a thread with a large stack; a panic becomes an error.
+fn big_stack<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    let h = std::thread::Builder::new().stack_size(256 << 20).spawn(f).map_err(|e| format!("cannot start a worker thread: {e}"))?;
+    match h.join() {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            Err(format!("internal error (raspc panicked): {msg}"))
+        }
+    }
+}
+
+/// What `compile` needs to rebuild the program (for `verify`): a program is re-evaluated on
+/// demand, since its session is tied to the thread that evaluated it.
+#[derive(Clone, Debug)]
+struct Source {
+    text: String,
+    path: Option<String>,
+    entry: Option<String>,
+    opts: raspc_compiler::Options,
+}
+
+fn program_hash(session: &raspc_lang::Session) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for (_, f) in session.sources.files() {
+        if f.name == "<prelude>" || f.name == "<matrix>" {
+            continue;
+        }
+        h.update((f.text.len() as u64).to_le_bytes());
+        h.update(f.text.as_bytes());
+    }
+    format!("sha256:{:x}", h.finalize())
+}
+
+/// Evaluates the program and finds the entry; errors are rendered diagnostics.
+fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId), String> {
+    let name = src.path.clone().unwrap_or_else(|| "<source>".into());
+    let (sources, r) = raspc_lang::evaluate_program(&name, src.path.as_deref().map(std::path::Path::new), &src.text, &DiskLoader);
+    let session = r.map_err(|d| raspc::render(&sources, &d, false))?;
+    let (_, root) = session.entry(src.entry.as_deref())?;
+    Ok((session, root))
+}
+
+fn compile_source(src: &Source) -> Result<(raspc_checkpoint::Checkpoint, String), String> {
+    let (session, root) = session_of(src)?;
+    match raspc_compiler::compile(&session.graph, root, &src.opts, &program_hash(&session)) {
+        Ok(c) => Ok((c.checkpoint, c.summary.to_string())),
+        Err(d) => Err(raspc::render(&session.sources, &d, false)),
+    }
+}
+
+fn attention(name: &str) -> PyResult<Attention> {
+    match name {
+        "hard" => Ok(Attention::Hard),
+        "soft" => Ok(Attention::Soft),
+        other => Err(err(format!("attention must be \"hard\" or \"soft\", not {other:?}"))),
+    }
+}
+
+/// A compiled or loaded checkpoint (the Python class `raspc.Model` wraps it).
+#[pyclass(unsendable, module = "raspc._raspc")]
+struct NativeModel {
+    model: Model,
+    source: Option<Source>,
+    summary: String,
+}
+
+impl NativeModel {
+    fn new(ck: raspc_checkpoint::Checkpoint, source: Option<Source>) -> PyResult<NativeModel> {
+        let summary = raspc_compiler::summarize(&ck).to_string();
+        let model = Model::new(ck, &raspc_runtime::Device::Cpu).map_err(|e| err(e.to_string()))?;
+        Ok(NativeModel { model, source, summary })
+    }
+
+    /// Inputs (a JSON array of arrays of atoms) grouped by length: (length, indices, encoded).
+    fn groups(&self, inputs: &[Vec<serde_json::Value>]) -> PyResult<Vec<(Vec<usize>, Vec<Vec<u32>>, Vec<Vec<f64>>)>> {
+        let mut by_len: std::collections::BTreeMap<usize, (Vec<usize>, Vec<Vec<u32>>, Vec<Vec<f64>>)> = Default::default();
+        for (i, inp) in inputs.iter().enumerate() {
+            let g = by_len.entry(inp.len()).or_default();
+            g.0.push(i);
+            let what = |e: raspc_runtime::RuntimeError| err(format!("input {i}: {e}"));
+            if self.model.is_real() {
+                g.2.push(self.model.encode_real(inp).map_err(what)?);
+            } else {
+                g.1.push(self.model.encode(inp).map_err(what)?);
+            }
+        }
+        Ok(by_len.into_values().collect())
+    }
+}
+
+#[pymethods]
+impl NativeModel {
+    /// The checkpoint file's bytes.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let b = self.model.checkpoint.to_bytes().map_err(|e| err(e.to_string()))?;
+        Ok(PyBytes::new(py, &b))
+    }
+
+    fn config_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.model.checkpoint.config).map_err(|e| err(e.to_string()))
+    }
+
+    fn layout_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.model.checkpoint.layout).map_err(|e| err(e.to_string()))
+    }
+
+    fn output_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.model.checkpoint.output).map_err(|e| err(e.to_string()))
+    }
+
+    fn summary(&self) -> String {
+        self.summary.clone()
+    }
+
+    fn program_hash(&self) -> String {
+        self.model.checkpoint.program_hash.clone()
+    }
+
+    fn has_program(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// Every tensor: (name, shape, little-endian f32 bytes), in name order.
+    fn tensors<'py>(&self, py: Python<'py>) -> Vec<(String, Vec<usize>, Bound<'py, PyBytes>)> {
+        self.model
+            .checkpoint
+            .tensors
+            .iter()
+            .map(|(n, t)| {
+                let bytes: Vec<u8> = t.data.iter().flat_map(|x| x.to_le_bytes()).collect();
+                (n.clone(), t.shape.clone(), PyBytes::new(py, &bytes))
+            })
+            .collect()
+    }
+
+    /// Runs a batch (JSON: an array of inputs, each an array of atoms or numbers) and returns the
+    /// decoded outputs as JSON, one array per input. Inputs of equal length run as one batch.
+    fn run(&self, py: Python<'_>, inputs_json: &str, attention_name: &str) -> PyResult<String> {
+        let mode = attention(attention_name)?;
+        let inputs: Vec<Vec<serde_json::Value>> = serde_json::from_str(inputs_json).map_err(|e| err(format!("inputs must be lists of tokens: {e}")))?;
+        let groups = self.groups(&inputs)?;
+        let mut out = vec![serde_json::Value::Null; inputs.len()];
+        for (idx, ids, vals) in groups {
+            let r = py.detach(|| if self.model.is_real() { self.model.forward_real(&vals, mode) } else { self.model.forward(&ids, mode) });
+            let r = r.map_err(|e| err(e.to_string()))?;
+            let decoded = self.model.decode(&r).map_err(|e| err(e.to_string()))?;
+            for (i, d) in idx.into_iter().zip(decoded) {
+                out[i] = serde_json::Value::Array(d.iter().map(Decoded::to_json).collect());
+            }
+        }
+        Ok(serde_json::Value::Array(out).to_string())
+    }
+
+    /// The raw readout of each input (`[len + 1, readout_dims]`, BOS first), as JSON.
+    fn readout(&self, py: Python<'_>, inputs_json: &str, attention_name: &str) -> PyResult<String> {
+        let mode = attention(attention_name)?;
+        let inputs: Vec<Vec<serde_json::Value>> = serde_json::from_str(inputs_json).map_err(|e| err(format!("inputs must be lists of tokens: {e}")))?;
+        let groups = self.groups(&inputs)?;
+        let mut out = vec![serde_json::Value::Null; inputs.len()];
+        for (idx, ids, vals) in groups {
+            let r = py.detach(|| if self.model.is_real() { self.model.forward_real(&vals, mode) } else { self.model.forward(&ids, mode) });
+            let rows: Vec<Vec<Vec<f64>>> = r.and_then(|t| Ok(t.to_dtype(raspc_runtime::DType::F64)?.to_vec3()?)).map_err(|e: raspc_runtime::RuntimeError| err(e.to_string()))?;
+            for (i, row) in idx.into_iter().zip(rows) {
+                out[i] = serde_json::json!(row);
+            }
+        }
+        Ok(serde_json::Value::Array(out).to_string())
+    }
+
+    /// Decodes one readout (`[len + 1, dims]` row-major f64 values, BOS first) as `raspc run`
+    /// does; returns JSON.
+    fn decode(&self, values: Vec<f64>, len: usize) -> PyResult<String> {
+        let dims = self.model.checkpoint.config.readout_dims;
+        if values.len() != (len + 1) * dims {
+            return Err(err(format!("decode: expected {} numbers ([{} + 1, {dims}]), got {}", (len + 1) * dims, len, values.len())));
+        }
+        let t = Tensor::from_vec(values, (1, len + 1, dims), &raspc_runtime::Device::Cpu).map_err(|e| err(e.to_string()))?;
+        let d = self.model.decode(&t).map_err(|e| err(e.to_string()))?;
+        Ok(serde_json::Value::Array(d[0].iter().map(Decoded::to_json).collect()).to_string())
+    }
+
+    /// Compares the model with the interpreter (`raspc verify`). Returns a JSON report.
+    #[pyo3(signature = (samples, seed, modes, exhaustive=false))]
+    fn verify(&self, py: Python<'_>, samples: usize, seed: u64, modes: Vec<String>, exhaustive: bool) -> PyResult<String> {
+        let Some(src) = self.source.clone() else {
+            return Err(err("this model was loaded from a checkpoint: verify needs the program (compile it with raspc.compile)"));
+        };
+        let modes: Vec<Attention> = modes.iter().map(|m| attention(m)).collect::<PyResult<_>>()?;
+        let ck = self.model.checkpoint.clone();
+        let r = py.detach(move || {
+            big_stack(move || {
+                let (session, root) = session_of(&src)?;
+                let model = Model::new(ck, &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
+                let show = |v: &[Atom]| serde_json::Value::Array(v.iter().map(Atom::to_json).collect());
+                if model.is_real() {
+                    let r = raspc::verify::verify_real(&session.graph, root, &model, samples, seed, &mut |_| {})?;
+                    let ex: Vec<_> = r
+                        .examples
+                        .iter()
+                        .map(|m| serde_json::json!({"input": show(&m.input), "expected": show(&m.expected), "got": m.got.iter().map(Decoded::to_json).collect::<Vec<_>>()}))
+                        .collect();
+                    return Ok(serde_json::json!({
+                        "checked": r.checked, "failed": r.failed, "max_err": r.max_err, "bound": r.bound,
+                        "rejected": r.rejections.total(), "rejections": r.rejections.lines(), "examples": ex,
+                    }));
+                }
+                let inputs = if exhaustive { raspc::verify::Inputs::Exhaustive } else { raspc::verify::Inputs::Random { count: samples, seed } };
+                let seqs = raspc::verify::generate(&inputs, src.opts.vocab.len(), src.opts.max_len)?;
+                let r = raspc::verify::verify(&session.graph, root, &model, &src.opts.vocab, &seqs, &modes, &mut |_| {})?;
+                let per_mode: serde_json::Map<String, serde_json::Value> =
+                    r.per_mode.iter().map(|(m, f)| (if *m == Attention::Hard { "hard" } else { "soft" }.to_string(), serde_json::json!(f))).collect();
+                let ex: Vec<_> = r
+                    .examples
+                    .iter()
+                    .map(|m| {
+                        serde_json::json!({"attention": if m.attention == Attention::Hard { "hard" } else { "soft" },
+                            "input": show(&m.input), "expected": show(&m.expected), "got": m.got.iter().map(Decoded::to_json).collect::<Vec<_>>()})
+                    })
+                    .collect();
+                Ok(serde_json::json!({
+                    "checked": r.checked, "failed": r.failed, "per_mode": per_mode,
+                    "rejected": r.rejections.total(), "rejections": r.rejections.lines(), "examples": ex,
+                }))
+            })
+        });
+        Ok(r.map_err(err)?.to_string())
+    }
+
+    /// Writes the model as an ONNX graph (see `raspc export`).
+    fn to_onnx_bytes<'py>(&self, py: Python<'py>, attention_name: &str) -> PyResult<Bound<'py, PyBytes>> {
+        let mode = attention(attention_name)?;
+        let b = raspc::onnx::export(&self.model.checkpoint, mode).map_err(err)?;
+        Ok(PyBytes::new(py, &b))
+    }
+}
+
+/// `raspc.compile`: `vocab_json` is a JSON array of tokens (empty for real-valued inputs).
+#[pyfunction]
+#[pyo3(signature = (source, vocab_json, max_len, causal=false, input_bounds=None, entry=None, path=None, mlp="relu", numerical=vec![], categorical=vec![]))]
+#[allow(clippy::too_many_arguments)]
+fn compile(
+    py: Python<'_>,
+    source: String,
+    vocab_json: Option<String>,
+    max_len: usize,
+    causal: bool,
+    input_bounds: Option<String>,
+    entry: Option<String>,
+    path: Option<String>,
+    mlp: &str,
+    numerical: Vec<String>,
+    categorical: Vec<String>,
+) -> PyResult<(NativeModel, String)> {
+    let mlp = match mlp {
+        "relu" => raspc_compiler::real::MlpMode::Relu,
+        "gated" => raspc_compiler::real::MlpMode::Gated,
+        other => return Err(err(format!("mlp must be \"relu\" or \"gated\", not {other:?}"))),
+    };
+    let real = match &input_bounds {
+        Some(b) => {
+            let (lo, hi, blocks) = raspc::parse_bounds(b).map_err(err)?;
+            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp, pl_error: None })
+        }
+        None => None,
+    };
+    let vocab = match (&vocab_json, &real) {
+        (_, Some(_)) => vec![],
+        (Some(v), None) => raspc_lang::parse_input(v).map_err(|m| err(format!("bad vocab: {m}")))?,
+        (None, None) => return Err(err("give vocab (the tokens the model accepts) or input_bounds (real-valued inputs)")),
+    };
+    if vocab.is_empty() && real.is_none() {
+        return Err(err("vocab is empty: give the tokens the model must accept"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &vocab {
+        if !seen.insert(a.to_json().to_string()) {
+            return Err(err(format!("vocab lists {} twice", a.repr())));
+        }
+    }
+    if max_len == 0 || max_len > 4096 {
+        return Err(err(format!("max_len must be between 1 and 4096 (got {max_len})")));
+    }
+    let mut opts = raspc_compiler::Options { vocab, max_len, causal, real, ..Default::default() };
+    opts.numerical.extend(numerical);
+    opts.categorical.extend(categorical);
+    if let Some(both) = opts.numerical.intersection(&opts.categorical).next() {
+        return Err(err(format!("`{both}` is given both encodings")));
+    }
+    let src = Source { text: source, path, entry, opts };
+    let s2 = src.clone();
+    let (ck, summary) = py.detach(move || big_stack(move || compile_source(&s2))).map_err(err)?;
+    let m = NativeModel::new(ck, Some(src))?;
+    Ok((m, summary))
+}
+
+/// `raspc.load` (from the file's bytes).
+#[pyfunction]
+fn load_bytes(bytes: &[u8]) -> PyResult<NativeModel> {
+    let ck = raspc_checkpoint::Checkpoint::from_bytes(bytes).map_err(|e| err(e.to_string()))?;
+    NativeModel::new(ck, None)
+}
+
+/// The universal simulator U for the given shapes: (model, certified bound in f32).
+#[pyfunction]
+#[pyo3(signature = (n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None))]
+fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &str, bound: f64, x_bound: Option<f64>) -> PyResult<(NativeModel, f64, String)> {
+    let mode = match mlp {
+        "relu" => raspc_compiler::real::MlpMode::Relu,
+        "gated" => raspc_compiler::real::MlpMode::Gated,
+        other => return Err(err(format!("mlp must be \"relu\" or \"gated\", not {other:?}"))),
+    };
+    let shape = raspc::simulate::Shape { n, d, dv, h: heads };
+    let xb = x_bound.unwrap_or(bound);
+    let u = py.detach(move || big_stack(move || raspc::simulate::build_with(shape, mode, bound, xb, None))).map_err(err)?;
+    let b = u.compiled.report.as_ref().map_or(f64::NAN, |r| r.output_bound);
+    let summary = u.compiled.summary.to_string();
+    Ok((NativeModel::new(u.compiled.checkpoint, None)?, b, summary))
+}
+
+/// ⟨T, X⟩ for U (zero-padded to its sequence length): `x` n×d, `a` h×d×d, `v` h×d×dv.
+#[pyfunction]
+fn universal_encode(x: Vec<Vec<f64>>, a: Vec<Vec<Vec<f64>>>, v: Vec<Vec<Vec<f64>>>) -> Vec<f64> {
+    raspc::simulate::Instance { x, a, v }.encode()
+}
+
+#[pymodule]
+fn _raspc(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("RaspcError", m.py().get_type::<RaspcError>())?;
+    m.add_class::<NativeModel>()?;
+    m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_function(wrap_pyfunction!(load_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(universal, m)?)?;
+    m.add_function(wrap_pyfunction!(universal_encode, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
