@@ -153,7 +153,7 @@ pub fn export(ck: &Checkpoint, attention: Attention) -> Result<Vec<u8>, String> 
     let tensor = |name: &str| -> Result<&raspc_checkpoint::Tensor, String> { ck.tensors.get(name).ok_or_else(|| format!("tensor `{name}` is missing")) };
     let weight = |g: &mut Graph, name: &str| -> Result<String, String> {
         let t = tensor(name)?;
-        Ok(g.floats(name, &t.shape, &t.data))
+        Ok(g.floats(&format!("weight.{name}"), &t.shape, &t.data))
     };
     let one = g.ints("const.one", &[1]);
     let two = g.ints("const.two", &[2]);
@@ -161,8 +161,10 @@ pub fn export(ck: &Checkpoint, attention: Attention) -> Result<Vec<u8>, String> 
     let axis2 = g.ints("const.axis2", &[2]);
     let half = g.floats("const.half", &[], &[0.5]);
     let neg_inf = g.floats("const.neg_inf", &[], &[f32::NEG_INFINITY]);
-    let tol = g.floats("const.tie_tolerance", &[], &[c.attention.tie_tolerance as f32]);
-    let beta = g.floats("const.soft_beta", &[], &[c.attention.soft_beta as f32]);
+    let (tol, beta) = match attention {
+        Attention::Hard => (g.floats("const.tie_tolerance", &[], &[c.attention.tie_tolerance as f32]), String::new()),
+        Attention::Soft => (String::new(), g.floats("const.soft_beta", &[], &[c.attention.soft_beta as f32])),
+    };
 
     // Embeddings.
     let shp = g.node("Shape", &["tokens"], &[], "shape");

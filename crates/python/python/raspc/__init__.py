@@ -1,0 +1,344 @@
+"""raspc for Python: compile RASP programs to transformer weights, run and verify them, and load
+them in PyTorch, TransformerLens and ONNX Runtime.
+
+    >>> import raspc
+    >>> m = raspc.compile("reverse = aggregate(select(indices, length - indices - 1, ==), tokens);",
+    ...                   vocab="abc", max_len=8)
+    >>> m.run(["abc", "ba"])
+    [['c', 'b', 'a'], ['a', 'b']]
+
+Every failure is a :class:`RaspcError` whose message is raspc's diagnostic text.
+"""
+
+import json as _json
+
+from . import _raspc
+from ._raspc import RaspcError
+
+__all__ = ["compile", "compile_file", "load", "universal", "Model", "Universal", "RaspcError"]
+__version__ = _raspc.__version__
+
+
+def _atom(x):
+    """A token as a JSON-able atom (numpy scalars become Python numbers)."""
+    if isinstance(x, (str, bool, int, float)) or x is None:
+        return x
+    item = getattr(x, "item", None)
+    if item is not None:
+        return item()
+    raise RaspcError(f"a token must be a string, number or bool, not {type(x).__name__}")
+
+
+def _seq(inp):
+    """One input sequence as a list of atoms: a string is split into characters."""
+    if isinstance(inp, str):
+        return list(inp)
+    tolist = getattr(inp, "tolist", None)
+    if tolist is not None:
+        inp = tolist()
+    try:
+        return [_atom(x) for x in inp]
+    except TypeError:
+        raise RaspcError(f"an input must be a string or a sequence of tokens, not {type(inp).__name__}") from None
+
+
+def _batch(inputs):
+    """(list of sequences, whether a single sequence was given)."""
+    if isinstance(inputs, str):
+        return [_seq(inputs)], True
+    tolist = getattr(inputs, "tolist", None)
+    if tolist is not None:
+        inputs = tolist()
+    inputs = list(inputs)
+    if inputs and all(not isinstance(x, (list, tuple, str)) and getattr(x, "tolist", None) is None for x in inputs):
+        return [_seq(inputs)], True
+    return [_seq(x) for x in inputs], False
+
+
+def _attention(attention):
+    if attention not in ("hard", "soft"):
+        raise RaspcError(f'attention must be "hard" or "soft", not {attention!r}')
+    return attention
+
+
+class Model:
+    """A compiled raspc checkpoint.
+
+    Attributes: ``config`` (dict, the checkpoint's model config), ``layout`` (list of residual
+    slots: ``{"label", "offset", "encoding"}``), ``output`` (the output spec), ``weights`` (dict
+    tensor name -> numpy float32 array), ``dim_names`` (a name per residual dim),
+    ``vocab`` (the input tokens, BOS excluded), ``summary`` (size figures).
+    """
+
+    def __init__(self, native, summary=None):
+        self._native = native
+        self.config = _json.loads(native.config_json())
+        self.layout = _json.loads(native.layout_json())["sops"]
+        self.output = _json.loads(native.output_json())
+        self.summary = summary or native.summary()
+        self._weights = None
+
+    # ---- description -------------------------------------------------------------------
+    @property
+    def vocab(self):
+        bos = self.config["bos_id"]
+        return [v["token"] for v in self.config["vocab"] if v["id"] != bos]
+
+    @property
+    def token_ids(self):
+        """Token (as JSON text) -> id, BOS excluded."""
+        bos = self.config["bos_id"]
+        return {_json.dumps(v["token"]): v["id"] for v in self.config["vocab"] if v["id"] != bos}
+
+    @property
+    def is_real(self):
+        """True when the model reads real numbers rather than vocabulary tokens."""
+        return self.config.get("real_input") is not None
+
+    @property
+    def causal(self):
+        return bool(self.config["causal"])
+
+    @property
+    def max_len(self):
+        return self.config["max_seq_len"]
+
+    @property
+    def tolerance(self):
+        """Numerical outputs: the certified bound on |model - program| (0 for categorical)."""
+        return self.output.get("tolerance", 0.0)
+
+    @property
+    def dim_names(self):
+        names = [f"dim{i}" for i in range(self.config["d_model"])]
+        for s in self.layout:
+            enc = s["encoding"]
+            if enc["kind"] == "categorical":
+                for i, v in enumerate(enc["values"]):
+                    names[s["offset"] + i] = f"{s['label']}={v}"
+            else:
+                names[s["offset"]] = f"{s['label']} (numeric)"
+        return names
+
+    @property
+    def weights(self):
+        """Tensor name -> numpy float32 array (read-only), named as in the checkpoint."""
+        if self._weights is None:
+            import numpy as np
+
+            w = {}
+            for name, shape, data in self._native.tensors():
+                a = np.frombuffer(data, dtype="<f4").reshape(shape)
+                a.setflags(write=False)
+                w[name] = a
+            self._weights = w
+        return self._weights
+
+    def __repr__(self):
+        return f"<raspc.Model {self.output['label']!r}: {self.summary}>"
+
+    # ---- running -----------------------------------------------------------------------
+    def run(self, inputs, attention="hard"):
+        """Runs a batch of inputs (each a string, or a list of tokens / numbers; lengths may
+        differ) and returns one decoded output list per input, exactly as ``raspc run`` does.
+        A single input (a string or a flat list of tokens) returns a single output list."""
+        batch, single = _batch(inputs)
+        out = _json.loads(self._native.run(_json.dumps(batch), _attention(attention)))
+        return out[0] if single else out
+
+    def readout(self, inputs, attention="hard"):
+        """The raw readout of each input: a numpy array ``[len + 1, readout_dims]``, BOS first."""
+        import numpy as np
+
+        batch, single = _batch(inputs)
+        out = [np.asarray(r, dtype=np.float64) for r in _json.loads(self._native.readout(_json.dumps(batch), _attention(attention)))]
+        return out[0] if single else out
+
+    def decode(self, readout):
+        """Decodes one readout ``[len + 1, readout_dims]`` (BOS first; any array-like) as
+        ``raspc run`` does: categorical outputs by argmax, numerical ones snapped to the nearest
+        known value within the output's tolerance."""
+        import numpy as np
+
+        r = np.asarray(readout, dtype=np.float64)
+        if r.ndim != 2 or r.shape[0] < 1:
+            raise RaspcError(f"decode expects a [len + 1, readout_dims] array, got shape {r.shape}")
+        return _json.loads(self._native.decode(r.reshape(-1).tolist(), r.shape[0] - 1))
+
+    def encode(self, inputs):
+        """Pads a batch for the torch / TransformerLens / ONNX forms: ``(tokens, key_mask,
+        values, lengths)`` as numpy arrays ``[batch, max_len_in_batch + 1]`` (BOS first; padding
+        uses token id BOS with key_mask 0; values are 0 except real-valued inputs)."""
+        import numpy as np
+
+        batch, _ = _batch(inputs)
+        if not batch:
+            raise RaspcError("the batch is empty")
+        lengths = [len(s) for s in batch]
+        for i, s in enumerate(batch):
+            if not s:
+                raise RaspcError(f"input {i}: the input is empty; RASP programs need at least one token")
+            if len(s) > self.max_len:
+                raise RaspcError(f"input {i}: input has {len(s)} tokens but the model was compiled for at most {self.max_len} (max_len)")
+        t = max(lengths) + 1
+        bos = self.config["bos_id"]
+        tokens = np.full((len(batch), t), bos, dtype=np.int64)
+        mask = np.zeros((len(batch), t), dtype=np.float32)
+        values = np.zeros((len(batch), t), dtype=np.float64)
+        ids = self.token_ids
+        real = self.config.get("real_input")
+        for i, s in enumerate(batch):
+            mask[i, : len(s) + 1] = 1
+            for p, tok in enumerate(s):
+                if real is not None:
+                    lo, hi = real["lo"], real["hi"]
+                    for b in real.get("blocks", []):
+                        if b["start"] <= p < b["end"]:
+                            lo, hi = b["lo"], b["hi"]
+                    if isinstance(tok, bool) or not isinstance(tok, (int, float)) or not (lo <= tok <= hi):
+                        raise RaspcError(f"input {i}: input at position {p} is {tok!r}; this model reads numbers in [{lo}, {hi}]")
+                    tokens[i, p + 1] = 1
+                    values[i, p + 1] = tok
+                else:
+                    key = _json.dumps(tok)
+                    if key not in ids:
+                        raise RaspcError(f"input {i}: input token {key} at position {p} is not in the model's vocabulary ({', '.join(sorted(ids))})")
+                    tokens[i, p + 1] = ids[key]
+        return tokens, mask, values, lengths
+
+    def verify(self, samples=1000, seed=0, attention="both", exhaustive=False):
+        """Compares the model with the reference interpreter on ``samples`` random inputs (as
+        ``raspc verify``). Returns a dict: ``checked``, ``failed``, ``per_mode`` (mismatches per
+        attention mode), ``rejected`` (inputs the interpreter rejects), ``examples``. Needs the
+        program: models from :func:`compile`, not from :func:`load`."""
+        modes = ["hard", "soft"] if attention == "both" else [_attention(attention)]
+        if samples < 1 and not exhaustive:
+            raise RaspcError("samples must be at least 1")
+        return _json.loads(self._native.verify(int(samples), int(seed), modes, bool(exhaustive)))
+
+    # ---- files and other frameworks ------------------------------------------------------
+    def to_bytes(self):
+        """The checkpoint file's bytes (safetensors)."""
+        return self._native.to_bytes()
+
+    def save(self, path):
+        """Writes the checkpoint (a safetensors file; docs/checkpoint-format.md)."""
+        with open(path, "wb") as f:
+            f.write(self.to_bytes())
+
+    def to_onnx(self, path=None, attention="soft"):
+        """The model as an ONNX graph (the same as ``raspc export --to onnx``): inputs
+        ``tokens`` (int64 [batch, seq], BOS first), ``key_mask`` (float [batch, seq]) and, for
+        real-valued models, ``values`` (float [batch, seq]); output ``readout``. Writes it to
+        ``path`` when given; returns the bytes."""
+        b = self._native.to_onnx_bytes(_attention(attention))
+        if path is not None:
+            with open(path, "wb") as f:
+                f.write(b)
+        return b
+
+    def to_torch(self, dtype=None):
+        """A plain ``torch.nn.Module`` computing the readout (see :class:`raspc._torch.RaspcModule`)."""
+        from ._torch import RaspcModule
+
+        return RaspcModule(self, dtype=dtype)
+
+    def to_transformer_lens(self, device="cpu"):
+        """A TransformerLens ``HookedTransformer`` with the same outputs (see
+        :mod:`raspc._tl`)."""
+        from ._tl import to_hooked_transformer
+
+        return to_hooked_transformer(self, device=device)
+
+
+class Universal(Model):
+    """The universal simulator U for attention layers of a given shape (``raspc.universal``)."""
+
+    def __init__(self, native, shape, bound, summary):
+        super().__init__(native, summary)
+        self.shape = shape
+        self.bound = bound
+
+    def encode_instance(self, x, a, v):
+        """⟨T, X⟩, U's input sequence: X (n×d), A (h×d×d), V (h×d×dv), zero-padded."""
+        import numpy as np
+
+        n, d, dv, h = self.shape
+        x, a, v = np.asarray(x, dtype=float), np.asarray(a, dtype=float), np.asarray(v, dtype=float)
+        if x.shape != (n, d) or a.shape != (h, d, d) or v.shape != (h, d, dv):
+            raise RaspcError(f"U was built for X {n}x{d}, A {h}x{d}x{d}, V {h}x{d}x{dv}; got {x.shape}, {a.shape}, {v.shape}")
+        return _raspc.universal_encode(x.tolist(), a.tolist(), v.tolist())
+
+    def simulate(self, x, a, v, attention="hard"):
+        """U(⟨T, X⟩): the output of the attention layer T (softmax(X A_t Xᵀ) X V_t per head), as
+        an array ``[heads, n, dv]``."""
+        import numpy as np
+
+        n, d, dv, h = self.shape
+        out = self.run([self.encode_instance(x, a, v)], attention=attention)[0]
+        return np.asarray(out[: h * n * dv], dtype=float).reshape(h, n, dv)
+
+
+def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, entry=None, *, path=None, mlp="relu", numerical=(), categorical=()):
+    """Compiles RASP source text to a :class:`Model`.
+
+    ``vocab``: the tokens the model accepts (a string of characters or a list of tokens);
+    ``max_len``: the longest input; ``causal``: causal masking; ``input_bounds``: a real-valued
+    program's input bounds (``(lo, hi)`` or the CLI's ``"lo,hi;lo,hi@start:end"`` string);
+    ``entry``: the s-op to compile (default: ``prog`` or the last assigned); ``path``: the
+    file the source came from (for ``load`` statements); ``mlp``: ``"relu"`` or ``"gated"``
+    (real-valued programs); ``numerical`` / ``categorical``: labels whose encoding to force."""
+    if not isinstance(source, str):
+        raise RaspcError("source must be the program's text (a string); use raspc.compile_file for a path")
+    if max_len is None:
+        raise RaspcError("give max_len, the longest input the model must accept")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise RaspcError(f"max_len must be a positive integer, not {max_len!r}")
+    if input_bounds is not None and not isinstance(input_bounds, str):
+        try:
+            lo, hi = input_bounds
+        except (TypeError, ValueError):
+            raise RaspcError("input_bounds must be (lo, hi) or a string like \"-1,1\"") from None
+        input_bounds = f"{float(lo)!r},{float(hi)!r}"
+    vocab_json = None
+    if vocab is not None:
+        vocab_json = _json.dumps(_seq(vocab))
+    native, summary = _raspc.compile(
+        source, vocab_json, max_len, bool(causal), input_bounds, entry, path, mlp, list(numerical), list(categorical)
+    )
+    return Model(native, summary)
+
+
+def compile_file(path, **kwargs):
+    """:func:`compile` on the program in ``path``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise RaspcError(f"cannot read `{path}`: {e}") from None
+    return compile(text, path=str(path), **kwargs)
+
+
+def load(path):
+    """Loads a checkpoint file (validated as ``raspc run`` does)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise RaspcError(f"cannot read `{path}`: {e}") from None
+    try:
+        return Model(_raspc.load_bytes(data))
+    except RaspcError as e:
+        raise RaspcError(f"`{path}`: {e}") from None
+
+
+def universal(n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None):
+    """Builds the universal simulator U (docs/universal-simulator.md) for attention layers T with
+    ``heads`` heads over X of n×d, values of width dv, entries of A and V in [-bound, bound]
+    (X in [-x_bound, x_bound]). ``u.simulate(x, a, v)`` runs it; ``u.bound`` is the certified
+    bound on |U(⟨T,X⟩) - T(X)| (f32)."""
+    for name, v in (("n", n), ("d", d), ("dv", dv), ("heads", heads)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise RaspcError(f"{name} must be a positive integer, not {v!r}")
+    native, b, summary = _raspc.universal(n, d, dv, heads, mlp, float(bound), None if x_bound is None else float(x_bound))
+    return Universal(native, (n, d, dv, heads), b, summary)

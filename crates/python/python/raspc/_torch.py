@@ -1,0 +1,131 @@
+"""A raspc checkpoint as a plain ``torch.nn.Module`` (``Model.to_torch()``).
+
+The forward pass is the one docs/checkpoint-format.md defines, as ``raspc run`` computes it: no
+LayerNorm, no attention biases, no 1/sqrt(d_head) scaling, a d_head per head; hard attention
+averages the keys whose score is within the tie tolerance of the row maximum, soft attention is
+softmax(soft_beta * scores); causal checkpoints mask later keys; ``key_mask`` hides padding.
+"""
+
+import torch
+from torch import nn
+
+from . import RaspcError
+
+
+class RaspcModule(nn.Module):
+    """``forward(tokens, key_mask=None, values=None, attention="hard")`` -> readout
+    ``[batch, seq, readout_dims]``. ``tokens``: int64 ``[batch, seq]`` ids with BOS first;
+    ``key_mask``: ``[batch, seq]``, nonzero for real positions (padding is never attended to);
+    ``values``: real-valued models' input numbers ``[batch, seq]`` (0 at BOS and padding).
+    ``run(inputs, attention)`` pads a batch, runs it and decodes each input as ``raspc run``."""
+
+    def __init__(self, model, dtype=None):
+        super().__init__()
+        dtype = dtype or torch.float32
+        self._model = model
+        cfg = model.config
+        self.causal = bool(cfg["causal"])
+        self.tie_tolerance = float(cfg["attention"]["tie_tolerance"])
+        self.soft_beta = float(cfg["attention"]["soft_beta"])
+        self.real = cfg.get("real_input") is not None
+        w = model.weights
+
+        def p(name):
+            return nn.Parameter(torch.tensor(w[name].copy(), dtype=dtype), requires_grad=False)
+
+        self.embed_token = p("embed.token")
+        self.embed_position = p("embed.position")
+        self.embed_value = p("embed.value") if self.real else None
+        self.readout = p("readout")
+        self.layers = nn.ModuleList()
+        for l, layer in enumerate(cfg["layers"]):
+            m = nn.Module()
+            m.heads = nn.ModuleList()
+            for h in range(len(layer["heads"])):
+                head = nn.Module()
+                for k in ("w_q", "w_k", "w_v", "w_o"):
+                    setattr(head, k, p(f"layers.{l}.attn.{h}.{k}"))
+                m.heads.append(head)
+            m.mlp = None
+            if layer["mlp"] is not None:
+                mlp = nn.Module()
+                for k in ("w_in", "b_in", "w_out", "b_out"):
+                    setattr(mlp, k, p(f"layers.{l}.mlp.{k}"))
+                mlp.gated = layer["mlp"]["kind"] == "reglu"
+                if mlp.gated:
+                    mlp.w_gate = p(f"layers.{l}.mlp.w_gate")
+                    mlp.b_gate = p(f"layers.{l}.mlp.b_gate")
+                m.mlp = mlp
+            self.layers.append(m)
+
+    def attention_weights(self, scores, visible, attention):
+        """Attention weights from scores ``[batch, q, k]`` and a boolean visibility mask."""
+        s = scores.masked_fill(~visible, float("-inf"))
+        mx = s.amax(dim=-1, keepdim=True)
+        if attention == "hard":
+            keep = (s >= mx - self.tie_tolerance).to(s.dtype)
+            return keep / keep.sum(dim=-1, keepdim=True)
+        if attention == "soft":
+            e = torch.exp((s - mx) * self.soft_beta)
+            return e / e.sum(dim=-1, keepdim=True)
+        raise RaspcError(f'attention must be "hard" or "soft", not {attention!r}')
+
+    def visible(self, key_mask, b, t, device):
+        """Boolean ``[batch, q, k]``: which keys each query sees."""
+        if key_mask is None:
+            vis = torch.ones((b, 1, t), dtype=torch.bool, device=device)
+        else:
+            vis = (key_mask != 0).reshape(b, 1, t)
+        if self.causal:
+            vis = vis & torch.ones((t, t), dtype=torch.bool, device=device).tril()
+        return vis.expand(b, t, t)
+
+    def embed(self, tokens, values=None):
+        b, t = tokens.shape
+        if t > self.embed_position.shape[0]:
+            raise RaspcError(f"sequences of {t - 1} tokens are longer than max_len {self.embed_position.shape[0] - 1}")
+        x = self.embed_token[tokens] + self.embed_position[:t]
+        if self.real:
+            if values is None:
+                raise RaspcError("this model reads real numbers: pass values")
+            x = x + values.to(x.dtype).unsqueeze(-1) * self.embed_value
+        return x
+
+    def forward(self, tokens, key_mask=None, values=None, attention="hard"):
+        tokens = torch.as_tensor(tokens, dtype=torch.long, device=self.embed_token.device)
+        b, t = tokens.shape
+        if key_mask is not None:
+            key_mask = torch.as_tensor(key_mask, device=tokens.device)
+        if values is not None:
+            values = torch.as_tensor(values, device=tokens.device)
+        x = self.embed(tokens, values)
+        vis = self.visible(key_mask, b, t, tokens.device)
+        for layer in self.layers:
+            delta = None
+            for h in layer.heads:
+                q, k, v = x @ h.w_q, x @ h.w_k, x @ h.w_v
+                w = self.attention_weights(q @ k.transpose(1, 2), vis, attention)
+                out = (w @ v) @ h.w_o
+                delta = out if delta is None else delta + out
+            if delta is not None:
+                x = x + delta
+            m = layer.mlp
+            if m is not None:
+                hid = torch.relu(x @ m.w_in + m.b_in)
+                if m.gated:
+                    hid = hid * (x @ m.w_gate + m.b_gate)
+                x = x + hid @ m.w_out + m.b_out
+        return x @ self.readout
+
+    @torch.no_grad()
+    def run(self, inputs, attention="hard"):
+        """Pads ``inputs`` into one batch (key mask on the padding), runs it and decodes each
+        input as ``raspc run`` does."""
+        from . import _batch
+
+        _, single = _batch(inputs)
+        tokens, mask, values, lengths = self._model.encode(inputs)
+        r = self.forward(torch.from_numpy(tokens), torch.from_numpy(mask), torch.from_numpy(values), attention=attention)
+        r = r.detach().to("cpu", torch.float64).numpy()
+        out = [self._model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
+        return out[0] if single else out
