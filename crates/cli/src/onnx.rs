@@ -65,7 +65,9 @@ enum Attr {
 #[derive(Default)]
 struct Graph {
     nodes: Vec<Msg>,
-    inits: Vec<Msg>,
+    /// Initializers by name (only those some node reads are written).
+    inits: Vec<(String, Msg)>,
+    used: std::collections::BTreeSet<String>,
     next: usize,
 }
 
@@ -80,6 +82,7 @@ impl Graph {
         let mut n = Msg::default();
         for i in inputs {
             n.str(1, i);
+            self.used.insert(i.to_string());
         }
         n.str(2, &out);
         n.str(3, &out);
@@ -113,7 +116,7 @@ impl Graph {
         t.int(2, dtype as i64);
         t.str(8, name);
         t.bytes(9, &raw);
-        self.inits.push(t);
+        self.inits.push((name.to_string(), t));
         name.to_string()
     }
 
@@ -261,8 +264,10 @@ pub fn export(ck: &Checkpoint, attention: Attention) -> Result<Vec<u8>, String> 
         graph.msg(1, n);
     }
     graph.str(2, "raspc");
-    for t in &g.inits {
-        graph.msg(5, t);
+    for (name, t) in &g.inits {
+        if g.used.contains(name) {
+            graph.msg(5, t);
+        }
     }
     let dyn2 = [Err("batch"), Err("seq")];
     graph.msg(11, &value_info("tokens", INT64, &dyn2));

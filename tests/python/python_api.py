@@ -1,0 +1,152 @@
+"""Checks the `raspc` Python package against `raspc run` (tests/tests/python.rs writes the job).
+
+    python python_api.py JOB.json
+
+For each case: the Python API compiles the program to the same weights as the Rust compiler,
+`raspc.load` reads the Rust checkpoint, and `Model.run`, the torch module, the TransformerLens
+HookedTransformer and ONNX Runtime reproduce the expected outputs (computed by the Rust runtime)
+on one padded batch of mixed lengths, hard and soft attention (ONNX: the CLI's soft export and
+`to_onnx(attention="hard")`). Then U built with `raspc.universal` simulates random attention
+layers within its certified bound. Prints one line per case and finally
+`python: C cases, K checks, F failures`; exits 1 on any failure.
+"""
+
+import json
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+import raspc
+
+checks = 0
+failures = []
+
+
+def same(a, b, tol):
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
+        return a == b and type(a) is type(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b or abs(a - b) <= tol
+    return a == b
+
+
+def check(name, what, got, want, tol):
+    global checks
+    checks += 1
+    if not same(got, want, tol):
+        bad = [(i, g, w) for i, (g, w) in enumerate(zip(got, want)) if not same(g, w, tol)][:2]
+        failures.append(f"{name}: {what}: {len(bad)}+ outputs differ, e.g. {bad}")
+
+
+def ort_run(model, path, inputs):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    tokens, mask, values, lengths = model.encode(inputs)
+    feed = {"tokens": tokens, "key_mask": mask}
+    if model.is_real:
+        feed["values"] = values.astype(np.float32)
+    r = sess.run(["readout"], feed)[0].astype(np.float64)
+    return [model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
+
+
+def main(job_path):
+    job = json.load(open(job_path))
+    t0 = time.time()
+    for case in job["cases"]:
+        name = case["name"]
+        t = time.time()
+        loaded = raspc.load(case["checkpoint"])
+        if "universal" in case:
+            model = raspc.universal(*case["universal"])
+        else:
+            model = raspc.compile_file(case["program"], vocab=case["vocab"], max_len=case["max_len"], causal=case["causal"], entry=case["entry"])
+        # Same weights and config as the Rust compiler.
+        global checks
+        checks += 1
+        if loaded.config != model.config or loaded.layout != model.layout or set(loaded.weights) != set(model.weights) or any(
+            not np.array_equal(loaded.weights[k], model.weights[k]) for k in loaded.weights
+        ):
+            failures.append(f"{name}: Python-compiled weights differ from the Rust compiler's")
+        tol = model.tolerance
+        inputs, expected = case["inputs"], case["expected"]
+        module = model.to_torch()
+        hooked = model.to_transformer_lens()
+        for mode in ("hard", "soft"):
+            check(name, f"Model.run ({mode})", model.run(inputs, attention=mode), expected[mode], tol)
+            check(name, f"raspc.load + run ({mode})", loaded.run(inputs, attention=mode), expected[mode], tol)
+            check(name, f"torch ({mode}, padded batch)", module.run(inputs, attention=mode), expected[mode], tol)
+            check(name, f"TransformerLens ({mode}, padded batch)", hooked.raspc_run(inputs, attention=mode), expected[mode], tol)
+        # Unpadded, one input at a time, straight through the module's forward.
+        tokens, mask, values, lengths = model.encode(inputs[:1])
+        r = module(torch.from_numpy(tokens), values=torch.from_numpy(values)).double().numpy()
+        check(name, "torch forward, no mask", [model.decode(r[0])], expected["hard"][:1], tol)
+        onnx.checker.check_model(onnx.load(case["onnx_soft"]))
+        check(name, "ONNX Runtime (soft, raspc export)", ort_run(model, case["onnx_soft"], inputs), expected["soft"], tol)
+        hard_path = str(case["onnx_soft"]).replace(".onnx", ".hard.onnx")
+        model.to_onnx(hard_path, attention="hard")
+        check(name, "ONNX Runtime (hard, to_onnx)", ort_run(model, hard_path, inputs), expected["hard"], tol)
+        print(f"{name}: {len(inputs)} inputs (lengths {min(map(len, inputs))}..{max(map(len, inputs))}), {time.time() - t:.2f} s", flush=True)
+
+    # U from Python simulates random T within its certified bound.
+    for shape in [(2, 2, 2, 1), (3, 2, 2, 2)]:
+        u = raspc.universal(*shape)
+        n, d, dv, h = shape
+        rng = np.random.default_rng(sum(shape))
+        worst = 0.0
+        for trial in range(10):
+            x = rng.uniform(-1, 1, (n, d))
+            a = rng.uniform(-1, 1, (h, d, d))
+            v = rng.uniform(-1, 1, (h, d, dv))
+            want = []
+            for t in range(h):
+                s = x @ a[t] @ x.T
+                p = np.exp(s - s.max(axis=1, keepdims=True))
+                p /= p.sum(axis=1, keepdims=True)
+                want.append(p @ x @ v[t])
+            err = float(np.abs(u.simulate(x, a, v) - np.array(want)).max())
+            worst = max(worst, err)
+            checks += 1
+            if not err <= u.bound:
+                failures.append(f"universal{shape}: trial {trial}: error {err:.3e} exceeds the bound {u.bound:.3e}")
+        print(f"universal{shape}: 10 trials, max |U - T| {worst:.3e}, bound {u.bound:.3e}", flush=True)
+
+    # Errors are exceptions carrying the diagnostic text.
+    for what, call, needle in [
+        ("syntax error", lambda: raspc.compile("x = select(tokens, tokens, ==", vocab="ab", max_len=3), "expected"),
+        ("unknown token", lambda: model_sort.run(["z"]), "not in the model's vocabulary"),
+        ("too long", lambda: model_sort.run(["a" * 99]), "at most"),
+        ("bad attention", lambda: model_sort.run(["a"], attention="medium"), "hard"),
+        ("verify without program", lambda: raspc.load(job["cases"][0]["checkpoint"]).verify(), "needs the program"),
+        ("bad file", lambda: raspc.load(job_path), "safetensors"),
+        ("bad shape", lambda: raspc.universal(0, 1, 1, 1), "positive"),
+    ]:
+        checks += 1
+        try:
+            call()
+            failures.append(f"errors: {what}: no exception")
+        except raspc.RaspcError as e:
+            if needle not in str(e):
+                failures.append(f"errors: {what}: message {str(e)!r} lacks {needle!r}")
+    report = model_sort.verify(samples=100, seed=1)
+    checks += 1
+    if report["checked"] != 100 or report["failed"] != 0:
+        failures.append(f"verify: {report}")
+
+    for f in failures[:20]:
+        print("FAIL", f)
+    print(f"checks took {time.time() - t0:.1f} s")
+    print(f"python: {len(job['cases'])} cases, {checks} checks, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    model_sort = raspc.compile("reverse = aggregate(select(indices, length - indices - 1, ==), tokens);", vocab="abc", max_len=4)
+    sys.exit(main(sys.argv[1]))
