@@ -135,6 +135,39 @@ def main(job_path):
         except raspc.RaspcError as e:
             if needle not in str(e):
                 failures.append(f"errors: {what}: message {str(e)!r} lacks {needle!r}")
+    # Plots: matplotlib figures of the true matrices, labelled, with a colorbar, PNG and SVG.
+    import io
+
+    from matplotlib.figure import Figure
+
+    w = model_sort.weights
+    for l, layer in enumerate(model_sort.config["layers"]):
+        for h in range(len(layer["heads"])):
+            for circuit, m in (("qk", w[f"layers.{l}.attn.{h}.w_q"].astype(float) @ w[f"layers.{l}.attn.{h}.w_k"].astype(float).T),
+                               ("ov", w[f"layers.{l}.attn.{h}.w_v"].astype(float) @ w[f"layers.{l}.attn.{h}.w_o"].astype(float))):
+                for symlog in (False, True):
+                    fig = model_sort.plot_head(l, h, circuit, symlog=symlog)
+                    checks += 1
+                    names = model_sort.dim_names
+                    rows = [names.index(r) for r in fig.raspc_rows]
+                    cols = [names.index(c) for c in fig.raspc_cols]
+                    shown = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+                    if not isinstance(fig, Figure) or len(fig.axes) != 2 or not np.allclose(fig.raspc_matrix, m[np.ix_(rows, cols)]) or shown != fig.raspc_rows:
+                        failures.append(f"plot_head({l}, {h}, {circuit}, symlog={symlog}): wrong figure")
+                    if np.count_nonzero(m) != np.count_nonzero(fig.raspc_matrix):
+                        failures.append(f"plot_head({l}, {h}, {circuit}): nonzero weights left out")
+        if layer["mlp"] is not None:
+            fig = model_sort.plot_mlp(l, "in", symlog=True)
+            checks += 1
+            if fig.raspc_matrix.shape[1] != layer["mlp"]["hidden"]:
+                failures.append(f"plot_mlp({l}): {fig.raspc_matrix.shape[1]} of {layer['mlp']['hidden']} units shown")
+    for fmt, magic in (("svg", b"<svg"), ("png", b"\x89PNG")):
+        buf = io.BytesIO()
+        model_sort.plot_head(0, 0, "ov").savefig(buf, format=fmt)
+        checks += 1
+        if magic not in buf.getvalue()[:400]:
+            failures.append(f"plot: savefig({fmt}) wrote no {fmt}")
+
     report = model_sort.verify(samples=100, seed=1)
     checks += 1
     if report["checked"] != 100 or report["failed"] != 0:

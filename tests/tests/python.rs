@@ -9,6 +9,8 @@
 //! - `Model.to_transformer_lens()` (a HookedTransformer, pinned TransformerLens) == `raspc run`;
 //! - ONNX Runtime on `raspc export --to onnx` (soft) and on `Model.to_onnx(attention="hard")`
 //!   == `raspc run`;
+//! - `Model.plot_head` / `plot_mlp` return matplotlib figures of the true matrices (colorbar,
+//!   labels, SVG and PNG);
 //! - `raspc.universal` builds U, and U simulates random attention layers T within its certified
 //!   bound (the reference T(X) computed in numpy).
 //!
@@ -24,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The packages of the test environment (the extras of crates/python/pyproject.toml, pinned).
-const PACKAGES: &[&str] = &["maturin>=1.5,<2", "numpy>=2", "torch>=2.6", "transformer_lens==3.9.0", "transformers==5.24.0", "onnx", "onnxruntime"];
+const PACKAGES: &[&str] = &["maturin>=1.5,<2", "numpy>=2", "torch>=2.6", "transformer_lens==3.9.0", "transformers==5.24.0", "onnx", "onnxruntime", "matplotlib"];
 
 fn tmp() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

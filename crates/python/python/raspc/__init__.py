@@ -237,6 +237,25 @@ class Model:
                 f.write(b)
         return b
 
+    def plot_head(self, layer, head, circuit="qk", symlog=False, linthresh=None, all_dims=False):
+        """A matplotlib Figure of head ``head`` of layer ``layer``: its QK circuit (``w_q w_kᵀ``,
+        query dims by key dims) or OV circuit (``w_v w_o``, read dims by written dims), axes named
+        in the residual basis, with a colorbar; ``symlog=True`` for a symmetric-log colour scale
+        (``linthresh`` defaults to the smallest nonzero weight). All-zero rows and columns are left
+        out unless ``all_dims`` (the title says how many). Needs matplotlib."""
+        from ._plot import plot_head
+
+        return plot_head(self, layer, head, circuit, symlog, linthresh, all_dims)
+
+    def plot_mlp(self, layer, which="in", symlog=False, linthresh=None, all_dims=False):
+        """A matplotlib Figure of the MLP of layer ``layer``: ``which`` is ``"in"`` (``w_in``),
+        ``"gate"`` (``w_gate``, gated MLPs) or ``"out"`` (``w_out``); hidden units are named by the
+        computation owning them (``mlp_info``). Every unit is shown (a wide MLP gives a wide
+        figure). Needs matplotlib."""
+        from ._plot import plot_mlp
+
+        return plot_mlp(self, layer, which, symlog, linthresh, all_dims)
+
     def to_torch(self, dtype=None):
         """A plain ``torch.nn.Module`` computing the readout (see :class:`raspc._torch.RaspcModule`)."""
         from ._torch import RaspcModule
