@@ -323,7 +323,14 @@ impl Lowerer<'_> {
                 NodeKind::Length => false,
                 NodeKind::Map { .. } => k.operands().iter().all(|o| stable[o]),
                 NodeKind::Select { keys, queries, .. } => stable[keys] && stable[queries] && self.backward(id),
-                NodeKind::SelectAnd(a, b) => (stable[a] && stable[b]) || ((stable[a] && self.backward(*a)) && self.operands_stable(*b, &stable)),
+                // `a and b` is prefix-stable when both are, or when either side is stable and
+                // looks only backward while the other compares prefix-stable s-ops (the order of
+                // the operands does not matter).
+                NodeKind::SelectAnd(a, b) => {
+                    (stable[a] && stable[b])
+                        || (stable[a] && self.backward(*a) && self.operands_stable(*b, &stable))
+                        || (stable[b] && self.backward(*b) && self.operands_stable(*a, &stable))
+                }
                 NodeKind::SelectOr(..) | NodeKind::SelectNot(_) => self.backward(id) && self.operands_stable(id, &stable),
                 NodeKind::SelectorWidth(sel) => stable[sel],
                 NodeKind::Aggregate { sel, values, .. } | NodeKind::AggregateMax { sel, values, .. } => stable[sel] && stable[values],
