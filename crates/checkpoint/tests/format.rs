@@ -40,6 +40,11 @@ fn sample() -> Checkpoint {
         }
         tensors.insert(name, t);
     }
+    // The readout reads the output `reverse` (dims 3..5).
+    let r = tensors.get_mut("readout").unwrap();
+    r.data = vec![0.0; 12];
+    r.data[3 * 2] = 1.0;
+    r.data[4 * 2 + 1] = 1.0;
     Checkpoint { config, layout, output, program_hash: "abc123".into(), compiler_version: "raspc 0.1.0".into(), tensors }
 }
 
