@@ -520,18 +520,13 @@ impl Checkpoint {
         if !(out.tolerance.is_finite() && out.tolerance >= 0.0) {
             return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("tolerance {} must be finite and >= 0", out.tolerance) });
         }
-        if let Some(s) = self.layout.sops.iter().find(|s| s.label == out.label) {
-            let same_kind = matches!((&s.encoding, &out.encoding), (Encoding::Categorical { .. }, Encoding::Categorical { .. }) | (Encoding::Numerical { .. }, Encoding::Numerical { .. }));
-            if !same_kind {
-                return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("output `{}` is {} but the layout holds it {}", out.label, kind_name(&out.encoding), kind_name(&s.encoding)) });
-            }
-        }
         Ok(())
     }
 
-    /// The readout reads one layout entry: the output's own, or (for an output the readout
-    /// computes from another slot by relabelling, e.g. `tokens == "a"` from the `tokens`
-    /// one-hot) an entry with a different encoding. Checked after the tensors' shapes.
+    /// The readout reads one layout entry: the output's own, or one with a different encoding
+    /// that the readout converts (a relabelling such as `tokens == "a"` read from the `tokens`
+    /// one-hot, or a categorical output read from a numerical s-op's `:categorical` helper).
+    /// Checked after the tensors' shapes.
     fn validate_readout(&self) -> Result<(), CheckpointError> {
         let out = &self.output;
         let bad = |reason: String| CheckpointError::BadKey { key: keys::OUTPUT, reason };
@@ -549,12 +544,10 @@ impl Checkpoint {
             return Err(bad(format!("the readout reads dims {first}..={last}, which are not one layout entry")));
         };
         match own {
-            Some(o) if o.label != read.label => Err(bad(format!("output `{}` is in the layout but the readout reads `{}`", out.label, read.label))),
-            Some(_) => Ok(()),
-            None if read.encoding == out.encoding => {
-                Err(bad(format!("output label `{}` is not in the layout (the readout reads `{}` unchanged)", out.label, read.label)))
-            }
-            None => Ok(()),
+            Some(o) if o.label == read.label => Ok(()),
+            _ if read.encoding != out.encoding => Ok(()),
+            Some(_) => Err(bad(format!("output `{}` is in the layout but the readout reads `{}` unchanged", out.label, read.label))),
+            None => Err(bad(format!("output label `{}` is not in the layout (the readout reads `{}` unchanged)", out.label, read.label))),
         }
     }
 
@@ -692,13 +685,6 @@ impl Checkpoint {
             return Err(CheckpointError::Integrity { expected: expected_hash.chars().take(80).collect(), found });
         }
         Ok(ck)
-    }
-}
-
-fn kind_name(e: &Encoding) -> &'static str {
-    match e {
-        Encoding::Categorical { .. } => "categorical",
-        Encoding::Numerical { .. } => "numerical",
     }
 }
 

@@ -90,7 +90,8 @@ pub fn expected(graph: &Graph, root: NodeId, input: &[Atom], causal: bool) -> Op
     (1..=input.len()).map(|n| seq(&input[..n]).map(|s| s[n - 1].clone())).collect()
 }
 
-fn json_atom(v: &serde_json::Value) -> Option<Atom> {
+/// A JSON atom (bool, string, number) as an atom; `None` for null, arrays and objects.
+pub fn json_atom(v: &serde_json::Value) -> Option<Atom> {
     Some(match v {
         serde_json::Value::Bool(b) => Atom::Bool(*b),
         serde_json::Value::String(s) => Atom::Str(s.clone()),
