@@ -315,9 +315,9 @@ impl Model {
         mut capture: Option<&mut Vec<LayerCapture>>,
         check_finite: bool,
     ) -> Result<Tensor, RuntimeError> {
-        // `x - x` is 0 for finite values and NaN for NaN and infinities; the sum shows any.
+        // `0 * x` is 0 for finite values and NaN for NaN and infinities; the sum shows any.
         let finite = |x: &Tensor, stage: &dyn Fn() -> String| -> Result<(), RuntimeError> {
-            if check_finite && !(x - x)?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?.is_finite() {
+            if check_finite && !x.affine(0.0, 0.0)?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?.is_finite() {
                 return Err(RuntimeError::NonFiniteActivation { stage: stage() });
             }
             Ok(())

@@ -308,7 +308,7 @@ pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
     }
     // Count in f64 first: (hi - lo) / step can be far beyond usize (or infinite).
     let points = ((hi - lo) / step + 1e-9).floor() + 1.0;
-    if !(points <= 4096.0) {
+    if points > 4096.0 {
         return Err(format!("--input-grid `{s}` has {points:e} points (at most 4096)"));
     }
     let count = points as usize;
