@@ -48,6 +48,8 @@ pub struct Limits {
     pub max_input_tokens: usize,
     /// Command line, `tokens`: tokens generated at once (`verify --samples` x `--max-len`).
     pub max_tokens: u64,
+    /// Command line, `text_bytes`: a program, `probe --text`, `simulate --target/--input` file.
+    pub max_text_bytes: u64,
 }
 
 impl Default for Limits {
@@ -70,6 +72,7 @@ impl Default for Limits {
             max_samples: 1_000_000,
             max_input_tokens: 4096,
             max_tokens: 1 << 26,
+            max_text_bytes: 64 << 20,
         }
     }
 }
@@ -115,7 +118,8 @@ impl Limits {
                 "samples" => self.max_samples = int,
                 "input_tokens" => self.max_input_tokens = size,
                 "tokens" => self.max_tokens = int,
-                _ => return Err(bad("unknown budget (file_bytes, header_bytes, d_model, layers, heads, width, vocab, seq_len, params, string_bytes, list_len, abs_weight, soft_beta, tie_tolerance, samples, input_tokens, tokens)")),
+                "text_bytes" => self.max_text_bytes = int,
+                _ => return Err(bad("unknown budget (file_bytes, header_bytes, d_model, layers, heads, width, vocab, seq_len, params, string_bytes, list_len, abs_weight, soft_beta, tie_tolerance, samples, input_tokens, tokens, text_bytes)")),
             }
         }
         Ok(self)

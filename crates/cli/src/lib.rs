@@ -518,8 +518,27 @@ impl From<String> for Failure {
     }
 }
 
+/// Reads a file named on the command line: regular files only (a FIFO or a device would block
+/// or never end), within the `text_bytes` budget, checked before reading.
+pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("cannot read `{shown}`: not a regular file"));
+    }
+    let max = limits()?.max_text_bytes;
+    if meta.len() > max {
+        return Err(format!("`{shown}` is {} bytes, over the budget of {max} (raise it with RASPC_LIMITS=text_bytes=N)", meta.len()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(max).read_to_end(&mut bytes).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    Ok(bytes)
+}
+
 fn read_program(path: &std::path::Path) -> Result<String, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let bytes = read_input_file(path)?;
     String::from_utf8(bytes).map_err(|e| {
         Failure::Message(format!("`{}` is not valid UTF-8 (first bad byte at offset {})", path.display(), e.utf8_error().valid_up_to()))
     })
@@ -943,8 +962,23 @@ fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Fail
 
 /// Flags of `simulate` checked before anything is built or allocated.
 fn check_sim_args(a: &SimArgs) -> Result<(), String> {
+    check_sim_shape(a.shape)?;
     let l = limits()?;
-    let s = a.shape;
+    if a.trials as u64 > l.max_samples {
+        return Err(format!("--trials {} is over the budget of {} (raise it with RASPC_LIMITS=samples=N)", a.trials, l.max_samples));
+    }
+    finite_flag("--tolerance", a.tolerance, a.tolerance >= 0.0, ">= 0")?;
+    for (flag, v) in [("--bound", a.bound), ("--x-bound", a.x_bound), ("--pl-error", a.pl_error)] {
+        if let Some(x) = v {
+            finite_flag(flag, x, x > 0.0, "> 0")?;
+        }
+    }
+    Ok(())
+}
+
+/// U's shape within the `input_tokens` budget (flags, or the shape of a --target file).
+fn check_sim_shape(s: simulate::Shape) -> Result<(), String> {
+    let l = limits()?;
     for (flag, x) in [("--n", s.n), ("--d", s.d), ("--dv", s.dv), ("--heads", s.h)] {
         if x == 0 {
             return Err(format!("{flag} must be at least 1"));
@@ -962,15 +996,6 @@ fn check_sim_args(a: &SimArgs) -> Result<(), String> {
             s.n, s.d, s.dv, s.h, l.max_input_tokens
         ));
     }
-    if a.trials as u64 > l.max_samples {
-        return Err(format!("--trials {} is over the budget of {} (raise it with RASPC_LIMITS=samples=N)", a.trials, l.max_samples));
-    }
-    finite_flag("--tolerance", a.tolerance, a.tolerance >= 0.0, ">= 0")?;
-    for (flag, v) in [("--bound", a.bound), ("--x-bound", a.x_bound), ("--pl-error", a.pl_error)] {
-        if let Some(x) = v {
-            finite_flag(flag, x, x > 0.0, "> 0")?;
-        }
-    }
     Ok(())
 }
 
@@ -983,6 +1008,7 @@ fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write
         Some((t, x)) => {
             let inst = simulate::load_target(t, x)?;
             let s = inst.shape();
+            check_sim_shape(s).map_err(|e| format!("--target `{}`: {e}", t.display()))?;
             let b = a.bound.unwrap_or_else(|| inst.magnitude().max(1e-6));
             if inst.magnitude() > b {
                 return Err(format!("--bound {b} is smaller than the largest entry {} of the target and input", inst.magnitude()).into());
@@ -1249,7 +1275,7 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
         }
         let lm = raspc_lm::LanguageModel::load(&model).map_err(|e| format!("`{}`: {e}", model.display()))?;
         let sample = match &text {
-            Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))?,
+            Some(p) => String::from_utf8(read_input_file(p)?).map_err(|_| format!("`{}` is not valid UTF-8", p.display()))?,
             None => include_str!("sample.txt").to_string(),
         };
         let settings = mk(seq_len.unwrap_or(128));

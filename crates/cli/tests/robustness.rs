@@ -281,11 +281,14 @@ fn files_that_are_not_regular_are_refused_without_reading() {
     let dir = scratch();
     fails(&["run", "/dev/zero", "--input", "abc"], &["/dev/zero", "not a regular file"]);
     fails(&["inspect", "/dev/zero"], &["not a regular file"]);
+    fails(&["eval", "/dev/zero", "--input", "abc"], &["/dev/zero", "not a regular file"]);
+    fails(&["simulate", "--target", "/dev/zero", "--input", "/dev/zero"], &["/dev/zero", "not a regular file"]);
     fails(&["run", dir.to_str().expect("utf-8"), "--input", "abc"], &["not a regular file"]);
     let fifo = dir.join("fifo");
     if Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
         let f = fifo.to_str().expect("utf-8");
         fails(&["run", f, "--input", "abc"], &["fifo", "not a regular file"]);
+        fails(&["eval", f, "--input", "abc"], &["fifo", "not a regular file"]);
         let h = corpus("histogram.rasp");
         for force in [false, true] {
             let mut args = vec!["compile", h.to_str().expect("utf-8"), "--vocab", "abc", "--max-len", "4", "-o", f];
