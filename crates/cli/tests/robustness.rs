@@ -253,6 +253,29 @@ fn crafted_checkpoints_give_named_errors() {
     let f = p.write(&dir, "c11.safetensors");
     fails(&["plot", &f, "--out", dir.join("plot11").to_str().expect("utf-8")], &["c11.safetensors", "config.max_seq_len"]);
     fails(&["run", &f, "--input", "abc"], &["config.max_seq_len"]);
+    // A valid but wide model: plot refuses d_model x d_model heatmaps beyond its budget.
+    let d = 5000usize;
+    let cfg = json!({ "d_model": d, "layers": [{ "heads": [1], "mlp": null }], "vocab": ck.config.vocab, "bos_id": 0, "max_seq_len": 1,
+                      "causal": false, "attention": ck.config.attention, "readout_dims": 1 });
+    let mut p = base.clone();
+    p.set("config", &cfg);
+    p.set("layout", &json!({ "sops": [{ "label": "x", "offset": 0, "encoding": { "kind": "numerical" } }] }));
+    p.set("output", &json!({ "label": "x", "encoding": { "kind": "numerical" }, "tolerance": 0 }));
+    let mut readout = vec![0.0; d];
+    readout[0] = 1.0;
+    p.tensors = BTreeMap::from([
+        (names::TOKEN_EMBEDDING.to_string(), (vec![4, d], vec![0.0; 4 * d])),
+        (names::POSITION_EMBEDDING.to_string(), (vec![2, d], vec![0.0; 2 * d])),
+        (names::READOUT.to_string(), (vec![d, 1], readout)),
+        (names::head(0, 0, "w_q"), (vec![d, 1], vec![0.0; d])),
+        (names::head(0, 0, "w_k"), (vec![d, 1], vec![0.0; d])),
+        (names::head(0, 0, "w_v"), (vec![d, 1], vec![0.0; d])),
+        (names::head(0, 0, "w_o"), (vec![1, d], vec![0.0; d])),
+    ]);
+    let f = p.write(&dir, "wide.safetensors");
+    let (code, out, err) = raspc(&["run", &f, "--input", "a", "--json"]);
+    assert_eq!((code, out.as_str()), (0, "{\"output\":[0.0]}\n"), "{err}");
+    fails(&["plot", &f, "--out", dir.join("plotw").to_str().expect("utf-8")], &["d_model 5000", "cells"]);
     // An output label that is not in the layout.
     let mut p = base.clone();
     let mut o = p.json("output");
