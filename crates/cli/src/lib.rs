@@ -752,7 +752,7 @@ fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, devic
     let dev = raspc_runtime::device(device).map_err(|e| e.to_string())?;
     let m = raspc_runtime::Model::load_file(model, &dev).map_err(|e| format!("`{}`: {e}", model.display()))?;
     let tokens = parse_tokens("--input", input)?;
-    let values = vocab_tokens(&m.checkpoint, &tokens);
+    let values = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
     let decoded = m.run(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}", model.display()))?;
     if json {
         let line = serde_json::json!({ "output": decoded.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() });
@@ -762,28 +762,6 @@ fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, devic
         let _ = writeln!(out, "[{}]", atoms.join(", "));
     }
     Ok(())
-}
-
-/// The input tokens as the model's vocabulary spells them: a token equal to a vocabulary
-/// entry under Python equality (`1.0 == 1`, as `raspc eval` compares) becomes that entry.
-fn vocab_tokens(ck: &raspc_checkpoint::Checkpoint, tokens: &[raspc_lang::Atom]) -> Vec<serde_json::Value> {
-    let vocab: Vec<(serde_json::Value, raspc_lang::Atom)> = ck
-        .config
-        .vocab
-        .iter()
-        .filter(|v| v.id != ck.config.bos_id)
-        .filter_map(|v| verify::json_atom(&v.token).map(|a| (v.token.clone(), a)))
-        .collect();
-    tokens
-        .iter()
-        .map(|t| {
-            let j = t.to_json();
-            if vocab.iter().any(|(v, _)| *v == j) {
-                return j;
-            }
-            vocab.iter().find(|(_, a)| a.py_eq(t) && a.is_str() == t.is_str()).map_or(j, |(v, _)| v.clone())
-        })
-        .collect()
 }
 
 struct VerifyArgs {
@@ -1128,7 +1106,7 @@ fn trace_cmd(
     let ck = read_checkpoint(path)?;
     let model = raspc_runtime::Model::new(ck.clone(), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
     let mut tokens = parse_tokens("--input", input)?;
-    let json_tokens = vocab_tokens(&ck, &tokens);
+    let json_tokens = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
     let states = if model.is_real() {
         let values = model.encode_real(&json_tokens).map_err(|e| e.to_string())?;
         // The interpreter sees the same numbers as floats (tokens_float).
