@@ -31,7 +31,7 @@ pub const MAX_CALL_DEPTH: usize = 64;
 pub const MAX_LIST: usize = 1_000_000;
 /// Bytes of host lists, dicts and strings a program may build in all (counted as they are
 /// built, never given back): bounds what one evaluation can allocate, whatever the shapes.
-pub const MAX_HOST_BYTES: u64 = 1 << 30;
+pub const MAX_HOST_BYTES: u64 = 256 << 20;
 
 /// What one host value costs in a list: its slot, plus a string's bytes (nested lists and
 /// dicts are shared, and counted when they were built).
