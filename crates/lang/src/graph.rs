@@ -337,6 +337,7 @@ impl Graph {
         for &n in &keep {
             let node = self.node(n);
             let kind = node.kind.remap(&|x| map[&x]);
+            // `keep` is a subset of this graph's nodes, so `out` stays within MAX_NODES.
             let id = out.add(kind, node.span).expect("extract never exceeds the source graph");
             let new = &mut out.g[id.ix()];
             out.labels.remove(&new.label);
