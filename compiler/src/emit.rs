@@ -73,27 +73,38 @@ pub fn schedule(plan: &Plan) -> Schedule {
 /// smallest value (on a 2% grid) at which both effects stay under each head's budget: 1/20 of a
 /// one-hot dim for categorical outputs; 1/8 of the smallest gap between possible values for
 /// numerical ones (readers of those tolerate 1/4).
+/// The largest magnitude a head's value vectors carry (a numerical slot's largest point times its
+/// weight; 1 for one-hot dims).
+fn head_vmax(plan: &Plan, h: &crate::plan::Head) -> f64 {
+    h.v.iter()
+        .map(|&(s, _, _, w)| {
+            w.abs()
+                * match &plan.slots[s].enc {
+                    SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
+                    SlotEnc::Num { .. } => 1.0,
+                    SlotEnc::Cat(_) => 1.0,
+                }
+        })
+        .fold(1e-12f64, f64::max)
+}
+
+/// Error budget of a numerical head output without a finite set of values: 1e-3 relative to the
+/// largest value it averages (soft attention's β is derived to stay within it; f32 rounding of
+/// a mean of at most max-len + 1 values is far below it).
+fn numeric_budget(vmax: f64) -> f64 {
+    1e-3 * vmax.max(1.0)
+}
+
 pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
     let n = (max_len + 1) as f64;
     let mut heads = vec![];
     for &b in sched.time.keys() {
         if let BlockKind::Head(h) = &plan.blocks[b].kind {
-            let vmax = h
-                .v
-                .iter()
-                .map(|&(s, _, _, w)| {
-                    w.abs()
-                        * match &plan.slots[s].enc {
-                            SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
-                            SlotEnc::Num { .. } => 1.0,
-                            SlotEnc::Cat(_) => 1.0,
-                        }
-                })
-                .fold(1e-12f64, f64::max);
+            let vmax = head_vmax(plan, h);
             let budget = match &plan.slots[plan.blocks[b].writes].enc {
                 SlotEnc::Cat(_) => 0.05,
                 SlotEnc::Num { points: Some(p) } if p.len() > 1 => min_gap(p) / 8.0,
-                SlotEnc::Num { .. } => 1e-3 * vmax.max(1.0),
+                SlotEnc::Num { .. } => numeric_budget(vmax),
             };
             heads.push((h.gap, vmax, budget, h.qk_terms.max(1) as f64));
         }
@@ -140,7 +151,8 @@ fn enc_json(enc: &SlotEnc, values_json: Option<Vec<serde_json::Value>>) -> ck::E
 }
 
 /// Builds the checkpoint: dense tensors, config, layout, output spec.
-pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
+/// Fails only on a broken invariant of the plan (a value missing from its own slot).
+pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Checkpoint, String> {
     let num_values = &plan.num_values;
     let d = sched.d_model;
     let off = |s: usize| sched.offset[&s];
@@ -259,7 +271,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
         {
             match &plan.slots[ts].enc {
                 SlotEnc::Cat(vals) => {
-                    let j = vals.iter().position(|v| v == a).expect("vocabulary atoms are token values");
+                    let j = vals.iter().position(|v| v == a).ok_or_else(|| format!("token {} is missing from the token slot", a.repr()))?;
                     tok[row + o + j] = 1.0;
                 }
                 SlotEnc::Num { .. } => tok[row + o] = a.as_f64().unwrap_or(0.0) as f32,
@@ -303,7 +315,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
             let mut r = vec![0f32; d * k];
             for (i, v) in map.iter().enumerate() {
                 if let Some(v) = v {
-                    let j = values.iter().position(|x| x == v).expect("output values cover the map");
+                    let j = values.iter().position(|x| x == v).ok_or_else(|| format!("output value {} is missing from the readout", v.repr()))?;
                     r[(o + i) * k + j] = 1.0;
                 }
             }
@@ -312,10 +324,17 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
         _ => {
             let mut r = vec![0f32; d];
             r[o] = 1.0;
+            // A head writing the output without a finite value set: the budget β was derived
+            // for, relative to the values it averages (not a fixed 1e-3, which f32 rounding of
+            // large means exceeds).
+            let head_budget = sched.time.keys().find_map(|&b| match &plan.blocks[b].kind {
+                BlockKind::Head(h) if plan.blocks[b].writes == out.slot => Some(numeric_budget(head_vmax(plan, h))),
+                _ => None,
+            });
             let tol = match (&out.points, plan.output_bound) {
                 (_, Some(b)) => b,
                 (Some(p), _) if p.len() > 1 => min_gap(p) / 2.0,
-                _ => 1e-3,
+                _ => head_budget.unwrap_or(1e-3),
             };
             (1, r, enc_json(&plan.slots[out.slot].enc, num_values.get(&out.slot).cloned()), tol)
         }
@@ -351,5 +370,5 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
         real_input,
     };
     let output = ck::OutputSpec { label: plan.output_label.clone(), encoding: out_enc, tolerance };
-    ck::Checkpoint { config, layout, output, program_hash: inp.program_hash.clone(), compiler_version: format!("raspc {}", env!("CARGO_PKG_VERSION")), tensors }
+    Ok(ck::Checkpoint { config, layout, output, program_hash: inp.program_hash.clone(), compiler_version: format!("raspc {}", env!("CARGO_PKG_VERSION")), tensors })
 }

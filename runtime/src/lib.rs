@@ -37,6 +37,8 @@ pub enum RuntimeError {
     BadNumber { position: usize, value: String, lo: f64, hi: f64 },
     #[error("this model reads {0} inputs")]
     WrongInputKind(&'static str),
+    #[error("the forward pass produced a non-finite activation (NaN or infinity), first in {stage}: the checkpoint's weights overflow f32 on this input")]
+    NonFiniteActivation { stage: String },
 }
 
 /// Attention semantics used for a forward pass.
@@ -147,6 +149,13 @@ impl Model {
         Model::new(Checkpoint::from_bytes(bytes)?, device)
     }
 
+    /// Reads (regular files only, within the budgets of [`raspc_checkpoint::Limits::from_env`])
+    /// and validates a checkpoint file.
+    pub fn load_file(path: &std::path::Path, device: &Device) -> Result<Model, RuntimeError> {
+        let limits = raspc_checkpoint::Limits::from_env()?;
+        Model::new(Checkpoint::from_file(path, &limits)?, device)
+    }
+
     pub fn new(checkpoint: Checkpoint, device: &Device) -> Result<Model, RuntimeError> {
         Model::with_dtype(checkpoint, device, DType::F32)
     }
@@ -156,7 +165,7 @@ impl Model {
     pub fn with_dtype(checkpoint: Checkpoint, device: &Device, dtype: DType) -> Result<Model, RuntimeError> {
         checkpoint.validate()?;
         let t = |name: &str| -> Result<Tensor, RuntimeError> {
-            let x = &checkpoint.tensors[name];
+            let x = checkpoint.tensors.get(name).ok_or_else(|| CheckpointError::MissingTensor(name.to_string()))?;
             Ok(Tensor::from_slice(&x.data, x.shape.as_slice(), device)?.to_dtype(dtype)?)
         };
         let mut layers = vec![];
@@ -223,13 +232,13 @@ impl Model {
     /// Returns the readout, shape `[batch, len + 1, readout_dims]`, BOS first.
     pub fn forward_real(&self, batch: &[Vec<f64>], attention: Attention) -> Result<Tensor, RuntimeError> {
         let ids: Vec<Vec<u32>> = batch.iter().map(|v| Self::real_ids(v.len())).collect();
-        self.forward_inner(&ids, Some(batch), attention, None, None)
+        self.forward_inner(&ids, Some(batch), attention, None, None, false)
     }
 
     /// [`trace`](Self::trace) for a real-valued input.
     pub fn trace_real(&self, values: &[f64], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
         let mut states = vec![];
-        self.forward_inner(&[Self::real_ids(values.len())], Some(&[values.to_vec()]), attention, Some(&mut states), None)?;
+        self.forward_inner(&[Self::real_ids(values.len())], Some(&[values.to_vec()]), attention, Some(&mut states), None, false)?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
     }
 
@@ -273,7 +282,7 @@ impl Model {
     /// Runs a batch of equal-length id sequences (each starting with BOS). Returns the readout,
     /// shape `[batch, len, readout_dims]`.
     pub fn forward(&self, batch: &[Vec<u32>], attention: Attention) -> Result<Tensor, RuntimeError> {
-        self.forward_inner(batch, None, attention, None, None)
+        self.forward_inner(batch, None, attention, None, None, false)
     }
 
     /// Runs one id sequence and captures, per layer, what the SVFlow probes need (see
@@ -285,7 +294,7 @@ impl Model {
     /// [`capture`](Self::capture) and the readout (`[1, len, readout_dims]`) of the same pass.
     pub fn forward_capture(&self, ids: &[u32], attention: Attention) -> Result<(Tensor, Vec<LayerCapture>), RuntimeError> {
         let mut caps = vec![];
-        let readout = self.forward_inner(&[ids.to_vec()], None, attention, None, Some(&mut caps))?;
+        let readout = self.forward_inner(&[ids.to_vec()], None, attention, None, Some(&mut caps), false)?;
         Ok((readout, caps))
     }
 
@@ -293,7 +302,7 @@ impl Model {
     /// the embeddings and after every sublayer, named `embed`, `layer L attention`, `layer L mlp`.
     pub fn trace(&self, ids: &[u32], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
         let mut states = vec![];
-        self.forward_inner(&[ids.to_vec()], None, attention, Some(&mut states), None)?;
+        self.forward_inner(&[ids.to_vec()], None, attention, Some(&mut states), None, false)?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
     }
 
@@ -304,7 +313,15 @@ impl Model {
         attention: Attention,
         mut trace: Option<&mut Vec<(String, Tensor)>>,
         mut capture: Option<&mut Vec<LayerCapture>>,
+        check_finite: bool,
     ) -> Result<Tensor, RuntimeError> {
+        // `0 * x` is 0 for finite values and NaN for NaN and infinities; the sum shows any.
+        let finite = |x: &Tensor, stage: &dyn Fn() -> String| -> Result<(), RuntimeError> {
+            if check_finite && !x.affine(0.0, 0.0)?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?.is_finite() {
+                return Err(RuntimeError::NonFiniteActivation { stage: stage() });
+            }
+            Ok(())
+        };
         let b = batch.len();
         let t = batch.first().map_or(0, Vec::len);
         if let Some(bad) = batch.iter().find(|s| s.len() != t) {
@@ -329,6 +346,7 @@ impl Model {
             let col = Tensor::from_vec(flat, (b * t, 1), &self.device)?.to_dtype(self.dtype)?;
             x = (x + col.broadcast_mul(&ev.reshape((1, d))?)?)?;
         }
+        finite(&x, &|| "the embeddings".into())?;
         if let Some(tr) = trace.as_deref_mut() {
             tr.push(("embed".into(), x.clone()));
         }
@@ -368,6 +386,7 @@ impl Model {
                         e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?
                     }
                 };
+                finite(&w, &|| format!("layer {l} attention (attention weights)"))?;
                 let out = w.matmul(&v)?.reshape((b * t, dh))?.matmul(&h.w_o)?;
                 if let Some(c) = cap.as_mut() {
                     let scores = v.reshape((b * t, dh))?.matmul(&h.w_o)?;
@@ -389,22 +408,30 @@ impl Model {
             if let (Some(c), Some(sink)) = (cap, capture.as_deref_mut()) {
                 sink.push(c);
             }
+            finite(&x, &|| format!("layer {l} attention"))?;
             if let Some(tr) = trace.as_deref_mut() {
                 tr.push((format!("layer {l} attention"), x.clone()));
             }
             if let Some(m) = &layer.mlp {
                 let mut hdn = x.matmul(&m.w_in)?.broadcast_add(&m.b_in)?.relu()?;
+                if check_finite {
+                    // ReLU maps -inf to 0: check the pre-activations, not only the residual.
+                    finite(&x.matmul(&m.w_in)?.broadcast_add(&m.b_in)?, &|| format!("layer {l} mlp (hidden units)"))?;
+                }
                 if let Some((wg, bg)) = &m.gate {
                     hdn = (hdn * x.matmul(wg)?.broadcast_add(bg)?)?;
                 }
                 x = (x + hdn.matmul(&m.w_out)?.broadcast_add(&m.b_out)?)?;
+                finite(&x, &|| format!("layer {l} mlp"))?;
             }
             if let Some(tr) = trace.as_deref_mut() {
                 tr.push((format!("layer {l} mlp"), x.clone()));
             }
         }
         let r = self.readout.dim(1)?;
-        Ok(x.matmul(&self.readout)?.reshape((b, t, r))?)
+        let y = x.matmul(&self.readout)?.reshape((b, t, r))?;
+        finite(&y, &|| "the readout".into())?;
+        Ok(y)
     }
 
     /// Decodes a readout (`[batch, len, dims]`, BOS included) into values, BOS stripped.
@@ -445,10 +472,12 @@ impl Model {
 
     /// Encodes, runs and decodes one input.
     pub fn run(&self, input: &[serde_json::Value], attention: Attention) -> Result<Vec<Decoded>, RuntimeError> {
+        // One input: check every stage for NaN and infinities and name the first.
         let r = if self.is_real() {
-            self.forward_real(&[self.encode_real(input)?], attention)?
+            let v = self.encode_real(input)?;
+            self.forward_inner(&[Self::real_ids(v.len())], Some(&[v]), attention, None, None, true)?
         } else {
-            self.forward(&[self.encode(input)?], attention)?
+            self.forward_inner(&[self.encode(input)?], None, attention, None, None, true)?
         };
         Ok(self.decode(&r)?.remove(0))
     }

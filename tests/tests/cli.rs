@@ -45,10 +45,13 @@ fn default_entry_is_prog_else_last_assigned() {
 
 #[test]
 fn inputs_that_are_not_json_arrays_are_strings() {
-    // "[1,2" is not a JSON array: it is five characters.
-    let (code, out, _) = cli(&["eval", "corpus/reverse.rasp", "--input", "[1,2", "--json"]);
+    // "1,2" is three characters; "[1,2" starts like JSON but is not: an error, not characters.
+    let (code, out, _) = cli(&["eval", "corpus/reverse.rasp", "--input", "1,2", "--json"]);
     assert_eq!(code, 0);
-    assert_eq!(out, "{\"output\":[\"2\",\",\",\"1\",\"[\"]}\n");
+    assert_eq!(out, "{\"output\":[\"2\",\",\",\"1\"]}\n");
+    let (code, out, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "[1,2", "--json"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("bad --input: it starts with `[` but is not valid JSON"), "{err}");
     let (code, _, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "[1, null]"]);
     assert_eq!(code, 1);
     assert!(err.contains("input item 1 is null"), "{err}");
@@ -145,12 +148,18 @@ fn compile_never_overwrites_what_is_not_a_checkpoint() {
     let v = victim.to_str().unwrap();
     let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", v]);
     assert_eq!(code, 1);
-    assert!(err.contains("is not a raspc checkpoint; refusing to overwrite it"), "{err}");
+    assert!(err.contains("is not a raspc checkpoint") && err.contains("refusing to overwrite it"), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
-    // A checkpoint is replaced; --force replaces anything.
+    // --force does not replace what is not a raspc checkpoint either.
     let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", v, "--force"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A checkpoint is replaced.
+    let ck = temp("replaced.safetensors");
+    let c = ck.to_str().unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", c]);
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "abc", "--max-len", "3", "-o", v]);
+    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "abc", "--max-len", "3", "-o", c]);
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", "corpus/histogram.rasp"]);
     assert_eq!(code, 1);
@@ -179,11 +188,15 @@ fn verify_ends_with_one_summary_line() {
 
 #[test]
 fn a_wrong_model_is_reported_as_mismatches() {
-    // Verification must be able to fail: a checkpoint whose readout is scrambled disagrees.
+    // Verification must be able to fail: a checkpoint whose readout maps values to the wrong
+    // outputs (two output columns swapped) disagrees.
     let (s, root, vocab, compiled) = raspc_tests::compile(&raspc_tests::Case { file: "reverse.rasp", entry: None, vocab: "abc" }, 4, false).unwrap();
     let mut ck = compiled.checkpoint;
+    let k = ck.config.readout_dims;
     let r = ck.tensors.get_mut("readout").unwrap();
-    r.data.rotate_left(1);
+    for row in r.data.chunks_mut(k) {
+        row.swap(0, 1);
+    }
     let model = raspc_runtime::Model::new(ck, &raspc_runtime::device("cpu").unwrap()).unwrap();
     let seqs = raspc::verify::generate(&raspc::verify::Inputs::Exhaustive, vocab.len(), 4).unwrap();
     let rep = raspc::verify::verify(&s.graph, root, &model, &vocab, &seqs, &[raspc_runtime::Attention::Hard], &mut |_| {}).unwrap();

@@ -12,6 +12,10 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
+
+mod limits;
+pub use limits::{Limits, LIMITS_ENV};
 
 pub const FORMAT: &str = "raspc";
 pub const FORMAT_VERSION: u32 = 1;
@@ -25,7 +29,9 @@ pub mod keys {
     pub const OUTPUT: &str = "output";
     pub const PROGRAM_HASH: &str = "program_hash";
     pub const COMPILER_VERSION: &str = "compiler_version";
-    pub const ALL: [&str; 7] = [FORMAT, FORMAT_VERSION, CONFIG, LAYOUT, OUTPUT, PROGRAM_HASH, COMPILER_VERSION];
+    /// `sha256:` and the hex SHA-256 of every byte after the header (the tensor data).
+    pub const TENSOR_SHA256: &str = "tensor_sha256";
+    pub const ALL: [&str; 8] = [FORMAT, FORMAT_VERSION, CONFIG, LAYOUT, OUTPUT, PROGRAM_HASH, COMPILER_VERSION, TENSOR_SHA256];
 }
 
 /// Tensor names.
@@ -248,6 +254,68 @@ pub enum CheckpointError {
     NonFinite { name: String, index: usize },
     #[error("the residual layout is inconsistent: {0}")]
     BadLayout(String),
+    #[error("{what} is {value}, over the budget of {limit} (raise it with {env}={name}=N; see docs/checkpoint-format.md)", env = LIMITS_ENV)]
+    OverBudget { what: String, value: String, limit: String, name: &'static str },
+    #[error("tensor `{name}` holds {value} at flat index {index}, beyond the budget of ±{limit} for weights (raise it with {env}=abs_weight=N)", env = LIMITS_ENV)]
+    WeightTooLarge { name: String, index: usize, value: f32, limit: f32 },
+    #[error("the tensor data does not match its integrity hash (`tensor_sha256` is {expected}, the data hashes to {found}): the file is corrupted")]
+    Integrity { expected: String, found: String },
+    #[error("{0}")]
+    Io(String),
+    #[error("bad {env}: {0}", env = LIMITS_ENV)]
+    BadLimits(String),
+}
+
+/// SHA-256 of tensor data, as written in the `tensor_sha256` metadata key.
+pub fn tensor_hash(data: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{:x}", sha2::Sha256::digest(data))
+}
+
+/// Reads a checkpoint file's bytes, refusing before reading them whole anything that is not a
+/// regular file (a FIFO, a device such as /dev/zero), a file larger than the budget, or a file
+/// whose safetensors header is larger than the budget or than the file.
+pub fn read_file(path: &Path, limits: &Limits) -> Result<Vec<u8>, CheckpointError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| CheckpointError::Io(format!("cannot read `{}`: {e}", path.display()));
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(CheckpointError::Io(format!("`{}` is not a regular file", path.display())));
+    }
+    let len = meta.len();
+    if len > limits.max_file_bytes {
+        return Err(CheckpointError::OverBudget { what: format!("the size of `{}`", path.display()), value: format!("{len} bytes"), limit: format!("{} bytes", limits.max_file_bytes), name: "file_bytes" });
+    }
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    if !f.metadata().map_err(io)?.is_file() {
+        return Err(CheckpointError::Io(format!("`{}` is not a regular file", path.display())));
+    }
+    let mut head = [0u8; 8];
+    if len < 8 || f.read_exact(&mut head).is_err() {
+        return Err(CheckpointError::NotSafetensors(format!("`{}` is {len} bytes, too short for a safetensors header", path.display())));
+    }
+    check_header_size(u64::from_le_bytes(head), len, limits)?;
+    let cap = usize::try_from(len).map_err(|_| CheckpointError::Io(format!("`{}` is too large for this machine", path.display())))?;
+    let mut bytes = Vec::with_capacity(cap);
+    bytes.extend_from_slice(&head);
+    f.take(len - 8).read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
+}
+
+/// True when `bytes` is a safetensors file whose metadata says `format: raspc` (a checkpoint,
+/// possibly of another version or damaged).
+pub fn claims_raspc_format(bytes: &[u8]) -> bool {
+    safetensors::SafeTensors::read_metadata(bytes).ok().and_then(|(_, m)| m.metadata().as_ref().and_then(|m| m.get(keys::FORMAT).cloned())).is_some_and(|f| f == FORMAT)
+}
+
+fn check_header_size(n: u64, len: u64, limits: &Limits) -> Result<(), CheckpointError> {
+    if n > limits.max_header_bytes {
+        return Err(CheckpointError::OverBudget { what: "the safetensors header".into(), value: format!("{n} bytes"), limit: format!("{} bytes", limits.max_header_bytes), name: "header_bytes" });
+    }
+    if n.saturating_add(8) > len {
+        return Err(CheckpointError::NotSafetensors(format!("the header claims {n} bytes but the file has {len}")));
+    }
+    Ok(())
 }
 
 impl ModelConfig {
@@ -256,7 +324,7 @@ impl ModelConfig {
         let d = self.d_model;
         let mut m = BTreeMap::new();
         m.insert(names::TOKEN_EMBEDDING.to_string(), vec![self.vocab.len(), d]);
-        m.insert(names::POSITION_EMBEDDING.to_string(), vec![self.max_seq_len + 1, d]);
+        m.insert(names::POSITION_EMBEDDING.to_string(), vec![self.max_seq_len.saturating_add(1), d]);
         m.insert(names::READOUT.to_string(), vec![d, self.readout_dims]);
         for (l, layer) in self.layers.iter().enumerate() {
             for (h, &dh) in layer.heads.iter().enumerate() {
@@ -283,45 +351,56 @@ impl ModelConfig {
     }
 }
 
+impl ModelConfig {
+    /// Checks every size and number of the config against the budgets, so that
+    /// [`expected_tensors`](Self::expected_tensors) and everything sized by the config stay
+    /// within them. Returns the total number of f32 values the config implies.
+    pub fn check_budget(&self, limits: &Limits) -> Result<u64, CheckpointError> {
+        let l = limits;
+        l.size("config.d_model", self.d_model, l.max_d_model, "d_model")?;
+        l.size("config.max_seq_len", self.max_seq_len, l.max_seq_len, "seq_len")?;
+        l.size("the number of layers (config.layers)", self.layers.len(), l.max_layers, "layers")?;
+        l.size("the vocabulary size (config.vocab)", self.vocab.len(), l.max_vocab, "vocab")?;
+        l.size("config.readout_dims", self.readout_dims, l.max_width, "width")?;
+        let heads: usize = self.layers.iter().map(|x| x.heads.len()).fold(0, usize::saturating_add);
+        l.size("the number of heads over all layers", heads, l.max_heads, "heads")?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            for (h, &dh) in layer.heads.iter().enumerate() {
+                l.size(format!("config.layers[{i}].heads[{h}] (d_head)"), dh, l.max_width, "width")?;
+            }
+            if let Some(m) = &layer.mlp {
+                l.size(format!("config.layers[{i}].mlp.hidden"), m.hidden, l.max_width, "width")?;
+            }
+        }
+        // Now every product below is at most 2^24 * 2^24 per tensor and 2^16 heads: u64 holds it.
+        let mut total: u64 = 0;
+        for shape in self.expected_tensors().values() {
+            total = total.saturating_add(shape.iter().fold(1u64, |a, &x| a.saturating_mul(x as u64)));
+        }
+        if total > l.max_params {
+            return Err(CheckpointError::OverBudget { what: "the number of weights the config implies".into(), value: total.to_string(), limit: l.max_params.to_string(), name: "params" });
+        }
+        Ok(total)
+    }
+}
+
+fn bad_config(reason: String) -> CheckpointError {
+    CheckpointError::BadKey { key: keys::CONFIG, reason }
+}
+
 impl Checkpoint {
-    /// Checks the config, layout and tensors against each other.
+    /// Checks the config, layout and tensors against each other, within the budgets of
+    /// [`Limits::from_env`].
     pub fn validate(&self) -> Result<(), CheckpointError> {
+        self.validate_with(&Limits::from_env()?)
+    }
+
+    /// Checks the config, layout and tensors against each other and against `limits`.
+    pub fn validate_with(&self, limits: &Limits) -> Result<(), CheckpointError> {
         let c = &self.config;
-        if c.bos_id >= c.vocab.len() {
-            return Err(CheckpointError::BadKey { key: keys::CONFIG, reason: format!("bos_id {} is not a vocabulary id (vocabulary has {})", c.bos_id, c.vocab.len()) });
-        }
-        for (i, v) in c.vocab.iter().enumerate() {
-            if v.id != i {
-                return Err(CheckpointError::BadKey { key: keys::CONFIG, reason: format!("vocabulary entry {i} has id {} (ids must be 0..n in order)", v.id) });
-            }
-        }
-        if let Some(r) = &c.real_input
-            && !(r.lo.is_finite() && r.hi.is_finite() && r.lo <= r.hi && c.vocab.len() == 2)
-        {
-            return Err(CheckpointError::BadKey { key: keys::CONFIG, reason: "real_input needs finite lo <= hi and a vocabulary of BOS plus one number token".into() });
-        }
-        if !(c.attention.tie_tolerance.is_finite() && c.attention.tie_tolerance >= 0.0 && c.attention.soft_beta.is_finite() && c.attention.soft_beta > 0.0) {
-            return Err(CheckpointError::BadKey { key: keys::CONFIG, reason: "attention tie_tolerance must be >= 0 and soft_beta > 0".into() });
-        }
-        let mut used = vec![None::<&str>; c.d_model];
-        for s in &self.layout.sops {
-            let end = s.offset + s.encoding.dims();
-            if end > c.d_model {
-                return Err(CheckpointError::BadLayout(format!("s-op `{}` occupies dims {}..{end} beyond d_model {}", s.label, s.offset, c.d_model)));
-            }
-            for (dim, slot) in used.iter_mut().enumerate().take(end).skip(s.offset) {
-                if let Some(other) = slot {
-                    return Err(CheckpointError::BadLayout(format!("dim {dim} is claimed by both `{other}` and `{}`", s.label)));
-                }
-                *slot = Some(&s.label);
-            }
-        }
-        if self.output.encoding.dims() != c.readout_dims {
-            return Err(CheckpointError::BadKey {
-                key: keys::OUTPUT,
-                reason: format!("the output encoding has {} dims but the readout has {}", self.output.encoding.dims(), c.readout_dims),
-            });
-        }
+        c.check_budget(limits)?;
+        self.validate_config(limits)?;
+        self.validate_layout()?;
         let expected = c.expected_tensors();
         for (name, shape) in &expected {
             let t = self.tensors.get(name).ok_or_else(|| CheckpointError::MissingTensor(name.clone()))?;
@@ -331,18 +410,153 @@ impl Checkpoint {
             if t.data.len() != shape.iter().product::<usize>() {
                 return Err(CheckpointError::WrongShape { name: name.clone(), expected: shape.clone(), found: vec![t.data.len()] });
             }
-            if let Some(index) = t.data.iter().position(|x| !x.is_finite()) {
-                return Err(CheckpointError::NonFinite { name: name.clone(), index });
-            }
+            check_values(name, &t.data, limits)?;
         }
         if let Some(extra) = self.tensors.keys().find(|k| !expected.contains_key(*k)) {
             return Err(CheckpointError::UnexpectedTensor(extra.clone()));
         }
+        self.validate_readout()
+    }
+
+    fn validate_config(&self, limits: &Limits) -> Result<(), CheckpointError> {
+        let c = &self.config;
+        if c.d_model == 0 {
+            return Err(bad_config("d_model is 0".into()));
+        }
+        if c.bos_id >= c.vocab.len() {
+            return Err(bad_config(format!("bos_id {} is not a vocabulary id (vocabulary has {})", c.bos_id, c.vocab.len())));
+        }
+        if c.vocab.len() < 2 {
+            return Err(bad_config(format!("the vocabulary has {} entries: it needs BOS and at least one input token", c.vocab.len())));
+        }
+        let mut tokens = std::collections::BTreeSet::new();
+        for (i, v) in c.vocab.iter().enumerate() {
+            if v.id != i {
+                return Err(bad_config(format!("vocabulary entry {i} has id {} (ids must be 0..n in order)", v.id)));
+            }
+            if i == c.bos_id {
+                continue;
+            }
+            if !(v.token.is_string() || v.token.is_number() || v.token.is_boolean()) {
+                return Err(bad_config(format!("vocabulary entry {i} has token {}: tokens are strings, numbers or booleans", v.token)));
+            }
+            if !tokens.insert(v.token.to_string()) {
+                return Err(bad_config(format!("vocabulary token {} is listed twice", v.token)));
+            }
+        }
+        if c.max_seq_len == 0 {
+            return Err(bad_config("max_seq_len is 0".into()));
+        }
+        if let Some(r) = &c.real_input {
+            let finite = r.lo.is_finite() && r.hi.is_finite() && r.lo <= r.hi;
+            let blocks_ok = r.blocks.iter().all(|b| b.lo.is_finite() && b.hi.is_finite() && b.lo <= b.hi && b.start <= b.end);
+            if !(finite && blocks_ok && c.vocab.len() == 2) {
+                return Err(bad_config("real_input needs finite lo <= hi (also in every block, with start <= end) and a vocabulary of BOS plus one number token".into()));
+            }
+        }
+        let a = &c.attention;
+        if !(a.tie_tolerance.is_finite() && a.tie_tolerance >= 0.0 && a.soft_beta.is_finite() && a.soft_beta > 0.0) {
+            return Err(bad_config(format!("attention tie_tolerance must be finite and >= 0 and soft_beta finite and > 0 (found {} and {})", a.tie_tolerance, a.soft_beta)));
+        }
+        if a.tie_tolerance > limits.max_tie_tolerance {
+            return Err(CheckpointError::OverBudget { what: "config.attention.tie_tolerance".into(), value: format!("{:e}", a.tie_tolerance), limit: format!("{:e}", limits.max_tie_tolerance), name: "tie_tolerance" });
+        }
+        if a.soft_beta > limits.max_soft_beta {
+            return Err(CheckpointError::OverBudget { what: "config.attention.soft_beta".into(), value: format!("{:e}", a.soft_beta), limit: format!("{:e}", limits.max_soft_beta), name: "soft_beta" });
+        }
+        for (i, layer) in c.layers.iter().enumerate() {
+            if let Some(h) = layer.heads.iter().position(|&dh| dh == 0) {
+                return Err(bad_config(format!("layers[{i}].heads[{h}] has d_head 0")));
+            }
+            if layer.head_info.len() > layer.heads.len() {
+                return Err(bad_config(format!("layers[{i}] describes {} heads but has {}", layer.head_info.len(), layer.heads.len())));
+            }
+            match &layer.mlp {
+                Some(m) if m.hidden == 0 => return Err(bad_config(format!("layers[{i}].mlp has 0 hidden units"))),
+                Some(m) => {
+                    if let Some(p) = layer.mlp_info.iter().find(|p| p.hidden.is_some_and(|[a, b]| a > b || b > m.hidden)) {
+                        return Err(bad_config(format!("layers[{i}].mlp_info `{}` names hidden units {:?} outside 0..{}", p.writes, p.hidden, m.hidden)));
+                    }
+                }
+                None => {}
+            }
+        }
         Ok(())
     }
 
-    /// The metadata map, keys sorted.
+    fn validate_layout(&self) -> Result<(), CheckpointError> {
+        let c = &self.config;
+        // Every entry is at least one dim wide and entries do not overlap: at most d_model.
+        if self.layout.sops.len() > c.d_model {
+            return Err(CheckpointError::BadLayout(format!("{} entries cannot fit in d_model {}", self.layout.sops.len(), c.d_model)));
+        }
+        let mut used = vec![None::<&str>; c.d_model];
+        for s in &self.layout.sops {
+            let width = s.encoding.dims();
+            if width == 0 {
+                return Err(CheckpointError::BadLayout(format!("s-op `{}` has a categorical encoding with no values (0 dims)", s.label)));
+            }
+            let end = match s.offset.checked_add(width) {
+                Some(e) if e <= c.d_model => e,
+                _ => return Err(CheckpointError::BadLayout(format!("s-op `{}` occupies dims {}..{}+{width} beyond d_model {}", s.label, s.offset, s.offset, c.d_model))),
+            };
+            for (dim, slot) in used.iter_mut().enumerate().take(end).skip(s.offset) {
+                if let Some(other) = slot {
+                    return Err(CheckpointError::BadLayout(format!("dim {dim} is claimed by both `{other}` and `{}`", s.label)));
+                }
+                *slot = Some(&s.label);
+            }
+        }
+        let out = &self.output;
+        if out.encoding.dims() == 0 {
+            return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("output `{}` is categorical with no values", out.label) });
+        }
+        if out.encoding.dims() != c.readout_dims {
+            return Err(CheckpointError::BadKey {
+                key: keys::OUTPUT,
+                reason: format!("the output encoding has {} dims but the readout has {}", out.encoding.dims(), c.readout_dims),
+            });
+        }
+        if !(out.tolerance.is_finite() && out.tolerance >= 0.0) {
+            return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("tolerance {} must be finite and >= 0", out.tolerance) });
+        }
+        Ok(())
+    }
+
+    /// The readout reads one layout entry: the output's own, or one with a different encoding
+    /// that the readout converts (a relabelling such as `tokens == "a"` read from the `tokens`
+    /// one-hot, or a categorical output read from a numerical s-op's `:categorical` helper).
+    /// Checked after the tensors' shapes.
+    fn validate_readout(&self) -> Result<(), CheckpointError> {
+        let out = &self.output;
+        let bad = |reason: String| CheckpointError::BadKey { key: keys::OUTPUT, reason };
+        let own = self.layout.sops.iter().find(|s| s.label == out.label);
+        let Some(r) = self.tensors.get(names::READOUT) else { return Ok(()) };
+        let k = self.config.readout_dims.max(1);
+        let rows: Vec<usize> = r.data.chunks(k).enumerate().filter(|(_, row)| row.iter().any(|&x| x != 0.0)).map(|(i, _)| i).collect();
+        let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else {
+            return match own {
+                Some(_) => Ok(()),
+                None => Err(bad(format!("output label `{}` is not in the layout", out.label))),
+            };
+        };
+        let Some(read) = self.layout.sops.iter().find(|s| s.offset <= first && last < s.offset + s.encoding.dims()) else {
+            return Err(bad(format!("the readout reads dims {first}..={last}, which are not one layout entry")));
+        };
+        match own {
+            Some(o) if o.label == read.label => Ok(()),
+            _ if read.encoding != out.encoding => Ok(()),
+            Some(_) => Err(bad(format!("output `{}` is in the layout but the readout reads `{}` unchanged", out.label, read.label))),
+            None => Err(bad(format!("output label `{}` is not in the layout (the readout reads `{}` unchanged)", out.label, read.label))),
+        }
+    }
+
+    /// The metadata map, keys sorted (`tensor_sha256` hashes the tensors as [`to_bytes`](Self::to_bytes) writes them).
     pub fn metadata(&self) -> BTreeMap<&'static str, String> {
+        self.metadata_with_hash(tensor_hash(&self.data_bytes()))
+    }
+
+    fn metadata_with_hash(&self, hash: String) -> BTreeMap<&'static str, String> {
         let j = |v: &dyn erased::Json| v.json();
         BTreeMap::from([
             (keys::FORMAT, FORMAT.to_string()),
@@ -352,16 +566,29 @@ impl Checkpoint {
             (keys::OUTPUT, j(&self.output)),
             (keys::PROGRAM_HASH, self.program_hash.clone()),
             (keys::COMPILER_VERSION, self.compiler_version.clone()),
+            (keys::TENSOR_SHA256, hash),
         ])
+    }
+
+    /// The tensor data section: every tensor in name order, little-endian f32.
+    fn data_bytes(&self) -> Vec<u8> {
+        let n: usize = self.tensors.values().map(|t| t.data.len() * 4).sum();
+        let mut out = Vec::with_capacity(n);
+        for t in self.tensors.values() {
+            for x in &t.data {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        out
     }
 
     /// Serialises to safetensors bytes: deterministic (sorted keys, tensors in name order,
     /// little-endian f32, header padded with spaces to a multiple of 8 bytes).
     pub fn to_bytes(&self) -> Result<Vec<u8>, CheckpointError> {
         self.validate()?;
+        let data = self.data_bytes();
         let mut header = serde_json::Map::new();
-        let meta: serde_json::Map<String, serde_json::Value> =
-            self.metadata().into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
+        let meta: serde_json::Map<String, serde_json::Value> = self.metadata_with_hash(tensor_hash(&data)).into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
         header.insert("__metadata__".into(), serde_json::Value::Object(meta));
         let mut offset = 0usize;
         for (name, t) in &self.tensors {
@@ -370,60 +597,106 @@ impl Checkpoint {
             offset += bytes;
         }
         // serde_json's Map is a BTreeMap (no preserve_order feature): keys come out sorted.
-        let mut h = serde_json::to_string(&serde_json::Value::Object(header)).expect("JSON of strings and numbers");
+        let mut h = serde_json::Value::Object(header).to_string();
         while !(8 + h.len()).is_multiple_of(8) {
             h.push(' ');
         }
         let mut out = Vec::with_capacity(8 + h.len() + offset);
         out.extend_from_slice(&(h.len() as u64).to_le_bytes());
         out.extend_from_slice(h.as_bytes());
-        for t in self.tensors.values() {
-            for x in &t.data {
-                out.extend_from_slice(&x.to_le_bytes());
-            }
-        }
+        out.extend_from_slice(&data);
         Ok(out)
     }
 
-    /// Reads and validates a checkpoint.
+    /// Reads and validates a checkpoint within the budgets of [`Limits::from_env`].
     pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint, CheckpointError> {
+        Checkpoint::from_bytes_with(bytes, &Limits::from_env()?)
+    }
+
+    /// Reads a checkpoint file (see [`read_file`]) and validates it.
+    pub fn from_file(path: &Path, limits: &Limits) -> Result<Checkpoint, CheckpointError> {
+        Checkpoint::from_bytes_with(&read_file(path, limits)?, limits)
+    }
+
+    /// Reads and validates a checkpoint. Every size is checked against `limits` before
+    /// anything of that size is allocated; the tensor data is checked against its hash last.
+    pub fn from_bytes_with(bytes: &[u8], limits: &Limits) -> Result<Checkpoint, CheckpointError> {
+        let Some(head) = bytes.first_chunk::<8>() else {
+            return Err(CheckpointError::NotSafetensors(format!("{} bytes is too short for a safetensors header", bytes.len())));
+        };
+        let header_len = u64::from_le_bytes(*head);
+        check_header_size(header_len, bytes.len() as u64, limits)?;
         let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| CheckpointError::NotSafetensors(e.to_string()))?;
         let (_, md) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| CheckpointError::NotSafetensors(e.to_string()))?;
         let meta = md.metadata().clone().unwrap_or_default();
         let get = |k: &'static str| meta.get(k).cloned().ok_or(CheckpointError::MissingKey(k));
         let format = get(keys::FORMAT)?;
         if format != FORMAT {
-            return Err(CheckpointError::BadKey { key: keys::FORMAT, reason: format!("expected \"{FORMAT}\", found {format:?}") });
+            let shown: String = format.chars().take(40).collect();
+            return Err(CheckpointError::BadKey { key: keys::FORMAT, reason: format!("expected \"{FORMAT}\", found {shown:?}") });
         }
         let version = get(keys::FORMAT_VERSION)?;
         if version != FORMAT_VERSION.to_string() {
-            return Err(CheckpointError::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
+            return Err(CheckpointError::UnsupportedVersion { found: version.chars().take(40).collect(), supported: FORMAT_VERSION });
         }
-        fn parse<T: serde::de::DeserializeOwned>(key: &'static str, text: &str) -> Result<T, CheckpointError> {
-            serde_json::from_str(text).map_err(|e| CheckpointError::BadKey { key, reason: e.to_string() })
+        fn parse<T: serde::de::DeserializeOwned>(key: &'static str, text: &str, limits: &Limits) -> Result<T, CheckpointError> {
+            let bad = |e: serde_json::Error| CheckpointError::BadKey { key, reason: e.to_string() };
+            let v: serde_json::Value = serde_json::from_str(text).map_err(bad)?;
+            limits.json(key, &v)?;
+            serde_json::from_value(v).map_err(bad)
         }
-        let config: ModelConfig = parse(keys::CONFIG, &get(keys::CONFIG)?)?;
-        let layout: Layout = parse(keys::LAYOUT, &get(keys::LAYOUT)?)?;
-        let output: OutputSpec = parse(keys::OUTPUT, &get(keys::OUTPUT)?)?;
-        let mut tensors = BTreeMap::new();
-        for (name, view) in st.tensors() {
+        let config: ModelConfig = parse(keys::CONFIG, &get(keys::CONFIG)?, limits)?;
+        config.check_budget(limits)?;
+        let layout: Layout = parse(keys::LAYOUT, &get(keys::LAYOUT)?, limits)?;
+        let output: OutputSpec = parse(keys::OUTPUT, &get(keys::OUTPUT)?, limits)?;
+        let program_hash = get(keys::PROGRAM_HASH)?;
+        let compiler_version = get(keys::COMPILER_VERSION)?;
+        for (what, s) in [("program_hash", &program_hash), ("compiler_version", &compiler_version)] {
+            limits.size(format!("the length of metadata key `{what}`"), s.len(), limits.max_string_bytes, "string_bytes")?;
+        }
+        // Names, dtypes and shapes first (nothing is copied yet), then the values.
+        let expected = config.expected_tensors();
+        let mut views: Vec<(String, safetensors::tensor::TensorView)> = st.tensors();
+        views.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, view) in &views {
+            let Some(shape) = expected.get(name) else { return Err(CheckpointError::UnexpectedTensor(name.clone())) };
             if view.dtype() != safetensors::Dtype::F32 {
-                return Err(CheckpointError::WrongDtype { name, found: format!("{:?}", view.dtype()) });
+                return Err(CheckpointError::WrongDtype { name: name.clone(), found: format!("{:?}", view.dtype()) });
             }
-            let data = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            if view.shape() != shape.as_slice() {
+                return Err(CheckpointError::WrongShape { name: name.clone(), expected: shape.clone(), found: view.shape().to_vec() });
+            }
+        }
+        if let Some(missing) = expected.keys().find(|k| views.binary_search_by(|v| v.0.as_str().cmp(k.as_str())).is_err()) {
+            return Err(CheckpointError::MissingTensor(missing.clone()));
+        }
+        let mut tensors = BTreeMap::new();
+        for (name, view) in views {
+            let data: Vec<f32> = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            check_values(&name, &data, limits)?;
             tensors.insert(name, Tensor { shape: view.shape().to_vec(), data });
         }
-        let ck = Checkpoint {
-            config,
-            layout,
-            output,
-            program_hash: get(keys::PROGRAM_HASH)?,
-            compiler_version: get(keys::COMPILER_VERSION)?,
-            tensors,
-        };
-        ck.validate()?;
+        let ck = Checkpoint { config, layout, output, program_hash, compiler_version, tensors };
+        ck.validate_with(limits)?;
+        let expected_hash = get(keys::TENSOR_SHA256)?;
+        // The data section: everything after the header (8 + header_len <= len was checked).
+        let found = tensor_hash(&bytes[(8 + header_len) as usize..]);
+        if found != expected_hash {
+            return Err(CheckpointError::Integrity { expected: expected_hash.chars().take(80).collect(), found });
+        }
         Ok(ck)
     }
+}
+
+/// Every value finite and within the weight budget.
+fn check_values(name: &str, data: &[f32], limits: &Limits) -> Result<(), CheckpointError> {
+    if let Some(index) = data.iter().position(|x| !x.is_finite()) {
+        return Err(CheckpointError::NonFinite { name: name.to_string(), index });
+    }
+    if let Some(index) = data.iter().position(|x| x.abs() > limits.max_abs_weight) {
+        return Err(CheckpointError::WeightTooLarge { name: name.to_string(), index, value: data[index], limit: limits.max_abs_weight });
+    }
+    Ok(())
 }
 
 mod erased {

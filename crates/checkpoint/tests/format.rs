@@ -40,6 +40,11 @@ fn sample() -> Checkpoint {
         }
         tensors.insert(name, t);
     }
+    // The readout reads the output `reverse` (dims 3..5).
+    let r = tensors.get_mut("readout").unwrap();
+    r.data = vec![0.0; 12];
+    r.data[3 * 2] = 1.0;
+    r.data[4 * 2 + 1] = 1.0;
     Checkpoint { config, layout, output, program_hash: "abc123".into(), compiler_version: "raspc 0.1.0".into(), tensors }
 }
 
@@ -155,4 +160,59 @@ fn every_corruption_is_named() {
     let meta = ck.metadata().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let e = Checkpoint::from_bytes(&safetensors::serialize(views, Some(meta)).unwrap()).unwrap_err();
     assert_eq!(e.to_string(), "tensor `readout` has dtype F64, expected F32");
+}
+
+#[test]
+fn budgets_layout_and_integrity_are_checked_at_load() {
+    let ck = sample();
+    let good = ck.to_bytes().unwrap();
+    // Integrity: one flipped low mantissa bit in the first tensor's data (still finite).
+    let (header_len, _) = safetensors::SafeTensors::read_metadata(&good).unwrap();
+    let mut flipped = good.clone();
+    flipped[8 + header_len] ^= 0x01;
+    let e = Checkpoint::from_bytes(&flipped).unwrap_err();
+    assert!(matches!(e, CheckpointError::Integrity { .. }), "{e}");
+    // The hash is part of the deterministic metadata and names the data section.
+    assert_eq!(ck.metadata()["tensor_sha256"], tensor_hash(&good[8 + header_len..]));
+    // Budgets: sizes over a (lowered) budget are refused before tensors are read.
+    let small = Limits::default().with("d_model=4").unwrap();
+    let e = Checkpoint::from_bytes_with(&good, &small).unwrap_err();
+    assert_eq!(e.to_string(), "config.d_model is 6, over the budget of 4 (raise it with RASPC_LIMITS=d_model=N; see docs/checkpoint-format.md)");
+    let e = Checkpoint::from_bytes_with(&good, &Limits::default().with("params=10").unwrap()).unwrap_err();
+    assert!(matches!(e, CheckpointError::OverBudget { name: "params", .. }), "{e}");
+    let e = Checkpoint::from_bytes_with(&good, &Limits::default().with("header_bytes=16").unwrap()).unwrap_err();
+    assert!(matches!(e, CheckpointError::OverBudget { name: "header_bytes", .. }), "{e}");
+    assert!(Limits::default().with("d_model=x").is_err() && Limits::default().with("nope=1").is_err() && Limits::default().with("d_model=NaN").is_err());
+    // Layout: zero-width entries and wrapping offsets.
+    let mut bad = ck.clone();
+    bad.layout.sops.push(SopLayout { label: "z".into(), offset: 5, encoding: Encoding::Categorical { values: vec![] } });
+    assert_eq!(bad.validate().unwrap_err().to_string(), "the residual layout is inconsistent: s-op `z` has a categorical encoding with no values (0 dims)");
+    let mut bad = ck.clone();
+    bad.layout.sops[2].offset = usize::MAX;
+    assert!(bad.validate().unwrap_err().to_string().contains("s-op `reverse` occupies dims"));
+    // Attention constants out of range; a BOS-only vocabulary.
+    let mut bad = ck.clone();
+    bad.config.attention.tie_tolerance = 1e300;
+    assert!(matches!(bad.validate().unwrap_err(), CheckpointError::OverBudget { name: "tie_tolerance", .. }));
+    let mut bad = ck.clone();
+    bad.config.vocab.truncate(1);
+    assert!(bad.validate().unwrap_err().to_string().contains("needs BOS and at least one input token"));
+    // The output must be what the readout reads.
+    let mut bad = ck.clone();
+    bad.output.label = "elsewhere".into();
+    assert!(bad.validate().unwrap_err().to_string().contains("output label `elsewhere` is not in the layout"));
+}
+
+#[test]
+fn only_regular_files_are_read() {
+    let e = read_file(std::path::Path::new("/dev/zero"), &Limits::default()).unwrap_err();
+    assert_eq!(e.to_string(), "`/dev/zero` is not a regular file");
+    let dir = std::env::temp_dir().join(format!("raspc-ck-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("m.safetensors");
+    std::fs::write(&p, sample().to_bytes().unwrap()).unwrap();
+    assert_eq!(Checkpoint::from_file(&p, &Limits::default()).unwrap(), sample());
+    let e = Checkpoint::from_file(&p, &Limits::default().with("file_bytes=100").unwrap()).unwrap_err();
+    assert!(matches!(e, CheckpointError::OverBudget { name: "file_bytes", .. }), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -94,7 +94,11 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
         }
         if let Some(m) = &layer.mlp {
             let (p, nz) = counts(ck, &format!("layers.{l}.mlp."));
-            let _ = writeln!(s, "  mlp (relu, hidden {}, params {p}, nonzero {nz})", m.hidden);
+            let kind = match m.kind {
+                raspc_checkpoint::MlpKind::Relu => "relu",
+                raspc_checkpoint::MlpKind::Reglu => "reglu (gated)",
+            };
+            let _ = writeln!(s, "  mlp ({kind}, hidden {}, params {p}, nonzero {nz})", m.hidden);
             for i in &layer.mlp_info {
                 let r = i.hidden.map(|[a, b]| format!("units {a}..{b}: ")).unwrap_or_default();
                 let _ = writeln!(s, "    {r}{}\n      reads {} -> writes {}", i.what, i.reads.join(", "), i.writes);

@@ -49,7 +49,8 @@ pub enum Command {
         /// Where to write the checkpoint.
         #[arg(short = 'o', long = "output")]
         output: PathBuf,
-        /// Replace OUTPUT even if it exists and is not a raspc checkpoint.
+        /// Also replace an existing raspc checkpoint this raspc cannot read (another version, or
+        /// damaged). Files that are not raspc checkpoints are never replaced.
         #[arg(long)]
         force: bool,
         /// Real-valued programs: also print every materialised s-op's interval and certified error.
@@ -184,7 +185,7 @@ pub enum Command {
         /// Write U's checkpoint here.
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
-        /// Overwrite -o even if it is not a raspc checkpoint.
+        /// Also replace an existing raspc checkpoint this raspc cannot read (see `compile --force`).
         #[arg(long)]
         force: bool,
         /// Simulate the attention layer in this safetensors file (tensors `A` and `V`, or
@@ -321,10 +322,12 @@ pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
     if !(lo.is_finite() && hi.is_finite() && step.is_finite() && lo <= hi && step > 0.0) {
         return Err(bad());
     }
-    let count = ((hi - lo) / step + 1e-9).floor() as usize + 1;
-    if count > 4096 {
-        return Err(format!("--input-grid `{s}` has {count} points (at most 4096)"));
+    // Count in f64 first: (hi - lo) / step can be far beyond usize (or infinite).
+    let points = ((hi - lo) / step + 1e-9).floor() + 1.0;
+    if points > 4096.0 {
+        return Err(format!("--input-grid `{s}` has {points:e} points (at most 4096)"));
     }
+    let count = points as usize;
     Ok((0..count).map(|k| raspc_lang::Atom::Float(lo + k as f64 * step)).collect())
 }
 
@@ -354,6 +357,34 @@ pub fn parse_bounds(s: &str) -> Result<Bounds, String> {
         blocks.push((start, end, l, h));
     }
     Ok((lo, hi, blocks))
+}
+
+/// Parses `--input` / `--vocab`: a JSON array, or a plain string split into characters. Text
+/// that starts with `[` must be valid JSON (a typo is an error, not a string of characters).
+pub fn parse_tokens(flag: &str, text: &str) -> Result<Vec<raspc_lang::Atom>, String> {
+    if text.trim_start().starts_with('[')
+        && let Err(e) = serde_json::from_str::<serde_json::Value>(text)
+    {
+        return Err(format!(
+            "bad {flag}: it starts with `[` but is not valid JSON ({e}); write a JSON array such as [1, 2] or [\"a\", \"b\"] (characters such as `[` can be given as [\"[\"])"
+        ));
+    }
+    raspc_lang::parse_input(text).map_err(|m| format!("bad {flag}: {m}"))
+}
+
+/// The budgets for sizes from files and flags (docs/checkpoint-format.md, "Budgets").
+pub fn limits() -> Result<raspc_checkpoint::Limits, String> {
+    raspc_checkpoint::Limits::from_env().map_err(|e| e.to_string())
+}
+
+/// An error unless the flag's number is finite and satisfies `ok`.
+fn finite_flag(flag: &str, x: f64, ok: bool, what: &str) -> Result<(), String> {
+    if x.is_finite() && ok { Ok(()) } else { Err(format!("{flag} {} must be a finite number {what}", num(x))) }
+}
+
+/// A number for messages: scientific notation when it is very large or very small.
+fn num(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) { format!("{x:e}") } else { format!("{x}") }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -504,8 +535,27 @@ impl From<String> for Failure {
     }
 }
 
+/// Reads a file named on the command line: regular files only (a FIFO or a device would block
+/// or never end), within the `text_bytes` budget, checked before reading.
+pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("cannot read `{shown}`: not a regular file"));
+    }
+    let max = limits()?.max_text_bytes;
+    if meta.len() > max {
+        return Err(format!("`{shown}` is {} bytes, over the budget of {max} (raise it with RASPC_LIMITS=text_bytes=N)", meta.len()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(max).read_to_end(&mut bytes).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    Ok(bytes)
+}
+
 fn read_program(path: &std::path::Path) -> Result<String, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let bytes = read_input_file(path)?;
     String::from_utf8(bytes).map_err(|e| {
         Failure::Message(format!("`{}` is not valid UTF-8 (first bad byte at offset {})", path.display(), e.utf8_error().valid_up_to()))
     })
@@ -537,7 +587,11 @@ fn load(path: &std::path::Path, err: &mut dyn Write, color: bool) -> Result<rasp
 fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     let session = load(path, err, color)?;
     let (_, node) = session.entry(entry)?;
-    let tokens = raspc_lang::parse_input(input).map_err(|m| format!("bad --input: {m}"))?;
+    let tokens = parse_tokens("--input", input)?;
+    let budget = limits()?.max_input_tokens;
+    if tokens.len() > budget {
+        return Err(format!("--input has {} tokens, over the budget of {budget} (raise it with RASPC_LIMITS=input_tokens=N)", tokens.len()).into());
+    }
     match raspc_lang::evaluate(&session.graph, node, &tokens) {
         Ok(v) => {
             if json {
@@ -623,7 +677,7 @@ fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Resu
     };
     let vocab = match (&target.vocab, &real, &target.input_grid) {
         (_, Some(_), _) => vec![],
-        (Some(v), None, _) => raspc_lang::parse_input(v).map_err(|m| format!("bad --vocab: {m}"))?,
+        (Some(v), None, _) => parse_tokens("--vocab", v)?,
         (None, None, Some(g)) => grid(g)?,
         (None, None, None) => return Err("give --vocab (token inputs), --input-grid or --input-bounds (real-valued inputs)".to_string().into()),
     };
@@ -639,8 +693,12 @@ fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Resu
     if target.max_len == 0 {
         return Err("--max-len must be at least 1".to_string().into());
     }
-    if target.max_len > 4096 {
-        return Err(format!("--max-len {} is too large (at most 4096)", target.max_len).into());
+    let budget = limits()?.max_input_tokens;
+    if target.max_len > budget {
+        return Err(format!("--max-len {} is too large (at most {budget}; raise it with RASPC_LIMITS=input_tokens=N)", target.max_len).into());
+    }
+    if let Some(e) = target.pl_error {
+        finite_flag("--pl-error", e, e > 0.0, "> 0")?;
     }
     let mut opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, real, ..Default::default() };
     for e in &target.encodings {
@@ -673,9 +731,7 @@ fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, bounds:
     if output.exists() && std::fs::canonicalize(output).ok() == std::fs::canonicalize(path).ok() {
         return Err(format!("-o `{}` is the program itself; refusing to overwrite it", output.display()).into());
     }
-    if output.is_dir() {
-        return Err(format!("-o `{}` is a directory", output.display()).into());
-    }
+    check_output(output, force)?;
     let built = build(path, target, err, color)?;
     let bytes = built.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: the compiled checkpoint is invalid: {e}"))?;
     write_checkpoint(output, &bytes, force)?;
@@ -706,12 +762,11 @@ fn attention_of(a: AttentionArg) -> raspc_runtime::Attention {
 }
 
 fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, device: &str, out: &mut dyn Write) -> Result<(), Failure> {
-    let bytes = std::fs::read(model).map_err(|e| format!("cannot read `{}`: {e}", model.display()))?;
     let dev = raspc_runtime::device(device).map_err(|e| e.to_string())?;
-    let m = raspc_runtime::Model::load(&bytes, &dev).map_err(|e| format!("`{}`: {e}", model.display()))?;
-    let tokens = raspc_lang::parse_input(input).map_err(|m| format!("bad --input: {m}"))?;
-    let values: Vec<serde_json::Value> = tokens.iter().map(raspc_lang::Atom::to_json).collect();
-    let decoded = m.run(&values, attention_of(attention)).map_err(|e| e.to_string())?;
+    let m = raspc_runtime::Model::load_file(model, &dev).map_err(|e| format!("`{}`: {e}", model.display()))?;
+    let tokens = parse_tokens("--input", input)?;
+    let values = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
+    let decoded = m.run(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}", model.display()))?;
     if json {
         let line = serde_json::json!({ "output": decoded.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() });
         let _ = writeln!(out, "{line}");
@@ -722,7 +777,6 @@ fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, devic
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 struct VerifyArgs {
     exhaustive: bool,
     samples: Option<usize>,
@@ -758,6 +812,15 @@ fn verify_verdict(asked: usize, checked: usize, failed: usize, rejections: &veri
 fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     if a.samples == Some(0) {
         return Err("--samples 0 checks nothing: give at least 1".to_string().into());
+    }
+    if let Some(n) = a.samples {
+        let l = limits()?;
+        if n as u64 > l.max_samples {
+            return Err(format!("--samples {n} is over the budget of {} (raise it with RASPC_LIMITS=samples=N)", l.max_samples).into());
+        }
+        if (n as u64).saturating_mul(target.max_len as u64) > l.max_tokens {
+            return Err(format!("--samples {n} x --max-len {} is over the budget of {} tokens (raise it with RASPC_LIMITS=tokens=N)", target.max_len, l.max_tokens).into());
+        }
     }
     let built = build(path, target, err, color)?;
     if built.compiled.report.is_some() {
@@ -824,16 +887,13 @@ struct SimArgs {
     json: bool,
 }
 
-/// Refuses to replace a file that is not a raspc checkpoint (unless forced), then writes next
-/// to the target and renames: a failed write never leaves half a file.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ExportFormat {
     Onnx,
 }
 
 fn export_cmd(model: &Path, output: &Path, attention: AttentionArg, out: &mut dyn Write) -> Result<(), Failure> {
-    let bytes = std::fs::read(model).map_err(|e| format!("cannot read `{}`: {e}", model.display()))?;
-    let ck = raspc_checkpoint::Checkpoint::from_bytes(&bytes).map_err(|e| format!("`{}`: {e}", model.display()))?;
+    let ck = read_checkpoint(model)?;
     if output.is_dir() {
         return Err(format!("-o `{}` is a directory", output.display()).into());
     }
@@ -843,29 +903,142 @@ fn export_cmd(model: &Path, output: &Path, attention: AttentionArg, out: &mut dy
     Ok(())
 }
 
-fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
-    if output.is_dir() {
-        return Err(format!("-o `{}` is a directory", output.display()).into());
+/// Temporary files being written, removed if the process is interrupted (SIGINT, SIGTERM,
+/// SIGHUP) before they are renamed into place.
+static TEMP_FILES: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+static CLEANUP: std::sync::Once = std::sync::Once::new();
+static TEMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn install_cleanup() {
+    CLEANUP.call_once(|| {
+        // If another handler is already installed (a host program), its owner handles signals.
+        let _ = ctrlc::set_handler(|| {
+            if let Ok(files) = TEMP_FILES.lock() {
+                for f in files.iter() {
+                    let _ = std::fs::remove_file(f);
+                }
+            }
+            std::process::exit(130);
+        });
+    });
+}
+
+fn forget_temp(tmp: &Path) {
+    if let Ok(mut files) = TEMP_FILES.lock() {
+        files.retain(|f| f != tmp);
     }
-    if output.exists() && !force {
-        let old = std::fs::read(output).map_err(|e| format!("cannot read existing `{}`: {e}", output.display()))?;
-        if raspc_checkpoint::Checkpoint::from_bytes(&old).is_err() {
-            return Err(format!("`{}` exists and is not a raspc checkpoint; refusing to overwrite it (use --force)", output.display()).into());
+}
+
+/// May `-o` be written? Nothing exists there, or a regular file that is a raspc checkpoint
+/// (with `force`, also one this raspc cannot read: another version, or damaged). Directories,
+/// devices, FIFOs, sockets, symbolic links and other files are never replaced.
+fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
+    let shown = output.display();
+    let meta = match std::fs::symlink_metadata(output) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot inspect -o `{shown}`: {e}").into()),
+    };
+    if meta.is_dir() {
+        return Err(format!("-o `{shown}` is a directory").into());
+    }
+    if !meta.is_file() {
+        return Err(format!("-o `{shown}` exists and is not a regular file (a device, FIFO, socket or symbolic link); refusing to replace it").into());
+    }
+    let l = limits()?;
+    let bytes = match raspc_checkpoint::read_file(output, &l) {
+        Ok(b) => b,
+        Err(e) => return Err(format!("`{shown}` exists and is not a raspc checkpoint ({e}); refusing to overwrite it").into()),
+    };
+    match raspc_checkpoint::Checkpoint::from_bytes_with(&bytes, &l) {
+        Ok(_) => Ok(()),
+        Err(_) if force && raspc_checkpoint::claims_raspc_format(&bytes) => Ok(()),
+        Err(e) if raspc_checkpoint::claims_raspc_format(&bytes) => {
+            Err(format!("`{shown}` is a raspc checkpoint this raspc cannot read ({e}); refusing to overwrite it (--force replaces it)").into())
+        }
+        Err(_) => Err(format!("`{shown}` exists and is not a raspc checkpoint; refusing to overwrite it (--force does not change this: remove it first)").into()),
+    }
+}
+
+/// Checks `-o` (see [`check_output`]), then writes to a temporary file in the same directory
+/// and renames it into place: a failed or interrupted write never leaves half a file, and the
+/// temporary file is removed on errors and on SIGINT/SIGTERM/SIGHUP.
+fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
+    check_output(output, force)?;
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
+    let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}-{n}.raspc-tmp", std::process::id()));
+    install_cleanup();
+    if let Ok(mut files) = TEMP_FILES.lock() {
+        files.push(tmp.clone());
+    }
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, output)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    forget_temp(&tmp);
+    result.map_err(|e| format!("cannot write `{}`: {e}", output.display()).into())
+}
+
+/// Flags of `simulate` checked before anything is built or allocated.
+fn check_sim_args(a: &SimArgs) -> Result<(), String> {
+    check_sim_shape(a.shape)?;
+    let l = limits()?;
+    if a.trials as u64 > l.max_samples {
+        return Err(format!("--trials {} is over the budget of {} (raise it with RASPC_LIMITS=samples=N)", a.trials, l.max_samples));
+    }
+    finite_flag("--tolerance", a.tolerance, a.tolerance >= 0.0, ">= 0")?;
+    for (flag, v) in [("--bound", a.bound), ("--x-bound", a.x_bound), ("--pl-error", a.pl_error)] {
+        if let Some(x) = v {
+            finite_flag(flag, x, x > 0.0, "> 0")?;
         }
     }
-    let tmp = output.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, output).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write `{}`: {e}", output.display()).into()
-    })
+    Ok(())
+}
+
+/// U's shape within the `input_tokens` budget (flags, or the shape of a --target file).
+fn check_sim_shape(s: simulate::Shape) -> Result<(), String> {
+    let l = limits()?;
+    for (flag, x) in [("--n", s.n), ("--d", s.d), ("--dv", s.dv), ("--heads", s.h)] {
+        if x == 0 {
+            return Err(format!("{flag} must be at least 1"));
+        }
+        if x > l.max_input_tokens {
+            return Err(format!("{flag} {x} is over the budget of {} (raise it with RASPC_LIMITS=input_tokens=N)", l.max_input_tokens));
+        }
+    }
+    // U's sequence length (see simulate::Shape::seq_len), in u128: no overflow for any flags.
+    let (n, d, dv, h) = (s.n as u128, s.d as u128, s.dv as u128, s.h as u128);
+    let seq = (n * d + h * d * d + h * d * dv).max(h * n * n.max(d).max(dv));
+    if seq > l.max_input_tokens as u128 {
+        return Err(format!(
+            "U for --n {} --d {} --dv {} --heads {} needs sequences of {seq} positions, over the budget of {} (raise it with RASPC_LIMITS=input_tokens=N)",
+            s.n, s.d, s.dv, s.h, l.max_input_tokens
+        ));
+    }
+    Ok(())
 }
 
 fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write) -> Result<(), Failure> {
+    check_sim_args(a)?;
+    if let Some(o) = &a.output {
+        check_output(o, a.force)?;
+    }
     let (instances, shape, bound, x_bound) = match target {
         Some((t, x)) => {
             let inst = simulate::load_target(t, x)?;
             let s = inst.shape();
+            check_sim_shape(s).map_err(|e| format!("--target `{}`: {e}", t.display()))?;
             let b = a.bound.unwrap_or_else(|| inst.magnitude().max(1e-6));
             if inst.magnitude() > b {
                 return Err(format!("--bound {b} is smaller than the largest entry {} of the target and input", inst.magnitude()).into());
@@ -929,8 +1102,7 @@ fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write
 }
 
 fn read_checkpoint(path: &Path) -> Result<raspc_checkpoint::Checkpoint, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    Ok(raspc_checkpoint::Checkpoint::from_bytes(&bytes).map_err(|e| format!("`{}`: {e}", path.display()))?)
+    Ok(raspc_checkpoint::Checkpoint::from_file(path, &limits()?).map_err(|e| format!("`{}`: {e}", path.display()))?)
 }
 
 fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: Option<usize>, mlp: bool, out: &mut dyn Write) -> Result<(), Failure> {
@@ -962,8 +1134,8 @@ fn trace_cmd(
 ) -> Result<(), Failure> {
     let ck = read_checkpoint(path)?;
     let model = raspc_runtime::Model::new(ck.clone(), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
-    let mut tokens = raspc_lang::parse_input(input).map_err(|m| format!("bad --input: {m}"))?;
-    let json_tokens: Vec<serde_json::Value> = tokens.iter().map(raspc_lang::Atom::to_json).collect();
+    let mut tokens = parse_tokens("--input", input)?;
+    let json_tokens = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
     let states = if model.is_real() {
         let values = model.encode_real(&json_tokens).map_err(|e| e.to_string())?;
         // The interpreter sees the same numbers as floats (tokens_float).
@@ -1092,8 +1264,25 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
     if levels.iter().any(|l| !(0.0..=1.0).contains(l)) || levels.is_empty() {
         return Err("--levels must be fractions between 0 and 1".to_string().into());
     }
-    if attn_temp.is_nan() || attn_temp <= 0.0 || weight_noise < 0.0 || seeds == 0 || sequences == 0 {
-        return Err("--attn-temp must be > 0, --weight-noise >= 0, --seeds and --sequences >= 1".to_string().into());
+    finite_flag("--attn-temp", attn_temp, attn_temp > 0.0, "> 0")?;
+    finite_flag("--weight-noise", weight_noise, weight_noise >= 0.0, ">= 0")?;
+    if seeds == 0 || sequences == 0 {
+        return Err("--seeds and --sequences must be at least 1".to_string().into());
+    }
+    let budget = limits()?;
+    let passes = (levels.len() as u128) * (seeds as u128) * (sequences as u128);
+    if passes > budget.max_samples as u128 {
+        return Err(format!(
+            "--levels ({}) x --seeds ({seeds}) x --sequences ({sequences}) is {passes} forward passes, over the budget of {} (raise it with RASPC_LIMITS=samples=N)",
+            levels.len(),
+            budget.max_samples
+        )
+        .into());
+    }
+    if let Some(n) = seq_len
+        && n > budget.max_input_tokens
+    {
+        return Err(format!("--seq-len {n} is over the budget of {} (raise it with RASPC_LIMITS=input_tokens=N)", budget.max_input_tokens).into());
     }
     let is_gguf = model.extension().is_some_and(|e| e == "gguf");
     let mk = |n: usize| probe::Settings {
@@ -1108,13 +1297,15 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
         readout_temp: 0.1,
     };
     let bar = indicatif::ProgressBar::new((levels.len() as u64) * seeds);
+    // Layers with no attention heads (raspc checkpoints can have MLP-only layers).
+    let mut headless: Vec<bool> = vec![];
     let (conds, layers, settings) = if is_gguf {
         if program.is_some() || weight_noise > 0.0 {
             return Err("--program and --weight-noise apply to raspc checkpoints, not to language models".to_string().into());
         }
-        let lm = raspc_lm::LanguageModel::load(&model).map_err(|e| e.to_string())?;
+        let lm = raspc_lm::LanguageModel::load(&model).map_err(|e| format!("`{}`: {e}", model.display()))?;
         let sample = match &text {
-            Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))?,
+            Some(p) => String::from_utf8(read_input_file(p)?).map_err(|_| format!("`{}` is not valid UTF-8", p.display()))?,
             None => include_str!("sample.txt").to_string(),
         };
         let settings = mk(seq_len.unwrap_or(128));
@@ -1125,9 +1316,29 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
         (conds, lm.config.layers, settings)
     } else {
         let ck = read_checkpoint(&model)?;
-        let program = program.ok_or_else(|| "a raspc checkpoint needs --program (the task score is agreement with the interpreter)".to_string())?;
-        let session = load(&program, err, color)?;
-        let (_, root) = session.entry(entry.as_deref())?;
+        if ck.config.real_input.is_some() {
+            return Err(format!("`{}` reads real numbers; probe svflow shuffles vocabulary tokens and needs a model with token inputs", model.display()).into());
+        }
+        let beta = ck.config.attention.soft_beta / attn_temp;
+        if !(beta.is_finite() && beta <= budget.max_soft_beta) {
+            return Err(format!(
+                "--attn-temp {} makes the soft-attention beta {} (the model's {} / {}), over the budget of {} (raise it with RASPC_LIMITS=soft_beta=N)",
+                num(attn_temp),
+                num(beta),
+                num(ck.config.attention.soft_beta),
+                num(attn_temp),
+                num(budget.max_soft_beta)
+            )
+            .into());
+        }
+        let session = match &program {
+            Some(p) => Some(load(p, err, color)?),
+            None => None,
+        };
+        let reference = match &session {
+            Some(s) => Some((&s.graph, s.entry(entry.as_deref())?.1)),
+            None => None,
+        };
         let n = seq_len.unwrap_or(ck.config.max_seq_len);
         if n == 0 || n > ck.config.max_seq_len {
             return Err(format!("--seq-len {n} must be between 1 and the model's max_seq_len {}", ck.config.max_seq_len).into());
@@ -1140,7 +1351,11 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
             .map(|v| raspc_lang::parse_input(&format!("[{}]", v.token)).map(|mut a| a.remove(0)))
             .collect::<Result<_, _>>()?;
         let settings = mk(n);
-        let conds = probe::run(&ck, &session.graph, root, &vocab, &settings, &mut |d, _| bar.set_position(d as u64))?;
+        if program.is_none() {
+            let _ = writeln!(out, "no --program: the task reference is the unperturbed model's own output (hard attention, no --attn-temp or --weight-noise) on each shuffled input");
+        }
+        let conds = probe::run(&ck, reference, &vocab, &settings, &mut |d, _| bar.set_position(d as u64))?;
+        headless = ck.config.layers.iter().map(|l| l.heads.is_empty()).collect();
         (conds, ck.config.layers.len(), settings)
     };
     let n = settings.seq_len;
@@ -1168,22 +1383,83 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
     let mut report = serde_json::Map::new();
     let mut correlations = serde_json::Map::new();
     let mut sens = serde_json::Map::new();
+    // Why a layer has no value: no heads, or no finite value in any condition.
+    let absent = |metric: &str, l: usize| -> Option<&'static str> {
+        if headless.get(l).copied().unwrap_or(false) {
+            Some("no attention heads")
+        } else if conds.iter().all(|c| !c.layers.get(metric).and_then(|v| v.get(l)).is_some_and(|x| x.is_finite())) {
+            Some("no finite value in any condition")
+        } else {
+            None
+        }
+    };
+    let constant = |v: &[f64]| v.windows(2).all(|w| w[0] == w[1]);
+    let spearman_text = |rho: f64, p: f64, a: &[f64], b: &[f64]| -> String {
+        if rho.is_finite() {
+            format!("{rho:.3} (p {p:.3})")
+        } else if a.len() < 2 {
+            "absent (fewer than 2 points)".into()
+        } else if constant(a) {
+            "absent (the metric is constant)".into()
+        } else if constant(b) {
+            "absent (the NLL is constant)".into()
+        } else {
+            "absent (undefined)".into()
+        }
+    };
+    let spearman_json = |rho: f64, p: f64| -> serde_json::Value {
+        if rho.is_finite() { serde_json::json!({ "rho": rho, "p": p }) } else { serde_json::json!({ "rho": null, "p": null, "absent": "constant or too short series" }) }
+    };
     for metric in probe::METRICS {
         let _ = writeln!(out, "\n{metric} by layer (rows: levels):");
         for (lv, cs) in &by_level {
-            let row: Vec<String> = (0..layers).map(|l| format!("{:>9.4}", mean(&cs.iter().map(|c| c.layers[metric][l]).collect::<Vec<_>>()))).collect();
+            let row: Vec<String> = (0..layers)
+                .map(|l| {
+                    let vals: Vec<f64> = cs.iter().filter_map(|c| c.layers.get(metric).and_then(|v| v.get(l)).copied()).filter(|x| x.is_finite()).collect();
+                    if absent(metric, l).is_some() || vals.is_empty() { format!("{:>9}", "absent") } else { format!("{:>9.4}", mean(&vals)) }
+                })
+                .collect();
             let _ = writeln!(out, "  {lv:.2}: {}", row.join(" "));
+        }
+        let reasons: Vec<String> = (0..layers).filter_map(|l| absent(metric, l).map(|r| format!("layer {l}: {r}"))).collect();
+        if !reasons.is_empty() {
+            let _ = writeln!(out, "  absent: {}", reasons.join("; "));
         }
         let avg = |c: &probe::Condition| mean(&c.layers[metric].iter().copied().filter(|x| x.is_finite()).collect::<Vec<_>>());
         let (rho_c, p_c) = probe::spearman(&conds.iter().map(avg).collect::<Vec<_>>(), &conds.iter().map(|c| c.nll).collect::<Vec<_>>(), 999, 1);
         let lv_metric: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| avg(c)).collect::<Vec<_>>())).collect();
         let lv_nll: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>())).collect();
         let (rho_l, p_l) = probe::spearman(&lv_metric, &lv_nll, 999, 2);
-        let _ = writeln!(out, "  Spearman rho with NLL: across conditions {rho_c:.3} (p {p_c:.3}), across levels {rho_l:.3} (p {p_l:.3})");
+        let cond_metric: Vec<f64> = conds.iter().map(avg).collect();
+        let cond_nll: Vec<f64> = conds.iter().map(|c| c.nll).collect();
+        let _ = writeln!(
+            out,
+            "  Spearman rho with NLL: across conditions {}, across levels {}",
+            spearman_text(rho_c, p_c, &cond_metric, &cond_nll),
+            spearman_text(rho_l, p_l, &lv_metric, &lv_nll)
+        );
         let s = probe::sensitivity(&conds, metric, layers);
-        let _ = writeln!(out, "  sensitivity z by layer: {}", s.iter().map(|(z, l)| format!("{z:.2} ({l})")).collect::<Vec<_>>().join(", "));
-        correlations.insert(metric.into(), serde_json::json!({ "conditions": { "rho": rho_c, "p": p_c }, "levels": { "rho": rho_l, "p": p_l } }));
-        sens.insert(metric.into(), serde_json::json!(s.iter().map(|(z, l)| serde_json::json!({ "z": if z.is_finite() { serde_json::json!(z) } else { serde_json::json!(z.to_string()) }, "regime": l })).collect::<Vec<_>>()));
+        let shown: Vec<String> = s
+            .iter()
+            .enumerate()
+            .map(|(l, (z, regime))| match absent(metric, l) {
+                Some(r) => format!("absent ({r})"),
+                None => format!("{z:.2} ({regime})"),
+            })
+            .collect();
+        let _ = writeln!(out, "  sensitivity z by layer: {}", shown.join(", "));
+        correlations.insert(metric.into(), serde_json::json!({ "conditions": spearman_json(rho_c, p_c), "levels": spearman_json(rho_l, p_l) }));
+        sens.insert(
+            metric.into(),
+            serde_json::json!(s
+                .iter()
+                .enumerate()
+                .map(|(l, (z, regime))| match absent(metric, l) {
+                    Some(r) => serde_json::json!({ "z": null, "absent": r }),
+                    None => serde_json::json!({ "z": if z.is_finite() { serde_json::json!(z) } else { serde_json::json!(z.to_string()) }, "regime": regime }),
+                })
+                .collect::<Vec<_>>()),
+        );
     }
     if let Some(path) = json {
         report.insert("conditions".into(), serde_json::to_value(&conds).map_err(|e| e.to_string())?);

@@ -185,7 +185,15 @@ fn overview(path: &Path, ck: &Checkpoint) -> Result<(), String> {
 }
 
 /// Writes every figure into `dir` (created if needed); returns the files written.
+/// Largest heatmap `plot` draws (cells): d_model x d_model circuits and d_model x hidden MLPs.
+pub const MAX_PLOT_CELLS: usize = 1 << 24;
+
 pub fn plot(ck: &Checkpoint, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let d = ck.config.d_model;
+    let widest = ck.config.layers.iter().filter_map(|l| l.mlp.as_ref().map(|m| m.hidden)).max().unwrap_or(0).max(d);
+    if d.saturating_mul(widest) > MAX_PLOT_CELLS {
+        return Err(format!("plot draws d_model x d_model and d_model x hidden heatmaps; d_model {d} with widest block {widest} is over {MAX_PLOT_CELLS} cells (use `raspc inspect --layer L --head H` instead)"));
+    }
     register()?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     let names = crate::inspect::basis(ck);

@@ -156,8 +156,17 @@ impl Acc {
     }
 }
 
-/// Runs every condition.
-pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Settings, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Condition>, String> {
+/// Runs every condition. The task reference is the interpreter on `reference` (the program's
+/// graph and entry) or, without one, the unperturbed checkpoint under hard attention (the
+/// semantics it was compiled for) on the same shuffled input.
+pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom], s: &Settings, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Condition>, String> {
+    if vocab.is_empty() || s.seq_len == 0 {
+        return Err("probe svflow needs a vocabulary with at least one token and --seq-len >= 1".into());
+    }
+    let unperturbed = match reference {
+        Some(_) => None,
+        None => Some(Model::new(ck.clone(), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?),
+    };
     let n = s.seq_len;
     let e = s.eval_window.clamp(1, n);
     let mut base_rng = SplitMix(0xC0FFEE);
@@ -173,7 +182,12 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
                 let mut seq = seq.clone();
                 shuffle_prefix(&mut seq, n - e, level, &mut rng);
                 let atoms: Vec<Atom> = seq.iter().map(|&t| vocab[t].clone()).collect();
-                let Some(want) = crate::verify::expected(graph, root, &atoms, ck.config.causal) else { continue };
+                let want = match (reference, &unperturbed) {
+                    (Some((graph, root)), _) => crate::verify::expected(graph, root, &atoms, ck.config.causal),
+                    (None, Some(m)) => model_output(m, &atoms)?,
+                    (None, None) => None,
+                };
+                let Some(want) = want else { continue };
                 let ids = model.encode(&atoms.iter().map(Atom::to_json).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
                 let (readout, caps) = model.forward_capture(&ids, s.attention).map_err(|e| e.to_string())?;
                 let causal = ck.config.causal;
@@ -204,6 +218,14 @@ pub fn run(ck: &Checkpoint, graph: &Graph, root: NodeId, vocab: &[Atom], s: &Set
         }
     }
     Ok(out)
+}
+
+/// The unperturbed model's outputs (hard attention) as atoms, the reference without a program.
+fn model_output(m: &Model, atoms: &[Atom]) -> Result<Option<Vec<Atom>>, String> {
+    let ids = m.encode(&atoms.iter().map(Atom::to_json).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
+    let r = m.forward(&[ids], Attention::Hard).map_err(|e| e.to_string())?;
+    let decoded = m.decode(&r).map_err(|e| e.to_string())?;
+    Ok(decoded.into_iter().next().map(|d| d.iter().map(crate::verify::decoded_atom).collect()))
 }
 
 type PerLayer = std::collections::BTreeMap<String, Vec<f64>>;

@@ -135,7 +135,8 @@ impl Rejections {
     }
 }
 
-fn json_atom(v: &serde_json::Value) -> Option<Atom> {
+/// A JSON atom (bool, string, number) as an atom; `None` for null, arrays and objects.
+pub fn json_atom(v: &serde_json::Value) -> Option<Atom> {
     Some(match v {
         serde_json::Value::Bool(b) => Atom::Bool(*b),
         serde_json::Value::String(s) => Atom::Str(s.clone()),

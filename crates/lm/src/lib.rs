@@ -86,10 +86,59 @@ fn meta_strings(c: &gguf_file::Content, k: &str) -> Result<Vec<String>> {
     arr.iter().map(|x| x.to_string().cloned().map_err(|e| LmError::Gguf(format!("{k}: {e}")))).collect()
 }
 
+/// Budgets for a GGUF file (checked before any tensor is read or allocated).
+pub mod limits {
+    /// Layers.
+    pub const MAX_LAYERS: usize = 1024;
+    /// d_model, heads, vocabulary and any single tensor dimension.
+    pub const MAX_DIM: usize = 1 << 20;
+    /// Elements of one tensor (2^30 f32 values: 4 GiB once dequantized).
+    pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 30;
+}
+
+/// Checks a tensor's declared shape and size before it is read: every dimension and the
+/// element count within budget, the byte size computable without overflow and inside the file.
+fn check_tensor(c: &gguf_file::Content, name: &str, file_len: u64) -> Result<()> {
+    let info = c.tensor_infos.get(name).ok_or_else(|| LmError::Gguf(format!("tensor `{name}` is missing")))?;
+    let dims = info.shape.dims();
+    let bad = |why: String| LmError::Gguf(format!("tensor `{name}` with dims {dims:?}: {why}"));
+    if let Some(&d) = dims.iter().find(|&&d| d > limits::MAX_DIM) {
+        return Err(bad(format!("dimension {d} is over the budget of {}", limits::MAX_DIM)));
+    }
+    let elems = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).ok_or_else(|| bad("the element count overflows".into()))?;
+    if elems > limits::MAX_TENSOR_ELEMENTS {
+        return Err(bad(format!("{elems} elements, over the budget of {}", limits::MAX_TENSOR_ELEMENTS)));
+    }
+    let block = info.ggml_dtype.block_size() as u64;
+    if block == 0 || elems % block != 0 {
+        return Err(bad(format!("{elems} elements are not a whole number of {block}-element blocks")));
+    }
+    let bytes = (elems / block).checked_mul(info.ggml_dtype.type_size() as u64).ok_or_else(|| bad("the byte size overflows".into()))?;
+    let start = c.tensor_data_offset.checked_add(info.offset).ok_or_else(|| bad("the data offset overflows".into()))?;
+    if start.checked_add(bytes).is_none_or(|end| end > file_len) {
+        return Err(bad(format!("its {bytes} bytes at offset {start} lie beyond the end of the file ({file_len} bytes)")));
+    }
+    Ok(())
+}
+
+/// Checks a tensor's shape against the one the config implies.
+fn check_shape(c: &gguf_file::Content, name: &str, want: &[usize]) -> Result<()> {
+    match c.tensor_infos.get(name) {
+        Some(info) if info.shape.dims() == want => Ok(()),
+        Some(info) => Err(LmError::Gguf(format!("tensor `{name}` has shape {:?}, expected {want:?}", info.shape.dims()))),
+        None => Err(LmError::Gguf(format!("tensor `{name}` is missing"))),
+    }
+}
+
 impl LanguageModel {
     pub fn load(path: &std::path::Path) -> Result<LanguageModel> {
         let device = Device::Cpu;
         let io = |e| LmError::Io { path: path.display().to_string(), source: e };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if !meta.is_file() {
+            return Err(LmError::Gguf(format!("`{}` is not a regular file", path.display())));
+        }
+        let file_len = meta.len();
         let mut f = std::fs::File::open(path).map_err(io)?;
         let c = gguf_file::Content::read(&mut f).map_err(|e| LmError::Gguf(e.to_string()))?;
         let arch = c.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
@@ -99,6 +148,11 @@ impl LanguageModel {
         let heads = meta_u32(&c, "llama.attention.head_count")?;
         let d_model = meta_u32(&c, "llama.embedding_length")?;
         let kv_heads = meta_u32(&c, "llama.attention.head_count_kv")?;
+        for (k, v) in [("llama.attention.head_count", heads), ("llama.embedding_length", d_model), ("llama.attention.head_count_kv", kv_heads)] {
+            if v > limits::MAX_DIM {
+                return Err(LmError::Gguf(format!("{k} = {v} is over the budget of {}", limits::MAX_DIM)));
+            }
+        }
         if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 || d_model % heads != 0 || (d_model / heads) % 2 != 0 {
             return Err(LmError::Gguf(format!(
                 "unsupported shape: {heads} heads, {kv_heads} key/value heads, d_model {d_model} (heads must be a multiple of key/value heads and divide d_model into even head sizes)"
@@ -114,6 +168,39 @@ impl LanguageModel {
             rms_eps: meta_f32(&c, "llama.attention.layer_norm_rms_epsilon")? as f64,
             vocab: meta_u32(&c, "llama.vocab_size")?,
         };
+        if config.layers > limits::MAX_LAYERS {
+            return Err(LmError::Gguf(format!("llama.block_count = {} is over the budget of {}", config.layers, limits::MAX_LAYERS)));
+        }
+        if config.vocab == 0 || config.vocab > limits::MAX_DIM {
+            return Err(LmError::Gguf(format!("llama.vocab_size = {} must be between 1 and {}", config.vocab, limits::MAX_DIM)));
+        }
+        // Every tensor's size and shape, before any is read.
+        let (d, kvd) = (config.d_model, config.kv_heads * config.head_dim);
+        check_tensor(&c, "token_embd.weight", file_len)?;
+        check_shape(&c, "token_embd.weight", &[config.vocab, d])?;
+        check_tensor(&c, "output_norm.weight", file_len)?;
+        check_shape(&c, "output_norm.weight", &[d])?;
+        let mut ff = None;
+        for l in 0..config.layers {
+            let n = |w: &str| format!("blk.{l}.{w}.weight");
+            for w in ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"] {
+                check_tensor(&c, &n(w), file_len)?;
+            }
+            let hidden = *ff.get_or_insert(c.tensor_infos.get(&n("ffn_up")).and_then(|i| i.shape.dims().first().copied()).unwrap_or(0));
+            for (w, shape) in [
+                ("attn_norm", vec![d]),
+                ("attn_q", vec![d, d]),
+                ("attn_k", vec![kvd, d]),
+                ("attn_v", vec![kvd, d]),
+                ("attn_output", vec![d, d]),
+                ("ffn_norm", vec![d]),
+                ("ffn_gate", vec![hidden, d]),
+                ("ffn_up", vec![hidden, d]),
+                ("ffn_down", vec![d, hidden]),
+            ] {
+                check_shape(&c, &n(w), &shape)?;
+            }
+        }
         let mut t = |name: &str| -> Result<Tensor> {
             let q = c.tensor(&mut f, name, &device).map_err(|e| LmError::Gguf(format!("{name}: {e}")))?;
             Ok(q.dequantize(&device)?.to_dtype(DType::F32)?)
