@@ -118,6 +118,25 @@ def main(job_path):
                 failures.append(f"universal{shape}: trial {trial}: error {err:.3e} exceeds the bound {u.bound:.3e}")
         print(f"universal{shape}: 10 trials, max |U - T| {worst:.3e}, bound {u.bound:.3e}", flush=True)
 
+    # A real-valued program compiled from Python (gated MLPs): within its certified bound of the
+    # interpreter (verify), and the torch / TransformerLens / ONNX forms agree with Model.run.
+    real = raspc.compile("y = softmax_rows(tokens_float, 0, 2, 3, 1);", max_len=6, input_bounds=(-1, 1), mlp="gated")
+    report = real.verify(samples=40, seed=3)
+    checks += 1
+    if report["checked"] != 40 or report["failed"] != 0 or not report["max_err"] <= real.tolerance:
+        failures.append(f"real-valued verify: {report}")
+    rng = np.random.default_rng(5)
+    xs = [rng.uniform(-1, 1, 6).tolist() for _ in range(6)]
+    want = real.run(xs)
+    for what, got in (("torch", real.to_torch().run(xs)), ("TransformerLens", real.to_transformer_lens().raspc_run(xs))):
+        checks += 1
+        if not same(got, want, 1e-5):
+            failures.append(f"real-valued {what}: {got[:1]} vs {want[:1]}")
+    path = str(job_path).replace("job.json", "real.onnx")
+    real.to_onnx(path, attention="hard")
+    check("real-valued", "ONNX Runtime (hard)", ort_run(real, path, xs), want, 1e-5)
+    print(f"real-valued softmax_rows: max |model - program| {report['max_err']:.3e}, bound {real.tolerance:.3e}", flush=True)
+
     # Errors are exceptions carrying the diagnostic text.
     for what, call, needle in [
         ("syntax error", lambda: raspc.compile("x = select(tokens, tokens, ==", vocab="ab", max_len=3), "expected"),
