@@ -321,6 +321,34 @@ fn plot_draws_every_block_and_an_overview() {
     assert!(files.iter().any(|f| f.ends_with("layer0_head0_qk.png")));
 }
 
+/// `--format svg` writes the same figures as SVG; `--symlog` labels a log colour scale; every
+/// heatmap has a colorbar (its end labels are the largest |weight|).
+#[test]
+fn plot_writes_svg_with_colorbars_and_a_symlog_scale() {
+    let out_path = temp("sort-svg.safetensors");
+    let o = out_path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/sort.rasp", "--entry", "sorted", "--vocab", "[1,2,3,4]", "--max-len", "8", "-o", o]).0, 0);
+    let dir = temp("plots-svg");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err) = cli(&["plot", o, "--out", dir.to_str().unwrap(), "--format", "svg", "--symlog"]);
+    assert_eq!(code, 0, "{err}");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(out, format!("wrote {} figures to {}\n", files.len(), dir.display()));
+    assert!(files.iter().all(|f| f.extension().unwrap() == "svg"), "{files:?}");
+    let ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&out_path).unwrap()).unwrap();
+    let t = &ck.tensors["layers.0.mlp.w_in"];
+    let vmax = t.data.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let svg = std::fs::read_to_string(dir.join("layer0_mlp_in.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
+    // plotters writes each text's content on a line of its own.
+    let text = |t: &str| svg.lines().any(|l| l.trim() == t);
+    assert!(text(&format!("{vmax:.3}")) && text(&format!("-{vmax:.3}")), "colorbar labels ±{vmax:.3} missing");
+    assert!(text("symlog") && svg.contains("all-zero rows"), "scale and dropped-row note");
+    assert!(svg.contains("selector_width_8:inverse (numeric)"), "residual-basis labels");
+    let (code, _, _) = cli(&["plot", o, "--out", dir.to_str().unwrap(), "--format", "pdf"]);
+    assert_eq!(code, 2, "unknown formats are refused");
+}
+
 /// inspect, plot and trace work on every corpus program's checkpoint, and the trace agrees
 /// with the interpreter at every sublayer.
 #[test]
@@ -411,7 +439,14 @@ fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
     let (code, _, err) = cli(&["plot", u, "--out", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    assert!(files.iter().any(|f| f.ends_with("layer4_mlp_gate.png")) && files.iter().any(|f| f.ends_with("overview.png")));
+    // Wide MLPs are split into pages of at most 300 units (never cut): every nonzero unit of
+    // the gate is on some page.
+    let gate: Vec<_> = files.iter().filter(|f| f.file_name().unwrap().to_str().unwrap().starts_with("layer4_mlp_gate")).collect();
+    assert!(!gate.is_empty() && files.iter().any(|f| f.ends_with("overview.png")), "{files:?}");
+    let ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(u).unwrap()).unwrap();
+    let g = &ck.tensors["layers.4.mlp.w_gate"];
+    let used = (0..g.shape[1]).filter(|&j| (0..g.shape[0]).any(|i| g.data[i * g.shape[1] + j] != 0.0)).count();
+    assert_eq!(gate.len(), if used > 300 { used.div_ceil(300) } else { 1 }, "{gate:?}");
 
     let prog = temp("u.rasp");
     std::fs::write(&prog, raspc::simulate::source(raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 2 })).unwrap();

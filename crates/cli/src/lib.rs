@@ -108,9 +108,15 @@ pub enum Command {
     /// Draw PNG heatmaps of every head's QK and OV circuits and every MLP, plus an overview.
     Plot {
         model: PathBuf,
-        /// Directory for the PNG files (created if needed).
+        /// Directory for the figures (created if needed).
         #[arg(long)]
         out: PathBuf,
+        /// File format of the figures.
+        #[arg(long, value_enum, default_value = "png")]
+        format: PlotFormat,
+        /// Symmetric-log colour scale, so small weights show next to large ones.
+        #[arg(long)]
+        symlog: bool,
     },
     /// Probes of a model's attention (docs/svflow.md).
     Probe {
@@ -497,7 +503,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Compile { program, target, output, force, bounds } => compile_cmd(&program, &target, &output, force, bounds, out, err, color),
         Command::Run { model, input, json, attention, device } => run_cmd(&model, &input, json, attention, &device, out),
         Command::Inspect { model, json, layer, head, mlp } => inspect_cmd(&model, json, layer, head, mlp, out),
-        Command::Plot { model, out: dir } => plot_cmd(&model, &dir, out),
+        Command::Plot { model, out: dir, format, symlog } => plot_cmd(&model, &dir, format, symlog, out),
         Command::Probe { kind } => probe_cmd(kind, out, err, color),
         Command::Export { model, to: ExportFormat::Onnx, output, attention } => export_cmd(&model, &output, attention, out),
         Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, json } => {
@@ -1252,9 +1258,19 @@ fn trace_cmd(
     Ok(())
 }
 
-fn plot_cmd(path: &Path, dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PlotFormat {
+    Png,
+    Svg,
+}
+
+fn plot_cmd(path: &Path, dir: &Path, format: PlotFormat, symlog: bool, out: &mut dyn Write) -> Result<(), Failure> {
     let ck = read_checkpoint(path)?;
-    let files = plot::plot(&ck, dir)?;
+    let format = match format {
+        PlotFormat::Png => plot::Format::Png,
+        PlotFormat::Svg => plot::Format::Svg,
+    };
+    let files = plot::plot_with(&ck, dir, &plot::Options { format, symlog })?;
     let _ = writeln!(out, "wrote {} figures to {}", files.len(), dir.display());
     Ok(())
 }

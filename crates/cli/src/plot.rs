@@ -1,6 +1,9 @@
-//! `raspc plot`: PNG heatmaps of every block of a checkpoint (QK and OV circuits of each head,
-//! MLP input and output matrices) with rows and columns named in the residual basis, and an
-//! overview of which s-op lives where and which layer reads and writes it.
+//! `raspc plot`: heatmaps (PNG or SVG) of every block of a checkpoint (QK and OV circuits of each
+//! head, MLP input and output matrices) with rows and columns named in the residual basis, a
+//! colorbar (linear, or symmetric-log with `--symlog` so small weights show), and an overview of
+//! which s-op lives where and which layer reads and writes it. All-zero rows and columns are left
+//! out (the subtitle counts them); a block with more than 300 nonzero rows or columns is split
+//! into pages (`_p{row page}_{column page}`), never cut.
 //!
 //! Text needs a TrueType font: `$RASPC_FONT`, else DejaVu Sans or Liberation Sans from the usual
 //! system places (Debian: `apt-get install fonts-dejavu-core`).
@@ -12,8 +15,36 @@ use std::path::{Path, PathBuf};
 
 const CELL: u32 = 12;
 const MARGIN: u32 = 230;
-/// Largest number of rows or columns drawn; larger blocks are cut, and the title says so.
+/// Largest number of rows or columns on one page; larger blocks are split into pages.
 const MAX_CELLS: usize = 300;
+/// Room right of the cells for the colorbar and its labels.
+const BAR: u32 = 150;
+
+/// The file format of the figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Png,
+    Svg,
+}
+
+impl Format {
+    pub fn ext(self) -> &'static str {
+        match self {
+            Format::Png => "png",
+            Format::Svg => "svg",
+        }
+    }
+}
+
+/// How `raspc plot` draws.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    pub format: Format,
+    /// Symmetric-log colour scale: `sign(v) log(1 + |v|/t) / log(1 + max/t)` with `t` the smallest
+    /// nonzero |weight| of the figure.
+    pub symlog: bool,
+}
 
 fn font_bytes() -> Result<&'static [u8], String> {
     let mut candidates: Vec<PathBuf> = std::env::var_os("RASPC_FONT").map(PathBuf::from).into_iter().collect();
@@ -72,52 +103,131 @@ fn transpose(m: &[Vec<f32>]) -> Vec<Vec<f32>> {
     (0..c).map(|j| m.iter().map(|r| r[j]).collect()).collect()
 }
 
-/// Draws one heatmap of the nonzero rows and columns of `m`.
-fn heatmap(path: &Path, title: &str, m: &[Vec<f32>], rows: &[String], cols: &[String], row_axis: &str, col_axis: &str) -> Result<(), String> {
-    let mut keep_r: Vec<usize> = (0..m.len()).filter(|&i| m[i].iter().any(|x| *x != 0.0)).collect();
+/// Position in [-1, 1] of `v` on the colour scale.
+fn shade(v: f32, vmax: f32, symlog: Option<f32>) -> f32 {
+    match symlog {
+        None => v / vmax,
+        Some(t) => v.signum() * (1.0 + v.abs() / t).ln() / (1.0 + vmax / t).ln(),
+    }
+}
+
+fn color(x: f32) -> RGBColor {
+    let x = x.clamp(-1.0, 1.0);
+    if x >= 0.0 {
+        RGBColor(255, (255.0 * (1.0 - x)) as u8, (255.0 * (1.0 - x)) as u8)
+    } else {
+        RGBColor((255.0 * (1.0 + x)) as u8, (255.0 * (1.0 + x)) as u8, 255)
+    }
+}
+
+/// Draws the heatmap of the nonzero rows and columns of `m`, one page per block of at most
+/// MAX_CELLS rows and columns; returns the files written (`path`, or `path` with `_pR_C` for
+/// several pages).
+#[allow(clippy::too_many_arguments)]
+fn heatmap(path: &Path, title: &str, m: &[Vec<f32>], rows: &[String], cols: &[String], row_axis: &str, col_axis: &str, opts: &Options) -> Result<Vec<PathBuf>, String> {
+    let keep_r: Vec<usize> = (0..m.len()).filter(|&i| m[i].iter().any(|x| *x != 0.0)).collect();
     let ncols = m.first().map_or(0, Vec::len);
-    let mut keep_c: Vec<usize> = (0..ncols).filter(|&j| m.iter().any(|r| r[j] != 0.0)).collect();
-    let cut = keep_r.len() > MAX_CELLS || keep_c.len() > MAX_CELLS;
-    keep_r.truncate(MAX_CELLS);
-    keep_c.truncate(MAX_CELLS);
-    let vmax = keep_r.iter().flat_map(|&i| keep_c.iter().map(move |&j| m[i][j].abs())).fold(1e-12f32, f32::max);
-    let w = (MARGIN + CELL * keep_c.len().max(1) as u32 + 90).max(16 + 8 * title.chars().count() as u32);
-    let h = MARGIN + CELL * keep_r.len().max(1) as u32 + 40;
-    let area = BitMapBackend::new(path, (w, h)).into_drawing_area();
-    let err = |e: DrawingAreaErrorKind<_>| format!("drawing {}: {e:?}", path.display());
+    let keep_c: Vec<usize> = (0..ncols).filter(|&j| m.iter().any(|r| r[j] != 0.0)).collect();
+    let vals = || keep_r.iter().flat_map(|&i| keep_c.iter().map(move |&j| m[i][j].abs()));
+    let vmax = vals().fold(1e-12f32, f32::max);
+    let symlog = opts.symlog.then(|| vals().filter(|x| *x > 0.0).fold(vmax, f32::min));
+    let dropped = format!("{} all-zero rows and {} all-zero columns not shown", m.len() - keep_r.len(), ncols - keep_c.len());
+    let row_pages: Vec<&[usize]> = if keep_r.is_empty() { vec![&[][..]] } else { keep_r.chunks(MAX_CELLS).collect() };
+    let col_pages: Vec<&[usize]> = if keep_c.is_empty() { vec![&[][..]] } else { keep_c.chunks(MAX_CELLS).collect() };
+    let paged = row_pages.len() > 1 || col_pages.len() > 1;
+    let mut files = vec![];
+    for (pr, kr) in row_pages.iter().enumerate() {
+        for (pc, kc) in col_pages.iter().enumerate() {
+            let (file, page) = if paged {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("figure");
+                let p = path.with_file_name(format!("{stem}_p{pr}_{pc}.{}", opts.format.ext()));
+                (p, format!(" (page {pr},{pc} of {}x{}: rows {}..{} and columns {}..{} of the nonzero ones)", row_pages.len(), col_pages.len(), pr * MAX_CELLS, pr * MAX_CELLS + kr.len(), pc * MAX_CELLS, pc * MAX_CELLS + kc.len()))
+            } else {
+                (path.with_extension(opts.format.ext()), String::new())
+            };
+            let w = (MARGIN + CELL * kc.len().max(1) as u32 + BAR).max(16 + 8 * (title.chars().count() + page.chars().count()) as u32);
+            let h = MARGIN + (CELL * kr.len().max(1) as u32).max(120) + 40;
+            let sub = format!("rows: {row_axis}; columns: {col_axis}; {dropped}");
+            let page_title = format!("{title}{page}");
+            let cells = Cells { m, kr, kc, rows, cols, vmax, symlog };
+            match opts.format {
+                Format::Png => draw_heatmap(BitMapBackend::new(&file, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells)?,
+                Format::Svg => draw_heatmap(SVGBackend::new(&file, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells)?,
+            }
+            files.push(file);
+        }
+    }
+    Ok(files)
+}
+
+struct Cells<'a> {
+    m: &'a [Vec<f32>],
+    kr: &'a [usize],
+    kc: &'a [usize],
+    rows: &'a [String],
+    cols: &'a [String],
+    vmax: f32,
+    symlog: Option<f32>,
+}
+
+fn draw_heatmap<DB: DrawingBackend>(area: DrawingArea<DB, plotters::coord::Shift>, path: &Path, title: &str, sub: &str, c: &Cells) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing {}: {e:?}", path.display());
     area.fill(&WHITE).map_err(err)?;
     let font = ("sans-serif", 11).into_font();
-    let title_text = format!("{title}{}", if cut { format!(" (first {MAX_CELLS} rows/columns)") } else { String::new() });
-    area.draw(&Text::new(title_text, (8, 6), ("sans-serif", 15).into_font())).map_err(err)?;
-    area.draw(&Text::new(format!("rows: {row_axis}; columns: {col_axis}; |max| = {vmax:.3}"), (8, 26), font.clone())).map_err(err)?;
-    for (ci, &j) in keep_c.iter().enumerate() {
+    area.draw(&Text::new(title.to_string(), (8, 6), ("sans-serif", 15).into_font())).map_err(err)?;
+    area.draw(&Text::new(sub.to_string(), (8, 26), font.clone())).map_err(err)?;
+    for (ci, &j) in c.kc.iter().enumerate() {
         let x = (MARGIN + CELL * ci as u32 + CELL / 2) as i32;
         let style = font.clone().transform(FontTransform::Rotate270).into_text_style(&area).pos(Pos::new(HPos::Left, VPos::Center));
-        area.draw(&Text::new(cols[j].clone(), (x, MARGIN as i32 - 4), style)).map_err(err)?;
+        area.draw(&Text::new(c.cols[j].clone(), (x, MARGIN as i32 - 4), style)).map_err(err)?;
     }
-    for (ri, &i) in keep_r.iter().enumerate() {
+    for (ri, &i) in c.kr.iter().enumerate() {
         let y = (MARGIN + CELL * ri as u32 + CELL / 2) as i32;
         let style = font.clone().into_text_style(&area).pos(Pos::new(HPos::Right, VPos::Center));
-        area.draw(&Text::new(rows[i].clone(), (MARGIN as i32 - 4, y), style)).map_err(err)?;
-        for (ci, &j) in keep_c.iter().enumerate() {
-            let v = m[i][j] / vmax;
-            let (r, g, b) = if v >= 0.0 {
-                (255, (255.0 * (1.0 - v)) as u8, (255.0 * (1.0 - v)) as u8)
-            } else {
-                ((255.0 * (1.0 + v)) as u8, (255.0 * (1.0 + v)) as u8, 255)
-            };
+        area.draw(&Text::new(c.rows[i].clone(), (MARGIN as i32 - 4, y), style)).map_err(err)?;
+        for (ci, &j) in c.kc.iter().enumerate() {
             let x0 = (MARGIN + CELL * ci as u32) as i32;
             let y0 = (MARGIN + CELL * ri as u32) as i32;
-            area.draw(&Rectangle::new([(x0, y0), (x0 + CELL as i32, y0 + CELL as i32)], RGBColor(r, g, b).filled())).map_err(err)?;
+            let fill = color(shade(c.m[i][j], c.vmax, c.symlog));
+            area.draw(&Rectangle::new([(x0, y0), (x0 + CELL as i32, y0 + CELL as i32)], fill.filled())).map_err(err)?;
             area.draw(&Rectangle::new([(x0, y0), (x0 + CELL as i32, y0 + CELL as i32)], RGBColor(225, 225, 225))).map_err(err)?;
         }
     }
+    // The colorbar: from +max (top) to -max (bottom), labelled at the ends, 0 and (symlog) ±t.
+    let bx = (MARGIN + CELL * c.kc.len().max(1) as u32 + 20) as i32;
+    let top = MARGIN as i32;
+    let height = (CELL * c.kr.len().max(1) as u32).max(120) as i32;
+    let steps = 60;
+    for k in 0..steps {
+        let y0 = top + height * k / steps;
+        let y1 = top + height * (k + 1) / steps;
+        let x = 1.0 - 2.0 * (k as f32 + 0.5) / steps as f32;
+        area.draw(&Rectangle::new([(bx, y0), (bx + 14, y1)], color(x).filled())).map_err(err)?;
+    }
+    area.draw(&Rectangle::new([(bx, top), (bx + 14, top + height)], RGBColor(120, 120, 120))).map_err(err)?;
+    let mut ticks = vec![(c.vmax, 1.0f32), (0.0, 0.0), (-c.vmax, -1.0)];
+    if let Some(t) = c.symlog
+        && t < c.vmax
+        && shade(t, c.vmax, c.symlog) * height as f32 / 2.0 >= 14.0
+    {
+        let s = shade(t, c.vmax, c.symlog);
+        ticks.push((t, s));
+        ticks.push((-t, -s));
+    }
+    for (v, pos) in ticks {
+        let y = top + ((1.0 - pos) / 2.0 * height as f32) as i32;
+        let style = font.clone().into_text_style(&area).pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&PathElement::new(vec![(bx + 14, y), (bx + 18, y)], BLACK)).map_err(err)?;
+        area.draw(&Text::new(format!("{v:.3}"), (bx + 21, y), style)).map_err(err)?;
+    }
+    let scale = if c.symlog.is_some() { "symlog" } else { "linear" };
+    area.draw(&Text::new(scale.to_string(), (bx - 4, top + height + 6), font)).map_err(err)?;
     area.present().map_err(err)
 }
 
 /// The overview: rows are residual slots, columns the stages of the network; a cell says
 /// whether that stage writes (W) or reads (R) the slot.
-fn overview(path: &Path, ck: &Checkpoint) -> Result<(), String> {
+fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> {
     let mut stages = vec!["embed".to_string()];
     for l in 0..ck.config.layers.len() {
         stages.push(format!("L{l} attention"));
@@ -149,8 +259,23 @@ fn overview(path: &Path, ck: &Checkpoint) -> Result<(), String> {
     let top = 80u32;
     let w = (left + cw * stages.len() as u32 + 20).max(520);
     let h = top + ch * sops.len() as u32 + 60;
-    let area = BitMapBackend::new(path, (w, h)).into_drawing_area();
-    let err = |e: DrawingAreaErrorKind<_>| format!("drawing {}: {e:?}", path.display());
+    let geometry = (cw, ch, left, top);
+    match format {
+        Format::Png => draw_overview(BitMapBackend::new(path, (w, h)).into_drawing_area(), path, ck, &stages, &cells, geometry),
+        Format::Svg => draw_overview(SVGBackend::new(path, (w, h)).into_drawing_area(), path, ck, &stages, &cells, geometry),
+    }
+}
+
+fn draw_overview<DB: DrawingBackend>(
+    area: DrawingArea<DB, plotters::coord::Shift>,
+    path: &Path,
+    ck: &Checkpoint,
+    stages: &[String],
+    cells: &[Vec<char>],
+    (cw, ch, left, top): (u32, u32, u32, u32),
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing {}: {e:?}", path.display());
+    let sops = &ck.layout.sops;
     area.fill(&WHITE).map_err(err)?;
     let c = &ck.config;
     let title = format!("{}: {} layers, d_model {}, max_seq_len {}{}", ck.output.label, c.layers.len(), c.d_model, c.max_seq_len, if c.causal { ", causal" } else { "" });
@@ -184,11 +309,17 @@ fn overview(path: &Path, ck: &Checkpoint) -> Result<(), String> {
     area.present().map_err(err)
 }
 
-/// Writes every figure into `dir` (created if needed); returns the files written.
 /// Largest heatmap `plot` draws (cells): d_model x d_model circuits and d_model x hidden MLPs.
 pub const MAX_PLOT_CELLS: usize = 1 << 24;
 
+/// Writes every figure into `dir` (created if needed) as PNG, linear colour scale; returns the
+/// files written.
 pub fn plot(ck: &Checkpoint, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    plot_with(ck, dir, &Options::default())
+}
+
+/// [`plot`] in the given format and colour scale.
+pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<PathBuf>, String> {
     let d = ck.config.d_model;
     let widest = ck.config.layers.iter().filter_map(|l| l.mlp.as_ref().map(|m| m.hidden)).max().unwrap_or(0).max(d);
     if d.saturating_mul(widest) > MAX_PLOT_CELLS {
@@ -198,8 +329,8 @@ pub fn plot(ck: &Checkpoint, dir: &Path) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     let names = crate::inspect::basis(ck);
     let mut files = vec![];
-    let p = dir.join("overview.png");
-    overview(&p, ck)?;
+    let p = dir.join(format!("overview.{}", opts.format.ext()));
+    overview(&p, ck, opts.format)?;
     files.push(p);
     for (l, layer) in ck.config.layers.iter().enumerate() {
         for h in 0..layer.heads.len() {
@@ -207,28 +338,23 @@ pub fn plot(ck: &Checkpoint, dir: &Path) -> Result<Vec<PathBuf>, String> {
             let what = layer.head_info.get(h).map(|i| i.what.clone()).unwrap_or_default();
             let qk = matmul_t(t("w_q"), t("w_k"));
             let p = dir.join(format!("layer{l}_head{h}_qk.png"));
-            heatmap(&p, &format!("layer {l} head {h} QK circuit: {what}"), &qk, &names, &names, "query dims", "key dims")?;
-            files.push(p);
+            files.extend(heatmap(&p, &format!("layer {l} head {h} QK circuit: {what}"), &qk, &names, &names, "query dims", "key dims", opts)?);
             let ov = matmul(t("w_v"), t("w_o"));
             let p = dir.join(format!("layer{l}_head{h}_ov.png"));
-            heatmap(&p, &format!("layer {l} head {h} OV circuit: {what}"), &ov, &names, &names, "key (source) dims", "written dims")?;
-            files.push(p);
+            files.extend(heatmap(&p, &format!("layer {l} head {h} OV circuit: {what}"), &ov, &names, &names, "key (source) dims", "written dims", opts)?);
         }
         if let Some(m) = &layer.mlp {
             let t = |w: &str| &ck.tensors[&raspc_checkpoint::names::mlp(l, w)];
             let hidden: Vec<String> = (0..m.hidden).map(|i| format!("h{i}")).collect();
             let what: Vec<String> = layer.mlp_info.iter().map(|i| i.writes.clone()).collect();
             let p = dir.join(format!("layer{l}_mlp_in.png"));
-            heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")), &names, &hidden, "residual dims", "hidden units")?;
-            files.push(p);
+            files.extend(heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")), &names, &hidden, "residual dims", "hidden units", opts)?);
             if m.kind == raspc_checkpoint::MlpKind::Reglu {
                 let p = dir.join(format!("layer{l}_mlp_gate.png"));
-                heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &rows_of(t("w_gate")), &names, &hidden, "residual dims", "hidden units")?;
-                files.push(p);
+                files.extend(heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &rows_of(t("w_gate")), &names, &hidden, "residual dims", "hidden units", opts)?);
             }
             let p = dir.join(format!("layer{l}_mlp_out.png"));
-            heatmap(&p, &format!("layer {l} MLP output (transposed)"), &transpose(&rows_of(t("w_out"))), &names, &hidden, "residual dims", "hidden units")?;
-            files.push(p);
+            files.extend(heatmap(&p, &format!("layer {l} MLP output (transposed)"), &transpose(&rows_of(t("w_out"))), &names, &hidden, "residual dims", "hidden units", opts)?);
         }
     }
     Ok(files)
