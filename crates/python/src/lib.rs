@@ -80,6 +80,10 @@ fn attention(name: &str) -> PyResult<Attention> {
     }
 }
 
+/// Inputs of one length: their indices in the batch, and their token ids (BOS first) or, for
+/// real-valued models, their numbers.
+type Group = (Vec<usize>, Vec<Vec<u32>>, Vec<Vec<f64>>);
+
 /// A compiled or loaded checkpoint (the Python class `raspc.Model` wraps it).
 #[pyclass(unsendable, module = "raspc._raspc")]
 struct NativeModel {
@@ -95,9 +99,9 @@ impl NativeModel {
         Ok(NativeModel { model, source, summary })
     }
 
-    /// Inputs (a JSON array of arrays of atoms) grouped by length: (length, indices, encoded).
-    fn groups(&self, inputs: &[Vec<serde_json::Value>]) -> PyResult<Vec<(Vec<usize>, Vec<Vec<u32>>, Vec<Vec<f64>>)>> {
-        let mut by_len: std::collections::BTreeMap<usize, (Vec<usize>, Vec<Vec<u32>>, Vec<Vec<f64>>)> = Default::default();
+    /// Inputs (a JSON array of arrays of atoms) grouped by length.
+    fn groups(&self, inputs: &[Vec<serde_json::Value>]) -> PyResult<Vec<Group>> {
+        let mut by_len: std::collections::BTreeMap<usize, Group> = Default::default();
         for (i, inp) in inputs.iter().enumerate() {
             let g = by_len.entry(inp.len()).or_default();
             g.0.push(i);
@@ -327,6 +331,7 @@ fn load_bytes(bytes: &[u8]) -> PyResult<NativeModel> {
 /// The universal simulator U for the given shapes: (model, certified bound in f32).
 #[pyfunction]
 #[pyo3(signature = (n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None))]
+#[allow(clippy::too_many_arguments)]
 fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &str, bound: f64, x_bound: Option<f64>) -> PyResult<(NativeModel, f64, String)> {
     let mode = match mlp {
         "relu" => raspc_compiler::real::MlpMode::Relu,
