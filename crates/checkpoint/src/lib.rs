@@ -586,6 +586,13 @@ impl Checkpoint {
     /// little-endian f32, header padded with spaces to a multiple of 8 bytes).
     pub fn to_bytes(&self) -> Result<Vec<u8>, CheckpointError> {
         self.validate()?;
+        Ok(self.to_bytes_unchecked())
+    }
+
+    /// [`to_bytes`](Self::to_bytes) without validating first: what a damaged or hostile writer
+    /// could produce, with a correct integrity hash. For tests and fuzzing of the reader.
+    #[doc(hidden)]
+    pub fn to_bytes_unchecked(&self) -> Vec<u8> {
         let data = self.data_bytes();
         let mut header = serde_json::Map::new();
         let meta: serde_json::Map<String, serde_json::Value> = self.metadata_with_hash(tensor_hash(&data)).into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
@@ -605,7 +612,7 @@ impl Checkpoint {
         out.extend_from_slice(&(h.len() as u64).to_le_bytes());
         out.extend_from_slice(h.as_bytes());
         out.extend_from_slice(&data);
-        Ok(out)
+        out
     }
 
     /// Reads and validates a checkpoint within the budgets of [`Limits::from_env`].
