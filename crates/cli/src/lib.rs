@@ -554,9 +554,8 @@ fn load(path: &std::path::Path, err: &mut dyn Write, color: bool) -> Result<rasp
     let (sources, r) = raspc_lang::evaluate_program(&path.display().to_string(), Some(path), &text, &DiskLoader);
     match r {
         Ok(s) => {
-            let notes: Vec<Diagnostic> = s.notes.iter().filter(|d| d.primary_span().is_some_and(|sp| sp.file == s.main_file)).cloned().collect();
-            for n in &notes {
-                let sp = n.primary_span().expect("filtered on a span");
+            let notes = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file);
+            for (n, sp) in notes {
                 let (l, c) = sources.line_col(sp.file, sp.start);
                 let _ = writeln!(err, "note: {}:{l}:{c}: {}", sources.get(sp.file).name, n.message);
             }
@@ -1056,12 +1055,16 @@ fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write
         let _ = writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, inputs in [-{bound}, {bound}]{xb}, {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len());
         let _ = writeln!(out, "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32)", u.compile_ms, report.output_bound_f64, report.output_bound);
         if target.is_some() {
-            let got = model.forward_real(&[instances[0].encode()], raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
+            let first = instances.first().ok_or_else(|| "no instance to show".to_string())?;
+            let got = model.forward_real(&[first.encode()], raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
             let rows: Vec<Vec<Vec<f64>>> = got.to_dtype(candle_core::DType::F64).and_then(|t| t.to_vec3()).map_err(|e| e.to_string())?;
+            // U's readout has one row per output entry after BOS (its shape is U's own); a
+            // missing one is shown as NaN rather than a panic.
+            let at = |k: usize| rows.first().and_then(|r| r.get(k)).and_then(|r| r.first()).copied().unwrap_or(f64::NAN);
             for t in 0..s.h {
                 let _ = writeln!(out, "head {t}: U(<T,X>) =");
                 for i in 0..s.n {
-                    let r: Vec<String> = (0..s.dv).map(|b| format!("{:.6}", rows[0][1 + t * s.n * s.dv + i * s.dv + b][0])).collect();
+                    let r: Vec<String> = (0..s.dv).map(|b| format!("{:.6}", at(1 + t * s.n * s.dv + i * s.dv + b))).collect();
                     let _ = writeln!(out, "  [{}]", r.join(", "));
                 }
             }
@@ -1149,15 +1152,18 @@ fn trace_cmd(
             if at != stage || sop.label.starts_with('<') {
                 continue;
             }
-            let values: Vec<serde_json::Value> = x[1..]
+            // Rows are d_model wide and layout entries lie within d_model (validated at load):
+            // `get` only turns a violation into null instead of a panic.
+            let values: Vec<serde_json::Value> = x
                 .iter()
+                .skip(1)
                 .map(|row| match &sop.encoding {
                     raspc_checkpoint::Encoding::Categorical { values } => {
-                        let dims = &row[sop.offset..sop.offset + values.len()];
-                        let best = (0..dims.len()).fold(0, |b, i| if dims[i] > dims[b] { i } else { b });
-                        values[best].clone()
+                        let dims = row.get(sop.offset..sop.offset.saturating_add(values.len())).unwrap_or_default();
+                        let best = dims.iter().enumerate().fold(None, |b: Option<(usize, f32)>, (i, &x)| if b.is_none_or(|(_, y)| x > y) { Some((i, x)) } else { b });
+                        best.and_then(|(i, _)| values.get(i)).cloned().unwrap_or_default()
                     }
-                    raspc_checkpoint::Encoding::Numerical { .. } => serde_json::json!(row[sop.offset] as f64),
+                    raspc_checkpoint::Encoding::Numerical { .. } => row.get(sop.offset).map_or(serde_json::Value::Null, |&x| serde_json::json!(x as f64)),
                 })
                 .collect();
             let expected = reference.get(&sop.label);
@@ -1396,7 +1402,7 @@ fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: b
         if !reasons.is_empty() {
             let _ = writeln!(out, "  absent: {}", reasons.join("; "));
         }
-        let avg = |c: &probe::Condition| mean(&c.layers[metric].iter().copied().filter(|x| x.is_finite()).collect::<Vec<_>>());
+        let avg = |c: &probe::Condition| mean(&c.layers.get(metric).map_or(&[][..], Vec::as_slice).iter().copied().filter(|x| x.is_finite()).collect::<Vec<_>>());
         let (rho_c, p_c) = probe::spearman(&conds.iter().map(avg).collect::<Vec<_>>(), &conds.iter().map(|c| c.nll).collect::<Vec<_>>(), 999, 1);
         let lv_metric: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| avg(c)).collect::<Vec<_>>())).collect();
         let lv_nll: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>())).collect();

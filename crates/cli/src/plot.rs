@@ -203,31 +203,32 @@ pub fn plot(ck: &Checkpoint, dir: &Path) -> Result<Vec<PathBuf>, String> {
     files.push(p);
     for (l, layer) in ck.config.layers.iter().enumerate() {
         for h in 0..layer.heads.len() {
-            let t = |w: &str| &ck.tensors[&raspc_checkpoint::names::head(l, h, w)];
+            // Shapes checked against the config (crate::inspect::tensor): the matrix products index safely.
+            let t = |w: &str| crate::inspect::tensor(ck, &raspc_checkpoint::names::head(l, h, w));
             let what = layer.head_info.get(h).map(|i| i.what.clone()).unwrap_or_default();
-            let qk = matmul_t(t("w_q"), t("w_k"));
+            let qk = matmul_t(t("w_q")?, t("w_k")?);
             let p = dir.join(format!("layer{l}_head{h}_qk.png"));
             heatmap(&p, &format!("layer {l} head {h} QK circuit: {what}"), &qk, &names, &names, "query dims", "key dims")?;
             files.push(p);
-            let ov = matmul(t("w_v"), t("w_o"));
+            let ov = matmul(t("w_v")?, t("w_o")?);
             let p = dir.join(format!("layer{l}_head{h}_ov.png"));
             heatmap(&p, &format!("layer {l} head {h} OV circuit: {what}"), &ov, &names, &names, "key (source) dims", "written dims")?;
             files.push(p);
         }
         if let Some(m) = &layer.mlp {
-            let t = |w: &str| &ck.tensors[&raspc_checkpoint::names::mlp(l, w)];
+            let t = |w: &str| crate::inspect::tensor(ck, &raspc_checkpoint::names::mlp(l, w));
             let hidden: Vec<String> = (0..m.hidden).map(|i| format!("h{i}")).collect();
             let what: Vec<String> = layer.mlp_info.iter().map(|i| i.writes.clone()).collect();
             let p = dir.join(format!("layer{l}_mlp_in.png"));
-            heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")), &names, &hidden, "residual dims", "hidden units")?;
+            heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")?), &names, &hidden, "residual dims", "hidden units")?;
             files.push(p);
             if m.kind == raspc_checkpoint::MlpKind::Reglu {
                 let p = dir.join(format!("layer{l}_mlp_gate.png"));
-                heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &rows_of(t("w_gate")), &names, &hidden, "residual dims", "hidden units")?;
+                heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &rows_of(t("w_gate")?), &names, &hidden, "residual dims", "hidden units")?;
                 files.push(p);
             }
             let p = dir.join(format!("layer{l}_mlp_out.png"));
-            heatmap(&p, &format!("layer {l} MLP output (transposed)"), &transpose(&rows_of(t("w_out"))), &names, &hidden, "residual dims", "hidden units")?;
+            heatmap(&p, &format!("layer {l} MLP output (transposed)"), &transpose(&rows_of(t("w_out")?)), &names, &hidden, "residual dims", "hidden units")?;
             files.push(p);
         }
     }

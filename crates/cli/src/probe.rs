@@ -110,28 +110,39 @@ impl Acc {
 
     /// The probes of the scored query rows `rows` of every head of captured layer `l`;
     /// `visible(i)` is the number of keys query i sees.
-    fn add_layer(&mut self, l: usize, c: &raspc_runtime::LayerCapture, rows: std::ops::Range<usize>, visible: &dyn Fn(usize) -> usize) {
-        if self.head_counts[l].len() < c.heads.len() {
-            self.head_counts[l].resize(c.heads.len(), 0);
+    fn add_layer(&mut self, l: usize, c: &raspc_runtime::LayerCapture, rows: std::ops::Range<usize>, visible: &dyn Fn(usize) -> usize) -> Result<(), String> {
+        // The accumulators have one entry per captured layer (sized from the model): `l` is one.
+        let (Some(counts), Some(head_counts)) = (self.counts.get_mut(l), self.head_counts.get_mut(l)) else {
+            return Err(format!("internal: layer {l} has no accumulator"));
+        };
+        if head_counts.len() < c.heads.len() {
+            head_counts.resize(c.heads.len(), 0);
             for hs in self.head_sums.iter_mut() {
-                hs[l].resize(c.heads.len(), 0.0);
+                hs[l].resize(c.heads.len(), 0.0); // same length as head_counts: l is in range
             }
         }
+        let short = |what: &str, i: usize| format!("the captured attention of layer {l} has no {what} for query {i}");
         for (hi, h) in c.heads.iter().enumerate() {
             for i in rows.clone() {
                 let vis = visible(i);
-                let p = probe_query(&h.weights[i][..vis], &c.input[i], &h.scores[..vis]);
+                let weights = h.weights.get(i).and_then(|w| w.get(..vis)).ok_or_else(|| short("weights", i))?;
+                let scores = h.scores.get(..vis).ok_or_else(|| short("key scores", i))?;
+                let input = c.input.get(i).ok_or_else(|| short("residual", i))?;
+                let p = probe_query(weights, input, scores)?;
                 let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
+                // sums and head_sums have METRICS.len() == vals.len() rows of one entry per
+                // layer; head_sums[m][l] was resized to the heads above.
                 for (m, v) in vals.iter().enumerate() {
                     if v.is_finite() {
                         self.sums[m][l] += v;
                         self.head_sums[m][l][hi] += v;
                     }
                 }
-                self.counts[l] += 1;
-                self.head_counts[l][hi] += 1;
+                *counts += 1;
+                head_counts[hi] += 1;
             }
         }
+        Ok(())
     }
 
     /// One scored prediction: correct or not, its confidence (for ECE) and, when known, its NLL.
@@ -193,7 +204,7 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
                 let causal = ck.config.causal;
                 for (l, c) in caps.iter().enumerate() {
                     // Scored query rows: the last e tokens (residual rows n-e+1 ..= n, BOS is row 0).
-                    acc.add_layer(l, c, (n + 1 - e)..(n + 1), &|i| if causal { i + 1 } else { n + 1 });
+                    acc.add_layer(l, c, (n + 1 - e)..(n + 1), &|i| if causal { i + 1 } else { n + 1 })?;
                 }
                 let rows: Vec<Vec<f32>> = readout.to_vec3::<f32>().map_err(|e| e.to_string())?.remove(0);
                 let decoded = model.decode(&readout).map_err(|e| e.to_string())?.remove(0);
@@ -341,7 +352,7 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
                 let mut caps = vec![];
                 let logits = lm.forward_with(&toks, Some(&mut caps), s.attn_temp).map_err(|e| e.to_string())?;
                 for (l, c) in caps.iter().enumerate() {
-                    acc.add_layer(l, c, (n - e)..n, &|i| i + 1);
+                    acc.add_layer(l, c, (n - e)..n, &|i| i + 1)?;
                 }
                 let lp = raspc_lm::log_softmax_rows(&logits).map_err(|e| e.to_string())?;
                 for i in (n - e)..n {
