@@ -1,0 +1,13 @@
+//! `raspc plot`: the command around [`crate::plot`].
+
+use crate::cmd::*;
+use crate::{plot, Failure};
+use std::io::Write;
+use std::path::Path;
+
+pub(crate) fn plot_cmd(path: &Path, dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
+    let ck = read_checkpoint(path)?;
+    let files = plot::plot(&ck, dir)?;
+    let _ = writeln!(out, "wrote {} figures to {}", files.len(), dir.display());
+    Ok(())
+}
