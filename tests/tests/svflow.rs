@@ -124,7 +124,7 @@ fn probe_command_reports_and_reacts_to_perturbation() {
     assert_eq!(cli(&["compile", p, "--vocab", "()x", "--max-len", "12", "--causal", "-o", model.to_str().unwrap()]).0, 0);
     let report = |extra: &[&str]| -> serde_json::Value {
         let json = dir.join("r.json");
-        let mut args = vec!["probe", "svflow", model.to_str().unwrap(), "--program", p, "--seeds", "2", "--levels", "0,0.5,1", "--json", json.to_str().unwrap()];
+        let mut args = vec!["probe", "svflow", model.to_str().unwrap(), "--program", p, "--seeds", "2", "--levels", "0,0.5,1", "--out", json.to_str().unwrap()];
         args.extend(extra);
         let (code, out, err) = cli(&args);
         assert_eq!(code, 0, "{err}");

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "raspc", version, about = "Compile RASP programs to transformer weights, and run them")]
 pub struct Cli {
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
@@ -28,11 +29,13 @@ pub enum Command {
     },
     /// Compile a program to a transformer checkpoint (.safetensors).
     Compile {
+        /// The program (.rasp).
         program: PathBuf,
+        /// What to compile.
         #[command(flatten)]
         target: Target,
-        /// Where to write the checkpoint.
-        #[arg(short = 'o', long = "output")]
+        /// Where to write the checkpoint (`--output` is accepted too).
+        #[arg(short = 'o', long = "out", alias = "output")]
         output: PathBuf,
         /// Also replace an existing raspc checkpoint this raspc cannot read (another version, or
         /// damaged). Files that are not raspc checkpoints are never replaced.
@@ -41,15 +44,21 @@ pub enum Command {
         /// Real-valued programs: also print every materialised s-op's interval and certified error.
         #[arg(long)]
         bounds: bool,
+        /// Print one JSON object (what was compiled, where, its size and certified bounds) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Run a compiled checkpoint on one input.
     Run {
+        /// The checkpoint (.safetensors) to run.
         model: PathBuf,
         /// Same conventions as `raspc eval --input`; BOS is added and removed by raspc.
         #[arg(long)]
         input: String,
+        /// Print exactly one line `{"output": [...]}`.
         #[arg(long)]
         json: bool,
+        /// Attention semantics: hard (the compiled semantics) or soft (softmax with the checkpoint's β).
         #[arg(long, value_enum, default_value = "hard")]
         attention: AttentionArg,
         /// cpu, or cuda (builds with the `cuda` feature).
@@ -58,7 +67,9 @@ pub enum Command {
     },
     /// Compile, then compare the model with the interpreter on many inputs.
     Verify {
+        /// The program (.rasp).
         program: PathBuf,
+        /// What to compile.
         #[command(flatten)]
         target: Target,
         /// Every input up to --max-len.
@@ -67,54 +78,70 @@ pub enum Command {
         /// Number of random inputs (lengths uniform in 1..=max-len).
         #[arg(long)]
         samples: Option<usize>,
+        /// Seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Which attention semantics to check: hard, soft or both.
         #[arg(long, value_enum, default_value = "both")]
         attention: AttentionModes,
         /// Succeed even when the interpreter rejects some of the inputs (they are counted and
         /// not checked); without it, verify fails unless every input asked for was checked.
         #[arg(long)]
         allow_rejected: bool,
+        /// Print one JSON object (counts per attention mode, mismatches, rejections, verdict) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Show what a checkpoint holds: config, residual layout, every head and MLP; or one block's
     /// matrices with labelled rows and columns.
     Inspect {
+        /// The checkpoint (.safetensors) to inspect.
         model: PathBuf,
+        /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
         /// Show the matrices of one block of this layer (with --head or --mlp).
         #[arg(long)]
         layer: Option<usize>,
+        /// Show this head's W_Q, W_K, W_V and W_O (with --layer).
         #[arg(long, requires = "layer", conflicts_with = "mlp")]
         head: Option<usize>,
+        /// Show the MLP's weights and biases (with --layer).
         #[arg(long, requires = "layer")]
         mlp: bool,
     },
     /// Draw PNG heatmaps of every head's QK and OV circuits and every MLP, plus an overview.
     Plot {
+        /// The checkpoint (.safetensors) to draw.
         model: PathBuf,
         /// Directory for the PNG files (created if needed).
-        #[arg(long)]
+        #[arg(short = 'o', long)]
         out: PathBuf,
     },
     /// Probes of a model's attention (docs/svflow.md).
     Probe {
+        /// Which probe.
         #[command(subcommand)]
         kind: ProbeKind,
     },
     /// Run a checkpoint and decode every s-op in the residual stream after every sublayer;
     /// with --program, compare each with the interpreter and mark the first divergence.
     Trace {
+        /// The checkpoint (.safetensors) to trace.
         model: PathBuf,
+        /// Same conventions as `raspc eval --input`.
         #[arg(long)]
         input: String,
         /// The program the model was compiled from.
         #[arg(long)]
         program: Option<PathBuf>,
+        /// The s-op of --program the model computes (default as in `eval`).
         #[arg(long, requires = "program")]
         entry: Option<String>,
+        /// Attention semantics: hard or soft.
         #[arg(long, value_enum, default_value = "hard")]
         attention: AttentionArg,
+        /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -134,11 +161,13 @@ pub enum Command {
         /// Number of heads.
         #[arg(long, default_value_t = 1)]
         heads: usize,
+        /// MLPs of U: gated (ReGLU, products exact) or relu (piecewise-linear products).
         #[arg(long, value_enum, default_value = "gated")]
         mlp: MlpArg,
         /// Random instances to check.
         #[arg(long, default_value_t = 100)]
         trials: usize,
+        /// Seed of the random attention layers and inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Entries of X, A and V are uniform in [-B, B]; U is certified for inputs in [-B, B].
@@ -156,8 +185,8 @@ pub enum Command {
         /// Interpolation error per piecewise-linear function (default: automatic).
         #[arg(long = "pl-error")]
         pl_error: Option<f64>,
-        /// Write U's checkpoint here.
-        #[arg(short = 'o', long = "output")]
+        /// Write U's checkpoint here (`--output` is accepted too).
+        #[arg(short = 'o', long = "out", alias = "output")]
         output: Option<PathBuf>,
         /// Also replace an existing raspc checkpoint this raspc cannot read (see `compile --force`).
         #[arg(long)]
@@ -175,7 +204,9 @@ pub enum Command {
     },
     /// Print an intermediate form of a program (the s-op graph of its entry).
     Dump {
+        /// The program (.rasp).
         program: PathBuf,
+        /// The s-op or selector to dump (default as in `eval`).
         #[arg(long)]
         entry: Option<String>,
         /// Which stage to show.
@@ -197,6 +228,7 @@ pub enum ProbeKind {
         /// For language models: the text to score (default: a sample shipped with raspc).
         #[arg(long)]
         text: Option<PathBuf>,
+        /// The s-op of --program the model computes (default as in `eval`).
         #[arg(long)]
         entry: Option<String>,
         /// Tokens per sequence (default: the model's max_seq_len; 128 for a language model).
@@ -205,13 +237,16 @@ pub enum ProbeKind {
         /// The last E tokens are scored and never moved (default: a quarter of the sequence).
         #[arg(long = "eval-window")]
         eval_window: Option<usize>,
+        /// Shuffling levels: the fraction of the prefix shuffled (comma separated, each in [0, 1]).
         #[arg(long, value_delimiter = ',', default_value = "0,0.25,0.5,0.75,1")]
         levels: Vec<f64>,
+        /// Seeds per level.
         #[arg(long, default_value_t = 3)]
         seeds: u64,
         /// Random base sequences.
         #[arg(long, default_value_t = 8)]
         sequences: usize,
+        /// Attention semantics of the perturbed runs: soft (default) or hard.
         #[arg(long, value_enum, default_value = "soft")]
         attention: AttentionArg,
         /// Divides the soft-attention β (values > 1 blur attention).
@@ -220,9 +255,12 @@ pub enum ProbeKind {
         /// Standard deviation of Gaussian noise added to every layer weight (seeded per seed).
         #[arg(long = "weight-noise", default_value_t = 0.0)]
         weight_noise: f64,
-        /// Write the full report as JSON to this file.
+        /// Print the full report as one JSON object instead of text.
         #[arg(long)]
-        json: Option<PathBuf>,
+        json: bool,
+        /// Also write the full JSON report to this file.
+        #[arg(short = 'o', long)]
+        out: Option<PathBuf>,
         /// Write PNG plots of each metric against depth, one line per level.
         #[arg(long)]
         plot: Option<PathBuf>,

@@ -69,7 +69,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
     let r = match cli.command {
         Command::Eval { program, entry, input, json } => cmd::eval::eval(&program, entry.as_deref(), &input, json, out, err, color),
         Command::Dump { program, entry, stage } => cmd::dump::dump(&program, entry.as_deref(), stage, out, err, color),
-        Command::Compile { program, target, output, force, bounds } => cmd::compile::compile_cmd(&program, &target, &output, force, bounds, out, err, color),
+        Command::Compile { program, target, output, force, bounds, json } => cmd::compile::compile_cmd(&program, &target, &output, force, bounds, json, out, err, color),
         Command::Run { model, input, json, attention, device } => cmd::run::run_cmd(&model, &input, json, attention, &device, out),
         Command::Inspect { model, json, layer, head, mlp } => cmd::inspect::inspect_cmd(&model, json, layer, head, mlp, out),
         Command::Plot { model, out: dir } => cmd::plot::plot_cmd(&model, &dir, out),
@@ -81,8 +81,8 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Trace { model, input, program, entry, attention, json } => {
             cmd::trace::trace_cmd(&model, &input, program.as_deref(), entry.as_deref(), attention, json, out, err, color)
         }
-        Command::Verify { program, target, exhaustive, samples, seed, attention, allow_rejected } => {
-            cmd::verify::verify_cmd(&program, &target, &cmd::verify::VerifyArgs { exhaustive, samples, seed, attention, allow_rejected }, out, err, color)
+        Command::Verify { program, target, exhaustive, samples, seed, attention, allow_rejected, json } => {
+            cmd::verify::verify_cmd(&program, &target, &cmd::verify::VerifyArgs { exhaustive, samples, seed, attention, allow_rejected, json }, out, err, color)
         }
     };
     match r {

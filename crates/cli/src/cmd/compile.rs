@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, bounds: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+pub(crate) fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, bounds: bool, json: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     if output.exists() && std::fs::canonicalize(output).ok() == std::fs::canonicalize(path).ok() {
         return Err(format!("-o `{}` is the program itself; refusing to overwrite it", output.display()).into());
     }
@@ -16,6 +16,24 @@ pub(crate) fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bo
     let built = build(path, target, err, color)?;
     let bytes = built.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: the compiled checkpoint is invalid: {e}"))?;
     write_checkpoint(output, &bytes, force)?;
+    if json {
+        let sum = &built.compiled.summary;
+        let mut j = serde_json::json!({
+            "output": built.compiled.plan.output_label, "path": output.display().to_string(),
+            "layers": sum.layers, "attention_sublayers": sum.attn_sublayers, "mlp_sublayers": sum.mlp_sublayers, "heads": sum.heads,
+            "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden, "params": sum.params, "nonzero": sum.nonzero,
+        });
+        if let Some(r) = &built.compiled.report {
+            j["certified_bound_f32"] = serde_json::json!(r.output_bound);
+            j["certified_bound_f64"] = serde_json::json!(r.output_bound_f64);
+            j["input_bounds"] = serde_json::json!(target.input_bounds);
+            if bounds {
+                j["sops"] = r.sops.iter().map(|b| serde_json::json!({ "label": b.label, "lo": b.lo, "hi": b.hi, "err": b.err, "err_f64": b.err_f64 })).collect();
+            }
+        }
+        let _ = writeln!(out, "{j}");
+        return Ok(());
+    }
     let _ = writeln!(out, "compiled `{}` -> {}: {}", built.compiled.plan.output_label, output.display(), built.compiled.summary);
     if let Some(r) = &built.compiled.report {
         if bounds {

@@ -5,8 +5,11 @@ use crate::cmd::*;
 use crate::{plot, probe, Failure};
 use std::io::Write;
 
-pub(crate) fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
-    let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, plot: plot_dir } = kind;
+pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, out: report_file, plot: plot_dir } = kind;
+    // With --json the text goes nowhere and the report is printed as one JSON object at the end.
+    let mut sink = std::io::sink();
+    let out: &mut dyn Write = if json { &mut sink } else { &mut *stdout };
     if levels.iter().any(|l| !(0.0..=1.0).contains(l)) || levels.is_empty() {
         return Err("--levels must be fractions between 0 and 1".to_string().into());
     }
@@ -207,16 +210,20 @@ pub(crate) fn probe_cmd(kind: ProbeKind, out: &mut dyn Write, err: &mut dyn Writ
                 .collect::<Vec<_>>()),
         );
     }
-    if let Some(path) = json {
-        report.insert("conditions".into(), serde_json::to_value(&conds).map_err(|e| e.to_string())?);
-        report.insert("spearman".into(), serde_json::Value::Object(correlations));
-        report.insert("sensitivity".into(), serde_json::Value::Object(sens));
-        std::fs::write(&path, serde_json::Value::Object(report).to_string()).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+    report.insert("conditions".into(), serde_json::to_value(&conds).map_err(|e| e.to_string())?);
+    report.insert("spearman".into(), serde_json::Value::Object(correlations));
+    report.insert("sensitivity".into(), serde_json::Value::Object(sens));
+    let report = serde_json::Value::Object(report);
+    if let Some(path) = report_file {
+        std::fs::write(&path, report.to_string()).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
         let _ = writeln!(out, "\nreport written to {}", path.display());
     }
     if let Some(dir) = plot_dir {
         let files = plot::probe_plots(&conds, layers, &dir)?;
         let _ = writeln!(out, "wrote {} plots to {}", files.len(), dir.display());
+    }
+    if json {
+        let _ = writeln!(stdout, "{report}");
     }
     Ok(())
 }

@@ -12,13 +12,36 @@ pub(crate) struct VerifyArgs {
     pub(crate) seed: u64,
     pub(crate) attention: AttentionModes,
     pub(crate) allow_rejected: bool,
+    pub(crate) json: bool,
 }
 
 /// The closing lines of `verify`: the inputs the interpreter rejected, then the verdict. Fails
 /// (exit 1) on a mismatch, when nothing was checked, or when fewer inputs than asked were
 /// checked (unless `--allow-rejected`).
-pub(crate) fn verify_verdict(asked: usize, checked: usize, failed: usize, rejections: &verify::Rejections, allow_rejected: bool, out: &mut dyn Write) -> Result<(), Failure> {
+/// With `json`, the text is replaced by one JSON object: `extra`'s fields plus the counts and
+/// the verdict.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn verify_verdict(
+    asked: usize,
+    checked: usize,
+    failed: usize,
+    rejections: &verify::Rejections,
+    allow_rejected: bool,
+    json: Option<serde_json::Value>,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
     let rejected = rejections.total();
+    if let Some(mut j) = json {
+        j["asked"] = serde_json::json!(asked);
+        j["checked"] = serde_json::json!(checked);
+        j["mismatches"] = serde_json::json!(failed);
+        j["rejected"] = serde_json::json!(rejected);
+        j["rejections"] = serde_json::json!(rejections.lines());
+        j["ok"] = serde_json::json!(failed == 0 && checked > 0 && (rejected == 0 || allow_rejected));
+        let _ = writeln!(out, "{j}");
+        let mut sink = std::io::sink();
+        return verify_verdict(asked, checked, failed, rejections, allow_rejected, None, &mut sink);
+    }
     if rejected > 0 {
         let _ = writeln!(out, "rejected: the interpreter rejects {rejected} of the {asked} inputs (not checked):");
         for l in rejections.lines() {
@@ -38,7 +61,10 @@ pub(crate) fn verify_verdict(asked: usize, checked: usize, failed: usize, reject
     Ok(())
 }
 
-pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    // With --json the text goes nowhere and one JSON object is printed at the end.
+    let mut sink = std::io::sink();
+    let out: &mut dyn Write = if a.json { &mut sink } else { &mut *stdout };
     if a.samples == Some(0) {
         return Err("--samples 0 checks nothing: give at least 1".to_string().into());
     }
@@ -65,7 +91,12 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, out: &mut
             let _ = writeln!(out, "mismatch: input {}: expected {}, model {}", show(&m.input), show(&m.expected), show(&got));
         }
         let _ = writeln!(out, "max |model - program| {:.3e}, certified bound {:.3e}", r.max_err, r.bound);
-        return verify_verdict(count, r.checked, r.failed, &r.rejections, a.allow_rejected, out);
+        let show = |v: &[raspc_lang::Atom]| v.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
+        let json = a.json.then(|| {
+            let examples: Vec<serde_json::Value> = r.examples.iter().map(|m| serde_json::json!({ "input": show(&m.input), "expected": show(&m.expected), "model": m.got.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() })).collect();
+            serde_json::json!({ "output": built.compiled.plan.output_label, "summary": built.compiled.summary.to_string(), "max_abs_err": r.max_err, "certified_bound": r.bound, "examples": examples })
+        });
+        return verify_verdict(count, r.checked, r.failed, &r.rejections, a.allow_rejected, json, if a.json { stdout } else { out });
     }
     let inputs = if a.exhaustive {
         verify::Inputs::Exhaustive
@@ -98,5 +129,15 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, out: &mut
         let got: Vec<raspc_lang::Atom> = m.got.iter().map(verify::decoded_atom).collect();
         let _ = writeln!(out, "mismatch ({:?}): input {}: expected {}, model {}", m.attention, show(&m.input), show(&m.expected), show(&got));
     }
-    verify_verdict(seqs.len(), report.checked, report.failed, &report.rejections, a.allow_rejected, out)
+    let show = |v: &[raspc_lang::Atom]| v.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
+    let json = a.json.then(|| {
+        let modes: serde_json::Map<String, serde_json::Value> = report.per_mode.iter().map(|(mode, f)| (format!("{mode:?}").to_lowercase(), serde_json::json!({ "checked": report.checked, "mismatches": f }))).collect();
+        let examples: Vec<serde_json::Value> = report
+            .examples
+            .iter()
+            .map(|m| serde_json::json!({ "attention": format!("{:?}", m.attention).to_lowercase(), "input": show(&m.input), "expected": show(&m.expected), "model": m.got.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() }))
+            .collect();
+        serde_json::json!({ "output": built.compiled.plan.output_label, "summary": built.compiled.summary.to_string(), "attention": modes, "examples": examples })
+    });
+    verify_verdict(seqs.len(), report.checked, report.failed, &report.rejections, a.allow_rejected, json, if a.json { stdout } else { out })
 }
