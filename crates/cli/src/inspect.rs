@@ -128,6 +128,10 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
 }
 
 /// One matrix with labelled rows and columns; all-zero rows and columns are left out.
+///
+/// Index safety: `t` comes from [`tensor`] (shape checked against the config, data length the
+/// product of the shape) and `rows`/`cols` have one label per row/column ([`basis`] is d_model
+/// long, `cols` is built from the shape), so the indexing below is in range.
 fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool) -> (String, serde_json::Value) {
     let (r, c) = (t.shape[0], t.shape.get(1).copied().unwrap_or(1));
     let at = |i: usize, j: usize| t.data[i * c + j];

@@ -44,6 +44,11 @@ fn register() -> Result<(), String> {
     .clone()
 }
 
+// Index safety (issue 13, item 3): the matrix helpers below take tensors returned by
+// `inspect::tensor`, whose shapes match the config and whose data length is the product of the
+// shape, so every `shape[0]`, `shape[1]` and `data[i * k + c]` is in range; `heatmap` and
+// `overview` index only matrices they size themselves (rows of equal length, cells sized from the
+// layout and the stages).
 fn matmul_t(a: &Tensor, b: &Tensor) -> Vec<Vec<f32>> {
     // a [d, k] times b^T (b [d, k]) -> [d, d]
     let (d, k) = (a.shape[0], a.shape[1]);

@@ -45,7 +45,8 @@ pub struct Condition {
 /// Permutes a random fraction `level` of positions 1..end (position 0 stays), seeded.
 pub fn shuffle_prefix(seq: &mut [usize], end: usize, level: f64, rng: &mut SplitMix) {
     let movable: Vec<usize> = (1..end.min(seq.len())).collect();
-    let m = (level * movable.len() as f64).round() as usize;
+    // A level outside [0, 1] (or NaN, which casts to 0) moves at most every movable position.
+    let m = ((level * movable.len() as f64).round() as usize).min(movable.len());
     // Choose m positions (partial Fisher-Yates), then permute their tokens among them.
     let mut pos = movable.clone();
     for i in 0..m {
@@ -192,7 +193,8 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
             for seq in &base {
                 let mut seq = seq.clone();
                 shuffle_prefix(&mut seq, n - e, level, &mut rng);
-                let atoms: Vec<Atom> = seq.iter().map(|&t| vocab[t].clone()).collect();
+                // Base tokens are drawn below vocab.len(); shuffling only permutes them.
+                let atoms: Vec<Atom> = seq.iter().map(|&t| vocab.get(t).cloned().ok_or_else(|| format!("internal: token index {t} beyond the vocabulary"))).collect::<Result<_, _>>()?;
                 let want = match (reference, &unperturbed) {
                     (Some((graph, root)), _) => crate::verify::expected(graph, root, &atoms, ck.config.causal),
                     (None, Some(m)) => model_output(m, &atoms)?,
@@ -209,14 +211,19 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
                 let rows: Vec<Vec<f32>> = readout.to_vec3::<f32>().map_err(|e| e.to_string())?.remove(0);
                 let decoded = model.decode(&readout).map_err(|e| e.to_string())?.remove(0);
                 for i in (n - e)..n {
-                    let ok = agrees(&decoded[i], &want[i], ck.output.tolerance);
+                    // The model decodes n positions and the reference gives n values; a shorter
+                    // reference (a program whose output is not one value per position) is an error.
+                    let (Some(got), Some(want_i), Some(row)) = (decoded.get(i), want.get(i), rows.get(i + 1)) else {
+                        return Err(format!("position {i} is missing from the model's output ({} values) or the reference ({} values)", decoded.len(), want.len()));
+                    };
+                    let ok = agrees(got, want_i, ck.output.tolerance);
                     match &ck.output.encoding {
                         Encoding::Categorical { values } => {
-                            let logits: Vec<f64> = rows[i + 1].iter().map(|&x| x as f64 / s.readout_temp).collect();
+                            let logits: Vec<f64> = row.iter().map(|&x| x as f64 / s.readout_temp).collect();
                             let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                             let z: f64 = logits.iter().map(|x| (x - m).exp()).sum();
-                            let target = values.iter().position(|v| agrees(&Decoded::Value(v.clone()), &want[i], 0.0));
-                            let p_target = target.map_or(1e-12, |t| ((logits[t] - m).exp() / z).max(1e-300));
+                            let target = values.iter().position(|v| agrees(&Decoded::Value(v.clone()), want_i, 0.0));
+                            let p_target = target.and_then(|t| logits.get(t)).map_or(1e-12, |l| ((l - m).exp() / z).max(1e-300));
                             // The top probability is exp(m - m) / z.
                             acc.add_prediction(ok, Some(1.0 / z), -p_target.ln());
                         }
@@ -332,6 +339,9 @@ pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64
 pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Condition>, String> {
     let ids = lm.encode(text).map_err(|e| e.to_string())?;
     let n = s.seq_len;
+    if n < 2 {
+        return Err(format!("--seq-len {n}: a language model needs at least 2 tokens (one to predict from)"));
+    }
     let e = s.eval_window.clamp(1, n - 1);
     if ids.len() < n {
         return Err(format!("the text has {} tokens; --seq-len {n} needs at least that many", ids.len()));
@@ -356,10 +366,13 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
                 }
                 let lp = raspc_lm::log_softmax_rows(&logits).map_err(|e| e.to_string())?;
                 for i in (n - e)..n {
-                    let row = &lp[i - 1];
-                    let target = toks[i] as usize;
+                    // e <= n - 1, so i >= 1; lp has one row per token. A token id beyond the
+                    // logits (a tokenizer larger than the embedding) is an error, not a panic.
+                    let (Some(row), Some(&target)) = (lp.get(i - 1), toks.get(i)) else { return Err(format!("internal: no logits for position {i}")) };
+                    let target = target as usize;
+                    let lp_target = *row.get(target).ok_or_else(|| format!("token id {target} is beyond the model's {} logits (the tokenizer is larger than the embedding)", row.len()))?;
                     let (best, &top) = row.iter().enumerate().fold((0, &f64::NEG_INFINITY), |b, (j, x)| if *x > *b.1 { (j, x) } else { b });
-                    acc.add_prediction(best == target, Some(top.exp()), -row[target]);
+                    acc.add_prediction(best == target, Some(top.exp()), -lp_target);
                 }
             }
             out.push(acc.finish(level, seed));
