@@ -253,7 +253,7 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
             .iter()
             .map(|&lv| {
                 let cs: Vec<&crate::probe::Condition> = conds.iter().filter(|c| c.level == lv).collect();
-                (lv, (0..layers).map(|l| cs.iter().map(|c| c.layers[metric][l]).sum::<f64>() / cs.len().max(1) as f64).collect())
+                (lv, (0..layers).map(|l| cs.iter().filter_map(|c| c.layers.get(metric)?.get(l)).sum::<f64>() / cs.len().max(1) as f64).collect())
             })
             .collect();
         let finite = lines.iter().flat_map(|(_, v)| v.iter().copied()).filter(|x| x.is_finite());

@@ -252,6 +252,7 @@ type PerHead = std::collections::BTreeMap<String, Vec<Vec<f64>>>;
 fn summarise(sums: &[Vec<f64>], counts: &[usize], head_sums: &[Vec<Vec<f64>>], head_counts: &[Vec<usize>]) -> (PerLayer, PerHead) {
     let (mut per_layer, mut per_head) = (PerLayer::new(), PerHead::new());
     let div = |s: f64, c: usize| if c > 0 { s / c as f64 } else { f64::NAN };
+    // sums and head_sums have one row per metric (Acc::new sizes them from METRICS).
     for (m, name) in METRICS.iter().enumerate() {
         per_layer.insert(name.to_string(), sums[m].iter().zip(counts).map(|(s, &c)| div(*s, c)).collect());
         per_head.insert(
@@ -318,7 +319,7 @@ pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64
     let hi = conds.iter().map(|c| c.level).fold(f64::NEG_INFINITY, f64::max);
     (0..layers)
         .map(|l| {
-            let at = |lv: f64| -> Vec<f64> { conds.iter().filter(|c| c.level == lv).map(|c| c.layers[metric][l]).filter(|x| x.is_finite()).collect() };
+            let at = |lv: f64| -> Vec<f64> { conds.iter().filter(|c| c.level == lv).filter_map(|c| c.layers.get(metric)?.get(l).copied()).filter(|x| x.is_finite()).collect() };
             let (a, b) = (at(lo), at(hi));
             let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
             let var = |v: &[f64]| {
