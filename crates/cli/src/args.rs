@@ -117,6 +117,9 @@ pub enum Command {
         /// Directory for the PNG files (created if needed).
         #[arg(short = 'o', long)]
         out: PathBuf,
+        /// Print one JSON object (`{"files": [...]}`) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Probes of a model's attention (docs/svflow.md).
     Probe {

@@ -72,7 +72,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Compile { program, target, output, force, bounds, json } => cmd::compile::compile_cmd(&program, &target, &output, force, bounds, json, out, err, color),
         Command::Run { model, input, json, attention, device } => cmd::run::run_cmd(&model, &input, json, attention, &device, out),
         Command::Inspect { model, json, layer, head, mlp } => cmd::inspect::inspect_cmd(&model, json, layer, head, mlp, out),
-        Command::Plot { model, out: dir } => cmd::plot::plot_cmd(&model, &dir, out),
+        Command::Plot { model, out: dir, json } => cmd::plot::plot_cmd(&model, &dir, json, out),
         Command::Probe { kind } => cmd::probe::probe_cmd(kind, out, err, color),
         Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, json } => {
             let a = cmd::simulate::SimArgs { shape: simulate::Shape { n, d, dv, h: heads }, mlp, trials, seed, bound, x_bound, tolerance, f64: dtype == DtypeArg::F64, pl_error, output, force, json };

@@ -77,6 +77,23 @@ fn compile_and_verify_print_one_json_object() {
 }
 
 #[test]
+fn plot_json_lists_the_files() {
+    let d = scratch("plot");
+    let prog = d.join("h.rasp");
+    std::fs::write(&prog, "hist = selector_width(select(tokens, tokens, ==));\n").unwrap();
+    let model = d.join("h.safetensors");
+    assert_eq!(run(&["compile", prog.to_str().unwrap(), "--vocab", "ab", "--max-len", "3", "-o", model.to_str().unwrap()]).0, 0);
+    let (code, out, err) = run(&["plot", model.to_str().unwrap(), "-o", d.join("figs").to_str().unwrap(), "--json"]);
+    if code == 1 && err.contains("font") {
+        return; // no TrueType font on this machine (.ci/run installs one)
+    }
+    assert_eq!(code, 0, "{err}");
+    let j = one_json_object(&out);
+    assert!(!j["files"].as_array().unwrap().is_empty(), "{j}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn output_paths_are_dash_o_and_out() {
     let d = scratch("out");
     let prog = d.join("h.rasp");

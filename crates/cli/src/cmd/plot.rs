@@ -5,9 +5,13 @@ use crate::{plot, Failure};
 use std::io::Write;
 use std::path::Path;
 
-pub(crate) fn plot_cmd(path: &Path, dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
+pub(crate) fn plot_cmd(path: &Path, dir: &Path, json: bool, out: &mut dyn Write) -> Result<(), Failure> {
     let ck = read_checkpoint(path)?;
     let files = plot::plot(&ck, dir)?;
+    if json {
+        let _ = writeln!(out, "{}", serde_json::json!({ "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>() }));
+        return Ok(());
+    }
     let _ = writeln!(out, "wrote {} figures to {}", files.len(), dir.display());
     Ok(())
 }
