@@ -5,6 +5,13 @@ use crate::cmd::*;
 use crate::cmd::output::*;
 use crate::Failure;
 use std::io::Write;
+
+/// Adds a field to a JSON object (a no-op on anything else: `Value`'s `IndexMut` would panic).
+fn set(j: &mut serde_json::Value, key: &str, v: impl Into<serde_json::Value>) {
+    if let Some(o) = j.as_object_mut() {
+        o.insert(key.to_string(), v.into());
+    }
+}
 use std::path::Path;
 
 #[allow(clippy::too_many_arguments)]
@@ -24,11 +31,11 @@ pub(crate) fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bo
             "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden, "params": sum.params, "nonzero": sum.nonzero,
         });
         if let Some(r) = &built.compiled.report {
-            j["certified_bound_f32"] = serde_json::json!(r.output_bound);
-            j["certified_bound_f64"] = serde_json::json!(r.output_bound_f64);
-            j["input_bounds"] = serde_json::json!(target.input_bounds);
+            set(&mut j, "certified_bound_f32", serde_json::json!(r.output_bound));
+            set(&mut j, "certified_bound_f64", serde_json::json!(r.output_bound_f64));
+            set(&mut j, "input_bounds", serde_json::json!(target.input_bounds));
             if bounds {
-                j["sops"] = r.sops.iter().map(|b| serde_json::json!({ "label": b.label, "lo": b.lo, "hi": b.hi, "err": b.err, "err_f64": b.err_f64 })).collect();
+                set(&mut j, "sops", r.sops.iter().map(|b| serde_json::json!({ "label": b.label, "lo": b.lo, "hi": b.hi, "err": b.err, "err_f64": b.err_f64 })).collect::<Vec<_>>());
             }
         }
         let _ = writeln!(out, "{j}");

@@ -4,6 +4,13 @@ use crate::args::*;
 use crate::cmd::*;
 use crate::{verify, Failure};
 use std::io::Write;
+
+/// Adds a field to a JSON object (a no-op on anything else: `Value`'s `IndexMut` would panic).
+fn set(j: &mut serde_json::Value, key: &str, v: impl Into<serde_json::Value>) {
+    if let Some(o) = j.as_object_mut() {
+        o.insert(key.to_string(), v.into());
+    }
+}
 use std::path::Path;
 
 pub(crate) struct VerifyArgs {
@@ -32,12 +39,12 @@ pub(crate) fn verify_verdict(
 ) -> Result<(), Failure> {
     let rejected = rejections.total();
     if let Some(mut j) = json {
-        j["asked"] = serde_json::json!(asked);
-        j["checked"] = serde_json::json!(checked);
-        j["mismatches"] = serde_json::json!(failed);
-        j["rejected"] = serde_json::json!(rejected);
-        j["rejections"] = serde_json::json!(rejections.lines());
-        j["ok"] = serde_json::json!(failed == 0 && checked > 0 && (rejected == 0 || allow_rejected));
+        set(&mut j, "asked", serde_json::json!(asked));
+        set(&mut j, "checked", serde_json::json!(checked));
+        set(&mut j, "mismatches", serde_json::json!(failed));
+        set(&mut j, "rejected", serde_json::json!(rejected));
+        set(&mut j, "rejections", serde_json::json!(rejections.lines()));
+        set(&mut j, "ok", serde_json::json!(failed == 0 && checked > 0 && (rejected == 0 || allow_rejected)));
         let _ = writeln!(out, "{j}");
         let mut sink = std::io::sink();
         return verify_verdict(asked, checked, failed, rejections, allow_rejected, None, &mut sink);
