@@ -151,7 +151,8 @@ fn enc_json(enc: &SlotEnc, values_json: Option<Vec<serde_json::Value>>) -> ck::E
 }
 
 /// Builds the checkpoint: dense tensors, config, layout, output spec.
-pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
+/// Fails only on a broken invariant of the plan (a value missing from its own slot).
+pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Checkpoint, String> {
     let num_values = &plan.num_values;
     let d = sched.d_model;
     let off = |s: usize| sched.offset[&s];
@@ -270,7 +271,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
         {
             match &plan.slots[ts].enc {
                 SlotEnc::Cat(vals) => {
-                    let j = vals.iter().position(|v| v == a).expect("vocabulary atoms are token values");
+                    let j = vals.iter().position(|v| v == a).ok_or_else(|| format!("token {} is missing from the token slot", a.repr()))?;
                     tok[row + o + j] = 1.0;
                 }
                 SlotEnc::Num { .. } => tok[row + o] = a.as_f64().unwrap_or(0.0) as f32,
@@ -314,7 +315,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
             let mut r = vec![0f32; d * k];
             for (i, v) in map.iter().enumerate() {
                 if let Some(v) = v {
-                    let j = values.iter().position(|x| x == v).expect("output values cover the map");
+                    let j = values.iter().position(|x| x == v).ok_or_else(|| format!("output value {} is missing from the readout", v.repr()))?;
                     r[(o + i) * k + j] = 1.0;
                 }
             }
@@ -369,5 +370,5 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> ck::Checkpoint {
         real_input,
     };
     let output = ck::OutputSpec { label: plan.output_label.clone(), encoding: out_enc, tolerance };
-    ck::Checkpoint { config, layout, output, program_hash: inp.program_hash.clone(), compiler_version: format!("raspc {}", env!("CARGO_PKG_VERSION")), tensors }
+    Ok(ck::Checkpoint { config, layout, output, program_hash: inp.program_hash.clone(), compiler_version: format!("raspc {}", env!("CARGO_PKG_VERSION")), tensors })
 }

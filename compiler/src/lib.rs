@@ -114,7 +114,10 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         .with_note(format!("d_model would be {}; a smaller --max-len or vocabulary shrinks the one-hot encodings", schedule.d_model))]);
     }
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };
-    let checkpoint = emit::emit(&plan, &schedule, &inputs);
+    let checkpoint = emit::emit(&plan, &schedule, &inputs).map_err(|e| {
+        let node = graph.node(root);
+        vec![Diagnostic::error("compile::internal", format!("internal error while emitting `{}`: {e} (this is a bug in raspc; please report it with the program)", node.label), node.span)]
+    })?;
     if let Err(e) = checkpoint.validate() {
         // Only reachable with extreme real-valued bounds (weights beyond f32).
         let node = graph.node(root);

@@ -172,12 +172,13 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
             num_values.insert(s, vals);
         }
     }
+    let output = output.ok_or_else(|| vec![lw.internal(root, "the output was not lowered")])?;
     Ok(Plan {
         slots: lw.slots,
         blocks: lw.blocks,
         tokens: lw.tokens,
         indices: lw.indices,
-        output: output.expect("no diagnostics"),
+        output,
         num_values,
         output_label: g.node(root).label.clone(),
         positional: vec![],
@@ -222,7 +223,7 @@ fn points_of(atoms: &[Atom]) -> Option<(Vec<f64>, Vec<Vec<Atom>>)> {
     let (mut pts, mut groups): (Vec<f64>, Vec<Vec<Atom>>) = (vec![], vec![]);
     for (x, a) in v {
         match pts.last() {
-            Some(&p) if (x - p).abs() <= 1e-12 * p.abs().max(1.0) => groups.last_mut().expect("paired").push(a),
+            Some(&p) if (x - p).abs() <= 1e-12 * p.abs().max(1.0) => groups.last_mut()?.push(a),
             _ => {
                 pts.push(x);
                 groups.push(vec![a]);
@@ -245,6 +246,11 @@ impl Lowerer<'_> {
 
     fn err(&self, id: NodeId, code: &'static str, msg: String) -> Diagnostic {
         Diagnostic::error(code, msg, self.g.node(id).span)
+    }
+
+    /// A broken invariant of the lowering itself, reported instead of panicking.
+    fn internal(&self, id: NodeId, what: &str) -> Diagnostic {
+        self.err(id, "compile::internal", format!("internal error while lowering `{}`: {what} (this is a bug in raspc; please report it with the program)", self.label(id)))
     }
 
     fn new_slot(&mut self, label: String, enc: SlotEnc, at_bos: Vec<f64>) -> usize {
@@ -689,7 +695,8 @@ impl Lowerer<'_> {
         match (&v.map, &self.slots[v.slot].enc) {
             (Some(m), _) => m.clone(),
             (None, SlotEnc::Cat(vals)) => vals.iter().cloned().map(Some).collect(),
-            (None, SlotEnc::Num { .. }) => unreachable!("view_values of a numerical view"),
+            // Numerical views are converted by `cat_view` before anyone asks for their values.
+            (None, SlotEnc::Num { .. }) => vec![],
         }
     }
 
@@ -730,9 +737,9 @@ impl Lowerer<'_> {
     fn categorical_leaves<'l>(&mut self, leaves: impl IntoIterator<Item = &'l NodeId>) -> Result<Vec<(NodeId, usize, Vec<Atom>)>, Diagnostic> {
         let mut views = vec![];
         for &l in leaves {
-            let Rep::Slot(s) = self.rep[&l] else { unreachable!("leaves have slots") };
+            let Some(Rep::Slot(s)) = self.rep.get(&l).cloned() else { return Err(self.internal(l, "a leaf has no slot")) };
             let s = if matches!(self.slots[s].enc, SlotEnc::Num { .. }) { self.categorical_of(s, l)? } else { s };
-            let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { unreachable!("categorical_of gives a categorical slot") };
+            let SlotEnc::Cat(vals) = self.slots[s].enc.clone() else { return Err(self.internal(l, "a categorical view is numerical")) };
             views.push((l, s, vals));
         }
         Ok(views)
@@ -740,7 +747,7 @@ impl Lowerer<'_> {
 
     /// Gives an inline map its own slot and MLP.
     fn materialise(&mut self, id: NodeId) -> Result<usize, Diagnostic> {
-        let Rep::Inline = self.rep[&id] else { unreachable!("materialise of a slot") };
+        let Some(Rep::Inline) = self.rep.get(&id) else { return Err(self.internal(id, "materialising what already has a slot")) };
         let leaves = self.leaf_list(id);
         let label = self.label(id).to_string();
         let vals = self.finite(id)?;
@@ -772,7 +779,7 @@ impl Lowerer<'_> {
             for g in &groups {
                 let results: Vec<Option<Atom>> = g.iter().map(|a| self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]))).collect();
                 let first = results.iter().flatten().next().cloned();
-                if results.iter().flatten().any(|r| !r.py_eq(first.as_ref().expect("some"))) {
+                if results.iter().flatten().zip(std::iter::repeat(&first)).any(|(r, f)| f.as_ref().is_some_and(|f| !r.py_eq(f))) {
                     return Err(self
                         .err(id, "compile::numeric_map", format!("`{label}` gives different results for equal numbers of different types"))
                         .with_label("this map")
@@ -920,7 +927,8 @@ impl Lowerer<'_> {
                     mlp.w_in.push((*s, ix[j], c, 1.0));
                 }
                 mlp.b_in.push(-(k as f64 - 1.0));
-                mlp.w_out.push((c, out, tuples.iter().position(|x| x == t).expect("collected"), 1.0));
+                let Some(j) = tuples.iter().position(|x| x == t) else { return Err(self.internal(nodes[0], "a tuple value is missing")) };
+                mlp.w_out.push((c, out, j, 1.0));
             }
             self.push_block(BlockKind::Mlp(mlp), out, format!("{label} as one one-hot"));
             (out, tuples.into_iter().map(Some).collect())
@@ -1183,10 +1191,11 @@ impl Lowerer<'_> {
         let mut v = vec![];
         for (a, val) in vvals.iter().enumerate() {
             if let Some(val) = val {
-                v.push((vv.slot, a, index_of(&outs, val).expect("inserted"), 1.0));
+                let Some(j) = index_of(&outs, val) else { return Err(self.internal(id, "an aggregated value is missing")) };
+                v.push((vv.slot, a, j, 1.0));
             }
         }
-        let di = index_of(&outs, default).expect("inserted");
+        let Some(di) = index_of(&outs, default) else { return Err(self.internal(id, "the default value is missing")) };
         v.push((BOS, 0, di, 1.0));
         let at_bos = (0..m).map(|j| (j == di) as u8 as f64).collect();
         let s = self.new_slot(label, SlotEnc::Cat(outs), at_bos);

@@ -807,7 +807,8 @@ impl RealLowerer<'_> {
                 self.input = Some(s);
                 Val::Real(Ex::Leaf(s))
             }
-            NodeKind::Indices | NodeKind::Const(_) => unreachable!("positional"),
+            // `index_function` above returns these as positional values.
+            NodeKind::Indices | NodeKind::Const(_) => return Err(self.err(id, "internal error: a positional s-op was not computed at compile time").with_label("here")),
             NodeKind::Length => {
                 return Err(self.err(id, "`length` is not supported with real inputs").with_label("here").with_note("shapes are fixed when U-style programs compile: use the sizes as numbers"));
             }
@@ -829,7 +830,7 @@ impl RealLowerer<'_> {
                                         Some(x) => row.push(x.clone()),
                                         None => ok = false,
                                     },
-                                    Val::Real(_) => unreachable!("checked"),
+                                    Val::Real(_) => ok = false,
                                 },
                             }
                         }
@@ -899,7 +900,7 @@ impl RealLowerer<'_> {
                 let vex = self.ex_of(values)?;
                 let v = self.affine_or_resident(&vex, &self.g.node(values).label.clone())?;
                 if v.c.len() == 1 && v.k == 0.0 && v.c.values().all(|&w| w == 1.0) {
-                    let slot = *v.c.keys().next().expect("one");
+                    let Some(&slot) = v.c.keys().next() else { return Err(self.err(id, "internal error: an empty affine form").with_label("here")) };
                     self.vals.insert(values, Val::Real(Ex::Leaf(slot)));
                 }
                 let s = self.head(id, &label, sel, &m, &v, is_max)?;
@@ -1114,7 +1115,7 @@ impl RealLowerer<'_> {
         let vz = self.aff_zero(v);
         self.zero.insert(out, m.iter().map(|r| !r.iter().any(|&b| b) || r.iter().enumerate().all(|(k, &b)| !b || vz[k])).collect());
         if is_max && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) {
-            let s = *v.c.keys().next().expect("one");
+            let Some(&s) = v.c.keys().next() else { return Err(self.err(id, "internal error: an empty affine form").with_label("here")) };
             let zs = self.zero.get(&s).cloned().unwrap_or_else(|| vec![false; self.n]);
             if (0..self.n).all(|q| m[q][q] || (!m[q].iter().any(|&b| b) && zs[q])) {
                 self.max_of.insert(out, s);
@@ -1422,7 +1423,8 @@ impl RealLowerer<'_> {
                 }
                 Ex::Cmp(x, op, y) => F::Cmp(b(x)?, *op, b(y)?),
                 Ex::Ter(t, c, e) => F::Ter(b(t)?, b(c)?, b(e)?),
-                Ex::Leaf(_) | Ex::C(_) => unreachable!("affine"),
+                // Leaves and constants are caught by the affine case before this match.
+                Ex::Leaf(_) | Ex::C(_) => return None,
             })
         }
         let f = build(ex, &u)?;
@@ -1544,7 +1546,9 @@ impl RealLowerer<'_> {
         let mut mag_exact = Err2::default();
         for (w, p, x) in &indicator_products {
             // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
-            let vals = self.positional_values(p).expect("checked");
+            let Some(vals) = self.positional_values(p) else {
+                return Err(Diagnostic::error("compile::internal", format!("internal error while lowering `{label}`: a positional factor has no values"), self.span));
+            };
             let (xi, xe) = (self.aff_iv(x), self.aff_err(x));
             let r = (xi.mag() + xe.max() + 1.0).log2().ceil().exp2();
             let mut distinct: Vec<f64> = vals.clone();
@@ -1588,7 +1592,8 @@ impl RealLowerer<'_> {
                 other => (other.clone(), false),
             };
             match &t {
-                Term::Square(_) => unreachable!("rewritten"),
+                // Squares were rewritten as unary terms just above.
+                Term::Square(_) => return Err(Diagnostic::error("compile::internal", format!("internal error while lowering `{label}`: a square was not rewritten"), self.span)),
                 Term::Unary(u, f) => {
                     let ui = self.aff_iv(u);
                     let ue = self.aff_err(u) + Err2::gamma(u.c.len() + 2, Self::aff_exact(u)) * self.aff_mag(u);

@@ -21,13 +21,14 @@ use raspc_lang::{atom, Atom, Graph, NodeId, NodeKind};
 use std::collections::HashMap;
 
 /// A rebuilt graph holding only what `root` depends on, rewritten; returns its root.
+/// Falls back to the graph as given if a rewrite would grow it past the graph size limit.
 pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId) {
-    let (g1, r1) = rebuild(g, root, None);
+    let Some((g1, r1)) = rebuild(g, root, None) else { return (g.clone(), root) };
     let sets = infer(&g1, r1, vocab, max_len);
-    rebuild(&g1, r1, Some(&sets))
+    rebuild(&g1, r1, Some(&sets)).unwrap_or((g1, r1))
 }
 
-fn rebuild(g: &Graph, root: NodeId, sets: Option<&HashMap<NodeId, ValueSet>>) -> (Graph, NodeId) {
+fn rebuild(g: &Graph, root: NodeId, sets: Option<&HashMap<NodeId, ValueSet>>) -> Option<(Graph, NodeId)> {
     let mut out = Graph::new();
     let mut map: HashMap<NodeId, NodeId> = HashMap::new();
     for id in g.ancestors(root) {
@@ -36,11 +37,11 @@ fn rebuild(g: &Graph, root: NodeId, sets: Option<&HashMap<NodeId, ValueSet>>) ->
         let lex = sets.and_then(|s| lexicographic(g, id, s, &map, &mut out, node.span));
         let kind = lex.unwrap_or(kind);
         let kind = rewrite(&mut out, &kind, node.span).unwrap_or(kind);
-        let new = out.add_labelled(kind, node.span, &node.label, node.named).expect("no larger than the source graph");
+        let new = out.add_labelled(kind, node.span, &node.label, node.named)?;
         map.insert(id, new);
     }
     let r = map[&root];
-    (out, r)
+    Some((out, r))
 }
 
 /// Sorted distinct numbers of a finite, all-numeric value set.

@@ -731,7 +731,7 @@ impl Gen {
         let bx = |e: E| Box::new(e);
         let d = depth.saturating_sub(1);
         match self.below(if depth == 0 { 2 } else { 8 }) {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let op = self.pick(&["==", "!=", "<", "<=", ">", ">="]);
                 let k = self.pick(&[K::Num, K::Num, K::Str, K::Bool]);
                 // Ordering a bool against a number is fine in Python; against a string it raises.

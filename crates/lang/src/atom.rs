@@ -93,7 +93,9 @@ impl Atom {
                 other.repr()
             )),
             _ => {
-                let (a, b) = (self.num().expect("number"), other.num().expect("number"));
+                let (Some(a), Some(b)) = (self.num(), other.num()) else {
+                    return err(format!("cannot order {} and {}", self.repr(), other.repr()));
+                };
                 Ok(match (a, b) {
                     (Num::I(x), Num::I(y)) => Some(x.cmp(&y)),
                     _ => a.f().partial_cmp(&b.f()),
@@ -233,8 +235,9 @@ pub fn float_repr(x: f64) -> String {
         return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
     }
     let sci = format!("{:e}", x.abs()); // e.g. "1.2345e3"
-    let (mant, exp) = sci.split_once('e').expect("LowerExp has an exponent");
-    let exp: i32 = exp.parse().expect("exponent is an integer");
+    // `{:e}` always writes `<mantissa>e<exponent>`; the fallbacks are never taken.
+    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mant.chars().filter(|c| *c != '.').collect();
     let sign = if x < 0.0 { "-" } else { "" };
     if (-4..16).contains(&exp) {
@@ -398,7 +401,8 @@ pub fn binary(op: BinOp, a: &Atom, b: &Atom) -> OpResult {
                 Ok(Float(r))
             }
         },
-        _ => unreachable!("handled above"),
+        // `and`, `or` and the comparisons returned above.
+        BinOp::And | BinOp::Or | BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => Err(type_err(sym, a, b)),
     }
 }
 
@@ -453,7 +457,7 @@ pub fn to_float(a: &Atom) -> OpResult {
             };
             v.map(Atom::Float).ok_or_else(|| OpError(format!("could not convert string to float: '{s}'")))
         }
-        other => Ok(Atom::Float(other.as_f64().expect("number"))),
+        other => other.as_f64().map(Atom::Float).ok_or_else(|| OpError(format!("could not convert {} to float", other.repr()))),
     }
 }
 

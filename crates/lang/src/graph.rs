@@ -278,7 +278,14 @@ impl Graph {
         if !self.labels.contains_key(base) {
             return base.to_string();
         }
-        (2..).map(|i| format!("{base}_{i}")).find(|l| !self.labels.contains_key(l)).expect("some label is free")
+        let mut i = 2usize;
+        loop {
+            let l = format!("{base}_{i}");
+            if !self.labels.contains_key(&l) {
+                return l;
+            }
+            i += 1;
+        }
     }
 
     /// Gives a node a user's name, unless it already has one (the first name wins).
@@ -330,6 +337,7 @@ impl Graph {
         for &n in &keep {
             let node = self.node(n);
             let kind = node.kind.remap(&|x| map[&x]);
+            // `keep` is a subset of this graph's nodes, so `out` stays within MAX_NODES.
             let id = out.add(kind, node.span).expect("extract never exceeds the source graph");
             let new = &mut out.g[id.ix()];
             out.labels.remove(&new.label);

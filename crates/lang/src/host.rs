@@ -480,7 +480,13 @@ impl<'l> Evaluator<'l> {
                 for v in values {
                     vals.push(self.eval(v, env)?);
                 }
-                let value = if vals.len() == 1 { vals.pop().expect("one") } else { HostValue::List(Rc::new(vals)) };
+                let value = match (vals.pop(), vals.is_empty()) {
+                    (Some(v), true) => v,
+                    (last, _) => {
+                        vals.extend(last);
+                        HostValue::List(Rc::new(vals))
+                    }
+                };
                 if targets.len() == 1 {
                     self.bind(env, &targets[0], value, top_of_main);
                 } else {
@@ -691,7 +697,7 @@ impl<'l> Evaluator<'l> {
     fn map(&mut self, op: MapOp, args: Vec<Operand>, span: Span) -> R<HostValue> {
         // All-constant maps are folded on the host.
         if args.iter().all(|a| matches!(a, Operand::Const(_))) {
-            let atoms: Vec<Atom> = args.iter().map(|a| if let Operand::Const(c) = a { c.clone() } else { unreachable!() }).collect();
+            let atoms: Vec<Atom> = args.iter().filter_map(|a| if let Operand::Const(c) = a { Some(c.clone()) } else { None }).collect();
             return interp::apply_map(&op, &atoms).map(HostValue::Atom).map_err(|e| self.err("eval::op", e.0, span, "evaluated here"));
         }
         Ok(HostValue::Sop(self.node(NodeKind::Map { op, args }, span)?))
@@ -909,18 +915,16 @@ impl<'l> Evaluator<'l> {
                 let len = match &t {
                     HostValue::List(l) => l.len(),
                     HostValue::Atom(Atom::Str(s)) => s.chars().count(),
-                    _ => unreachable!("matched above"),
+                    _ => 0,
                 } as i64;
                 let j = if *k < 0 { k + len } else { *k };
-                if j < 0 || j >= len {
-                    return Err(self.err("eval::index", format!("index {k} out of range for a {} of length {len}", t.kind_name()), ispan, "out of range"));
-                }
                 // Index in place: no copy of the list or string.
-                Ok(match &t {
-                    HostValue::List(l) => l[j as usize].clone(),
-                    HostValue::Atom(Atom::Str(s)) => HostValue::Atom(Atom::Str(s.chars().nth(j as usize).expect("j < len").to_string())),
-                    _ => unreachable!("matched above"),
-                })
+                let item = match &t {
+                    HostValue::List(l) if j >= 0 => l.get(j as usize).cloned(),
+                    HostValue::Atom(Atom::Str(s)) if j >= 0 => s.chars().nth(j as usize).map(|c| HostValue::Atom(Atom::Str(c.to_string()))),
+                    _ => None,
+                };
+                item.ok_or_else(|| self.err("eval::index", format!("index {k} out of range for a {} of length {len}", t.kind_name()), ispan, "out of range"))
             }
             (HostValue::Dict(d), HostValue::Atom(a)) => d.get(a).cloned().ok_or_else(|| self.err("eval::index", format!("key {} not in dict", a.repr()), ispan, "missing key")),
             (HostValue::Sop(s), HostValue::Atom(Atom::Int(k))) => {
@@ -949,7 +953,7 @@ impl<'l> Evaluator<'l> {
                         }
                         Table::Dict(pairs)
                     }
-                    _ => unreachable!(),
+                    _ => return Err(self.err("eval::type", format!("cannot index a {} with an s-op", t.kind_name()), span, "unsupported indexing")),
                 };
                 self.map(MapOp::Lookup(table), vec![Operand::Sop(*x)], span)
             }
@@ -991,7 +995,13 @@ impl<'l> Evaluator<'l> {
                     for e in &def.ret {
                         out.push(self.eval(e, &scope)?);
                     }
-                    Ok(if out.len() == 1 { out.pop().expect("one") } else { HostValue::List(Rc::new(out)) })
+                    Ok(match (out.pop(), out.is_empty()) {
+                        (Some(v), true) => v,
+                        (last, _) => {
+                            out.extend(last);
+                            HostValue::List(Rc::new(out))
+                        }
+                    })
                 })();
                 self.depth -= 1;
                 r

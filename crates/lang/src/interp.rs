@@ -55,7 +55,13 @@ pub struct EvalError {
 /// Evaluates `root` on `input` (the raw tokens, as `tokens_asis` sees them).
 pub fn evaluate(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Value, EvalError> {
     let mut all = evaluate_all(graph, root, input)?;
-    Ok(all.remove(&root).expect("root was evaluated"))
+    all.remove(&root).ok_or_else(|| EvalError {
+        node: root,
+        label: graph.node(root).label.clone(),
+        span: graph.node(root).span,
+        position: None,
+        message: "internal error: the entry was not evaluated".into(),
+    })
 }
 
 /// Evaluates every ancestor of `root`; returns all their values (for tracing).
@@ -69,13 +75,17 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
         if n == 0 {
             return Err(fail(None, "RASP programs need a non-empty input".into()));
         }
-        let seq = |x: NodeId| match &vals[&x] {
-            Value::Seq(s) => s,
-            Value::Sel(_) => unreachable!("type-checked at construction"),
+        // Operands come earlier in the topological order, and host evaluation only builds
+        // s-op operands where s-ops are expected (and selectors where selectors are): a
+        // missing or mistyped operand is an internal error, reported as one.
+        let internal = |what: &str| fail(None, format!("internal error: operand is not {what}"));
+        let seq = |x: NodeId| match vals.get(&x) {
+            Some(Value::Seq(s)) => Ok(s),
+            _ => Err(internal("an s-op")),
         };
-        let sel = |x: NodeId| match &vals[&x] {
-            Value::Sel(s) => s,
-            Value::Seq(_) => unreachable!("type-checked at construction"),
+        let sel = |x: NodeId| match vals.get(&x) {
+            Some(Value::Sel(s)) => Ok(s),
+            _ => Err(internal("a selector")),
         };
         let v = match &node.kind {
             NodeKind::Tokens => Value::Seq(input.to_vec()),
@@ -89,7 +99,7 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
                     row.clear();
                     for a in args {
                         row.push(match a {
-                            Operand::Sop(x) => seq(*x)[i].clone(),
+                            Operand::Sop(x) => seq(*x)?[i].clone(),
                             Operand::Const(c) => c.clone(),
                         });
                     }
@@ -98,7 +108,7 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
                 Value::Seq(out)
             }
             NodeKind::Select { keys, queries, cmp } => {
-                let (k, q) = (seq(*keys), seq(*queries));
+                let (k, q) = (seq(*keys)?, seq(*queries)?);
                 let mut m = vec![vec![false; n]; n];
                 for (qi, row) in m.iter_mut().enumerate() {
                     for (ki, cell) in row.iter_mut().enumerate() {
@@ -109,15 +119,15 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
             }
             NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
                 let and = matches!(node.kind, NodeKind::SelectAnd(..));
-                let (x, y) = (sel(*a), sel(*b));
+                let (x, y) = (sel(*a)?, sel(*b)?);
                 Value::Sel(
                     x.iter().zip(y).map(|(r, s)| r.iter().zip(s).map(|(&p, &q)| if and { p && q } else { p || q }).collect()).collect(),
                 )
             }
-            NodeKind::SelectNot(a) => Value::Sel(sel(*a).iter().map(|r| r.iter().map(|&p| !p).collect()).collect()),
-            NodeKind::SelectorWidth(a) => Value::Seq(sel(*a).iter().map(|r| Atom::Int(r.iter().filter(|&&p| p).count() as i64)).collect()),
+            NodeKind::SelectNot(a) => Value::Sel(sel(*a)?.iter().map(|r| r.iter().map(|&p| !p).collect()).collect()),
+            NodeKind::SelectorWidth(a) => Value::Seq(sel(*a)?.iter().map(|r| Atom::Int(r.iter().filter(|&&p| p).count() as i64)).collect()),
             NodeKind::AggregateMax { sel: s, values, default } => {
-                let (m, v) = (sel(*s), seq(*values));
+                let (m, v) = (sel(*s)?, seq(*values)?);
                 let mut out = Vec::with_capacity(n);
                 for (q, row) in m.iter().enumerate() {
                     let mut best: Option<&Atom> = None;
@@ -134,7 +144,7 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
                 Value::Seq(out)
             }
             NodeKind::Aggregate { sel: s, values, default } => {
-                let (m, v) = (sel(*s), seq(*values));
+                let (m, v) = (sel(*s)?, seq(*values)?);
                 let averageable = is_numeric_sequence(v);
                 let mut out = Vec::with_capacity(n);
                 for (q, row) in m.iter().enumerate() {
@@ -152,7 +162,7 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
                                     ),
                                 ));
                             }
-                            let sum: f64 = picked.iter().map(|a| a.as_f64().expect("numeric")).sum();
+                            let sum: f64 = picked.iter().map(|a| a.as_f64().unwrap_or(f64::NAN)).sum();
                             Atom::Float(sum / k as f64)
                         }
                     });

@@ -404,7 +404,8 @@ impl<'a> Parser<'a> {
                     return Err(Fail);
                 }
                 self.expect_tok(Tok::Semi, "`;`")?;
-                let e = exprs.into_iter().next().expect("exprs() returns at least one");
+                // exprs() parses at least one expression or fails.
+                let Some(e) = exprs.into_iter().next() else { return Err(Fail) };
                 Ok(Some(Stmt { span: start.to(self.prev_span()), kind: StmtKind::Expr(e) }))
             }
         }
