@@ -37,6 +37,8 @@ pub enum RuntimeError {
     BadNumber { position: usize, value: String, lo: f64, hi: f64 },
     #[error("this model reads {0} inputs")]
     WrongInputKind(&'static str),
+    #[error("a readout row has {found} dims but the output encoding has {expected}")]
+    ReadoutWidth { found: usize, expected: usize },
     #[error("the forward pass produced a non-finite activation (NaN or infinity), first in {stage}: the checkpoint's weights overflow f32 on this input")]
     NonFiniteActivation { stage: String },
 }
@@ -438,6 +440,12 @@ impl Model {
     pub fn decode(&self, readout: &Tensor) -> Result<Vec<Vec<Decoded>>, RuntimeError> {
         let rows: Vec<Vec<Vec<f64>>> = readout.to_dtype(DType::F64)?.to_vec3()?;
         let out = &self.checkpoint.output;
+        let expected = out.encoding.dims();
+        // Every row must be as wide as the encoding: then `values[best]` and `dims[0]` below are
+        // in range (a categorical encoding has >= 1 value, validated at load).
+        if let Some(bad) = rows.iter().flatten().find(|d| d.len() != expected || d.is_empty()) {
+            return Err(RuntimeError::ReadoutWidth { found: bad.len(), expected });
+        }
         Ok(rows
             .into_iter()
             .map(|seq| {

@@ -50,8 +50,13 @@ fn log_sum_exp(v: &[f64]) -> f64 {
 ///
 /// Three regimes: the power series (small κ relative to ν), the uniform (Debye) asymptotic
 /// expansion in ν for large orders, and the large-argument expansion for small orders.
+///
+/// Outside its domain (ν < 0, κ <= 0, or either NaN) the result is NaN, not a panic: κ comes
+/// from captured activations.
 pub fn ln_bessel_i(nu: f64, kappa: f64) -> f64 {
-    assert!(nu >= 0.0 && kappa > 0.0, "ln_bessel_i needs nu >= 0 and kappa > 0");
+    if !(nu >= 0.0 && kappa > 0.0) {
+        return f64::NAN;
+    }
     if nu >= 15.0 {
         return debye(nu, kappa);
     }
@@ -134,12 +139,16 @@ fn entropy(p: &[f64]) -> f64 {
 /// The probes of one query: `q` the weights over its visible keys, `u` the residual entering the
 /// layer at the query, `scores` the keys' conditional scores `s_j`. `q` is renormalised to sum to
 /// 1 (weights captured in f32 are off by rounding), so the decomposition holds to f64 precision.
-pub fn probe_query(q: &[f64], u: &[f64], scores: &[Vec<f64>]) -> QueryProbe {
+///
+/// `q` and `scores` must have one entry per visible key: a mismatch is an error (no panic).
+pub fn probe_query(q: &[f64], u: &[f64], scores: &[Vec<f64>]) -> Result<QueryProbe, String> {
+    if q.len() != scores.len() {
+        return Err(format!("{} attention weights but {} key scores", q.len(), scores.len()));
+    }
     let total: f64 = q.iter().sum();
     let q: Vec<f64> = q.iter().map(|x| x / total).collect();
     let q = q.as_slice();
     let n = q.len();
-    assert_eq!(n, scores.len(), "one score per visible key");
     let d = u.len();
     let norm = dot(u, u).sqrt();
     let unit: Vec<f64> = if norm > 0.0 { u.iter().map(|x| x / norm).collect() } else { u.to_vec() };
@@ -153,7 +162,7 @@ pub fn probe_query(q: &[f64], u: &[f64], scores: &[Vec<f64>]) -> QueryProbe {
     let kl_p_u = logn - entropy(&p);
     let elbo = dot(q, &ell) - kl_q_u;
     let norm_by = |x: f64| if n > 1 { x / logn } else { f64::NAN };
-    QueryProbe { n, log_marginal: lse - logn, elbo, kl_q_p, kl_q_u, kl_p_u, kl_q_u_norm: norm_by(kl_q_u), kl_p_u_norm: norm_by(kl_p_u) }
+    Ok(QueryProbe { n, log_marginal: lse - logn, elbo, kl_q_p, kl_q_u, kl_p_u, kl_q_u_norm: norm_by(kl_q_u), kl_p_u_norm: norm_by(kl_p_u) })
 }
 
 #[cfg(test)]
@@ -197,7 +206,7 @@ mod tests {
         let u = vec![0.3, -1.2, 0.5, 2.0];
         let scores = vec![vec![0.1, 0.4, -0.3, 0.2], vec![1.5, -0.5, 0.0, 0.3], vec![0.0, 0.0, 0.0, 0.0]];
         let q = vec![0.2, 0.5, 0.3];
-        let p = probe_query(&q, &u, &scores);
+        let p = probe_query(&q, &u, &scores).unwrap();
         assert!((p.log_marginal - (p.elbo + p.kl_q_p)).abs() <= 1e-6 * p.log_marginal.abs().max(1e-300));
         assert!(p.kl_q_p >= 0.0 && p.kl_q_u >= 0.0 && p.kl_p_u >= 0.0);
     }
@@ -206,9 +215,9 @@ mod tests {
     fn uniform_and_one_hot_concentrations() {
         let u = vec![1.0, 0.0];
         let scores = vec![vec![0.5, 0.5], vec![-0.2, 0.1], vec![0.0, 1.0], vec![0.3, 0.3]];
-        let uniform = probe_query(&[0.25; 4], &u, &scores);
+        let uniform = probe_query(&[0.25; 4], &u, &scores).unwrap();
         assert!(uniform.kl_q_u.abs() < 1e-12 && uniform.kl_q_u_norm.abs() < 1e-12);
-        let one_hot = probe_query(&[0.0, 1.0, 0.0, 0.0], &u, &scores);
+        let one_hot = probe_query(&[0.0, 1.0, 0.0, 0.0], &u, &scores).unwrap();
         assert!((one_hot.kl_q_u_norm - 1.0).abs() < 1e-12);
     }
 }

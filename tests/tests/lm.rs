@@ -49,7 +49,7 @@ fn captured_attention_satisfies_the_svflow_checks() {
                 assert!((sum - want).abs() <= 1e-3 * want.abs().max(1e-2), "layer {l} query {i} dim {d}: {sum} vs {want}");
             }
             for h in &c.heads {
-                let p = probe_query(&h.weights[i][..=i], &c.input[i], &h.scores[..=i]);
+                let p = probe_query(&h.weights[i][..=i], &c.input[i], &h.scores[..=i]).unwrap();
                 let scale = p.log_marginal.abs().max(p.elbo.abs()).max(p.kl_q_p.abs());
                 assert!((p.log_marginal - (p.elbo + p.kl_q_p)).abs() <= 1e-6 * scale, "layer {l} query {i}: {p:?}");
                 assert!(p.kl_q_p >= -1e-9 && p.kl_q_u >= -1e-9);

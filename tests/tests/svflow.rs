@@ -48,7 +48,7 @@ fn probes_decompose_and_concentrations_are_right() {
     let h = &caps[0].heads[0];
     for i in 1..h.weights.len() {
         let q: Vec<f64> = h.weights[i].clone();
-        let p = probe_query(&q, &caps[0].input[i], &h.scores);
+        let p = probe_query(&q, &caps[0].input[i], &h.scores).unwrap();
         assert!(p.kl_q_u.abs() < 1e-6, "query {i}: KL(q||U) = {}", p.kl_q_u);
         let scale = p.log_marginal.abs().max(p.elbo.abs()).max(p.kl_q_p.abs());
         assert!((p.log_marginal - (p.elbo + p.kl_q_p)).abs() <= 1e-6 * scale, "{p:?}");
@@ -58,7 +58,7 @@ fn probes_decompose_and_concentrations_are_right() {
     let last = caps.last().unwrap();
     let h = &last.heads[0];
     for i in 1..h.weights.len() {
-        let p = probe_query(&h.weights[i], &last.input[i], &h.scores);
+        let p = probe_query(&h.weights[i], &last.input[i], &h.scores).unwrap();
         assert!((p.kl_q_u_norm - 1.0).abs() < 1e-6, "query {i}: normalised concentration {}", p.kl_q_u_norm);
         let scale = p.log_marginal.abs().max(p.elbo.abs()).max(p.kl_q_p.abs());
         assert!((p.log_marginal - (p.elbo + p.kl_q_p)).abs() <= 1e-6 * scale, "{p:?}");
@@ -68,7 +68,7 @@ fn probes_decompose_and_concentrations_are_right() {
     let h = &caps[0].heads[0];
     for i in 0..h.weights.len() {
         let q: Vec<f64> = h.weights[i][..=i].to_vec();
-        let p = probe_query(&q, &caps[0].input[i], &h.scores[..=i]);
+        let p = probe_query(&q, &caps[0].input[i], &h.scores[..=i]).unwrap();
         assert_eq!(p.n, i + 1);
         let scale = p.log_marginal.abs().max(p.elbo.abs()).max(p.kl_q_p.abs());
         assert!((p.log_marginal - (p.elbo + p.kl_q_p)).abs() <= 1e-6 * scale, "{p:?}");
@@ -124,7 +124,7 @@ fn probe_command_reports_and_reacts_to_perturbation() {
     assert_eq!(cli(&["compile", p, "--vocab", "()x", "--max-len", "12", "--causal", "-o", model.to_str().unwrap()]).0, 0);
     let report = |extra: &[&str]| -> serde_json::Value {
         let json = dir.join("r.json");
-        let mut args = vec!["probe", "svflow", model.to_str().unwrap(), "--program", p, "--seeds", "2", "--levels", "0,0.5,1", "--json", json.to_str().unwrap()];
+        let mut args = vec!["probe", "svflow", model.to_str().unwrap(), "--program", p, "--seeds", "2", "--levels", "0,0.5,1", "--out", json.to_str().unwrap()];
         args.extend(extra);
         let (code, out, err) = cli(&args);
         assert_eq!(code, 0, "{err}");

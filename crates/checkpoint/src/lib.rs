@@ -552,22 +552,26 @@ impl Checkpoint {
     }
 
     /// The metadata map, keys sorted (`tensor_sha256` hashes the tensors as [`to_bytes`](Self::to_bytes) writes them).
-    pub fn metadata(&self) -> BTreeMap<&'static str, String> {
+    pub fn metadata(&self) -> Result<BTreeMap<&'static str, String>, CheckpointError> {
         self.metadata_with_hash(tensor_hash(&self.data_bytes()))
     }
 
-    fn metadata_with_hash(&self, hash: String) -> BTreeMap<&'static str, String> {
-        let j = |v: &dyn erased::Json| v.json();
-        BTreeMap::from([
+    fn metadata_with_hash(&self, hash: String) -> Result<BTreeMap<&'static str, String>, CheckpointError> {
+        // serde_json fails only on maps with non-string keys, which these types do not have;
+        // the error is still reported (naming the key), never a panic.
+        fn j<T: serde::Serialize>(key: &'static str, v: &T) -> Result<String, CheckpointError> {
+            serde_json::to_string(v).map_err(|e| CheckpointError::BadKey { key, reason: format!("cannot be serialised: {e}") })
+        }
+        Ok(BTreeMap::from([
             (keys::FORMAT, FORMAT.to_string()),
             (keys::FORMAT_VERSION, FORMAT_VERSION.to_string()),
-            (keys::CONFIG, j(&self.config)),
-            (keys::LAYOUT, j(&self.layout)),
-            (keys::OUTPUT, j(&self.output)),
+            (keys::CONFIG, j(keys::CONFIG, &self.config)?),
+            (keys::LAYOUT, j(keys::LAYOUT, &self.layout)?),
+            (keys::OUTPUT, j(keys::OUTPUT, &self.output)?),
             (keys::PROGRAM_HASH, self.program_hash.clone()),
             (keys::COMPILER_VERSION, self.compiler_version.clone()),
             (keys::TENSOR_SHA256, hash),
-        ])
+        ]))
     }
 
     /// The tensor data section: every tensor in name order, little-endian f32.
@@ -586,9 +590,16 @@ impl Checkpoint {
     /// little-endian f32, header padded with spaces to a multiple of 8 bytes).
     pub fn to_bytes(&self) -> Result<Vec<u8>, CheckpointError> {
         self.validate()?;
+        self.to_bytes_unchecked()
+    }
+
+    /// [`to_bytes`](Self::to_bytes) without validating first: what a damaged or hostile writer
+    /// could produce, with a correct integrity hash. For tests and fuzzing of the reader.
+    #[doc(hidden)]
+    pub fn to_bytes_unchecked(&self) -> Result<Vec<u8>, CheckpointError> {
         let data = self.data_bytes();
         let mut header = serde_json::Map::new();
-        let meta: serde_json::Map<String, serde_json::Value> = self.metadata_with_hash(tensor_hash(&data)).into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
+        let meta: serde_json::Map<String, serde_json::Value> = self.metadata_with_hash(tensor_hash(&data))?.into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
         header.insert("__metadata__".into(), serde_json::Value::Object(meta));
         let mut offset = 0usize;
         for (name, t) in &self.tensors {
@@ -672,7 +683,8 @@ impl Checkpoint {
         }
         let mut tensors = BTreeMap::new();
         for (name, view) in views {
-            let data: Vec<f32> = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            // Whole 4-byte chunks by type (the dtype is F32 and safetensors checked the length).
+            let data: Vec<f32> = view.data().as_chunks::<4>().0.iter().map(|c| f32::from_le_bytes(*c)).collect();
             check_values(&name, &data, limits)?;
             tensors.insert(name, Tensor { shape: view.shape().to_vec(), data });
         }
@@ -680,7 +692,8 @@ impl Checkpoint {
         ck.validate_with(limits)?;
         let expected_hash = get(keys::TENSOR_SHA256)?;
         // The data section: everything after the header (8 + header_len <= len was checked).
-        let found = tensor_hash(&bytes[(8 + header_len) as usize..]);
+        let data = usize::try_from(header_len).ok().and_then(|h| bytes.get(h.checked_add(8)?..));
+        let found = tensor_hash(data.ok_or_else(|| CheckpointError::NotSafetensors("the header runs past the end of the file".into()))?);
         if found != expected_hash {
             return Err(CheckpointError::Integrity { expected: expected_hash.chars().take(80).collect(), found });
         }
@@ -693,19 +706,8 @@ fn check_values(name: &str, data: &[f32], limits: &Limits) -> Result<(), Checkpo
     if let Some(index) = data.iter().position(|x| !x.is_finite()) {
         return Err(CheckpointError::NonFinite { name: name.to_string(), index });
     }
-    if let Some(index) = data.iter().position(|x| x.abs() > limits.max_abs_weight) {
-        return Err(CheckpointError::WeightTooLarge { name: name.to_string(), index, value: data[index], limit: limits.max_abs_weight });
+    if let Some((index, &value)) = data.iter().enumerate().find(|(_, x)| x.abs() > limits.max_abs_weight) {
+        return Err(CheckpointError::WeightTooLarge { name: name.to_string(), index, value, limit: limits.max_abs_weight });
     }
     Ok(())
-}
-
-mod erased {
-    pub trait Json {
-        fn json(&self) -> String;
-    }
-    impl<T: serde::Serialize> Json for T {
-        fn json(&self) -> String {
-            serde_json::to_string(self).expect("config types serialise")
-        }
-    }
 }

@@ -82,7 +82,7 @@ fn with_tensors(ck: &Checkpoint, edit: impl FnOnce(&mut BTreeMap<String, Tensor>
         tensors.into_iter().map(|(n, t)| (n, t.shape, t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
     let views: Vec<(String, safetensors::tensor::TensorView)> =
         bufs.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
-    let meta = ck.metadata().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let meta = ck.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     safetensors::serialize(views, Some(meta)).unwrap()
 }
 
@@ -91,7 +91,7 @@ fn with_meta(ck: &Checkpoint, key: &str, value: Option<&str>) -> Vec<u8> {
         ck.tensors.iter().map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
     let views: Vec<(String, safetensors::tensor::TensorView)> =
         bufs.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
-    let mut meta: std::collections::HashMap<String, String> = ck.metadata().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let mut meta: std::collections::HashMap<String, String> = ck.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     match value {
         Some(v) => meta.insert(key.to_string(), v.to_string()),
         None => meta.remove(key),
@@ -157,7 +157,7 @@ fn every_corruption_is_named() {
     for (n, s, d) in &others {
         views.push((n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap()));
     }
-    let meta = ck.metadata().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let meta = ck.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let e = Checkpoint::from_bytes(&safetensors::serialize(views, Some(meta)).unwrap()).unwrap_err();
     assert_eq!(e.to_string(), "tensor `readout` has dtype F64, expected F32");
 }
@@ -173,7 +173,7 @@ fn budgets_layout_and_integrity_are_checked_at_load() {
     let e = Checkpoint::from_bytes(&flipped).unwrap_err();
     assert!(matches!(e, CheckpointError::Integrity { .. }), "{e}");
     // The hash is part of the deterministic metadata and names the data section.
-    assert_eq!(ck.metadata()["tensor_sha256"], tensor_hash(&good[8 + header_len..]));
+    assert_eq!(ck.metadata().unwrap()["tensor_sha256"], tensor_hash(&good[8 + header_len..]));
     // Budgets: sizes over a (lowered) budget are refused before tensors are read.
     let small = Limits::default().with("d_model=4").unwrap();
     let e = Checkpoint::from_bytes_with(&good, &small).unwrap_err();

@@ -3,6 +3,18 @@
 use raspc_checkpoint::{Checkpoint, Encoding, Tensor};
 use std::fmt::Write;
 
+/// A tensor the config requires, with the shape the config implies. A checkpoint read from a
+/// file has every one (validated at load); this check makes the row/column arithmetic of
+/// [`block`] and of `plot` safe for a `Checkpoint` built in memory too: an error, not a panic.
+pub fn tensor<'a>(ck: &'a Checkpoint, name: &str) -> Result<&'a Tensor, String> {
+    let t = ck.tensors.get(name).ok_or_else(|| format!("the checkpoint has no tensor `{name}`"))?;
+    let want = ck.config.expected_tensors().remove(name).ok_or_else(|| format!("the config does not use a tensor `{name}`"))?;
+    if t.shape != want || t.data.len() != want.iter().product::<usize>() {
+        return Err(format!("tensor `{name}` has shape {:?} ({} values), expected {want:?}", t.shape, t.data.len()));
+    }
+    Ok(t)
+}
+
 /// Name of every residual dim: `tokens=a`, `indices=3`, `frac (numeric)`.
 pub fn basis(ck: &Checkpoint) -> Vec<String> {
     let mut names = vec![String::from("?"); ck.config.d_model];
@@ -14,10 +26,17 @@ pub fn basis(ck: &Checkpoint) -> Vec<String> {
                         serde_json::Value::String(x) => x.clone(),
                         other => other.to_string(),
                     };
-                    names[s.offset + i] = format!("{}={shown}", s.label);
+                    // Layout entries lie within d_model (validated at load); out of range is skipped.
+                    if let Some(slot) = names.get_mut(s.offset + i) {
+                        *slot = format!("{}={shown}", s.label);
+                    }
                 }
             }
-            Encoding::Numerical { .. } => names[s.offset] = format!("{} (numeric)", s.label),
+            Encoding::Numerical { .. } => {
+                if let Some(slot) = names.get_mut(s.offset) {
+                    *slot = format!("{} (numeric)", s.label);
+                }
+            }
         }
     }
     names
@@ -44,10 +63,10 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
             .iter()
             .enumerate()
             .map(|(l, layer)| {
-                let heads: Vec<serde_json::Value> = (0..layer.heads.len())
-                    .map(|h| {
+                let heads: Vec<serde_json::Value> = (layer.heads.iter().enumerate())
+                    .map(|(h, d_head)| {
                         let (p, nz) = counts(ck, &format!("layers.{l}.attn.{h}."));
-                        serde_json::json!({ "d_head": layer.heads[h], "info": layer.head_info.get(h), "params": p, "nonzero": nz })
+                        serde_json::json!({ "d_head": d_head, "info": layer.head_info.get(h), "params": p, "nonzero": nz })
                     })
                     .collect();
                 let (p, nz) = counts(ck, &format!("layers.{l}.mlp."));
@@ -85,9 +104,9 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
     }
     for (l, layer) in c.layers.iter().enumerate() {
         let _ = writeln!(s, "\nlayer {l}");
-        for h in 0..layer.heads.len() {
+        for (h, d_head) in layer.heads.iter().enumerate() {
             let (p, nz) = counts(ck, &format!("layers.{l}.attn.{h}."));
-            let _ = writeln!(s, "  head {h} (d_head {}, params {p}, nonzero {nz})", layer.heads[h]);
+            let _ = writeln!(s, "  head {h} (d_head {d_head}, params {p}, nonzero {nz})");
             if let Some(i) = layer.head_info.get(h) {
                 let _ = writeln!(s, "    {}\n    reads {} -> writes {}", i.what, i.reads.join(", "), i.writes);
             }
@@ -109,6 +128,10 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
 }
 
 /// One matrix with labelled rows and columns; all-zero rows and columns are left out.
+///
+/// Index safety: `t` comes from [`tensor`] (shape checked against the config, data length the
+/// product of the shape) and `rows`/`cols` have one label per row/column ([`basis`] is d_model
+/// long, `cols` is built from the shape), so the indexing below is in range.
 fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool) -> (String, serde_json::Value) {
     let (r, c) = (t.shape[0], t.shape.get(1).copied().unwrap_or(1));
     let at = |i: usize, j: usize| t.data[i * c + j];
@@ -178,13 +201,13 @@ pub fn block(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool) -> 
             }
             for w in ["w_q", "w_k", "w_v"] {
                 let n = raspc_checkpoint::names::head(layer, h, w);
-                let (s, v) = matrix(&n, &ck.tensors[&n], &names, &cols, json);
+                let (s, v) = matrix(&n, tensor(ck, &n)?, &names, &cols, json);
                 text += &s;
                 text.push('\n');
                 values.push(v);
             }
             let n = raspc_checkpoint::names::head(layer, h, "w_o");
-            let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(&ck.tensors[&n]), &names, &cols, json);
+            let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(tensor(ck, &n)?), &names, &cols, json);
             text += &s;
             values.push(v);
         }
@@ -202,7 +225,7 @@ pub fn block(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool) -> 
             parts.push(("w_out", true));
             for (i, (which, transposed)) in parts.into_iter().enumerate() {
                 let n = raspc_checkpoint::names::mlp(layer, which);
-                let t = &ck.tensors[&n];
+                let t = tensor(ck, &n)?;
                 let (s, v) = if transposed {
                     matrix(&format!("{n} (transposed)"), &transpose(t), &names, &cols, json)
                 } else if t.shape.len() == 1 {

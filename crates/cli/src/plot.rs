@@ -75,6 +75,11 @@ fn register() -> Result<(), String> {
     .clone()
 }
 
+// Index safety (issue 13, item 3): the matrix helpers below take tensors returned by
+// `inspect::tensor`, whose shapes match the config and whose data length is the product of the
+// shape, so every `shape[0]`, `shape[1]` and `data[i * k + c]` is in range; `heatmap` and
+// `overview` index only matrices they size themselves (rows of equal length, cells sized from the
+// layout and the stages).
 fn matmul_t(a: &Tensor, b: &Tensor) -> Vec<Vec<f32>> {
     // a [d, k] times b^T (b [d, k]) -> [d, d]
     let (d, k) = (a.shape[0], a.shape[1]);
@@ -334,27 +339,28 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
     files.push(p);
     for (l, layer) in ck.config.layers.iter().enumerate() {
         for h in 0..layer.heads.len() {
-            let t = |w: &str| &ck.tensors[&raspc_checkpoint::names::head(l, h, w)];
+            // Shapes checked against the config (crate::inspect::tensor): the matrix products index safely.
+            let t = |w: &str| crate::inspect::tensor(ck, &raspc_checkpoint::names::head(l, h, w));
             let what = layer.head_info.get(h).map(|i| i.what.clone()).unwrap_or_default();
-            let qk = matmul_t(t("w_q"), t("w_k"));
+            let qk = matmul_t(t("w_q")?, t("w_k")?);
             let p = dir.join(format!("layer{l}_head{h}_qk.png"));
             files.extend(heatmap(&p, &format!("layer {l} head {h} QK circuit: {what}"), &qk, &names, &names, "query dims", "key dims", opts)?);
-            let ov = matmul(t("w_v"), t("w_o"));
+            let ov = matmul(t("w_v")?, t("w_o")?);
             let p = dir.join(format!("layer{l}_head{h}_ov.png"));
             files.extend(heatmap(&p, &format!("layer {l} head {h} OV circuit: {what}"), &ov, &names, &names, "key (source) dims", "written dims", opts)?);
         }
         if let Some(m) = &layer.mlp {
-            let t = |w: &str| &ck.tensors[&raspc_checkpoint::names::mlp(l, w)];
+            let t = |w: &str| crate::inspect::tensor(ck, &raspc_checkpoint::names::mlp(l, w));
             let hidden: Vec<String> = (0..m.hidden).map(|i| format!("h{i}")).collect();
             let what: Vec<String> = layer.mlp_info.iter().map(|i| i.writes.clone()).collect();
             let p = dir.join(format!("layer{l}_mlp_in.png"));
-            files.extend(heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")), &names, &hidden, "residual dims", "hidden units", opts)?);
+            files.extend(heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")?), &names, &hidden, "residual dims", "hidden units", opts)?);
             if m.kind == raspc_checkpoint::MlpKind::Reglu {
                 let p = dir.join(format!("layer{l}_mlp_gate.png"));
-                files.extend(heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &rows_of(t("w_gate")), &names, &hidden, "residual dims", "hidden units", opts)?);
+                files.extend(heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &rows_of(t("w_gate")?), &names, &hidden, "residual dims", "hidden units", opts)?);
             }
             let p = dir.join(format!("layer{l}_mlp_out.png"));
-            files.extend(heatmap(&p, &format!("layer {l} MLP output (transposed)"), &transpose(&rows_of(t("w_out"))), &names, &hidden, "residual dims", "hidden units", opts)?);
+            files.extend(heatmap(&p, &format!("layer {l} MLP output (transposed)"), &transpose(&rows_of(t("w_out")?)), &names, &hidden, "residual dims", "hidden units", opts)?);
         }
     }
     Ok(files)
@@ -373,7 +379,7 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
             .iter()
             .map(|&lv| {
                 let cs: Vec<&crate::probe::Condition> = conds.iter().filter(|c| c.level == lv).collect();
-                (lv, (0..layers).map(|l| cs.iter().map(|c| c.layers[metric][l]).sum::<f64>() / cs.len().max(1) as f64).collect())
+                (lv, (0..layers).map(|l| cs.iter().filter_map(|c| c.layers.get(metric)?.get(l)).sum::<f64>() / cs.len().max(1) as f64).collect())
             })
             .collect();
         let finite = lines.iter().flat_map(|(_, v)| v.iter().copied()).filter(|x| x.is_finite());

@@ -45,7 +45,8 @@ pub struct Condition {
 /// Permutes a random fraction `level` of positions 1..end (position 0 stays), seeded.
 pub fn shuffle_prefix(seq: &mut [usize], end: usize, level: f64, rng: &mut SplitMix) {
     let movable: Vec<usize> = (1..end.min(seq.len())).collect();
-    let m = (level * movable.len() as f64).round() as usize;
+    // A level outside [0, 1] (or NaN, which casts to 0) moves at most every movable position.
+    let m = ((level * movable.len() as f64).round() as usize).min(movable.len());
     // Choose m positions (partial Fisher-Yates), then permute their tokens among them.
     let mut pos = movable.clone();
     for i in 0..m {
@@ -110,28 +111,39 @@ impl Acc {
 
     /// The probes of the scored query rows `rows` of every head of captured layer `l`;
     /// `visible(i)` is the number of keys query i sees.
-    fn add_layer(&mut self, l: usize, c: &raspc_runtime::LayerCapture, rows: std::ops::Range<usize>, visible: &dyn Fn(usize) -> usize) {
-        if self.head_counts[l].len() < c.heads.len() {
-            self.head_counts[l].resize(c.heads.len(), 0);
+    fn add_layer(&mut self, l: usize, c: &raspc_runtime::LayerCapture, rows: std::ops::Range<usize>, visible: &dyn Fn(usize) -> usize) -> Result<(), String> {
+        // The accumulators have one entry per captured layer (sized from the model): `l` is one.
+        let (Some(counts), Some(head_counts)) = (self.counts.get_mut(l), self.head_counts.get_mut(l)) else {
+            return Err(format!("internal: layer {l} has no accumulator"));
+        };
+        if head_counts.len() < c.heads.len() {
+            head_counts.resize(c.heads.len(), 0);
             for hs in self.head_sums.iter_mut() {
-                hs[l].resize(c.heads.len(), 0.0);
+                hs[l].resize(c.heads.len(), 0.0); // same length as head_counts: l is in range
             }
         }
+        let short = |what: &str, i: usize| format!("the captured attention of layer {l} has no {what} for query {i}");
         for (hi, h) in c.heads.iter().enumerate() {
             for i in rows.clone() {
                 let vis = visible(i);
-                let p = probe_query(&h.weights[i][..vis], &c.input[i], &h.scores[..vis]);
+                let weights = h.weights.get(i).and_then(|w| w.get(..vis)).ok_or_else(|| short("weights", i))?;
+                let scores = h.scores.get(..vis).ok_or_else(|| short("key scores", i))?;
+                let input = c.input.get(i).ok_or_else(|| short("residual", i))?;
+                let p = probe_query(weights, input, scores)?;
                 let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
+                // sums and head_sums have METRICS.len() == vals.len() rows of one entry per
+                // layer; head_sums[m][l] was resized to the heads above.
                 for (m, v) in vals.iter().enumerate() {
                     if v.is_finite() {
                         self.sums[m][l] += v;
                         self.head_sums[m][l][hi] += v;
                     }
                 }
-                self.counts[l] += 1;
-                self.head_counts[l][hi] += 1;
+                *counts += 1;
+                head_counts[hi] += 1;
             }
         }
+        Ok(())
     }
 
     /// One scored prediction: correct or not, its confidence (for ECE) and, when known, its NLL.
@@ -181,7 +193,8 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
             for seq in &base {
                 let mut seq = seq.clone();
                 shuffle_prefix(&mut seq, n - e, level, &mut rng);
-                let atoms: Vec<Atom> = seq.iter().map(|&t| vocab[t].clone()).collect();
+                // Base tokens are drawn below vocab.len(); shuffling only permutes them.
+                let atoms: Vec<Atom> = seq.iter().map(|&t| vocab.get(t).cloned().ok_or_else(|| format!("internal: token index {t} beyond the vocabulary"))).collect::<Result<_, _>>()?;
                 let want = match (reference, &unperturbed) {
                     (Some((graph, root)), _) => crate::verify::expected(graph, root, &atoms, ck.config.causal),
                     (None, Some(m)) => model_output(m, &atoms)?,
@@ -193,19 +206,24 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
                 let causal = ck.config.causal;
                 for (l, c) in caps.iter().enumerate() {
                     // Scored query rows: the last e tokens (residual rows n-e+1 ..= n, BOS is row 0).
-                    acc.add_layer(l, c, (n + 1 - e)..(n + 1), &|i| if causal { i + 1 } else { n + 1 });
+                    acc.add_layer(l, c, (n + 1 - e)..(n + 1), &|i| if causal { i + 1 } else { n + 1 })?;
                 }
                 let rows: Vec<Vec<f32>> = readout.to_vec3::<f32>().map_err(|e| e.to_string())?.remove(0);
                 let decoded = model.decode(&readout).map_err(|e| e.to_string())?.remove(0);
                 for i in (n - e)..n {
-                    let ok = agrees(&decoded[i], &want[i], ck.output.tolerance);
+                    // The model decodes n positions and the reference gives n values; a shorter
+                    // reference (a program whose output is not one value per position) is an error.
+                    let (Some(got), Some(want_i), Some(row)) = (decoded.get(i), want.get(i), rows.get(i + 1)) else {
+                        return Err(format!("position {i} is missing from the model's output ({} values) or the reference ({} values)", decoded.len(), want.len()));
+                    };
+                    let ok = agrees(got, want_i, ck.output.tolerance);
                     match &ck.output.encoding {
                         Encoding::Categorical { values } => {
-                            let logits: Vec<f64> = rows[i + 1].iter().map(|&x| x as f64 / s.readout_temp).collect();
+                            let logits: Vec<f64> = row.iter().map(|&x| x as f64 / s.readout_temp).collect();
                             let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                             let z: f64 = logits.iter().map(|x| (x - m).exp()).sum();
-                            let target = values.iter().position(|v| agrees(&Decoded::Value(v.clone()), &want[i], 0.0));
-                            let p_target = target.map_or(1e-12, |t| ((logits[t] - m).exp() / z).max(1e-300));
+                            let target = values.iter().position(|v| agrees(&Decoded::Value(v.clone()), want_i, 0.0));
+                            let p_target = target.and_then(|t| logits.get(t)).map_or(1e-12, |l| ((l - m).exp() / z).max(1e-300));
                             // The top probability is exp(m - m) / z.
                             acc.add_prediction(ok, Some(1.0 / z), -p_target.ln());
                         }
@@ -234,6 +252,7 @@ type PerHead = std::collections::BTreeMap<String, Vec<Vec<f64>>>;
 fn summarise(sums: &[Vec<f64>], counts: &[usize], head_sums: &[Vec<Vec<f64>>], head_counts: &[Vec<usize>]) -> (PerLayer, PerHead) {
     let (mut per_layer, mut per_head) = (PerLayer::new(), PerHead::new());
     let div = |s: f64, c: usize| if c > 0 { s / c as f64 } else { f64::NAN };
+    // sums and head_sums have one row per metric (Acc::new sizes them from METRICS).
     for (m, name) in METRICS.iter().enumerate() {
         per_layer.insert(name.to_string(), sums[m].iter().zip(counts).map(|(s, &c)| div(*s, c)).collect());
         per_head.insert(
@@ -300,7 +319,7 @@ pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64
     let hi = conds.iter().map(|c| c.level).fold(f64::NEG_INFINITY, f64::max);
     (0..layers)
         .map(|l| {
-            let at = |lv: f64| -> Vec<f64> { conds.iter().filter(|c| c.level == lv).map(|c| c.layers[metric][l]).filter(|x| x.is_finite()).collect() };
+            let at = |lv: f64| -> Vec<f64> { conds.iter().filter(|c| c.level == lv).filter_map(|c| c.layers.get(metric)?.get(l).copied()).filter(|x| x.is_finite()).collect() };
             let (a, b) = (at(lo), at(hi));
             let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
             let var = |v: &[f64]| {
@@ -321,6 +340,9 @@ pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64
 pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Condition>, String> {
     let ids = lm.encode(text).map_err(|e| e.to_string())?;
     let n = s.seq_len;
+    if n < 2 {
+        return Err(format!("--seq-len {n}: a language model needs at least 2 tokens (one to predict from)"));
+    }
     let e = s.eval_window.clamp(1, n - 1);
     if ids.len() < n {
         return Err(format!("the text has {} tokens; --seq-len {n} needs at least that many", ids.len()));
@@ -341,14 +363,17 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
                 let mut caps = vec![];
                 let logits = lm.forward_with(&toks, Some(&mut caps), s.attn_temp).map_err(|e| e.to_string())?;
                 for (l, c) in caps.iter().enumerate() {
-                    acc.add_layer(l, c, (n - e)..n, &|i| i + 1);
+                    acc.add_layer(l, c, (n - e)..n, &|i| i + 1)?;
                 }
                 let lp = raspc_lm::log_softmax_rows(&logits).map_err(|e| e.to_string())?;
                 for i in (n - e)..n {
-                    let row = &lp[i - 1];
-                    let target = toks[i] as usize;
+                    // e <= n - 1, so i >= 1; lp has one row per token. A token id beyond the
+                    // logits (a tokenizer larger than the embedding) is an error, not a panic.
+                    let (Some(row), Some(&target)) = (lp.get(i - 1), toks.get(i)) else { return Err(format!("internal: no logits for position {i}")) };
+                    let target = target as usize;
+                    let lp_target = *row.get(target).ok_or_else(|| format!("token id {target} is beyond the model's {} logits (the tokenizer is larger than the embedding)", row.len()))?;
                     let (best, &top) = row.iter().enumerate().fold((0, &f64::NEG_INFINITY), |b, (j, x)| if *x > *b.1 { (j, x) } else { b });
-                    acc.add_prediction(best == target, Some(top.exp()), -row[target]);
+                    acc.add_prediction(best == target, Some(top.exp()), -lp_target);
                 }
             }
             out.push(acc.finish(level, seed));

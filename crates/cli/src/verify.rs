@@ -226,7 +226,9 @@ pub fn verify(
         for chunk in idxs.chunks(256) {
             let mut rows = vec![];
             for &i in chunk {
-                let atoms: Vec<Atom> = inputs[i].iter().map(|&t| vocab[t].clone()).collect();
+                // `i` comes from enumerating `inputs`; token indices come from the caller (`generate`
+                // keeps them below vocab.len()): one out of range is an error, not a panic.
+                let atoms: Vec<Atom> = inputs[i].iter().map(|&t| vocab.get(t).cloned().ok_or_else(|| format!("input {i} has token index {t}, beyond the vocabulary of {}", vocab.len()))).collect::<Result<_, _>>()?;
                 match expected_or_error(graph, root, &atoms, causal) {
                     Ok(e) => rows.push((i, atoms, e)),
                     Err(e) => {
@@ -247,6 +249,7 @@ pub fn verify(
                     for ((i, atoms, want), got) in rows.iter().zip(decoded) {
                         let ok = got.len() == want.len() && got.iter().zip(want).all(|(g, w)| agrees(g, w, tol));
                         if !ok {
+                            // per_mode has one entry per mode (m enumerates modes); failed one per input.
                             report.per_mode[m].1 += 1;
                             failed[*i] = true;
                             if report.examples.len() < 5 {

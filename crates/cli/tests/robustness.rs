@@ -83,7 +83,7 @@ struct Parts {
 
 impl Parts {
     fn of(ck: &Checkpoint) -> Parts {
-        let meta = ck.metadata().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let meta = ck.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         let tensors = ck.tensors.iter().map(|(n, t)| (n.clone(), (t.shape.clone(), t.data.clone()))).collect();
         Parts { meta, tensors }
     }

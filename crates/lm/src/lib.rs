@@ -320,7 +320,13 @@ impl LanguageModel {
         let logits = self.forward(ids, None)?;
         let lp = log_softmax_rows(&logits)?;
         let n = ids.len() - 1;
-        Ok((0..n).map(|i| -lp[i][ids[i + 1] as usize]).sum::<f64>() / n as f64)
+        // One log-softmax row per position; a next-token id outside the vocabulary is an error.
+        let mut total = 0.0;
+        for (i, (row, &next)) in lp.iter().zip(ids.iter().skip(1)).enumerate() {
+            let lp_next = row.get(next as usize).ok_or_else(|| LmError::Tokenizer(format!("token id {next} at position {} is not in the vocabulary ({} entries)", i + 1, row.len())))?;
+            total -= lp_next;
+        }
+        Ok(total / n as f64)
     }
 
     /// Greedy continuation of `ids` by `steps` tokens.

@@ -1,0 +1,458 @@
+//! The command line's argument types (clap) and the parsing and checking of flag values.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "raspc", version, about = "Compile RASP programs to transformer weights, and run them")]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate a RASP program on one input with the reference interpreter.
+    Eval {
+        /// The program (.rasp).
+        program: PathBuf,
+        /// The s-op or selector to evaluate (default: `prog`, else the last s-op or selector assigned).
+        #[arg(long)]
+        entry: Option<String>,
+        /// A JSON array (`[1,2,3]`, `["a","b"]`) or a plain string split into characters.
+        #[arg(long)]
+        input: String,
+        /// Print exactly one line `{"output": [...]}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compile a program to a transformer checkpoint (.safetensors).
+    Compile {
+        /// The program (.rasp).
+        program: PathBuf,
+        /// What to compile.
+        #[command(flatten)]
+        target: Target,
+        /// Where to write the checkpoint (`--output` is accepted too).
+        #[arg(short = 'o', long = "out", alias = "output")]
+        output: PathBuf,
+        /// Also replace an existing raspc checkpoint this raspc cannot read (another version, or
+        /// damaged). Files that are not raspc checkpoints are never replaced.
+        #[arg(long)]
+        force: bool,
+        /// Real-valued programs: also print every materialised s-op's interval and certified error.
+        #[arg(long)]
+        bounds: bool,
+        /// Print one JSON object (what was compiled, where, its size and certified bounds) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a compiled checkpoint on one input.
+    Run {
+        /// The checkpoint (.safetensors) to run.
+        model: PathBuf,
+        /// Same conventions as `raspc eval --input`; BOS is added and removed by raspc.
+        #[arg(long)]
+        input: String,
+        /// Print exactly one line `{"output": [...]}`.
+        #[arg(long)]
+        json: bool,
+        /// Attention semantics: hard (the compiled semantics) or soft (softmax with the checkpoint's β).
+        #[arg(long, value_enum, default_value = "hard")]
+        attention: AttentionArg,
+        /// cpu, or cuda (builds with the `cuda` feature).
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+    /// Compile, then compare the model with the interpreter on many inputs.
+    Verify {
+        /// The program (.rasp).
+        program: PathBuf,
+        /// What to compile.
+        #[command(flatten)]
+        target: Target,
+        /// Every input up to --max-len.
+        #[arg(long, conflicts_with = "samples")]
+        exhaustive: bool,
+        /// Number of random inputs (lengths uniform in 1..=max-len).
+        #[arg(long)]
+        samples: Option<usize>,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Which attention semantics to check: hard, soft or both.
+        #[arg(long, value_enum, default_value = "both")]
+        attention: AttentionModes,
+        /// Succeed even when the interpreter rejects some of the inputs (they are counted and
+        /// not checked); without it, verify fails unless every input asked for was checked.
+        #[arg(long)]
+        allow_rejected: bool,
+        /// Print one JSON object (counts per attention mode, mismatches, rejections, verdict) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what a checkpoint holds: config, residual layout, every head and MLP; or one block's
+    /// matrices with labelled rows and columns.
+    Inspect {
+        /// The checkpoint (.safetensors) to inspect.
+        model: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Show the matrices of one block of this layer (with --head or --mlp).
+        #[arg(long)]
+        layer: Option<usize>,
+        /// Show this head's W_Q, W_K, W_V and W_O (with --layer).
+        #[arg(long, requires = "layer", conflicts_with = "mlp")]
+        head: Option<usize>,
+        /// Show the MLP's weights and biases (with --layer).
+        #[arg(long, requires = "layer")]
+        mlp: bool,
+    },
+    /// Draw PNG heatmaps of every head's QK and OV circuits and every MLP, plus an overview.
+    Plot {
+        /// The checkpoint (.safetensors) to draw.
+        model: PathBuf,
+        /// Directory for the figures (created if needed).
+        #[arg(short = 'o', long)]
+        out: PathBuf,
+        /// File format of the figures.
+        #[arg(long, value_enum, default_value = "png")]
+        format: PlotFormat,
+        /// Symmetric-log colour scale, so small weights show next to large ones.
+        #[arg(long)]
+        symlog: bool,
+        /// Print one JSON object (`{"files": [...]}`) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a checkpoint in another format: `--to onnx` (an ONNX graph; src/onnx.rs).
+    Export {
+        /// The checkpoint (.safetensors) to convert.
+        model: PathBuf,
+        /// The format to write.
+        #[arg(long, value_enum)]
+        to: ExportFormat,
+        /// The file to write.
+        #[arg(short = 'o', long = "out", visible_alias = "output")]
+        output: PathBuf,
+        /// Attention baked into the graph.
+        #[arg(long, value_enum, default_value = "soft")]
+        attention: AttentionArg,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Probes of a model's attention (docs/svflow.md).
+    Probe {
+        /// Which probe.
+        #[command(subcommand)]
+        kind: ProbeKind,
+    },
+    /// Run a checkpoint and decode every s-op in the residual stream after every sublayer;
+    /// with --program, compare each with the interpreter and mark the first divergence.
+    Trace {
+        /// The checkpoint (.safetensors) to trace.
+        model: PathBuf,
+        /// Same conventions as `raspc eval --input`.
+        #[arg(long)]
+        input: String,
+        /// The program the model was compiled from.
+        #[arg(long)]
+        program: Option<PathBuf>,
+        /// The s-op of --program the model computes (default as in `eval`).
+        #[arg(long, requires = "program")]
+        entry: Option<String>,
+        /// Attention semantics: hard or soft.
+        #[arg(long, value_enum, default_value = "hard")]
+        attention: AttentionArg,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build the universal simulator U for the given shapes (docs/universal-simulator.md),
+    /// compile it, run it on random attention layers T and inputs X, and compare U(<T,X>)
+    /// with T(X) = softmax(X A Xᵀ) X V computed directly (candle, f64).
+    Simulate {
+        /// Rows of X (sequence length of the simulated attention).
+        #[arg(long, default_value_t = 2)]
+        n: usize,
+        /// Columns of X (model width).
+        #[arg(long, default_value_t = 2)]
+        d: usize,
+        /// Columns of V.
+        #[arg(long, default_value_t = 2)]
+        dv: usize,
+        /// Number of heads.
+        #[arg(long, default_value_t = 1)]
+        heads: usize,
+        /// MLPs of U: gated (ReGLU, products exact) or relu (piecewise-linear products).
+        #[arg(long, value_enum, default_value = "gated")]
+        mlp: MlpArg,
+        /// Random instances to check.
+        #[arg(long, default_value_t = 100)]
+        trials: usize,
+        /// Seed of the random attention layers and inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Entries of X, A and V are uniform in [-B, B]; U is certified for inputs in [-B, B].
+        #[arg(long)]
+        bound: Option<f64>,
+        /// Entries of X in [-BX, BX] instead (A and V keep --bound); U is certified per block.
+        #[arg(long = "x-bound")]
+        x_bound: Option<f64>,
+        /// Gated MLPs: largest relative error allowed (max|U - T| / max|T| per trial).
+        #[arg(long, default_value_t = 1e-4)]
+        tolerance: f64,
+        /// Arithmetic of U's forward pass (the certified bound is for this precision).
+        #[arg(long, value_enum, default_value = "f64")]
+        dtype: DtypeArg,
+        /// Interpolation error per piecewise-linear function (default: automatic).
+        #[arg(long = "pl-error")]
+        pl_error: Option<f64>,
+        /// Write U's checkpoint here (`--output` is accepted too).
+        #[arg(short = 'o', long = "out", alias = "output")]
+        output: Option<PathBuf>,
+        /// Also replace an existing raspc checkpoint this raspc cannot read (see `compile --force`).
+        #[arg(long)]
+        force: bool,
+        /// Simulate the attention layer in this safetensors file (tensors `A` and `V`, or
+        /// `W_Q`, `W_K`, `W_V`; [d, ·] for one head or [h, d, ·]) instead of random ones.
+        #[arg(long, requires = "input")]
+        target: Option<PathBuf>,
+        /// With --target: X as a JSON array of rows.
+        #[arg(long, requires = "target")]
+        input: Option<PathBuf>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print an intermediate form of a program (the s-op graph of its entry).
+    Dump {
+        /// The program (.rasp).
+        program: PathBuf,
+        /// The s-op or selector to dump (default as in `eval`).
+        #[arg(long)]
+        entry: Option<String>,
+        /// Which stage to show.
+        #[arg(long, value_enum, default_value = "graph")]
+        stage: Stage,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProbeKind {
+    /// SVFlow metrics per layer and head under prefix shuffling, against the task score.
+    Svflow {
+        /// A raspc checkpoint (.safetensors) or a llama-architecture language model (.gguf).
+        model: PathBuf,
+        /// For raspc checkpoints: the program it was compiled from (the task score is agreement
+        /// with the interpreter).
+        #[arg(long)]
+        program: Option<PathBuf>,
+        /// For language models: the text to score (default: a sample shipped with raspc).
+        #[arg(long)]
+        text: Option<PathBuf>,
+        /// The s-op of --program the model computes (default as in `eval`).
+        #[arg(long)]
+        entry: Option<String>,
+        /// Tokens per sequence (default: the model's max_seq_len; 128 for a language model).
+        #[arg(long = "seq-len")]
+        seq_len: Option<usize>,
+        /// The last E tokens are scored and never moved (default: a quarter of the sequence).
+        #[arg(long = "eval-window")]
+        eval_window: Option<usize>,
+        /// Shuffling levels: the fraction of the prefix shuffled (comma separated, each in [0, 1]).
+        #[arg(long, value_delimiter = ',', default_value = "0,0.25,0.5,0.75,1")]
+        levels: Vec<f64>,
+        /// Seeds per level.
+        #[arg(long, default_value_t = 3)]
+        seeds: u64,
+        /// Random base sequences.
+        #[arg(long, default_value_t = 8)]
+        sequences: usize,
+        /// Attention semantics of the perturbed runs: soft (default) or hard.
+        #[arg(long, value_enum, default_value = "soft")]
+        attention: AttentionArg,
+        /// Divides the soft-attention β (values > 1 blur attention).
+        #[arg(long = "attn-temp", default_value_t = 1.0)]
+        attn_temp: f64,
+        /// Standard deviation of Gaussian noise added to every layer weight (seeded per seed).
+        #[arg(long = "weight-noise", default_value_t = 0.0)]
+        weight_noise: f64,
+        /// Print the full report as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also write the full JSON report to this file.
+        #[arg(short = 'o', long)]
+        out: Option<PathBuf>,
+        /// Write PNG plots of each metric against depth, one line per level.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+}
+
+/// What to compile: entry, vocabulary, length, masking, encodings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// The s-op to compile (default: `prog`, else the last s-op assigned).
+    #[arg(long)]
+    pub entry: Option<String>,
+    /// The input vocabulary: a JSON array (`["a","b"]`, `[0,1,2]`) or a string of characters.
+    /// A vocabulary of numbers is a finite grid: maps of it compile to exact lookups.
+    #[arg(long, required_unless_present_any = ["input_bounds", "input_grid"])]
+    pub vocab: Option<String>,
+    /// Numeric inputs from a finite grid, `LO,HI,STEP` (the vocabulary LO, LO+STEP, .., HI): every
+    /// function of them compiles to an exact lookup.
+    #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true)]
+    pub input_grid: Option<String>,
+    /// Real-valued inputs: every input number lies in [LO, HI] (e.g. `--input-bounds=-1,1`).
+    /// The program reads them through `tokens_float`; the compiler certifies an error bound.
+    #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true)]
+    pub input_bounds: Option<String>,
+    /// Real-valued programs: MLP kind (`relu`: products by piecewise-linear squares; `gated`:
+    /// ReGLU units, products exact).
+    #[arg(long, value_enum, default_value = "relu")]
+    pub mlp: MlpArg,
+    /// Real-valued programs: interpolation error per piecewise-linear function (default: chosen
+    /// per function to minimise its certified error, interpolation plus f32 rounding).
+    #[arg(long = "pl-error")]
+    pub pl_error: Option<f64>,
+    /// Longest input the model accepts.
+    #[arg(long = "max-len")]
+    pub max_len: usize,
+    /// Causal masking: position i sees only positions <= i, and computes the program on the
+    /// prefix ending at i.
+    #[arg(long)]
+    pub causal: bool,
+    /// Force an s-op's encoding: `LABEL=numerical` or `LABEL=categorical` (repeatable).
+    #[arg(long = "encoding", value_name = "LABEL=KIND")]
+    pub encodings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DtypeArg {
+    F32,
+    F64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MlpArg {
+    Relu,
+    Gated,
+}
+
+impl MlpArg {
+    pub fn mode(self) -> raspc_compiler::real::MlpMode {
+        match self {
+            MlpArg::Relu => raspc_compiler::real::MlpMode::Relu,
+            MlpArg::Gated => raspc_compiler::real::MlpMode::Gated,
+        }
+    }
+}
+
+/// `LO,HI,STEP` -> the numbers LO, LO + STEP, ..., up to HI (at most 4096).
+pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
+    let bad = || format!("bad --input-grid `{s}`: expected LO,HI,STEP with LO <= HI and STEP > 0, e.g. -1,1,0.25");
+    let parts: Vec<f64> = s.split(',').map(|p| p.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?;
+    let [lo, hi, step] = parts[..] else { return Err(bad()) };
+    if !(lo.is_finite() && hi.is_finite() && step.is_finite() && lo <= hi && step > 0.0) {
+        return Err(bad());
+    }
+    // Count in f64 first: (hi - lo) / step can be far beyond usize (or infinite).
+    let points = ((hi - lo) / step + 1e-9).floor() + 1.0;
+    if points > 4096.0 {
+        return Err(format!("--input-grid `{s}` has {points:e} points (at most 4096)"));
+    }
+    let count = points as usize;
+    Ok((0..count).map(|k| raspc_lang::Atom::Float(lo + k as f64 * step)).collect())
+}
+
+/// Real-valued bounds: (lo, hi, blocks).
+pub type Bounds = (f64, f64, Vec<(usize, usize, f64, f64)>);
+
+/// `LO,HI` (every position), optionally followed by `;LO,HI@START:END` blocks of input
+/// positions with narrower bounds.
+pub fn parse_bounds(s: &str) -> Result<Bounds, String> {
+    let bad = || format!("bad --input-bounds `{s}`: expected LO,HI with LO <= HI (e.g. -1,1), then optionally ;LO,HI@START:END for blocks of positions");
+    let pair = |p: &str| -> Result<(f64, f64), String> {
+        let (a, b) = p.split_once(',').ok_or_else(bad)?;
+        let (lo, hi): (f64, f64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return Err(bad());
+        }
+        Ok((lo, hi))
+    };
+    let mut parts = s.split(';');
+    let (lo, hi) = pair(parts.next().unwrap_or_default())?;
+    let mut blocks = vec![];
+    for p in parts {
+        let (b, range) = p.split_once('@').ok_or_else(bad)?;
+        let (l, h) = pair(b)?;
+        let (start, end) = range.split_once(':').ok_or_else(bad)?;
+        let (start, end): (usize, usize) = (start.trim().parse().map_err(|_| bad())?, end.trim().parse().map_err(|_| bad())?);
+        blocks.push((start, end, l, h));
+    }
+    Ok((lo, hi, blocks))
+}
+
+/// Parses `--input` / `--vocab`: a JSON array, or a plain string split into characters. Text
+/// that starts with `[` must be valid JSON (a typo is an error, not a string of characters).
+pub fn parse_tokens(flag: &str, text: &str) -> Result<Vec<raspc_lang::Atom>, String> {
+    if text.trim_start().starts_with('[')
+        && let Err(e) = serde_json::from_str::<serde_json::Value>(text)
+    {
+        return Err(format!(
+            "bad {flag}: it starts with `[` but is not valid JSON ({e}); write a JSON array such as [1, 2] or [\"a\", \"b\"] (characters such as `[` can be given as [\"[\"])"
+        ));
+    }
+    raspc_lang::parse_input(text).map_err(|m| format!("bad {flag}: {m}"))
+}
+
+/// The budgets for sizes from files and flags (docs/checkpoint-format.md, "Budgets").
+pub fn limits() -> Result<raspc_checkpoint::Limits, String> {
+    raspc_checkpoint::Limits::from_env().map_err(|e| e.to_string())
+}
+
+/// An error unless the flag's number is finite and satisfies `ok`.
+pub(crate) fn finite_flag(flag: &str, x: f64, ok: bool, what: &str) -> Result<(), String> {
+    if x.is_finite() && ok { Ok(()) } else { Err(format!("{flag} {} must be a finite number {what}", num(x))) }
+}
+
+/// A number for messages: scientific notation when it is very large or very small.
+pub(crate) fn num(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) { format!("{x:e}") } else { format!("{x}") }
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportFormat {
+    Onnx,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PlotFormat {
+    Png,
+    Svg,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum AttentionArg {
+    Hard,
+    Soft,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum AttentionModes {
+    Hard,
+    Soft,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Stage {
+    /// The parsed program.
+    Ast,
+    /// The graph of s-ops and selectors the entry depends on.
+    Graph,
+}

@@ -1,0 +1,61 @@
+//! `raspc compile`.
+
+use crate::args::*;
+use crate::cmd::*;
+use crate::cmd::output::*;
+use crate::Failure;
+use std::io::Write;
+
+/// Adds a field to a JSON object (a no-op on anything else: `Value`'s `IndexMut` would panic).
+fn set(j: &mut serde_json::Value, key: &str, v: impl Into<serde_json::Value>) {
+    if let Some(o) = j.as_object_mut() {
+        o.insert(key.to_string(), v.into());
+    }
+}
+use std::path::Path;
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, bounds: bool, json: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    if output.exists() && std::fs::canonicalize(output).ok() == std::fs::canonicalize(path).ok() {
+        return Err(format!("-o `{}` is the program itself; refusing to overwrite it", output.display()).into());
+    }
+    check_output(output, force)?;
+    let built = build(path, target, err, color)?;
+    let bytes = built.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: the compiled checkpoint is invalid: {e}"))?;
+    write_checkpoint(output, &bytes, force)?;
+    if json {
+        let sum = &built.compiled.summary;
+        let mut j = serde_json::json!({
+            "output": built.compiled.plan.output_label, "path": output.display().to_string(),
+            "layers": sum.layers, "attention_sublayers": sum.attn_sublayers, "mlp_sublayers": sum.mlp_sublayers, "heads": sum.heads,
+            "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden, "params": sum.params, "nonzero": sum.nonzero,
+        });
+        if let Some(r) = &built.compiled.report {
+            set(&mut j, "certified_bound_f32", serde_json::json!(r.output_bound));
+            set(&mut j, "certified_bound_f64", serde_json::json!(r.output_bound_f64));
+            set(&mut j, "input_bounds", serde_json::json!(target.input_bounds));
+            if bounds {
+                set(&mut j, "sops", r.sops.iter().map(|b| serde_json::json!({ "label": b.label, "lo": b.lo, "hi": b.hi, "err": b.err, "err_f64": b.err_f64 })).collect::<Vec<_>>());
+            }
+        }
+        let _ = writeln!(out, "{j}");
+        return Ok(());
+    }
+    let _ = writeln!(out, "compiled `{}` -> {}: {}", built.compiled.plan.output_label, output.display(), built.compiled.summary);
+    if let Some(r) = &built.compiled.report {
+        if bounds {
+            for b in &r.sops {
+                let _ = writeln!(out, "  {}: [{:.4}, {:.4}] err {:.3e} (f64: {:.3e})", b.label, b.lo, b.hi, b.err, b.err_f64);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "certified: |{} - program| <= {:.3e} in f32 ({:.3e} in f64) for inputs in [{}]",
+            built.compiled.plan.output_label,
+            r.output_bound,
+            r.output_bound_f64,
+            target.input_bounds.as_deref().unwrap_or("")
+        );
+    }
+    Ok(())
+}

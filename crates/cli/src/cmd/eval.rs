@@ -1,0 +1,44 @@
+//! `raspc eval`: the reference interpreter on one input.
+
+use crate::args::*;
+use crate::cmd::*;
+use crate::diagnostics::render;
+use raspc_lang::Diagnostic;
+use crate::Failure;
+use std::io::Write;
+
+pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    let session = load(path, err, color)?;
+    let (_, node) = session.entry(entry)?;
+    let tokens = parse_tokens("--input", input)?;
+    let budget = limits()?.max_input_tokens;
+    if tokens.len() > budget {
+        return Err(format!("--input has {} tokens, over the budget of {budget} (raise it with RASPC_LIMITS=input_tokens=N)", tokens.len()).into());
+    }
+    match raspc_lang::evaluate(&session.graph, node, &tokens) {
+        Ok(v) => {
+            if json {
+                let line = serde_json::json!({ "output": v.to_json() });
+                let _ = writeln!(out, "{line}");
+            } else {
+                let _ = writeln!(out, "{}", v.to_text());
+            }
+            Ok(())
+        }
+        Err(e) if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 => {
+            // A built-in s-op (such as `tokens_int`) failed: there is no program text to show.
+            let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
+            let _ = writeln!(err, "error[eval::runtime]: evaluating `{}` failed{at}: {}", e.label, e.message);
+            let _ = writeln!(err, "  = input: {input}");
+            Err(Failure::Reported)
+        }
+        Err(e) => {
+            let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
+            let d = Diagnostic::error("eval::runtime", format!("evaluating `{}` failed{at}: {}", e.label, e.message), e.span)
+                .with_label("this operation failed")
+                .with_note(format!("input: {input}"));
+            let _ = write!(err, "{}", render(&session.sources, &[d], color));
+            Err(Failure::Reported)
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! `raspc inspect`: the command around [`crate::inspect`].
+
+use crate::cmd::*;
+use crate::{inspect, Failure};
+use std::io::Write;
+use std::path::Path;
+
+pub(crate) fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: Option<usize>, mlp: bool, out: &mut dyn Write) -> Result<(), Failure> {
+    let ck = read_checkpoint(path)?;
+    let text = match layer {
+        None => inspect::summary(&ck, json),
+        Some(l) => {
+            if head.is_none() && !mlp {
+                return Err("--layer needs --head H or --mlp".to_string().into());
+            }
+            inspect::block(&ck, l, head, json)?
+        }
+    };
+    let _ = write!(out, "{text}");
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! One module per command (`run_here` in lib.rs dispatches to them), and what several share:
+//! reading input files and programs, building (evaluate + compile) a program, loading a
+//! checkpoint, the attention flag.
+
+pub(crate) mod compile;
+pub(crate) mod dump;
+pub(crate) mod eval;
+pub(crate) mod export;
+pub(crate) mod inspect;
+pub(crate) mod output;
+pub(crate) mod plot;
+pub(crate) mod probe;
+pub(crate) mod run;
+pub(crate) mod simulate;
+pub(crate) mod trace;
+pub(crate) mod verify;
+
+use crate::args::*;
+use crate::diagnostics::render;
+use crate::Failure;
+use raspc_lang::DiskLoader;
+use std::io::Write;
+use std::path::Path;
+
+/// Reads a file named on the command line: regular files only (a FIFO or a device would block
+/// or never end), within the `text_bytes` budget, checked before reading.
+pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("cannot read `{shown}`: not a regular file"));
+    }
+    let max = limits()?.max_text_bytes;
+    if meta.len() > max {
+        return Err(format!("`{shown}` is {} bytes, over the budget of {max} (raise it with RASPC_LIMITS=text_bytes=N)", meta.len()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(max).read_to_end(&mut bytes).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    Ok(bytes)
+}
+
+pub(crate) fn read_program(path: &std::path::Path) -> Result<String, Failure> {
+    let bytes = read_input_file(path)?;
+    String::from_utf8(bytes).map_err(|e| {
+        Failure::Message(format!("`{}` is not valid UTF-8 (first bad byte at offset {})", path.display(), e.utf8_error().valid_up_to()))
+    })
+}
+
+/// Parses and evaluates a program file; renders diagnostics on failure.
+pub(crate) fn load(path: &std::path::Path, err: &mut dyn Write, color: bool) -> Result<raspc_lang::Session, Failure> {
+    let text = read_program(path)?;
+    let (sources, r) = raspc_lang::evaluate_program(&path.display().to_string(), Some(path), &text, &DiskLoader);
+    match r {
+        Ok(s) => {
+            let notes = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file);
+            for (n, sp) in notes {
+                let (l, c) = sources.line_col(sp.file, sp.start);
+                let _ = writeln!(err, "note: {}:{l}:{c}: {}", sources.get(sp.file).name, n.message);
+            }
+            Ok(s)
+        }
+        Err(diags) => {
+            let _ = write!(err, "{}", render(&sources, &diags, color));
+            let n = diags.iter().filter(|d| d.is_error()).count();
+            let _ = writeln!(err, "error: could not evaluate `{}` due to {n} previous error{}", path.display(), if n == 1 { "" } else { "s" });
+            Err(Failure::Reported)
+        }
+    }
+}
+
+/// A compiled program with what verification needs.
+pub(crate) struct Built {
+    pub(crate) session: raspc_lang::Session,
+    pub(crate) root: raspc_lang::NodeId,
+    pub(crate) vocab: Vec<raspc_lang::Atom>,
+    pub(crate) compiled: raspc_compiler::Compiled,
+}
+
+pub(crate) fn program_hash(session: &raspc_lang::Session) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for (_, f) in session.sources.files() {
+        if f.name == "<prelude>" || f.name == "<matrix>" {
+            continue;
+        }
+        h.update((f.text.len() as u64).to_le_bytes());
+        h.update(f.text.as_bytes());
+    }
+    format!("sha256:{:x}", h.finalize())
+}
+
+pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Result<Built, Failure> {
+    let session = load(path, err, color)?;
+    let (_, root) = session.entry(target.entry.as_deref())?;
+    let real = match &target.input_bounds {
+        Some(b) => {
+            let (lo, hi, blocks) = parse_bounds(b)?;
+            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp: target.mlp.mode(), pl_error: target.pl_error })
+        }
+        None => None,
+    };
+    let vocab = match (&target.vocab, &real, &target.input_grid) {
+        (_, Some(_), _) => vec![],
+        (Some(v), None, _) => parse_tokens("--vocab", v)?,
+        (None, None, Some(g)) => grid(g)?,
+        (None, None, None) => return Err("give --vocab (token inputs), --input-grid or --input-bounds (real-valued inputs)".to_string().into()),
+    };
+    if vocab.is_empty() && real.is_none() {
+        return Err("--vocab is empty: give the tokens the model must accept, e.g. --vocab '[\"a\",\"b\"]'".to_string().into());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &vocab {
+        if !seen.insert(a.to_json().to_string()) {
+            return Err(format!("--vocab lists {} twice", a.repr()).into());
+        }
+    }
+    if target.max_len == 0 {
+        return Err("--max-len must be at least 1".to_string().into());
+    }
+    let budget = limits()?.max_input_tokens;
+    if target.max_len > budget {
+        return Err(format!("--max-len {} is too large (at most {budget}; raise it with RASPC_LIMITS=input_tokens=N)", target.max_len).into());
+    }
+    if let Some(e) = target.pl_error {
+        finite_flag("--pl-error", e, e > 0.0, "> 0")?;
+    }
+    let mut opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, real, ..Default::default() };
+    for e in &target.encodings {
+        match e.split_once('=') {
+            Some((l, "numerical")) => {
+                opts.numerical.insert(l.to_string());
+            }
+            Some((l, "categorical")) => {
+                opts.categorical.insert(l.to_string());
+            }
+            _ => return Err(format!("bad --encoding `{e}`: expected LABEL=numerical or LABEL=categorical").into()),
+        }
+    }
+    if let Some(both) = opts.numerical.intersection(&opts.categorical).next() {
+        return Err(format!("--encoding gives `{both}` both encodings").into());
+    }
+    match raspc_compiler::compile(&session.graph, root, &opts, &program_hash(&session)) {
+        Ok(compiled) => Ok(Built { session, root, vocab, compiled }),
+        Err(diags) => {
+            let _ = write!(err, "{}", render(&session.sources, &diags, color));
+            let n = diags.iter().filter(|d| d.is_error()).count();
+            let _ = writeln!(err, "error: could not compile `{}` due to {n} previous error{}", path.display(), if n == 1 { "" } else { "s" });
+            Err(Failure::Reported)
+        }
+    }
+}
+
+pub(crate) fn attention_of(a: AttentionArg) -> raspc_runtime::Attention {
+    match a {
+        AttentionArg::Hard => raspc_runtime::Attention::Hard,
+        AttentionArg::Soft => raspc_runtime::Attention::Soft,
+    }
+}
+
+pub(crate) fn read_checkpoint(path: &Path) -> Result<raspc_checkpoint::Checkpoint, Failure> {
+    Ok(raspc_checkpoint::Checkpoint::from_file(path, &limits()?).map_err(|e| format!("`{}`: {e}", path.display()))?)
+}

@@ -1,0 +1,94 @@
+//! Writing checkpoints (`compile -o`, `simulate -o`): never over anything that is not a regular
+//! raspc checkpoint, through a temporary file in the same directory that is removed on signals.
+
+use crate::args::*;
+use crate::Failure;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Temporary files being written, removed if the process is interrupted (SIGINT, SIGTERM,
+/// SIGHUP) before they are renamed into place.
+pub(crate) static TEMP_FILES: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+pub(crate) static CLEANUP: std::sync::Once = std::sync::Once::new();
+pub(crate) static TEMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub(crate) fn install_cleanup() {
+    CLEANUP.call_once(|| {
+        // If another handler is already installed (a host program), its owner handles signals.
+        let _ = ctrlc::set_handler(|| {
+            if let Ok(files) = TEMP_FILES.lock() {
+                for f in files.iter() {
+                    let _ = std::fs::remove_file(f);
+                }
+            }
+            std::process::exit(130);
+        });
+    });
+}
+
+pub(crate) fn forget_temp(tmp: &Path) {
+    if let Ok(mut files) = TEMP_FILES.lock() {
+        files.retain(|f| f != tmp);
+    }
+}
+
+/// May `-o` be written? Nothing exists there, or a regular file that is a raspc checkpoint
+/// (with `force`, also one this raspc cannot read: another version, or damaged). Directories,
+/// devices, FIFOs, sockets, symbolic links and other files are never replaced.
+pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
+    let shown = output.display();
+    let meta = match std::fs::symlink_metadata(output) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot inspect -o `{shown}`: {e}").into()),
+    };
+    if meta.is_dir() {
+        return Err(format!("-o `{shown}` is a directory").into());
+    }
+    if !meta.is_file() {
+        return Err(format!("-o `{shown}` exists and is not a regular file (a device, FIFO, socket or symbolic link); refusing to replace it").into());
+    }
+    let l = limits()?;
+    let bytes = match raspc_checkpoint::read_file(output, &l) {
+        Ok(b) => b,
+        Err(e) => return Err(format!("`{shown}` exists and is not a raspc checkpoint ({e}); refusing to overwrite it").into()),
+    };
+    match raspc_checkpoint::Checkpoint::from_bytes_with(&bytes, &l) {
+        Ok(_) => Ok(()),
+        Err(_) if force && raspc_checkpoint::claims_raspc_format(&bytes) => Ok(()),
+        Err(e) if raspc_checkpoint::claims_raspc_format(&bytes) => {
+            Err(format!("`{shown}` is a raspc checkpoint this raspc cannot read ({e}); refusing to overwrite it (--force replaces it)").into())
+        }
+        Err(_) => Err(format!("`{shown}` exists and is not a raspc checkpoint; refusing to overwrite it (--force does not change this: remove it first)").into()),
+    }
+}
+
+/// Checks `-o` (see [`check_output`]), then writes to a temporary file in the same directory
+/// and renames it into place: a failed or interrupted write never leaves half a file, and the
+/// temporary file is removed on errors and on SIGINT/SIGTERM/SIGHUP.
+pub(crate) fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
+    check_output(output, force)?;
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
+    let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}-{n}.raspc-tmp", std::process::id()));
+    install_cleanup();
+    if let Ok(mut files) = TEMP_FILES.lock() {
+        files.push(tmp.clone());
+    }
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, output)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    forget_temp(&tmp);
+    result.map_err(|e| format!("cannot write `{}`: {e}", output.display()).into())
+}

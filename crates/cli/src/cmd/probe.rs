@@ -1,0 +1,229 @@
+//! `raspc probe svflow`: the command around [`crate::probe`].
+
+use crate::args::*;
+use crate::cmd::*;
+use crate::{plot, probe, Failure};
+use std::io::Write;
+
+pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, out: report_file, plot: plot_dir } = kind;
+    // With --json the text goes nowhere and the report is printed as one JSON object at the end.
+    let mut sink = std::io::sink();
+    let out: &mut dyn Write = if json { &mut sink } else { &mut *stdout };
+    if levels.iter().any(|l| !(0.0..=1.0).contains(l)) || levels.is_empty() {
+        return Err("--levels must be fractions between 0 and 1".to_string().into());
+    }
+    finite_flag("--attn-temp", attn_temp, attn_temp > 0.0, "> 0")?;
+    finite_flag("--weight-noise", weight_noise, weight_noise >= 0.0, ">= 0")?;
+    if seeds == 0 || sequences == 0 {
+        return Err("--seeds and --sequences must be at least 1".to_string().into());
+    }
+    let budget = limits()?;
+    let passes = (levels.len() as u128) * (seeds as u128) * (sequences as u128);
+    if passes > budget.max_samples as u128 {
+        return Err(format!(
+            "--levels ({}) x --seeds ({seeds}) x --sequences ({sequences}) is {passes} forward passes, over the budget of {} (raise it with RASPC_LIMITS=samples=N)",
+            levels.len(),
+            budget.max_samples
+        )
+        .into());
+    }
+    if let Some(n) = seq_len
+        && n > budget.max_input_tokens
+    {
+        return Err(format!("--seq-len {n} is over the budget of {} (raise it with RASPC_LIMITS=input_tokens=N)", budget.max_input_tokens).into());
+    }
+    let is_gguf = model.extension().is_some_and(|e| e == "gguf");
+    let mk = |n: usize| probe::Settings {
+        seq_len: n,
+        eval_window: eval_window.unwrap_or((n / 4).max(1)),
+        levels: levels.clone(),
+        seeds,
+        sequences,
+        attention: attention_of(attention),
+        attn_temp,
+        weight_noise,
+        readout_temp: 0.1,
+    };
+    let bar = indicatif::ProgressBar::new((levels.len() as u64) * seeds);
+    // Layers with no attention heads (raspc checkpoints can have MLP-only layers).
+    let mut headless: Vec<bool> = vec![];
+    let (conds, layers, settings) = if is_gguf {
+        if program.is_some() || weight_noise > 0.0 {
+            return Err("--program and --weight-noise apply to raspc checkpoints, not to language models".to_string().into());
+        }
+        let lm = raspc_lm::LanguageModel::load(&model).map_err(|e| format!("`{}`: {e}", model.display()))?;
+        let sample = match &text {
+            Some(p) => String::from_utf8(read_input_file(p)?).map_err(|_| format!("`{}` is not valid UTF-8", p.display()))?,
+            None => include_str!("../sample.txt").to_string(),
+        };
+        let settings = mk(seq_len.unwrap_or(128));
+        if settings.seq_len < 2 {
+            return Err("--seq-len must be at least 2 for a language model".to_string().into());
+        }
+        let conds = probe::run_lm(&lm, &sample, &settings, &mut |d, _| bar.set_position(d as u64))?;
+        (conds, lm.config.layers, settings)
+    } else {
+        let ck = read_checkpoint(&model)?;
+        if ck.config.real_input.is_some() {
+            return Err(format!("`{}` reads real numbers; probe svflow shuffles vocabulary tokens and needs a model with token inputs", model.display()).into());
+        }
+        let beta = ck.config.attention.soft_beta / attn_temp;
+        if !(beta.is_finite() && beta <= budget.max_soft_beta) {
+            return Err(format!(
+                "--attn-temp {} makes the soft-attention beta {} (the model's {} / {}), over the budget of {} (raise it with RASPC_LIMITS=soft_beta=N)",
+                num(attn_temp),
+                num(beta),
+                num(ck.config.attention.soft_beta),
+                num(attn_temp),
+                num(budget.max_soft_beta)
+            )
+            .into());
+        }
+        let session = match &program {
+            Some(p) => Some(load(p, err, color)?),
+            None => None,
+        };
+        let reference = match &session {
+            Some(s) => Some((&s.graph, s.entry(entry.as_deref())?.1)),
+            None => None,
+        };
+        let n = seq_len.unwrap_or(ck.config.max_seq_len);
+        if n == 0 || n > ck.config.max_seq_len {
+            return Err(format!("--seq-len {n} must be between 1 and the model's max_seq_len {}", ck.config.max_seq_len).into());
+        }
+        let vocab: Vec<raspc_lang::Atom> = ck
+            .config
+            .vocab
+            .iter()
+            .filter(|v| v.id != ck.config.bos_id)
+            .map(|v| raspc_lang::parse_input(&format!("[{}]", v.token)).map(|mut a| a.remove(0)))
+            .collect::<Result<_, _>>()?;
+        let settings = mk(n);
+        if program.is_none() {
+            let _ = writeln!(out, "no --program: the task reference is the unperturbed model's own output (hard attention, no --attn-temp or --weight-noise) on each shuffled input");
+        }
+        let conds = probe::run(&ck, reference, &vocab, &settings, &mut |d, _| bar.set_position(d as u64))?;
+        headless = ck.config.layers.iter().map(|l| l.heads.is_empty()).collect();
+        (conds, ck.config.layers.len(), settings)
+    };
+    let n = settings.seq_len;
+    bar.finish_and_clear();
+    let _ = writeln!(out, "svflow probe: {} conditions ({} levels x {} seeds), {} sequences of {} tokens, last {} scored", conds.len(), settings.levels.len(), seeds, sequences, n, settings.eval_window);
+    let _ = writeln!(out, "\ntask per level (mean over seeds):");
+    let mut by_level: Vec<(f64, Vec<&probe::Condition>)> = vec![];
+    for c in &conds {
+        match by_level.iter_mut().find(|(l, _)| *l == c.level) {
+            Some((_, v)) => v.push(c),
+            None => by_level.push((c.level, vec![c])),
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    for (lv, cs) in &by_level {
+        let _ = writeln!(
+            out,
+            "  level {lv:.2}: NLL {:.4} (perplexity {:.2}), accuracy {:.4}, ECE {:.4}",
+            mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()),
+            mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()).exp(),
+            mean(&cs.iter().map(|c| c.accuracy).collect::<Vec<_>>()),
+            mean(&cs.iter().map(|c| c.ece).collect::<Vec<_>>())
+        );
+    }
+    let mut report = serde_json::Map::new();
+    let mut correlations = serde_json::Map::new();
+    let mut sens = serde_json::Map::new();
+    // Why a layer has no value: no heads, or no finite value in any condition.
+    let absent = |metric: &str, l: usize| -> Option<&'static str> {
+        if headless.get(l).copied().unwrap_or(false) {
+            Some("no attention heads")
+        } else if conds.iter().all(|c| !c.layers.get(metric).and_then(|v| v.get(l)).is_some_and(|x| x.is_finite())) {
+            Some("no finite value in any condition")
+        } else {
+            None
+        }
+    };
+    let constant = |v: &[f64]| v.windows(2).all(|w| w[0] == w[1]);
+    let spearman_text = |rho: f64, p: f64, a: &[f64], b: &[f64]| -> String {
+        if rho.is_finite() {
+            format!("{rho:.3} (p {p:.3})")
+        } else if a.len() < 2 {
+            "absent (fewer than 2 points)".into()
+        } else if constant(a) {
+            "absent (the metric is constant)".into()
+        } else if constant(b) {
+            "absent (the NLL is constant)".into()
+        } else {
+            "absent (undefined)".into()
+        }
+    };
+    let spearman_json = |rho: f64, p: f64| -> serde_json::Value {
+        if rho.is_finite() { serde_json::json!({ "rho": rho, "p": p }) } else { serde_json::json!({ "rho": null, "p": null, "absent": "constant or too short series" }) }
+    };
+    for metric in probe::METRICS {
+        let _ = writeln!(out, "\n{metric} by layer (rows: levels):");
+        for (lv, cs) in &by_level {
+            let row: Vec<String> = (0..layers)
+                .map(|l| {
+                    let vals: Vec<f64> = cs.iter().filter_map(|c| c.layers.get(metric).and_then(|v| v.get(l)).copied()).filter(|x| x.is_finite()).collect();
+                    if absent(metric, l).is_some() || vals.is_empty() { format!("{:>9}", "absent") } else { format!("{:>9.4}", mean(&vals)) }
+                })
+                .collect();
+            let _ = writeln!(out, "  {lv:.2}: {}", row.join(" "));
+        }
+        let reasons: Vec<String> = (0..layers).filter_map(|l| absent(metric, l).map(|r| format!("layer {l}: {r}"))).collect();
+        if !reasons.is_empty() {
+            let _ = writeln!(out, "  absent: {}", reasons.join("; "));
+        }
+        let avg = |c: &probe::Condition| mean(&c.layers.get(metric).map_or(&[][..], Vec::as_slice).iter().copied().filter(|x| x.is_finite()).collect::<Vec<_>>());
+        let (rho_c, p_c) = probe::spearman(&conds.iter().map(avg).collect::<Vec<_>>(), &conds.iter().map(|c| c.nll).collect::<Vec<_>>(), 999, 1);
+        let lv_metric: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| avg(c)).collect::<Vec<_>>())).collect();
+        let lv_nll: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>())).collect();
+        let (rho_l, p_l) = probe::spearman(&lv_metric, &lv_nll, 999, 2);
+        let cond_metric: Vec<f64> = conds.iter().map(avg).collect();
+        let cond_nll: Vec<f64> = conds.iter().map(|c| c.nll).collect();
+        let _ = writeln!(
+            out,
+            "  Spearman rho with NLL: across conditions {}, across levels {}",
+            spearman_text(rho_c, p_c, &cond_metric, &cond_nll),
+            spearman_text(rho_l, p_l, &lv_metric, &lv_nll)
+        );
+        let s = probe::sensitivity(&conds, metric, layers);
+        let shown: Vec<String> = s
+            .iter()
+            .enumerate()
+            .map(|(l, (z, regime))| match absent(metric, l) {
+                Some(r) => format!("absent ({r})"),
+                None => format!("{z:.2} ({regime})"),
+            })
+            .collect();
+        let _ = writeln!(out, "  sensitivity z by layer: {}", shown.join(", "));
+        correlations.insert(metric.into(), serde_json::json!({ "conditions": spearman_json(rho_c, p_c), "levels": spearman_json(rho_l, p_l) }));
+        sens.insert(
+            metric.into(),
+            serde_json::json!(s
+                .iter()
+                .enumerate()
+                .map(|(l, (z, regime))| match absent(metric, l) {
+                    Some(r) => serde_json::json!({ "z": null, "absent": r }),
+                    None => serde_json::json!({ "z": if z.is_finite() { serde_json::json!(z) } else { serde_json::json!(z.to_string()) }, "regime": regime }),
+                })
+                .collect::<Vec<_>>()),
+        );
+    }
+    report.insert("conditions".into(), serde_json::to_value(&conds).map_err(|e| e.to_string())?);
+    report.insert("spearman".into(), serde_json::Value::Object(correlations));
+    report.insert("sensitivity".into(), serde_json::Value::Object(sens));
+    let report = serde_json::Value::Object(report);
+    if let Some(path) = report_file {
+        std::fs::write(&path, report.to_string()).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+        let _ = writeln!(out, "\nreport written to {}", path.display());
+    }
+    if let Some(dir) = plot_dir {
+        let files = plot::probe_plots(&conds, layers, &dir)?;
+        let _ = writeln!(out, "wrote {} plots to {}", files.len(), dir.display());
+    }
+    if json {
+        let _ = writeln!(stdout, "{report}");
+    }
+    Ok(())
+}

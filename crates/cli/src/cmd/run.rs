@@ -1,0 +1,23 @@
+//! `raspc run`: a checkpoint on one input.
+
+use crate::args::*;
+use crate::cmd::*;
+use crate::{verify, Failure};
+use std::io::Write;
+use std::path::Path;
+
+pub(crate) fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, device: &str, out: &mut dyn Write) -> Result<(), Failure> {
+    let dev = raspc_runtime::device(device).map_err(|e| e.to_string())?;
+    let m = raspc_runtime::Model::load_file(model, &dev).map_err(|e| format!("`{}`: {e}", model.display()))?;
+    let tokens = parse_tokens("--input", input)?;
+    let values = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
+    let decoded = m.run(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}", model.display()))?;
+    if json {
+        let line = serde_json::json!({ "output": decoded.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() });
+        let _ = writeln!(out, "{line}");
+    } else {
+        let atoms: Vec<String> = decoded.iter().map(|d| verify::decoded_atom(d).repr()).collect();
+        let _ = writeln!(out, "[{}]", atoms.join(", "));
+    }
+    Ok(())
+}
