@@ -185,12 +185,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
         let (mut head_info, mut mlp_info) = (vec![], vec![]);
         let info = |b: usize, hidden: Option<[usize; 2]>| {
             let block = &plan.blocks[b];
-            ck::BlockInfo {
-                what: block.what.clone(),
-                reads: block.reads.iter().map(|&r| plan.slots[r].label.clone()).collect(),
-                writes: plan.slots[block.writes].label.clone(),
-                hidden,
-            }
+            ck::BlockInfo { what: block.what.clone(), reads: block.reads.iter().map(|&r| plan.slots[r].label.clone()).collect(), writes: plan.slots[block.writes].label.clone(), hidden }
         };
         for (&b, &t) in &sched.time {
             match &plan.blocks[b].kind {

@@ -73,7 +73,11 @@ pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> Has
         for a in atoms {
             s.insert(a);
         }
-        if s.len() > MAX_VALUES { ValueSet::Unbounded } else { ValueSet::Finite(s) }
+        if s.len() > MAX_VALUES {
+            ValueSet::Unbounded
+        } else {
+            ValueSet::Finite(s)
+        }
     };
     let n = max_len.max(1) as i64;
     for id in graph.ancestors(root) {

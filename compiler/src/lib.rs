@@ -116,7 +116,11 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };
     let checkpoint = emit::emit(&plan, &schedule, &inputs).map_err(|e| {
         let node = graph.node(root);
-        vec![Diagnostic::error("compile::internal", format!("internal error while emitting `{}`: {e} (this is a bug in raspc; please report it with the program)", node.label), node.span)]
+        vec![Diagnostic::error(
+            "compile::internal",
+            format!("internal error while emitting `{}`: {e} (this is a bug in raspc; please report it with the program)", node.label),
+            node.span,
+        )]
     })?;
     if let Err(e) = checkpoint.validate() {
         // Only reachable with extreme real-valued bounds (weights beyond f32).

@@ -271,15 +271,14 @@ impl Lowerer<'_> {
     fn finite(&self, id: NodeId) -> Result<Vec<Atom>, Diagnostic> {
         match &self.sets[&id] {
             ValueSet::Finite(s) => Ok(s.iter().cloned().collect()),
-            ValueSet::Unbounded => Err(self
-                .err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id)))
-                .with_label("too many possible values")
-                .with_note(format!(
+            ValueSet::Unbounded => {
+                Err(self.err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id))).with_label("too many possible values").with_note(format!(
                     "with this vocabulary and --max-len {}, `{}` could take more than {} values; a categorical encoding needs a finite set",
                     self.opts.max_len,
                     self.label(id),
                     crate::infer::MAX_VALUES
-                ))),
+                )))
+            }
         }
     }
 
@@ -355,7 +354,9 @@ impl Lowerer<'_> {
                         self.err(id, "compile::causal", format!("with --causal, this {what} `{}`, which depends on later positions", self.label(r)))
                             .with_label("reads a value that is not fixed by the prefix")
                             .with_secondary(self.g.node(r).span, format!("`{}` is defined here", self.label(r)))
-                            .with_note("a causal model computes position i from positions <= i; every value read at key positions must not depend on `length` or on selectors that look ahead"),
+                            .with_note(
+                                "a causal model computes position i from positions <= i; every value read at key positions must not depend on `length` or on selectors that look ahead",
+                            ),
                     );
                 }
             }
@@ -568,8 +569,7 @@ impl Lowerer<'_> {
     /// a numerical slot computed as a sum of per-value lookups, one hidden unit per value,
     /// instead of one per combination.
     fn separable_sum(&mut self, id: NodeId) -> Result<Option<usize>, Diagnostic> {
-        let NodeKind::Map { op: raspc_lang::graph::MapOp::Binary(op @ (raspc_lang::ast::BinOp::Add | raspc_lang::ast::BinOp::Sub)), args } = self.g.node(id).kind.clone()
-        else {
+        let NodeKind::Map { op: raspc_lang::graph::MapOp::Binary(op @ (raspc_lang::ast::BinOp::Add | raspc_lang::ast::BinOp::Sub)), args } = self.g.node(id).kind.clone() else {
             return Ok(None);
         };
         let (Some(Operand::Sop(a)), Some(Operand::Sop(b))) = (args.first(), args.get(1)) else { return Ok(None) };
@@ -714,9 +714,10 @@ impl Lowerer<'_> {
             return Ok(c);
         }
         let SlotEnc::Num { points: Some(points) } = self.slots[num].enc.clone() else {
-            return Err(self.finite(id).err().unwrap_or_else(|| {
-                self.err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id))).with_label("needed as a categorical value")
-            }));
+            return Err(self
+                .finite(id)
+                .err()
+                .unwrap_or_else(|| self.err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id))).with_label("needed as a categorical value")));
         };
         let atoms: Vec<Atom> = match self.num_atoms.get(&num) {
             Some(groups) => groups.iter().map(|g| g[0].clone()).collect(),

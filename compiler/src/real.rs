@@ -84,12 +84,20 @@ const U64: f64 = 1.1102230246251565e-16;
 
 fn f32_down(x: f64) -> f64 {
     let f = x as f32;
-    if (f as f64) <= x { f as f64 } else { f.next_down() as f64 }
+    if (f as f64) <= x {
+        f as f64
+    } else {
+        f.next_down() as f64
+    }
 }
 
 fn f32_up(x: f64) -> f64 {
     let f = x as f32;
-    if (f as f64) >= x { f as f64 } else { f.next_up() as f64 }
+    if (f as f64) >= x {
+        f as f64
+    } else {
+        f.next_up() as f64
+    }
 }
 
 fn f32_exact(w: f64) -> bool {
@@ -214,13 +222,21 @@ impl Iv {
         self.lo <= 0.0 && self.hi >= 0.0
     }
     fn recip(self) -> Option<Iv> {
-        if self.contains_zero() { None } else { Some(Iv::new(1.0 / self.lo, 1.0 / self.hi)) }
+        if self.contains_zero() {
+            None
+        } else {
+            Some(Iv::new(1.0 / self.lo, 1.0 / self.hi))
+        }
     }
     fn exp(self) -> Iv {
         Iv { lo: self.lo.exp(), hi: self.hi.exp() }
     }
     fn sq(self) -> Iv {
-        if self.contains_zero() { Iv { lo: 0.0, hi: self.mag() * self.mag() } } else { self.mul(self) }
+        if self.contains_zero() {
+            Iv { lo: 0.0, hi: self.mag() * self.mag() }
+        } else {
+            self.mul(self)
+        }
     }
 }
 
@@ -741,9 +757,9 @@ impl RealLowerer<'_> {
         v.iter()
             .enumerate()
             .map(|(i, a)| {
-                a.as_ref().and_then(atom_f64).ok_or_else(|| {
-                    self.err(id, format!("`{}` has no number at index {i}", self.g.node(id).label)).with_label("used as a number with real inputs")
-                })
+                a.as_ref()
+                    .and_then(atom_f64)
+                    .ok_or_else(|| self.err(id, format!("`{}` has no number at index {i}", self.g.node(id).label)).with_label("used as a number with real inputs"))
             })
             .collect()
     }
@@ -810,7 +826,10 @@ impl RealLowerer<'_> {
             // `index_function` above returns these as positional values.
             NodeKind::Indices | NodeKind::Const(_) => return Err(self.err(id, "internal error: a positional s-op was not computed at compile time").with_label("here")),
             NodeKind::Length => {
-                return Err(self.err(id, "`length` is not supported with real inputs").with_label("here").with_note("shapes are fixed when U-style programs compile: use the sizes as numbers"));
+                return Err(self
+                    .err(id, "`length` is not supported with real inputs")
+                    .with_label("here")
+                    .with_note("shapes are fixed when U-style programs compile: use the sizes as numbers"));
             }
             NodeKind::Map { op, args } => {
                 if args.iter().all(|a| match a {
@@ -1432,7 +1451,6 @@ impl RealLowerer<'_> {
     }
 
     // ---- MLPs ----------------------------------------------------------------------------
-
 
     fn aff_exact(a: &Aff) -> bool {
         f32_exact(a.k) && a.c.values().all(|&w| f32_exact(w))

@@ -14,9 +14,9 @@
 //!   and select(y, y, <))` (Tracr's sort keys `key + i/max_seq_len`): with the rewrite above, two
 //!   widths replace a one-hot over every (x, y) pair. Needs value sets, so it runs after `infer`.
 
+use crate::infer::{infer, ValueSet};
 use raspc_lang::ast::{BinOp, Cmp};
 use raspc_lang::graph::{MapOp, Operand};
-use crate::infer::{infer, ValueSet};
 use raspc_lang::{atom, Atom, Graph, NodeId, NodeKind};
 use std::collections::HashMap;
 
@@ -55,14 +55,7 @@ fn numbers(sets: &HashMap<NodeId, ValueSet>, id: NodeId) -> Option<Vec<f64>> {
 
 /// `select(x + y, x + y, cmp)` as a lexicographic comparison (see the module docs), built in
 /// `out`; `None` when the pattern or the gap condition does not hold. Ids in `g` are old ones.
-fn lexicographic(
-    g: &Graph,
-    id: NodeId,
-    sets: &HashMap<NodeId, ValueSet>,
-    map: &HashMap<NodeId, NodeId>,
-    out: &mut Graph,
-    span: raspc_lang::Span,
-) -> Option<NodeKind> {
+fn lexicographic(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: &HashMap<NodeId, NodeId>, out: &mut Graph, span: raspc_lang::Span) -> Option<NodeKind> {
     let NodeKind::Select { keys, queries, cmp } = &g.node(id).kind else { return None };
     if keys != queries || matches!(cmp, Cmp::Eq | Cmp::Ne) {
         return None;
@@ -116,9 +109,7 @@ fn exclusive(g: &Graph, a: NodeId, b: NodeId) -> bool {
     conjuncts(g, b, &mut cb);
     ca.iter().any(|&x| {
         cb.iter().any(|&y| match (&g.node(x).kind, &g.node(y).kind) {
-            (NodeKind::Select { keys: k1, queries: q1, cmp: c1 }, NodeKind::Select { keys: k2, queries: q2, cmp: c2 }) => {
-                k1 == k2 && q1 == q2 && exclusive_cmps(*c1, *c2)
-            }
+            (NodeKind::Select { keys: k1, queries: q1, cmp: c1 }, NodeKind::Select { keys: k2, queries: q2, cmp: c2 }) => k1 == k2 && q1 == q2 && exclusive_cmps(*c1, *c2),
             _ => false,
         })
     })

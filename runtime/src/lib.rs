@@ -270,11 +270,7 @@ impl Model {
             match self.vocab.get(&tok.to_string()) {
                 Some(&id) => ids.push(id),
                 None => {
-                    return Err(RuntimeError::UnknownToken {
-                        position,
-                        token: tok.to_string(),
-                        vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", "),
-                    });
+                    return Err(RuntimeError::UnknownToken { position, token: tok.to_string(), vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", ") });
                 }
             }
         }

@@ -39,17 +39,7 @@ fn main() {
                         let sum = &u.compiled.summary;
                         let row = format!(
                             "| {name} | {n} | {d} | {dv} | {h} | {} | {} | {} | {} | {} | {:.1} | {:.2e} | {:.2e} | {:.2e} | {} | {:.1} |",
-                            sum.layers,
-                            sum.heads,
-                            sum.d_model,
-                            sum.params,
-                            sum.nonzero,
-                            u.compile_ms,
-                            o.max_abs_err,
-                            o.max_rel_err,
-                            o.bound,
-                            o.failures,
-                            run_s
+                            sum.layers, sum.heads, sum.d_model, sum.params, sum.nonzero, u.compile_ms, o.max_abs_err, o.max_rel_err, o.bound, o.failures, run_s
                         );
                         eprintln!("{row}");
                         rows.push(row);

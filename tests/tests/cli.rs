@@ -488,7 +488,8 @@ fn simulate_runs_a_users_attention_layer() {
         let z: f64 = e.iter().sum();
         (0..3).map(|b| (0..3).map(|j| e[j] / z * (xs[j][0] * v[0][b] + xs[j][1] * v[1][b])).sum()).collect()
     };
-    let printed: Vec<f64> = out.lines().find(|l| l.trim_start().starts_with('[')).unwrap().trim().trim_matches(|c| c == '[' || c == ']').split(", ").map(|s| s.parse().unwrap()).collect();
+    let printed: Vec<f64> =
+        out.lines().find(|l| l.trim_start().starts_with('[')).unwrap().trim().trim_matches(|c| c == '[' || c == ']').split(", ").map(|s| s.parse().unwrap()).collect();
     for (p, w) in printed.iter().zip(&row0) {
         assert!((p - w).abs() < 1e-5, "{printed:?} vs {row0:?}");
     }

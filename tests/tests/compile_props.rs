@@ -24,7 +24,14 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         (pick.clone(), ops.clone(), pick.clone()).prop_map(|(a, o, b)| Step::Map(a, o, b)),
         (pick.clone(), proptest::sample::select(&["+", "-", "*", "%", "==", ">"][..]), 1i64..3).prop_map(|(a, o, c)| Step::MapConst(a, o, c)),
-        (pick.clone(), pick.clone(), cmps.clone(), proptest::option::of((proptest::sample::select(&["and", "or", "and not"][..]), pick.clone(), pick.clone(), cmps.clone())), pick.clone(), -1i64..2)
+        (
+            pick.clone(),
+            pick.clone(),
+            cmps.clone(),
+            proptest::option::of((proptest::sample::select(&["and", "or", "and not"][..]), pick.clone(), pick.clone(), cmps.clone())),
+            pick.clone(),
+            -1i64..2
+        )
             .prop_map(|(k, q, cmp, combine, v, default)| Step::Agg { k, q, cmp, combine, v, default }),
         (pick.clone(), pick.clone(), cmps).prop_map(|(k, q, cmp)| Step::Width { k, q, cmp }),
         (pick.clone(), pick.clone(), pick).prop_map(|(a, b, c)| Step::Ternary(a, b, c)),

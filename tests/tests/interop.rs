@@ -79,10 +79,8 @@ fn make_job() -> (PathBuf, usize) {
         let inputs: Vec<Vec<serde_json::Value>> = seqs.iter().map(|s| s.iter().map(|&t| atoms[t].to_json()).collect()).collect();
         let mut expected = serde_json::Map::new();
         for (name, mode) in [("hard", raspc_runtime::Attention::Hard), ("soft", raspc_runtime::Attention::Soft)] {
-            let outs: Vec<serde_json::Value> = inputs
-                .iter()
-                .map(|inp| serde_json::Value::Array(model.run(inp, mode).unwrap().iter().map(raspc_runtime::Decoded::to_json).collect()))
-                .collect();
+            let outs: Vec<serde_json::Value> =
+                inputs.iter().map(|inp| serde_json::Value::Array(model.run(inp, mode).unwrap().iter().map(raspc_runtime::Decoded::to_json).collect())).collect();
             expected.insert(name.into(), serde_json::Value::Array(outs));
         }
         job.push(serde_json::json!({ "checkpoint": path, "inputs": inputs, "expected": expected }));

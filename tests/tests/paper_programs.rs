@@ -119,11 +119,21 @@ fn dyck_oracle(text: &str, pairs: &[(char, char)]) -> Vec<Atom> {
                 if let Some(k) = pairs.iter().position(|p| p.0 == c) {
                     stack.push(k);
                 } else if let Some(k) = pairs.iter().position(|p| p.1 == c)
-                    && stack.pop() != Some(k) {
-                        failed = true;
-                    }
+                    && stack.pop() != Some(k)
+                {
+                    failed = true;
+                }
             }
-            Atom::Str(if failed { "F" } else if stack.is_empty() { "T" } else { "P" }.to_string())
+            Atom::Str(
+                if failed {
+                    "F"
+                } else if stack.is_empty() {
+                    "T"
+                } else {
+                    "P"
+                }
+                .to_string(),
+            )
         })
         .collect()
 }

@@ -125,12 +125,8 @@ fn make_job(dir: &Path) -> (PathBuf, usize) {
         let model = raspc_runtime::Model::load(&std::fs::read(&path).unwrap(), &cpu).unwrap();
         // Inputs the interpreter accepts (the program's domain), of mixed lengths.
         let seqs = raspc::verify::generate(&Inputs::Random { count: 4 * INPUTS, seed: 100 + i as u64 }, atoms.len(), MAX_LEN).unwrap();
-        let inputs: Vec<Vec<raspc_lang::Atom>> = seqs
-            .iter()
-            .map(|s| s.iter().map(|&t| atoms[t].clone()).collect::<Vec<_>>())
-            .filter(|a| expected_or_error(&session.graph, root, a, causal).is_ok())
-            .take(INPUTS)
-            .collect();
+        let inputs: Vec<Vec<raspc_lang::Atom>> =
+            seqs.iter().map(|s| s.iter().map(|&t| atoms[t].clone()).collect::<Vec<_>>()).filter(|a| expected_or_error(&session.graph, root, a, causal).is_ok()).take(INPUTS).collect();
         assert!(inputs.len() >= INPUTS / 2, "{file}: only {} inputs in the domain", inputs.len());
         let json_inputs: Vec<Vec<serde_json::Value>> = inputs.iter().map(|s| s.iter().map(raspc_lang::Atom::to_json).collect()).collect();
         let mut expected = serde_json::Map::new();
@@ -155,8 +151,7 @@ fn make_job(dir: &Path) -> (PathBuf, usize) {
     let model = raspc_runtime::Model::load(&std::fs::read(&path).unwrap(), &cpu).unwrap();
     let mut rng = raspc::verify::SplitMix(7);
     let n = u.compiled.checkpoint.config.max_seq_len;
-    let inputs: Vec<Vec<serde_json::Value>> =
-        (0..8).map(|k| (0..n - k % 3).map(|_| serde_json::json!(raspc::verify::uniform(&mut rng, -1.0, 1.0))).collect()).collect();
+    let inputs: Vec<Vec<serde_json::Value>> = (0..8).map(|k| (0..n - k % 3).map(|_| serde_json::json!(raspc::verify::uniform(&mut rng, -1.0, 1.0))).collect()).collect();
     let hard: Vec<serde_json::Value> =
         inputs.iter().map(|inp| serde_json::Value::Array(model.run(inp, raspc_runtime::Attention::Hard).unwrap().iter().map(raspc_runtime::Decoded::to_json).collect())).collect();
     let soft: Vec<serde_json::Value> =

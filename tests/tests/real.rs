@@ -44,7 +44,11 @@ fn check(b: &Built, inputs: &[Vec<f64>], direct: &dyn Fn(&[f64]) -> Vec<f64>, po
 }
 
 fn candle_core_dtype(f64: bool) -> raspc_runtime::DType {
-    if f64 { raspc_runtime::DType::F64 } else { raspc_runtime::DType::F32 }
+    if f64 {
+        raspc_runtime::DType::F64
+    } else {
+        raspc_runtime::DType::F32
+    }
 }
 
 fn random_inputs(len: usize, lo: f64, hi: f64, count: usize, seed: u64) -> Vec<Vec<f64>> {
@@ -254,7 +258,8 @@ fn unsupported_real_programs_get_located_errors() {
     let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = relu(tokens_float);", &raspc_lang::MemoryLoader::default());
     let s = r.unwrap();
     let (_, root) = s.entry(None).unwrap();
-    let opts = raspc_compiler::Options { max_len: 4, causal: true, real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None }), ..Default::default() };
+    let opts =
+        raspc_compiler::Options { max_len: 4, causal: true, real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None }), ..Default::default() };
     let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
     assert_eq!(e[0].code, "compile::causal");
 }
@@ -295,7 +300,11 @@ fn block_bounds_tighten_the_certificate() {
     let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
     let s = r.unwrap();
     let (_, root) = s.entry(None).unwrap();
-    let opts = raspc_compiler::Options { max_len: 12, real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![(0, 4, -2.0, 2.0)], mlp: MlpMode::Gated, pl_error: None }), ..Default::default() };
+    let opts = raspc_compiler::Options {
+        max_len: 12,
+        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![(0, 4, -2.0, 2.0)], mlp: MlpMode::Gated, pl_error: None }),
+        ..Default::default()
+    };
     assert_eq!(raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err()[0].code, "compile::bounds");
 }
 

@@ -691,7 +691,11 @@ impl Gen {
                     let k2 = self.any_kind();
                     let val = if self.below(2) == 0 { E::BinC("+", bx(E::Indices), V::I(0), false) } else { self.e(k2, d) };
                     let val = if k2 == K::Num { val } else { self.e(k2, d) };
-                    if self.below(2) == 0 { E::MarkFirst(bx(self.e(k2, d)), bx(val)) } else { E::MarkLast(bx(self.e(k2, d)), bx(val)) }
+                    if self.below(2) == 0 {
+                        E::MarkFirst(bx(self.e(k2, d)), bx(val))
+                    } else {
+                        E::MarkLast(bx(self.e(k2, d)), bx(val))
+                    }
                 }
                 7 => {
                     let k2 = self.any_kind();
@@ -852,9 +856,39 @@ fn generated_programs_cover_the_language() {
         text.push_str(&program(seed).text);
     }
     for needle in [
-        "aggregate(", "selector_width(", "select(", ", !=)", ", <=)", ", >)", " and ", " or ", "(not ", "round(", "indicator(", " if ", " in [", "count(",
-        "contains(", "shift(", "max(", "min(", "load_from_location(", "mark_first_instance(", "mark_last_instance(", "sort(",
-        "select_from_first(", "select_next_identical(", "full_s", "lib_add(", "lib_const", "_k)", "tokens_float", "length", " % ", " / ", " ^ ",
+        "aggregate(",
+        "selector_width(",
+        "select(",
+        ", !=)",
+        ", <=)",
+        ", >)",
+        " and ",
+        " or ",
+        "(not ",
+        "round(",
+        "indicator(",
+        " if ",
+        " in [",
+        "count(",
+        "contains(",
+        "shift(",
+        "max(",
+        "min(",
+        "load_from_location(",
+        "mark_first_instance(",
+        "mark_last_instance(",
+        "sort(",
+        "select_from_first(",
+        "select_next_identical(",
+        "full_s",
+        "lib_add(",
+        "lib_const",
+        "_k)",
+        "tokens_float",
+        "length",
+        " % ",
+        " / ",
+        " ^ ",
         ")[",
     ] {
         assert!(text.contains(needle), "no generated program uses `{needle}`");

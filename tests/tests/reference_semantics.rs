@@ -37,12 +37,7 @@ fn load_appends_the_rasp_extension() {
 #[test]
 fn load_resolves_from_the_including_file_then_the_working_directory() {
     // /virtual/sub/a.rasp loads "b": /virtual/sub/b.rasp (next to a) wins over ./b.rasp.
-    let files = [
-        ("/virtual/sub/a.rasp", "load \"b\";"),
-        ("/virtual/sub/b.rasp", "which = 1;"),
-        ("b.rasp", "which = 2;"),
-        ("c.rasp", "other = 3;"),
-    ];
+    let files = [("/virtual/sub/a.rasp", "load \"b\";"), ("/virtual/sub/b.rasp", "which = 1;"), ("b.rasp", "which = 2;"), ("c.rasp", "other = 3;")];
     let main = "load \"sub/a\"; load \"c\"; y = indices + which * 10 + other * 100;";
     // 0 + 1*10 + 3*100 at position 0.
     assert_eq!(json(&eval_with_files(main, &files, "y", &chars("ab")).unwrap()), json!([310, 311]));

@@ -284,7 +284,12 @@ pub fn read_file(path: &Path, limits: &Limits) -> Result<Vec<u8>, CheckpointErro
     }
     let len = meta.len();
     if len > limits.max_file_bytes {
-        return Err(CheckpointError::OverBudget { what: format!("the size of `{}`", path.display()), value: format!("{len} bytes"), limit: format!("{} bytes", limits.max_file_bytes), name: "file_bytes" });
+        return Err(CheckpointError::OverBudget {
+            what: format!("the size of `{}`", path.display()),
+            value: format!("{len} bytes"),
+            limit: format!("{} bytes", limits.max_file_bytes),
+            name: "file_bytes",
+        });
     }
     let mut f = std::fs::File::open(path).map_err(io)?;
     if !f.metadata().map_err(io)?.is_file() {
@@ -310,7 +315,12 @@ pub fn claims_raspc_format(bytes: &[u8]) -> bool {
 
 fn check_header_size(n: u64, len: u64, limits: &Limits) -> Result<(), CheckpointError> {
     if n > limits.max_header_bytes {
-        return Err(CheckpointError::OverBudget { what: "the safetensors header".into(), value: format!("{n} bytes"), limit: format!("{} bytes", limits.max_header_bytes), name: "header_bytes" });
+        return Err(CheckpointError::OverBudget {
+            what: "the safetensors header".into(),
+            value: format!("{n} bytes"),
+            limit: format!("{} bytes", limits.max_header_bytes),
+            name: "header_bytes",
+        });
     }
     if n.saturating_add(8) > len {
         return Err(CheckpointError::NotSafetensors(format!("the header claims {n} bytes but the file has {len}")));
@@ -378,7 +388,12 @@ impl ModelConfig {
             total = total.saturating_add(shape.iter().fold(1u64, |a, &x| a.saturating_mul(x as u64)));
         }
         if total > l.max_params {
-            return Err(CheckpointError::OverBudget { what: "the number of weights the config implies".into(), value: total.to_string(), limit: l.max_params.to_string(), name: "params" });
+            return Err(CheckpointError::OverBudget {
+                what: "the number of weights the config implies".into(),
+                value: total.to_string(),
+                limit: l.max_params.to_string(),
+                name: "params",
+            });
         }
         Ok(total)
     }
@@ -459,10 +474,20 @@ impl Checkpoint {
             return Err(bad_config(format!("attention tie_tolerance must be finite and >= 0 and soft_beta finite and > 0 (found {} and {})", a.tie_tolerance, a.soft_beta)));
         }
         if a.tie_tolerance > limits.max_tie_tolerance {
-            return Err(CheckpointError::OverBudget { what: "config.attention.tie_tolerance".into(), value: format!("{:e}", a.tie_tolerance), limit: format!("{:e}", limits.max_tie_tolerance), name: "tie_tolerance" });
+            return Err(CheckpointError::OverBudget {
+                what: "config.attention.tie_tolerance".into(),
+                value: format!("{:e}", a.tie_tolerance),
+                limit: format!("{:e}", limits.max_tie_tolerance),
+                name: "tie_tolerance",
+            });
         }
         if a.soft_beta > limits.max_soft_beta {
-            return Err(CheckpointError::OverBudget { what: "config.attention.soft_beta".into(), value: format!("{:e}", a.soft_beta), limit: format!("{:e}", limits.max_soft_beta), name: "soft_beta" });
+            return Err(CheckpointError::OverBudget {
+                what: "config.attention.soft_beta".into(),
+                value: format!("{:e}", a.soft_beta),
+                limit: format!("{:e}", limits.max_soft_beta),
+                name: "soft_beta",
+            });
         }
         for (i, layer) in c.layers.iter().enumerate() {
             if let Some(h) = layer.heads.iter().position(|&dh| dh == 0) {
@@ -512,10 +537,7 @@ impl Checkpoint {
             return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("output `{}` is categorical with no values", out.label) });
         }
         if out.encoding.dims() != c.readout_dims {
-            return Err(CheckpointError::BadKey {
-                key: keys::OUTPUT,
-                reason: format!("the output encoding has {} dims but the readout has {}", out.encoding.dims(), c.readout_dims),
-            });
+            return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("the output encoding has {} dims but the readout has {}", out.encoding.dims(), c.readout_dims) });
         }
         if !(out.tolerance.is_finite() && out.tolerance >= 0.0) {
             return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("tolerance {} must be finite and >= 0", out.tolerance) });
@@ -599,7 +621,8 @@ impl Checkpoint {
     pub fn to_bytes_unchecked(&self) -> Result<Vec<u8>, CheckpointError> {
         let data = self.data_bytes();
         let mut header = serde_json::Map::new();
-        let meta: serde_json::Map<String, serde_json::Value> = self.metadata_with_hash(tensor_hash(&data))?.into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
+        let meta: serde_json::Map<String, serde_json::Value> =
+            self.metadata_with_hash(tensor_hash(&data))?.into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
         header.insert("__metadata__".into(), serde_json::Value::Object(meta));
         let mut offset = 0usize;
         for (name, t) in &self.tensors {

@@ -12,11 +12,7 @@ fn sample() -> Checkpoint {
             LayerConfig { heads: vec![2, 3], mlp: Some(MlpConfig { kind: MlpKind::Relu, hidden: 4 }), head_info: vec![], mlp_info: vec![] },
             LayerConfig { heads: vec![1], mlp: None, head_info: vec![], mlp_info: vec![] },
         ],
-        vocab: vec![
-            VocabEntry { token: json!("<bos>"), id: 0 },
-            VocabEntry { token: json!("a"), id: 1 },
-            VocabEntry { token: json!("b"), id: 2 },
-        ],
+        vocab: vec![VocabEntry { token: json!("<bos>"), id: 0 }, VocabEntry { token: json!("a"), id: 1 }, VocabEntry { token: json!("b"), id: 2 }],
         bos_id: 0,
         max_seq_len: 4,
         causal: false,
@@ -78,8 +74,7 @@ fn with_tensors(ck: &Checkpoint, edit: impl FnOnce(&mut BTreeMap<String, Tensor>
     // Write with the reference safetensors writer so invalid files can be produced.
     let mut tensors = ck.tensors.clone();
     edit(&mut tensors);
-    let bufs: Vec<(String, Vec<usize>, Vec<u8>)> =
-        tensors.into_iter().map(|(n, t)| (n, t.shape, t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+    let bufs: Vec<(String, Vec<usize>, Vec<u8>)> = tensors.into_iter().map(|(n, t)| (n, t.shape, t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
     let views: Vec<(String, safetensors::tensor::TensorView)> =
         bufs.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
     let meta = ck.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
@@ -87,8 +82,7 @@ fn with_tensors(ck: &Checkpoint, edit: impl FnOnce(&mut BTreeMap<String, Tensor>
 }
 
 fn with_meta(ck: &Checkpoint, key: &str, value: Option<&str>) -> Vec<u8> {
-    let bufs: Vec<(String, Vec<usize>, Vec<u8>)> =
-        ck.tensors.iter().map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+    let bufs: Vec<(String, Vec<usize>, Vec<u8>)> = ck.tensors.iter().map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
     let views: Vec<(String, safetensors::tensor::TensorView)> =
         bufs.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
     let mut meta: std::collections::HashMap<String, String> = ck.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
@@ -148,12 +142,8 @@ fn every_corruption_is_named() {
     // Wrong dtype: an F64 tensor where F32 is required.
     let data = vec![0u8; 6 * 2 * 8];
     let mut views = vec![("readout".to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::F64, vec![6, 2], &data).unwrap())];
-    let others: Vec<(String, Vec<usize>, Vec<u8>)> = ck
-        .tensors
-        .iter()
-        .filter(|(n, _)| *n != "readout")
-        .map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect()))
-        .collect();
+    let others: Vec<(String, Vec<usize>, Vec<u8>)> =
+        ck.tensors.iter().filter(|(n, _)| *n != "readout").map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
     for (n, s, d) in &others {
         views.push((n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap()));
     }

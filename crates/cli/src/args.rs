@@ -417,12 +417,20 @@ pub fn limits() -> Result<raspc_checkpoint::Limits, String> {
 
 /// An error unless the flag's number is finite and satisfies `ok`.
 pub(crate) fn finite_flag(flag: &str, x: f64, ok: bool, what: &str) -> Result<(), String> {
-    if x.is_finite() && ok { Ok(()) } else { Err(format!("{flag} {} must be a finite number {what}", num(x))) }
+    if x.is_finite() && ok {
+        Ok(())
+    } else {
+        Err(format!("{flag} {} must be a finite number {what}", num(x)))
+    }
 }
 
 /// A number for messages: scientific notation when it is very large or very small.
 pub(crate) fn num(x: f64) -> String {
-    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) { format!("{x:e}") } else { format!("{x}") }
+    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

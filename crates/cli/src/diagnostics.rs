@@ -16,8 +16,7 @@ pub fn render(sources: &SourceMap, diags: &[Diagnostic], color: bool) -> String 
     let config = term::Config::default();
     let mut buf = Vec::new();
     {
-        let mut w: Box<dyn termcolor::WriteColor> =
-            if color { Box::new(termcolor::Ansi::new(&mut buf)) } else { Box::new(termcolor::NoColor::new(&mut buf)) };
+        let mut w: Box<dyn termcolor::WriteColor> = if color { Box::new(termcolor::Ansi::new(&mut buf)) } else { Box::new(termcolor::NoColor::new(&mut buf)) };
         for d in diags {
             let cs = CsDiagnostic::new(match d.severity {
                 Severity::Error => CsSeverity::Error,

@@ -77,7 +77,20 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Export { model, to: ExportFormat::Onnx, output, attention, json } => cmd::export::export_cmd(&model, &output, attention, json, out),
         Command::Probe { kind } => cmd::probe::probe_cmd(kind, out, err, color),
         Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, json } => {
-            let a = cmd::simulate::SimArgs { shape: simulate::Shape { n, d, dv, h: heads }, mlp, trials, seed, bound, x_bound, tolerance, f64: dtype == DtypeArg::F64, pl_error, output, force, json };
+            let a = cmd::simulate::SimArgs {
+                shape: simulate::Shape { n, d, dv, h: heads },
+                mlp,
+                trials,
+                seed,
+                bound,
+                x_bound,
+                tolerance,
+                f64: dtype == DtypeArg::F64,
+                pl_error,
+                output,
+                force,
+                json,
+            };
             cmd::simulate::simulate_cmd(&a, target.as_deref().zip(input.as_deref()), out)
         }
         Command::Trace { model, input, program, entry, attention, json } => {

@@ -146,7 +146,18 @@ fn heatmap(path: &Path, title: &str, m: &[Vec<f32>], rows: &[String], cols: &[St
             let (file, page) = if paged {
                 let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("figure");
                 let p = path.with_file_name(format!("{stem}_p{pr}_{pc}.{}", opts.format.ext()));
-                (p, format!(" (page {pr},{pc} of {}x{}: rows {}..{} and columns {}..{} of the nonzero ones)", row_pages.len(), col_pages.len(), pr * MAX_CELLS, pr * MAX_CELLS + kr.len(), pc * MAX_CELLS, pc * MAX_CELLS + kc.len()))
+                (
+                    p,
+                    format!(
+                        " (page {pr},{pc} of {}x{}: rows {}..{} and columns {}..{} of the nonzero ones)",
+                        row_pages.len(),
+                        col_pages.len(),
+                        pr * MAX_CELLS,
+                        pr * MAX_CELLS + kr.len(),
+                        pc * MAX_CELLS,
+                        pc * MAX_CELLS + kc.len()
+                    ),
+                )
             } else {
                 (path.with_extension(opts.format.ext()), String::new())
             };
@@ -384,7 +395,15 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
             .collect();
         let finite = lines.iter().flat_map(|(_, v)| v.iter().copied()).filter(|x| x.is_finite());
         let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
-        let (lo, hi) = if lo.is_finite() { if hi - lo < 1e-9 { (lo - 0.5, hi + 0.5) } else { (lo, hi) } } else { (0.0, 1.0) };
+        let (lo, hi) = if lo.is_finite() {
+            if hi - lo < 1e-9 {
+                (lo - 0.5, hi + 0.5)
+            } else {
+                (lo, hi)
+            }
+        } else {
+            (0.0, 1.0)
+        };
         let path = dir.join(format!("svflow_{metric}.png"));
         {
             let area = BitMapBackend::new(&path, (720, 480)).into_drawing_area();

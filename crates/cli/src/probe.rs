@@ -255,10 +255,7 @@ fn summarise(sums: &[Vec<f64>], counts: &[usize], head_sums: &[Vec<Vec<f64>>], h
     // sums and head_sums have one row per metric (Acc::new sizes them from METRICS).
     for (m, name) in METRICS.iter().enumerate() {
         per_layer.insert(name.to_string(), sums[m].iter().zip(counts).map(|(s, &c)| div(*s, c)).collect());
-        per_head.insert(
-            name.to_string(),
-            head_sums[m].iter().zip(head_counts).map(|(hs, hc)| hs.iter().zip(hc).map(|(s, &c)| div(*s, c)).collect()).collect(),
-        );
+        per_head.insert(name.to_string(), head_sums[m].iter().zip(head_counts).map(|(hs, hc)| hs.iter().zip(hc).map(|(s, &c)| div(*s, c)).collect()).collect());
     }
     (per_layer, per_head)
 }
@@ -288,7 +285,11 @@ fn pearson(a: &[f64], b: &[f64]) -> f64 {
     let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
     let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
     let (va, vb): (f64, f64) = (a.iter().map(|x| (x - ma).powi(2)).sum(), b.iter().map(|y| (y - mb).powi(2)).sum());
-    if va == 0.0 || vb == 0.0 { f64::NAN } else { cov / (va * vb).sqrt() }
+    if va == 0.0 || vb == 0.0 {
+        f64::NAN
+    } else {
+        cov / (va * vb).sqrt()
+    }
 }
 
 /// Spearman's ρ with average ranks, and a two-sided permutation p-value (`perms` shuffles).
@@ -328,8 +329,20 @@ pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64
             };
             let sd = ((var(&a) + var(&b)) / 2.0).sqrt();
             let diff = mean(&b) - mean(&a);
-            let z = if sd > 1e-12 { diff / sd } else if diff.abs() > 1e-12 { diff.signum() * f64::INFINITY } else { 0.0 };
-            let label = if z.abs() < 1.0 { "insensitive" } else if z.abs() < 3.0 { "moderate" } else { "high" };
+            let z = if sd > 1e-12 {
+                diff / sd
+            } else if diff.abs() > 1e-12 {
+                diff.signum() * f64::INFINITY
+            } else {
+                0.0
+            };
+            let label = if z.abs() < 1.0 {
+                "insensitive"
+            } else if z.abs() < 3.0 {
+                "moderate"
+            } else {
+                "high"
+            };
             (z, label)
         })
         .collect()
@@ -371,7 +384,8 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
                     // logits (a tokenizer larger than the embedding) is an error, not a panic.
                     let (Some(row), Some(&target)) = (lp.get(i - 1), toks.get(i)) else { return Err(format!("internal: no logits for position {i}")) };
                     let target = target as usize;
-                    let lp_target = *row.get(target).ok_or_else(|| format!("token id {target} is beyond the model's {} logits (the tokenizer is larger than the embedding)", row.len()))?;
+                    let lp_target =
+                        *row.get(target).ok_or_else(|| format!("token id {target} is beyond the model's {} logits (the tokenizer is larger than the embedding)", row.len()))?;
                     let (best, &top) = row.iter().enumerate().fold((0, &f64::NEG_INFINITY), |b, (j, x)| if *x > *b.1 { (j, x) } else { b });
                     acc.add_prediction(best == target, Some(top.exp()), -lp_target);
                 }

@@ -47,9 +47,7 @@ pub fn generate(inputs: &Inputs, vocab: usize, max_len: usize) -> Result<Vec<Vec
         Inputs::Exhaustive => {
             let total = exhaustive_count(vocab, max_len);
             if total > MAX_EXHAUSTIVE {
-                return Err(format!(
-                    "--exhaustive would check {total} inputs ({vocab} tokens, lengths 1..={max_len}); the limit is {MAX_EXHAUSTIVE}: use --samples"
-                ));
+                return Err(format!("--exhaustive would check {total} inputs ({vocab} tokens, lengths 1..={max_len}); the limit is {MAX_EXHAUSTIVE}: use --samples"));
             }
             let mut out = Vec::with_capacity(total as usize);
             for n in 1..=max_len {
@@ -68,10 +66,12 @@ pub fn generate(inputs: &Inputs, vocab: usize, max_len: usize) -> Result<Vec<Vec
         }
         Inputs::Random { count, seed } => {
             let mut rng = SplitMix(*seed);
-            Ok((0..*count).map(|_| {
-                let n = 1 + rng.below(max_len);
-                (0..n).map(|_| rng.below(vocab)).collect()
-            }).collect())
+            Ok((0..*count)
+                .map(|_| {
+                    let n = 1 + rng.below(max_len);
+                    (0..n).map(|_| rng.below(vocab)).collect()
+                })
+                .collect())
         }
     }
 }
@@ -203,15 +203,7 @@ pub struct Report {
 
 /// Compares `model` with the interpreter on `inputs` (vocabulary indices into `vocab`).
 /// `progress` is called with the number of inputs done so far.
-pub fn verify(
-    graph: &Graph,
-    root: NodeId,
-    model: &Model,
-    vocab: &[Atom],
-    inputs: &[Vec<usize>],
-    modes: &[Attention],
-    progress: &mut dyn FnMut(usize),
-) -> Result<Report, String> {
+pub fn verify(graph: &Graph, root: NodeId, model: &Model, vocab: &[Atom], inputs: &[Vec<usize>], modes: &[Attention], progress: &mut dyn FnMut(usize)) -> Result<Report, String> {
     let causal = model.checkpoint.config.causal;
     let tol = model.checkpoint.output.tolerance;
     let mut report = Report { per_mode: modes.iter().map(|&m| (m, 0)).collect(), ..Report::default() };
@@ -228,7 +220,10 @@ pub fn verify(
             for &i in chunk {
                 // `i` comes from enumerating `inputs`; token indices come from the caller (`generate`
                 // keeps them below vocab.len()): one out of range is an error, not a panic.
-                let atoms: Vec<Atom> = inputs[i].iter().map(|&t| vocab.get(t).cloned().ok_or_else(|| format!("input {i} has token index {t}, beyond the vocabulary of {}", vocab.len()))).collect::<Result<_, _>>()?;
+                let atoms: Vec<Atom> = inputs[i]
+                    .iter()
+                    .map(|&t| vocab.get(t).cloned().ok_or_else(|| format!("input {i} has token index {t}, beyond the vocabulary of {}", vocab.len())))
+                    .collect::<Result<_, _>>()?;
                 match expected_or_error(graph, root, &atoms, causal) {
                     Ok(e) => rows.push((i, atoms, e)),
                     Err(e) => {
@@ -238,11 +233,8 @@ pub fn verify(
                 }
             }
             if !rows.is_empty() {
-                let ids: Vec<Vec<u32>> = rows
-                    .iter()
-                    .map(|(_, a, _)| model.encode(&a.iter().map(Atom::to_json).collect::<Vec<_>>()))
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| e.to_string())?;
+                let ids: Vec<Vec<u32>> =
+                    rows.iter().map(|(_, a, _)| model.encode(&a.iter().map(Atom::to_json).collect::<Vec<_>>())).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
                 for (m, &mode) in modes.iter().enumerate() {
                     let out = model.forward(&ids, mode).map_err(|e| e.to_string())?;
                     let decoded = model.decode(&out).map_err(|e| e.to_string())?;

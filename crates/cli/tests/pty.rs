@@ -88,13 +88,7 @@ fn verify_in_a_terminal_finishes_and_draws_progress() {
 
 #[test]
 fn verify_with_piped_stderr_draws_no_progress() {
-    let child = Command::new(env!("CARGO_BIN_EXE_raspc"))
-        .args(verify_args())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start raspc");
+    let child = Command::new(env!("CARGO_BIN_EXE_raspc")).args(verify_args()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start raspc");
     let (status, out, err) = wait_bounded(child, "raspc verify with pipes");
     assert!(status.success(), "exit {status}\nstdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("verified: 200 inputs, 0 mismatches"), "{out}");

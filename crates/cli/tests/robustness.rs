@@ -35,7 +35,8 @@ fn raspc(args: &[&str]) -> (i32, String, String) {
     } else {
         Command::new(bin)
     };
-    let mut child = cmd.args(args).env("RUST_BACKTRACE", "0").env_remove("RASPC_LIMITS").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start raspc");
+    let mut child =
+        cmd.args(args).env("RUST_BACKTRACE", "0").env_remove("RASPC_LIMITS").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start raspc");
     let mut so = child.stdout.take().expect("piped");
     let mut se = child.stderr.take().expect("piped");
     let t_out = std::thread::spawn(move || {
@@ -425,7 +426,9 @@ fn huge_gguf(path: &Path) {
     let f32kv = |k: &str, v: f32| [s(k), 6u32.to_le_bytes().to_vec(), v.to_le_bytes().to_vec()].concat();
     let strkv = |k: &str, v: &str| [s(k), 8u32.to_le_bytes().to_vec(), s(v)].concat();
     let toks = ["a", "b", "c", "d", "e", "f"];
-    let arr = [s("tokenizer.ggml.tokens"), 9u32.to_le_bytes().to_vec(), 8u32.to_le_bytes().to_vec(), (toks.len() as u64).to_le_bytes().to_vec(), toks.iter().flat_map(|t| s(t)).collect()].concat();
+    let arr =
+        [s("tokenizer.ggml.tokens"), 9u32.to_le_bytes().to_vec(), 8u32.to_le_bytes().to_vec(), (toks.len() as u64).to_le_bytes().to_vec(), toks.iter().flat_map(|t| s(t)).collect()]
+            .concat();
     let kvs = [
         strkv("general.architecture", "llama"),
         u32kv("llama.attention.head_count", 2),
@@ -482,7 +485,10 @@ fn gguf_with_huge_dims_is_an_error() {
     huge_gguf(&g);
     let text = dir.join("text.txt");
     std::fs::write(&text, "ab cd ab ab cd abcd ".repeat(20)).expect("write");
-    fails(&["probe", "svflow", g.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"], &["huge.gguf", "blk.0.attn_q.weight", "2147483648"]);
+    fails(
+        &["probe", "svflow", g.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"],
+        &["huge.gguf", "blk.0.attn_q.weight", "2147483648"],
+    );
     fails(&["probe", "svflow", "/dev/zero.gguf"], &["/dev/zero.gguf"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

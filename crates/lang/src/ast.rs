@@ -87,19 +87,56 @@ pub enum ExprKind {
     Str(String),
     List(Vec<Expr>),
     Dict(Vec<(Expr, Expr)>),
-    Index { target: Box<Expr>, index: Box<Expr> },
-    Call { callee: Box<Expr>, args: Vec<Expr> },
-    Unary { op: UnaryOp, operand: Box<Expr> },
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
-    Select { keys: Box<Expr>, queries: Box<Expr>, cmp: Cmp },
-    Aggregate { sel: Box<Expr>, values: Box<Expr>, default: Option<Box<Expr>> },
-    Ternary { then: Box<Expr>, cond: Box<Expr>, otherwise: Box<Expr> },
+    Index {
+        target: Box<Expr>,
+        index: Box<Expr>,
+    },
+    Call {
+        callee: Box<Expr>,
+        args: Vec<Expr>,
+    },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    Select {
+        keys: Box<Expr>,
+        queries: Box<Expr>,
+        cmp: Cmp,
+    },
+    Aggregate {
+        sel: Box<Expr>,
+        values: Box<Expr>,
+        default: Option<Box<Expr>>,
+    },
+    Ternary {
+        then: Box<Expr>,
+        cond: Box<Expr>,
+        otherwise: Box<Expr>,
+    },
     Range(Vec<Expr>),
     Zip(Vec<Expr>),
     Len(Box<Expr>),
-    ListComp { body: Box<Expr>, vars: Vec<Ident>, iter: Box<Expr> },
-    DictComp { key: Box<Expr>, value: Box<Expr>, vars: Vec<Ident>, iter: Box<Expr> },
-    In { item: Box<Expr>, container: Box<Expr> },
+    ListComp {
+        body: Box<Expr>,
+        vars: Vec<Ident>,
+        iter: Box<Expr>,
+    },
+    DictComp {
+        key: Box<Expr>,
+        value: Box<Expr>,
+        vars: Vec<Ident>,
+        iter: Box<Expr>,
+    },
+    In {
+        item: Box<Expr>,
+        container: Box<Expr>,
+    },
     /// Placeholder left where the parser recovered from an error.
     Error,
 }

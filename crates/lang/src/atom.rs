@@ -85,13 +85,7 @@ impl Atom {
     pub fn py_cmp(&self, other: &Atom) -> Result<Option<Ordering>, OpError> {
         match (self, other) {
             (Atom::Str(a), Atom::Str(b)) => Ok(Some(a.cmp(b))),
-            (Atom::Str(_), _) | (_, Atom::Str(_)) => err(format!(
-                "cannot order {} and {} ({} vs {})",
-                self.type_name(),
-                other.type_name(),
-                self.repr(),
-                other.repr()
-            )),
+            (Atom::Str(_), _) | (_, Atom::Str(_)) => err(format!("cannot order {} and {} ({} vs {})", self.type_name(), other.type_name(), self.repr(), other.repr())),
             _ => {
                 let (Some(a), Some(b)) = (self.num(), other.num()) else {
                     return err(format!("cannot order {} and {}", self.repr(), other.repr()));
@@ -235,7 +229,7 @@ pub fn float_repr(x: f64) -> String {
         return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
     }
     let sci = format!("{:e}", x.abs()); // e.g. "1.2345e3"
-    // `{:e}` always writes `<mantissa>e<exponent>`; the fallbacks are never taken.
+                                        // `{:e}` always writes `<mantissa>e<exponent>`; the fallbacks are never taken.
     let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mant.chars().filter(|c| *c != '.').collect();

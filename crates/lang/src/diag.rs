@@ -34,13 +34,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn error(code: &'static str, message: impl Into<String>, span: Span) -> Diagnostic {
-        Diagnostic {
-            severity: Severity::Error,
-            code,
-            message: message.into(),
-            labels: vec![Label { span, message: String::new(), primary: true }],
-            notes: vec![],
-        }
+        Diagnostic { severity: Severity::Error, code, message: message.into(), labels: vec![Label { span, message: String::new(), primary: true }], notes: vec![] }
     }
 
     pub fn note_at(code: &'static str, message: impl Into<String>, span: Span) -> Diagnostic {

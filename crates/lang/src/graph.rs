@@ -106,17 +106,32 @@ pub enum NodeKind {
     /// The same atom at every position (an atom used where an s-op is needed).
     Const(Atom),
     /// Elementwise function of one or more s-ops (and constants).
-    Map { op: MapOp, args: Vec<Operand> },
+    Map {
+        op: MapOp,
+        args: Vec<Operand>,
+    },
     /// Query `q` attends to key `k` iff `keys[k] cmp queries[q]`.
-    Select { keys: NodeId, queries: NodeId, cmp: Cmp },
+    Select {
+        keys: NodeId,
+        queries: NodeId,
+        cmp: Cmp,
+    },
     SelectAnd(NodeId, NodeId),
     SelectOr(NodeId, NodeId),
     SelectNot(NodeId),
     /// No key selected: `default`; one: that value; several: their mean.
-    Aggregate { sel: NodeId, values: NodeId, default: Atom },
+    Aggregate {
+        sel: NodeId,
+        values: NodeId,
+        default: Atom,
+    },
     /// No key selected: `default`; else the largest selected value (raspc extension,
     /// `aggregate_max(sel, values[, default])`; one hard-attention head).
-    AggregateMax { sel: NodeId, values: NodeId, default: Atom },
+    AggregateMax {
+        sel: NodeId,
+        values: NodeId,
+        default: Atom,
+    },
     /// Number of keys each query selects.
     SelectorWidth(NodeId),
 }
@@ -185,12 +200,8 @@ impl NodeKind {
             NodeKind::SelectOr(a, b) => NodeKind::SelectOr(f(*a), f(*b)),
             NodeKind::SelectNot(a) => NodeKind::SelectNot(f(*a)),
             NodeKind::SelectorWidth(a) => NodeKind::SelectorWidth(f(*a)),
-            NodeKind::Aggregate { sel, values, default } => {
-                NodeKind::Aggregate { sel: f(*sel), values: f(*values), default: default.clone() }
-            }
-            NodeKind::AggregateMax { sel, values, default } => {
-                NodeKind::AggregateMax { sel: f(*sel), values: f(*values), default: default.clone() }
-            }
+            NodeKind::Aggregate { sel, values, default } => NodeKind::Aggregate { sel: f(*sel), values: f(*values), default: default.clone() },
+            NodeKind::AggregateMax { sel, values, default } => NodeKind::AggregateMax { sel: f(*sel), values: f(*values), default: default.clone() },
             other => other.clone(),
         }
     }

@@ -201,9 +201,8 @@ impl FileLoader for DiskLoader {
         if bytes.len() as u64 > MAX_LOAD_BYTES {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("larger than {MAX_LOAD_BYTES} bytes")));
         }
-        String::from_utf8(bytes).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not valid UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to()))
-        })
+        String::from_utf8(bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not valid UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to())))
     }
 }
 
@@ -342,10 +341,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     let sources = ev.sources.clone();
 
     match r {
-        Ok(()) => (
-            sources.clone(),
-            Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned, notes: ev.notes, main_file: main, _scopes: ev.scopes }),
-        ),
+        Ok(()) => (sources.clone(), Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned, notes: ev.notes, main_file: main, _scopes: ev.scopes })),
         Err(d) => (sources, Err(vec![*d])),
     }
 }
@@ -386,9 +382,9 @@ impl Session {
 
 impl<'l> Evaluator<'l> {
     fn node(&mut self, kind: NodeKind, span: Span) -> R<NodeId> {
-        self.graph.add(kind, span).ok_or_else(|| {
-            Box::new(Diagnostic::error("eval::too-big", "program graph too large", span).with_label(format!("more than {} nodes", crate::graph::MAX_NODES)))
-        })
+        self.graph
+            .add(kind, span)
+            .ok_or_else(|| Box::new(Diagnostic::error("eval::too-big", "program graph too large", span).with_label(format!("more than {} nodes", crate::graph::MAX_NODES))))
     }
 
     fn install_builtins(&mut self, prelude: FileId) -> R<()> {
@@ -578,10 +574,7 @@ impl<'l> Evaluator<'l> {
             }
             HostValue::Dict(d) => Ok(d.entries.iter().map(|(k, _)| HostValue::Atom(k.clone())).collect()),
             HostValue::Atom(Atom::Str(s)) => Ok(s.chars().map(|c| HostValue::Atom(Atom::Str(c.to_string()))).collect()),
-            other => Err(Box::new(
-                Diagnostic::error("eval::not-iterable", format!("{what} needs a list or dict, got {}", other.describe()), span)
-                    .with_label("not iterable"),
-            )),
+            other => Err(Box::new(Diagnostic::error("eval::not-iterable", format!("{what} needs a list or dict, got {}", other.describe()), span).with_label("not iterable"))),
         }
     }
 
@@ -625,22 +618,18 @@ impl<'l> Evaluator<'l> {
         let Some((full, text)) = found else {
             let tried: Vec<String> = self.load_candidates(path, span).iter().map(|p| format!("`{}`", p.display())).collect();
             return Err(Box::new(
-                Diagnostic::error("eval::load", format!("cannot load `{path}`: no such file"), span)
-                    .with_label("loaded here")
-                    .with_note(format!("tried {}", tried.join(", "))),
+                Diagnostic::error("eval::load", format!("cannot load `{path}`: no such file"), span).with_label("loaded here").with_note(format!("tried {}", tried.join(", "))),
             ));
         };
         let key = canonical(&full);
         if self.loading.contains(&key) {
             self.notes.push(
-                Diagnostic::note_at("eval::load-cycle", format!("`{path}` is already being loaded; this load is skipped"), span)
-                    .with_note("loads that form a cycle are executed once"),
+                Diagnostic::note_at("eval::load-cycle", format!("`{path}` is already being loaded; this load is skipped"), span).with_note("loads that form a cycle are executed once"),
             );
             return Ok(());
         }
         if let Some(file_env) = self.loaded.get(&key).cloned() {
-            let mut names: Vec<(String, HostValue)> =
-                file_env.borrow().vars.iter().filter(|(n, _)| !is_private(n)).map(|(n, v)| (n.clone(), v.clone())).collect();
+            let mut names: Vec<(String, HostValue)> = file_env.borrow().vars.iter().filter(|(n, _)| !is_private(n)).map(|(n, v)| (n.clone(), v.clone())).collect();
             names.sort_by(|a, b| a.0.cmp(&b.0));
             for (n, v) in names {
                 set_var(env, &n, v);
@@ -656,8 +645,7 @@ impl<'l> Evaluator<'l> {
             // Not named as a RASP file: say where it fails to parse, without showing its text.
             let (line, col) = first.primary_span().map(|s| self.sources.line_col(s.file, s.start)).unwrap_or((1, 1));
             return Err(Box::new(
-                Diagnostic::error("eval::load", format!("`{}` is not a RASP program (it does not parse at line {line}, column {col})", full.display()), span)
-                    .with_label("loaded here"),
+                Diagnostic::error("eval::load", format!("`{}` is not a RASP program (it does not parse at line {line}, column {col})", full.display()), span).with_label("loaded here"),
             ));
         }
         let file_env = Rc::new(RefCell::new(Scope { vars: HashMap::new(), parent: Some(self.library.clone()), steal: Some(env.clone()) }));
@@ -819,7 +807,11 @@ impl<'l> Evaluator<'l> {
                     return Err(self.err("eval::range", "`range` step must not be zero", span, "here"));
                 }
                 let count = if step > 0 {
-                    if stop > start { ((stop as i128 - start as i128 + step as i128 - 1) / step as i128) as u128 } else { 0 }
+                    if stop > start {
+                        ((stop as i128 - start as i128 + step as i128 - 1) / step as i128) as u128
+                    } else {
+                        0
+                    }
                 } else if start > stop {
                     ((start as i128 - stop as i128 + (-(step as i128)) - 1) / (-(step as i128))) as u128
                 } else {
@@ -948,7 +940,14 @@ impl<'l> Evaluator<'l> {
                         for (k, v) in &d.entries {
                             match v {
                                 HostValue::Atom(a) => pairs.push((k.clone(), a.clone())),
-                                other => return Err(self.err("eval::type", format!("a dict indexed by an s-op must map to atoms, found a {}", other.kind_name()), tspan, "not a table of atoms")),
+                                other => {
+                                    return Err(self.err(
+                                        "eval::type",
+                                        format!("a dict indexed by an s-op must map to atoms, found a {}", other.kind_name()),
+                                        tspan,
+                                        "not a table of atoms",
+                                    ))
+                                }
                             }
                         }
                         Table::Dict(pairs)
@@ -1016,13 +1015,20 @@ impl<'l> Evaluator<'l> {
                     return Err(self.err("eval::arity", format!("`aggregate_max` takes 2 or 3 arguments, got {}", args.len()), span, "wrong number of arguments"));
                 }
                 let HostValue::Sel(sel) = args[0] else {
-                    return Err(self.err("eval::type", format!("the first argument of `aggregate_max` must be a selector, got {}", args[0].describe()), arg_exprs[0].span, "expected a selector"));
+                    return Err(self.err(
+                        "eval::type",
+                        format!("the first argument of `aggregate_max` must be a selector, got {}", args[0].describe()),
+                        arg_exprs[0].span,
+                        "expected a selector",
+                    ));
                 };
                 let values = self.sop_node(&args[1], arg_exprs[1].span, "the values of `aggregate_max`")?;
                 let default = match args.get(2) {
                     None => Atom::Int(0),
                     Some(HostValue::Atom(a)) => a.clone(),
-                    Some(other) => return Err(self.err("eval::type", format!("the default of `aggregate_max` must be an atom, got {}", other.describe()), arg_exprs[2].span, "expected an atom")),
+                    Some(other) => {
+                        return Err(self.err("eval::type", format!("the default of `aggregate_max` must be an atom, got {}", other.describe()), arg_exprs[2].span, "expected an atom"))
+                    }
                 };
                 Ok(HostValue::Sop(self.node(NodeKind::AggregateMax { sel, values, default }, span)?))
             }
@@ -1033,13 +1039,17 @@ impl<'l> Evaluator<'l> {
                 let input = host_input(&args[0]).map_err(|m| self.err("eval::type", m, arg_exprs[0].span, "not a valid input"))?;
                 match interp::evaluate(&self.graph, n, &input) {
                     Ok(interp::Value::Seq(v)) => Ok(HostValue::List(Rc::new(v.into_iter().map(HostValue::Atom).collect()))),
-                    Ok(interp::Value::Sel(m)) => Ok(HostValue::List(Rc::new(
-                        m.into_iter().map(|r| HostValue::List(Rc::new(r.into_iter().map(|b| HostValue::Atom(Atom::Bool(b))).collect()))).collect(),
-                    ))),
+                    Ok(interp::Value::Sel(m)) => {
+                        Ok(HostValue::List(Rc::new(m.into_iter().map(|r| HostValue::List(Rc::new(r.into_iter().map(|b| HostValue::Atom(Atom::Bool(b))).collect()))).collect())))
+                    }
                     Err(e) => Err(Box::new(
-                        Diagnostic::error("eval::runtime", format!("evaluating `{}` failed{}: {}", e.label, e.position.map(|p| format!(" at position {p}")).unwrap_or_default(), e.message), e.span)
-                            .with_label("this operation failed")
-                            .with_secondary(span, "while applying the program to an input here"),
+                        Diagnostic::error(
+                            "eval::runtime",
+                            format!("evaluating `{}` failed{}: {}", e.label, e.position.map(|p| format!(" at position {p}")).unwrap_or_default(), e.message),
+                            e.span,
+                        )
+                        .with_label("this operation failed")
+                        .with_secondary(span, "while applying the program to an input here"),
                     )),
                 }
             }
@@ -1156,9 +1166,7 @@ fn host_eq(a: &HostValue, b: &HostValue) -> bool {
     match (a, b) {
         (HostValue::Atom(x), HostValue::Atom(y)) => x.py_eq(y),
         (HostValue::List(x), HostValue::List(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| host_eq(p, q)),
-        (HostValue::Dict(x), HostValue::Dict(y)) => {
-            x.entries.len() == y.entries.len() && x.entries.iter().all(|(k, v)| y.get(k).is_some_and(|w| host_eq(v, w)))
-        }
+        (HostValue::Dict(x), HostValue::Dict(y)) => x.entries.len() == y.entries.len() && x.entries.iter().all(|(k, v)| y.get(k).is_some_and(|w| host_eq(v, w))),
         (HostValue::Sop(x), HostValue::Sop(y)) | (HostValue::Sel(x), HostValue::Sel(y)) => x == y,
         _ => false,
     }

@@ -27,9 +27,7 @@ impl Value {
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             Value::Seq(v) => serde_json::Value::Array(v.iter().map(Atom::to_json).collect()),
-            Value::Sel(m) => serde_json::Value::Array(
-                m.iter().map(|row| serde_json::Value::Array(row.iter().map(|&b| serde_json::Value::from(b as u8)).collect())).collect(),
-            ),
+            Value::Sel(m) => serde_json::Value::Array(m.iter().map(|row| serde_json::Value::Array(row.iter().map(|&b| serde_json::Value::from(b as u8)).collect())).collect()),
         }
     }
 
@@ -120,9 +118,7 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
             NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
                 let and = matches!(node.kind, NodeKind::SelectAnd(..));
                 let (x, y) = (sel(*a)?, sel(*b)?);
-                Value::Sel(
-                    x.iter().zip(y).map(|(r, s)| r.iter().zip(s).map(|(&p, &q)| if and { p && q } else { p || q }).collect()).collect(),
-                )
+                Value::Sel(x.iter().zip(y).map(|(r, s)| r.iter().zip(s).map(|(&p, &q)| if and { p && q } else { p || q }).collect()).collect())
             }
             NodeKind::SelectNot(a) => Value::Sel(sel(*a)?.iter().map(|r| r.iter().map(|&p| !p).collect()).collect()),
             NodeKind::SelectorWidth(a) => Value::Seq(sel(*a)?.iter().map(|r| Atom::Int(r.iter().filter(|&&p| p).count() as i64)).collect()),
@@ -188,11 +184,7 @@ fn check_consistent(s: &[Atom]) -> Result<(), String> {
     let strs = s.iter().filter(|a| a.is_str()).count();
     if strs != 0 && strs != s.len() {
         let shown: Vec<String> = s.iter().take(12).map(Atom::repr).collect();
-        return Err(format!(
-            "s-op mixes strings with other values: [{}{}] (the reference rejects such a sequence)",
-            shown.join(", "),
-            if s.len() > 12 { ", ..." } else { "" }
-        ));
+        return Err(format!("s-op mixes strings with other values: [{}{}] (the reference rejects such a sequence)", shown.join(", "), if s.len() > 12 { ", ..." } else { "" }));
     }
     Ok(())
 }
@@ -217,9 +209,7 @@ pub fn apply_map(op: &MapOp, args: &[Atom]) -> Result<Atom, OpError> {
         MapOp::Binary(op) => atom::binary(*op, a, &args[1]),
         MapOp::Ternary => Ok(if args[1].truthy() { args[0].clone() } else { args[2].clone() }),
         MapOp::In(list) => Ok(Atom::Bool(list.iter().any(|x| x.py_eq(a)))),
-        MapOp::Lookup(Table::Dict(d)) => {
-            d.iter().find(|(k, _)| k.key() == a.key()).map(|(_, v)| v.clone()).ok_or_else(|| OpError(format!("key {} not in dict", a.repr())))
-        }
+        MapOp::Lookup(Table::Dict(d)) => d.iter().find(|(k, _)| k.key() == a.key()).map(|(_, v)| v.clone()).ok_or_else(|| OpError(format!("key {} not in dict", a.repr()))),
         MapOp::Lookup(Table::List(l)) => {
             let i = match a {
                 Atom::Int(i) => *i,
@@ -235,4 +225,3 @@ pub fn apply_map(op: &MapOp, args: &[Atom]) -> Result<Atom, OpError> {
         }
     }
 }
-

@@ -273,10 +273,7 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                         while i < bytes.len() && !text.is_char_boundary(i) {
                             i += 1;
                         }
-                        errs.push(
-                            Diagnostic::error("lex::bad-char", format!("unexpected character `{}`", ch.escape_debug()), sp(start, i))
-                                .with_label("not part of any RASP token"),
-                        );
+                        errs.push(Diagnostic::error("lex::bad-char", format!("unexpected character `{}`", ch.escape_debug()), sp(start, i)).with_label("not part of any RASP token"));
                     }
                 }
             }

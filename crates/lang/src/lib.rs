@@ -26,21 +26,22 @@ pub use span::{FileId, SourceMap, Span};
 pub fn parse_input(s: &str) -> Result<Vec<Atom>, String> {
     let t = s.trim_start();
     if t.starts_with('[')
-        && let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(s) {
-            return items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    serde_json::Value::Bool(b) => Ok(Atom::Bool(*b)),
-                    serde_json::Value::String(s) => Ok(Atom::Str(s.clone())),
-                    serde_json::Value::Number(n) => match n.as_i64() {
-                        Some(i) => Ok(Atom::Int(i)),
-                        None => n.as_f64().map(Atom::Float).ok_or_else(|| format!("input item {i}: number {n} is out of range")),
-                    },
-                    other => Err(format!("input item {i} is {other}: items must be numbers, strings or booleans")),
-                })
-                .collect();
-        }
+        && let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(s)
+    {
+        return items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                serde_json::Value::Bool(b) => Ok(Atom::Bool(*b)),
+                serde_json::Value::String(s) => Ok(Atom::Str(s.clone())),
+                serde_json::Value::Number(n) => match n.as_i64() {
+                    Some(i) => Ok(Atom::Int(i)),
+                    None => n.as_f64().map(Atom::Float).ok_or_else(|| format!("input item {i}: number {n} is out of range")),
+                },
+                other => Err(format!("input item {i} is {other}: items must be numbers, strings or booleans")),
+            })
+            .collect();
+    }
     Ok(s.chars().map(|c| Atom::Str(c.to_string())).collect())
 }
 

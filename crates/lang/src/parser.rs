@@ -87,12 +87,12 @@ impl<'a> Parser<'a> {
     fn error_expected(&mut self, what: &str) -> Fail {
         let found = self.peek().clone();
         let span = self.span();
-        let mut d = Diagnostic::error("parse::expected", format!("expected {what}, found {}", found.describe()), span)
-            .with_label(format!("expected {what}"));
+        let mut d = Diagnostic::error("parse::expected", format!("expected {what}, found {}", found.describe()), span).with_label(format!("expected {what}"));
         if let Tok::Ident(w) = &found
-            && ["select", "aggregate", "range", "zip", "len"].contains(&w.as_str()) {
-                d = d.with_note(format!("write `{w}(` with no space before the parenthesis"));
-            }
+            && ["select", "aggregate", "range", "zip", "len"].contains(&w.as_str())
+        {
+            d = d.with_note(format!("write `{w}(` with no space before the parenthesis"));
+        }
         self.errs.push(d);
         Fail
     }
@@ -127,8 +127,7 @@ impl<'a> Parser<'a> {
                     return;
                 }
                 Tok::RBrace if depth <= 0 => return,
-                Tok::LBrace | Tok::LParen | Tok::LBracket | Tok::SelectParen | Tok::AggregateParen | Tok::RangeParen
-                | Tok::ZipParen | Tok::LenParen => depth += 1,
+                Tok::LBrace | Tok::LParen | Tok::LBracket | Tok::SelectParen | Tok::AggregateParen | Tok::RangeParen | Tok::ZipParen | Tok::LenParen => depth += 1,
                 Tok::RParen | Tok::RBracket | Tok::RBrace => depth -= 1,
                 _ => {}
             }
@@ -170,10 +169,7 @@ impl<'a> Parser<'a> {
         self.depth += 1;
         if self.depth > MAX_NESTING {
             let s = self.span();
-            self.errs.push(
-                Diagnostic::error("parse::too-deep", "program is nested too deeply", s)
-                    .with_label(format!("more than {MAX_NESTING} levels of nesting here")),
-            );
+            self.errs.push(Diagnostic::error("parse::too-deep", "program is nested too deeply", s).with_label(format!("more than {MAX_NESTING} levels of nesting here")));
             self.depth -= 1;
             // Skip everything: deep nesting cannot be recovered from locally.
             while self.peek() != &Tok::Eof {
@@ -228,10 +224,7 @@ impl<'a> Parser<'a> {
                 self.bump();
             }
             self.optional_semi();
-            return Ok(Some(Stmt {
-                kind: StmtKind::Repl { kind: ReplKind::FullSeqDisplay, arg: None },
-                span: start.to(self.prev_span()),
-            }));
+            return Ok(Some(Stmt { kind: StmtKind::Repl { kind: ReplKind::FullSeqDisplay, arg: None }, span: start.to(self.prev_span()) }));
         }
         let q = self.subset_len(0);
         if self.ident_is(q, "examples") && on_off(self, q + 1) {
@@ -239,10 +232,7 @@ impl<'a> Parser<'a> {
                 self.bump();
             }
             self.optional_semi();
-            return Ok(Some(Stmt {
-                kind: StmtKind::Repl { kind: ReplKind::ToggleExamples, arg: None },
-                span: start.to(self.prev_span()),
-            }));
+            return Ok(Some(Stmt { kind: StmtKind::Repl { kind: ReplKind::ToggleExamples, arg: None }, span: start.to(self.prev_span()) }));
         }
         if self.ident_is(0, "exit") || self.ident_is(0, "quit") {
             let call = self.peek_at(1) == &Tok::LParen && self.peek_at(2) == &Tok::RParen;
@@ -323,19 +313,13 @@ impl<'a> Parser<'a> {
                 let body = self.block()?;
                 if self.peek() == &Tok::Return {
                     let s = self.span();
-                    self.errs.push(
-                        Diagnostic::error("parse::return-in-loop", "`return` inside a `for` loop", s)
-                            .with_label("only a function body may end with `return`"),
-                    );
+                    self.errs.push(Diagnostic::error("parse::return-in-loop", "`return` inside a `for` loop", s).with_label("only a function body may end with `return`"));
                     return Err(Fail);
                 }
                 self.expect_tok(Tok::RBrace, "`}`")?;
                 if body.is_empty() {
                     let s = start.to(self.prev_span());
-                    self.errs.push(
-                        Diagnostic::error("parse::empty-loop", "`for` loop with an empty body", s)
-                            .with_label("the body needs at least one statement"),
-                    );
+                    self.errs.push(Diagnostic::error("parse::empty-loop", "`for` loop with an empty body", s).with_label("the body needs at least one statement"));
                     return Err(Fail);
                 }
                 Ok(Some(Stmt { kind: StmtKind::For { vars, iter, body: Rc::new(body) }, span: start.to(self.prev_span()) }))
@@ -361,10 +345,7 @@ impl<'a> Parser<'a> {
             }
             Tok::Return => {
                 let s = self.span();
-                self.errs.push(
-                    Diagnostic::error("parse::stray-return", "`return` outside a function", s)
-                        .with_label("only a function body may end with `return`"),
-                );
+                self.errs.push(Diagnostic::error("parse::stray-return", "`return` outside a function", s).with_label("only a function body may end with `return`"));
                 Err(Fail)
             }
             _ => {
@@ -526,10 +507,7 @@ impl<'a> Parser<'a> {
                     self.expect_tok(Tok::Else, "`else`")?;
                     let otherwise = self.expr(PREC_TERNARY + 1)?;
                     let span = lhs.span.to(otherwise.span);
-                    lhs = Expr {
-                        kind: ExprKind::Ternary { then: Box::new(lhs), cond: Box::new(cond), otherwise: Box::new(otherwise) },
-                        span,
-                    };
+                    lhs = Expr { kind: ExprKind::Ternary { then: Box::new(lhs), cond: Box::new(cond), otherwise: Box::new(otherwise) }, span };
                 }
                 Tok::In if PREC_IN >= min => {
                     self.bump();

@@ -12,7 +12,6 @@
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor, D};
 
-
 #[derive(Debug, thiserror::Error)]
 pub enum LmError {
     #[error("cannot read `{path}`: {source}")]
@@ -363,10 +362,7 @@ fn build_tokenizer(c: &gguf_file::Content) -> Result<tokenizers::Tokenizer> {
     let tokens = meta_strings(c, "tokenizer.ggml.tokens")?;
     let merges = meta_strings(c, "tokenizer.ggml.merges")?;
     let vocab: ahash::AHashMap<String, u32> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
-    let merges: Vec<(String, String)> = merges
-        .iter()
-        .filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
-        .collect();
+    let merges: Vec<(String, String)> = merges.iter().filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string()))).collect();
     let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| LmError::Tokenizer(e.to_string()))?;
     let mut tok = tokenizers::Tokenizer::new(bpe);
     tok.with_pre_tokenizer(Some(PreTokenizerWrapper::Sequence(Sequence::new(vec![

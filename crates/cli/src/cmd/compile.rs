@@ -1,8 +1,8 @@
 //! `raspc compile`.
 
 use crate::args::*;
-use crate::cmd::*;
 use crate::cmd::output::*;
+use crate::cmd::*;
 use crate::Failure;
 use std::io::Write;
 
@@ -15,7 +15,17 @@ fn set(j: &mut serde_json::Value, key: &str, v: impl Into<serde_json::Value>) {
 use std::path::Path;
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn compile_cmd(path: &Path, target: &Target, output: &Path, force: bool, bounds: bool, json: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+pub(crate) fn compile_cmd(
+    path: &Path,
+    target: &Target,
+    output: &Path,
+    force: bool,
+    bounds: bool,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    color: bool,
+) -> Result<(), Failure> {
     if output.exists() && std::fs::canonicalize(output).ok() == std::fs::canonicalize(path).ok() {
         return Err(format!("-o `{}` is the program itself; refusing to overwrite it", output.display()).into());
     }

@@ -3,8 +3,8 @@
 use crate::args::*;
 use crate::cmd::*;
 use crate::diagnostics::render;
-use raspc_lang::SourceMap;
 use crate::Failure;
+use raspc_lang::SourceMap;
 use std::io::Write;
 
 pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {

@@ -3,8 +3,8 @@
 use crate::args::*;
 use crate::cmd::*;
 use crate::diagnostics::render;
-use raspc_lang::Diagnostic;
 use crate::Failure;
+use raspc_lang::Diagnostic;
 use std::io::Write;
 
 pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {

@@ -13,7 +13,11 @@ pub(crate) fn export_cmd(model: &Path, output: &Path, attention: AttentionArg, j
     let onnx = onnx::export(&ck, attention_of(attention))?;
     std::fs::write(output, &onnx).map_err(|e| format!("cannot write `{}`: {e}", output.display()))?;
     if json {
-        let _ = writeln!(out, "{}", serde_json::json!({ "model": model.display().to_string(), "out": output.display().to_string(), "format": "onnx", "opset": 17, "attention": format!("{attention:?}").to_lowercase(), "bytes": onnx.len() }));
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "model": model.display().to_string(), "out": output.display().to_string(), "format": "onnx", "opset": 17, "attention": format!("{attention:?}").to_lowercase(), "bytes": onnx.len() })
+        );
     } else {
         let _ = writeln!(out, "exported {} -> {} (ONNX opset 17, {attention:?} attention, {} bytes)", model.display(), output.display(), onnx.len());
     }

@@ -6,7 +6,8 @@ use crate::{plot, probe, Failure};
 use std::io::Write;
 
 pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
-    let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, out: report_file, plot: plot_dir } = kind;
+    let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, out: report_file, plot: plot_dir } =
+        kind;
     // With --json the text goes nowhere and the report is printed as one JSON object at the end.
     let mut sink = std::io::sink();
     let out: &mut dyn Write = if json { &mut sink } else { &mut *stdout };
@@ -109,7 +110,16 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     };
     let n = settings.seq_len;
     bar.finish_and_clear();
-    let _ = writeln!(out, "svflow probe: {} conditions ({} levels x {} seeds), {} sequences of {} tokens, last {} scored", conds.len(), settings.levels.len(), seeds, sequences, n, settings.eval_window);
+    let _ = writeln!(
+        out,
+        "svflow probe: {} conditions ({} levels x {} seeds), {} sequences of {} tokens, last {} scored",
+        conds.len(),
+        settings.levels.len(),
+        seeds,
+        sequences,
+        n,
+        settings.eval_window
+    );
     let _ = writeln!(out, "\ntask per level (mean over seeds):");
     let mut by_level: Vec<(f64, Vec<&probe::Condition>)> = vec![];
     for c in &conds {
@@ -157,7 +167,11 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         }
     };
     let spearman_json = |rho: f64, p: f64| -> serde_json::Value {
-        if rho.is_finite() { serde_json::json!({ "rho": rho, "p": p }) } else { serde_json::json!({ "rho": null, "p": null, "absent": "constant or too short series" }) }
+        if rho.is_finite() {
+            serde_json::json!({ "rho": rho, "p": p })
+        } else {
+            serde_json::json!({ "rho": null, "p": null, "absent": "constant or too short series" })
+        }
     };
     for metric in probe::METRICS {
         let _ = writeln!(out, "\n{metric} by layer (rows: levels):");
@@ -165,7 +179,11 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             let row: Vec<String> = (0..layers)
                 .map(|l| {
                     let vals: Vec<f64> = cs.iter().filter_map(|c| c.layers.get(metric).and_then(|v| v.get(l)).copied()).filter(|x| x.is_finite()).collect();
-                    if absent(metric, l).is_some() || vals.is_empty() { format!("{:>9}", "absent") } else { format!("{:>9.4}", mean(&vals)) }
+                    if absent(metric, l).is_some() || vals.is_empty() {
+                        format!("{:>9}", "absent")
+                    } else {
+                        format!("{:>9.4}", mean(&vals))
+                    }
                 })
                 .collect();
             let _ = writeln!(out, "  {lv:.2}: {}", row.join(" "));

@@ -113,7 +113,16 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         let _ = writeln!(out, "{j}");
     } else {
         let xb = if x_bound != bound { format!(", X in [-{x_bound}, {x_bound}]") } else { String::new() };
-        let _ = writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, inputs in [-{bound}, {bound}]{xb}, {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len());
+        let _ = writeln!(
+            out,
+            "U for n={} d={} dv={} heads={} ({} MLPs, inputs in [-{bound}, {bound}]{xb}, {} positions): {sum}",
+            s.n,
+            s.d,
+            s.dv,
+            s.h,
+            format!("{:?}", a.mlp).to_lowercase(),
+            s.seq_len()
+        );
         let _ = writeln!(out, "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32)", u.compile_ms, report.output_bound_f64, report.output_bound);
         if target.is_some() {
             let first = instances.first().ok_or_else(|| "no instance to show".to_string())?;
@@ -133,5 +142,9 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         let _ = writeln!(out, "{} trials ({}): max_abs_err {:.3e}, max_rel_err {:.3e}", o.trials, if a.f64 { "f64" } else { "f32" }, o.max_abs_err, o.max_rel_err);
         let _ = writeln!(out, "simulate: {} trials, {} failures, max_abs_err {:.3e}, bound {:.3e}", o.trials, o.failures, o.max_abs_err, o.bound);
     }
-    if o.failures > 0 { Err(Failure::Silent) } else { Ok(()) }
+    if o.failures > 0 {
+        Err(Failure::Silent)
+    } else {
+        Ok(())
+    }
 }

@@ -118,11 +118,7 @@ pub(crate) fn trace_cmd(
             (Some(true), _) => "  (= interpreter)".to_string(),
             (Some(false), Some(e)) => {
                 let first = first_divergence.as_ref().is_some_and(|(s, l)| s == stage && l == label);
-                format!(
-                    "  (interpreter: [{}]){}",
-                    e.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "),
-                    if first { "  <-- first divergence" } else { "" }
-                )
+                format!("  (interpreter: [{}]){}", e.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "), if first { "  <-- first divergence" } else { "" })
             }
             _ => String::new(),
         };

@@ -105,14 +105,9 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
         });
         return verify_verdict(count, r.checked, r.failed, &r.rejections, a.allow_rejected, json, if a.json { stdout } else { out });
     }
-    let inputs = if a.exhaustive {
-        verify::Inputs::Exhaustive
-    } else {
-        verify::Inputs::Random { count: a.samples.unwrap_or(1000), seed: a.seed }
-    };
+    let inputs = if a.exhaustive { verify::Inputs::Exhaustive } else { verify::Inputs::Random { count: a.samples.unwrap_or(1000), seed: a.seed } };
     let seqs = verify::generate(&inputs, built.vocab.len(), target.max_len)?;
-    let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::device("cpu").map_err(|e| e.to_string())?)
-        .map_err(|e| format!("internal error: {e}"))?;
+    let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::device("cpu").map_err(|e| e.to_string())?).map_err(|e| format!("internal error: {e}"))?;
     let modes = match a.attention {
         AttentionModes::Hard => vec![raspc_runtime::Attention::Hard],
         AttentionModes::Soft => vec![raspc_runtime::Attention::Soft],
