@@ -269,7 +269,7 @@ impl Lowerer<'_> {
     }
 
     fn finite(&self, id: NodeId) -> Result<Vec<Atom>, Diagnostic> {
-        match &self.sets[&id] {
+        match self.sets.get(&id).ok_or_else(|| self.internal(id, "no value set"))? {
             ValueSet::Finite(s) => Ok(s.iter().cloned().collect()),
             ValueSet::Unbounded => {
                 Err(self.err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id))).with_label("too many possible values").with_note(format!(
@@ -299,9 +299,9 @@ impl Lowerer<'_> {
         for name in &self.opts.numerical {
             if let Some(&id) = labels.get(name.as_str()) {
                 let kind = &self.g.node(id).kind;
-                let numeric = match &self.sets[&id] {
-                    ValueSet::Finite(s) => s.iter().all(|a| !a.is_str()),
-                    ValueSet::Unbounded => true,
+                let numeric = match self.sets.get(&id) {
+                    Some(ValueSet::Finite(s)) => s.iter().all(|a| !a.is_str()),
+                    Some(ValueSet::Unbounded) | None => true,
                 };
                 if kind.is_selector() || matches!(kind, NodeKind::Const(_)) || !numeric {
                     self.diags.push(
@@ -671,7 +671,7 @@ impl Lowerer<'_> {
 
     /// How to read `id` linearly.
     fn view(&mut self, id: NodeId) -> Result<View, Diagnostic> {
-        match self.rep[&id].clone() {
+        match self.rep.get(&id).cloned().ok_or_else(|| self.internal(id, "read before it was lowered"))? {
             Rep::Slot(s) => Ok(View { slot: s, map: None }),
             Rep::Inline if self.leaf_list(id).is_empty() => Ok(View { slot: TOK, map: Some(vec![self.eval_inline(id, &HashMap::new())]) }),
             Rep::Inline => {

@@ -678,7 +678,10 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         return Err(diags);
     }
     lw.span = node.span;
-    let out_slot = match lw.vals[&root].clone() {
+    let Some(root_val) = lw.vals.get(&root).cloned() else {
+        return Err(vec![Diagnostic::error("compile::internal", format!("internal error: `{}` was not lowered", node.label), node.span)]);
+    };
+    let out_slot = match root_val {
         Val::Real(ex) => lw.resident(&ex, &node.label).map_err(|d| vec![d])?,
         Val::Pos(_) => {
             return Err(vec![Diagnostic::error("compile::real", format!("`{}` does not depend on the input numbers", node.label), node.span)
@@ -686,9 +689,11 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
                 .with_note("with --input-bounds the compiled s-op must read the input (tokens_float)")]);
         }
     };
-    let bound = lw.res[&out_slot].err;
+    let Some(&r) = lw.res.get(&out_slot) else {
+        return Err(vec![Diagnostic::error("compile::internal", format!("internal error: `{}` has no bounds", node.label), node.span)]);
+    };
+    let bound = r.err;
     if !lw.report.iter().any(|r| r.label == node.label) {
-        let r = lw.res[&out_slot];
         lw.report.push(SopBound { label: node.label.clone(), lo: r.iv.lo, hi: r.iv.hi, err: r.err.f32, err_f64: r.err.f64 });
     }
     let plan = Plan {
@@ -765,7 +770,7 @@ impl RealLowerer<'_> {
     }
 
     fn ex_of(&mut self, id: NodeId) -> Result<Ex, Diagnostic> {
-        match self.vals[&id].clone() {
+        match self.vals.get(&id).cloned().ok_or_else(|| self.err(id, "internal error: read before it was lowered"))? {
             Val::Real(e) => Ok(self.canon(e)),
             Val::Pos(v) => {
                 let nums = self.pos_numbers(id, &v)?;
@@ -894,7 +899,7 @@ impl RealLowerer<'_> {
             NodeKind::Aggregate { sel, values, default } | NodeKind::AggregateMax { sel, values, default } => {
                 let is_max = matches!(node.kind, NodeKind::AggregateMax { .. });
                 let m = self.selector(sel)?;
-                if let Val::Pos(v) = self.vals[&values].clone() {
+                if let Some(Val::Pos(v)) = self.vals.get(&values).cloned() {
                     // Everything known: the aggregate is positional too.
                     let nums = self.pos_numbers(values, &v)?;
                     let d = atom_f64(&default).unwrap_or(0.0);
