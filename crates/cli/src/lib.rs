@@ -21,7 +21,7 @@ pub mod simulate;
 pub mod verify;
 
 pub use args::{grid, limits, parse_bounds, parse_tokens, AttentionArg, AttentionModes, Bounds, Cli, Command, DtypeArg, ExportFormat, MlpArg, PlotFormat, ProbeKind, Stage, Target};
-pub use cmd::read_input_file;
+pub use cmd::{program_hash, read_input_file};
 pub use diagnostics::render;
 
 /// Stack for the worker thread: parsing and host evaluation recurse over the program's nesting.

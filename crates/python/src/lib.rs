@@ -42,18 +42,6 @@ struct Source {
     opts: raspc_compiler::Options,
 }
 
-fn program_hash(session: &raspc_lang::Session) -> String {
-    use sha2::Digest;
-    let mut h = sha2::Sha256::new();
-    for (_, f) in session.sources.files() {
-        if f.name == "<prelude>" || f.name == "<matrix>" {
-            continue;
-        }
-        h.update((f.text.len() as u64).to_le_bytes());
-        h.update(f.text.as_bytes());
-    }
-    format!("sha256:{:x}", h.finalize())
-}
 
 /// Evaluates the program and finds the entry; errors are rendered diagnostics.
 fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId), String> {
@@ -66,7 +54,7 @@ fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId),
 
 fn compile_source(src: &Source) -> Result<(raspc_checkpoint::Checkpoint, String), String> {
     let (session, root) = session_of(src)?;
-    match raspc_compiler::compile(&session.graph, root, &src.opts, &program_hash(&session)) {
+    match raspc_compiler::compile(&session.graph, root, &src.opts, &raspc::program_hash(&session)) {
         Ok(c) => Ok((c.checkpoint, c.summary.to_string())),
         Err(d) => Err(raspc::render(&session.sources, &d, false)),
     }

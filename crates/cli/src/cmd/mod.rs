@@ -76,7 +76,9 @@ pub(crate) struct Built {
     pub(crate) compiled: raspc_compiler::Compiled,
 }
 
-pub(crate) fn program_hash(session: &raspc_lang::Session) -> String {
+/// The program's identity recorded in a checkpoint: a hash of every source file it read
+/// (the built-in libraries excluded).
+pub fn program_hash(session: &raspc_lang::Session) -> String {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
     for (_, f) in session.sources.files() {
