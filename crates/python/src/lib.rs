@@ -88,6 +88,28 @@ impl NativeModel {
     }
 
     /// Inputs (a JSON array of arrays of atoms) grouped by length.
+    /// Runs every group of equal-length inputs as one batch and turns each batch's readout into
+    /// one JSON value per input (`each`), returned in input order as a JSON array.
+    fn per_input(
+        &self,
+        py: Python<'_>,
+        inputs_json: &str,
+        attention_name: &str,
+        each: impl Fn(&Tensor) -> PyResult<Vec<serde_json::Value>>,
+    ) -> PyResult<String> {
+        let mode = attention(attention_name)?;
+        let inputs: Vec<Vec<serde_json::Value>> = serde_json::from_str(inputs_json).map_err(|e| err(format!("inputs must be lists of tokens: {e}")))?;
+        let mut out = vec![serde_json::Value::Null; inputs.len()];
+        for (idx, ids, vals) in self.groups(&inputs)? {
+            let r = py.detach(|| if self.model.is_real() { self.model.forward_real(&vals, mode) } else { self.model.forward(&ids, mode) });
+            let r = r.map_err(|e| err(e.to_string()))?;
+            for (i, v) in idx.into_iter().zip(each(&r)?) {
+                out[i] = v;
+            }
+        }
+        Ok(serde_json::Value::Array(out).to_string())
+    }
+
     fn groups(&self, inputs: &[Vec<serde_json::Value>]) -> PyResult<Vec<Group>> {
         let mut by_len: std::collections::BTreeMap<usize, Group> = Default::default();
         for (i, inp) in inputs.iter().enumerate() {
@@ -152,35 +174,19 @@ impl NativeModel {
     /// Runs a batch (JSON: an array of inputs, each an array of atoms or numbers) and returns the
     /// decoded outputs as JSON, one array per input. Inputs of equal length run as one batch.
     fn run(&self, py: Python<'_>, inputs_json: &str, attention_name: &str) -> PyResult<String> {
-        let mode = attention(attention_name)?;
-        let inputs: Vec<Vec<serde_json::Value>> = serde_json::from_str(inputs_json).map_err(|e| err(format!("inputs must be lists of tokens: {e}")))?;
-        let groups = self.groups(&inputs)?;
-        let mut out = vec![serde_json::Value::Null; inputs.len()];
-        for (idx, ids, vals) in groups {
-            let r = py.detach(|| if self.model.is_real() { self.model.forward_real(&vals, mode) } else { self.model.forward(&ids, mode) });
-            let r = r.map_err(|e| err(e.to_string()))?;
-            let decoded = self.model.decode(&r).map_err(|e| err(e.to_string()))?;
-            for (i, d) in idx.into_iter().zip(decoded) {
-                out[i] = serde_json::Value::Array(d.iter().map(Decoded::to_json).collect());
-            }
-        }
-        Ok(serde_json::Value::Array(out).to_string())
+        self.per_input(py, inputs_json, attention_name, |t| {
+            let decoded = self.model.decode(t).map_err(|e| err(e.to_string()))?;
+            Ok(decoded.iter().map(|d| serde_json::Value::Array(d.iter().map(Decoded::to_json).collect())).collect())
+        })
     }
 
     /// The raw readout of each input (`[len + 1, readout_dims]`, BOS first), as JSON.
     fn readout(&self, py: Python<'_>, inputs_json: &str, attention_name: &str) -> PyResult<String> {
-        let mode = attention(attention_name)?;
-        let inputs: Vec<Vec<serde_json::Value>> = serde_json::from_str(inputs_json).map_err(|e| err(format!("inputs must be lists of tokens: {e}")))?;
-        let groups = self.groups(&inputs)?;
-        let mut out = vec![serde_json::Value::Null; inputs.len()];
-        for (idx, ids, vals) in groups {
-            let r = py.detach(|| if self.model.is_real() { self.model.forward_real(&vals, mode) } else { self.model.forward(&ids, mode) });
-            let rows: Vec<Vec<Vec<f64>>> = r.and_then(|t| Ok(t.to_dtype(raspc_runtime::DType::F64)?.to_vec3()?)).map_err(|e: raspc_runtime::RuntimeError| err(e.to_string()))?;
-            for (i, row) in idx.into_iter().zip(rows) {
-                out[i] = serde_json::json!(row);
-            }
-        }
-        Ok(serde_json::Value::Array(out).to_string())
+        self.per_input(py, inputs_json, attention_name, |t| {
+            let rows: Vec<Vec<Vec<f64>>> =
+                t.to_dtype(raspc_runtime::DType::F64).and_then(|t| t.to_vec3()).map_err(|e| err(e.to_string()))?;
+            Ok(rows.into_iter().map(|row| serde_json::json!(row)).collect())
+        })
     }
 
     /// Decodes one readout (`[len + 1, dims]` row-major f64 values, BOS first) as `raspc run`
