@@ -6,13 +6,13 @@
 //! Front end and compiler run on a worker thread with a 256 MiB stack (as the CLI does), so a
 //! deeply nested program cannot overflow the interpreter's stack, and a panic becomes an error.
 
+use candle_core::Tensor;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use raspc_lang::{Atom, DiskLoader};
 use raspc_runtime::{Attention, Decoded, Model};
-use candle_core::Tensor;
 
 create_exception!(_raspc, RaspcError, PyException, "An error reported by raspc; the message is raspc's diagnostic text.");
 
@@ -41,7 +41,6 @@ struct Source {
     entry: Option<String>,
     opts: raspc_compiler::Options,
 }
-
 
 /// Evaluates the program and finds the entry; errors are rendered diagnostics.
 fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId), String> {
@@ -87,16 +86,9 @@ impl NativeModel {
         Ok(NativeModel { model, source, summary })
     }
 
-    /// Inputs (a JSON array of arrays of atoms) grouped by length.
     /// Runs every group of equal-length inputs as one batch and turns each batch's readout into
     /// one JSON value per input (`each`), returned in input order as a JSON array.
-    fn per_input(
-        &self,
-        py: Python<'_>,
-        inputs_json: &str,
-        attention_name: &str,
-        each: impl Fn(&Tensor) -> PyResult<Vec<serde_json::Value>>,
-    ) -> PyResult<String> {
+    fn per_input(&self, py: Python<'_>, inputs_json: &str, attention_name: &str, each: impl Fn(&Tensor) -> PyResult<Vec<serde_json::Value>>) -> PyResult<String> {
         let mode = attention(attention_name)?;
         let inputs: Vec<Vec<serde_json::Value>> = serde_json::from_str(inputs_json).map_err(|e| err(format!("inputs must be lists of tokens: {e}")))?;
         let mut out = vec![serde_json::Value::Null; inputs.len()];
@@ -110,6 +102,7 @@ impl NativeModel {
         Ok(serde_json::Value::Array(out).to_string())
     }
 
+    /// Inputs (a JSON array of arrays of atoms) grouped by length.
     fn groups(&self, inputs: &[Vec<serde_json::Value>]) -> PyResult<Vec<Group>> {
         let mut by_len: std::collections::BTreeMap<usize, Group> = Default::default();
         for (i, inp) in inputs.iter().enumerate() {
@@ -183,8 +176,7 @@ impl NativeModel {
     /// The raw readout of each input (`[len + 1, readout_dims]`, BOS first), as JSON.
     fn readout(&self, py: Python<'_>, inputs_json: &str, attention_name: &str) -> PyResult<String> {
         self.per_input(py, inputs_json, attention_name, |t| {
-            let rows: Vec<Vec<Vec<f64>>> =
-                t.to_dtype(raspc_runtime::DType::F64).and_then(|t| t.to_vec3()).map_err(|e| err(e.to_string()))?;
+            let rows: Vec<Vec<Vec<f64>>> = t.to_dtype(raspc_runtime::DType::F64).and_then(|t| t.to_vec3()).map_err(|e| err(e.to_string()))?;
             Ok(rows.into_iter().map(|row| serde_json::json!(row)).collect())
         })
     }
