@@ -8,6 +8,7 @@
 //! a mean's last bit depends on summation order). Inputs for which the
 //! interpreter fails are not covered (their values do not exist).
 
+use raspc_lang::ast::Cmp;
 use raspc_lang::graph::{MapOp, Operand};
 use raspc_lang::interp::apply_map;
 use raspc_lang::{Atom, Graph, NodeId, NodeKind};
@@ -131,16 +132,82 @@ pub fn index_function(graph: &Graph, x: NodeId, max_len: usize) -> Option<Vec<Op
     (0..max_len as i64).map(|i| go(graph, x, i)).collect()
 }
 
-/// True when the selector provably selects at most one key per query: `==` on an injective
-/// function of `indices`, possibly `and`-ed with anything.
+/// True when the selector provably selects at most one key per query: `==` on keys that differ
+/// at every position of every input (an injective function of `indices`, or a rank: see
+/// [`is_rank`]), possibly `and`-ed with anything.
 pub fn selects_at_most_one(graph: &Graph, sel: NodeId, max_len: usize) -> bool {
+    at_most_one(graph, sel, max_len, true)
+}
+
+/// [`selects_at_most_one`] by the first form only (`==` on an injective function of `indices`).
+/// Lowering stores such aggregates one-hot; aggregates of numbers that select one key by a rank
+/// stay numerical (one dim; their value sets, which have no means, keep them cheap).
+pub fn selects_at_most_one_by_index(graph: &Graph, sel: NodeId, max_len: usize) -> bool {
+    at_most_one(graph, sel, max_len, false)
+}
+
+fn at_most_one(graph: &Graph, sel: NodeId, max_len: usize, ranks: bool) -> bool {
     match &graph.node(sel).kind {
-        NodeKind::SelectAnd(a, b) => selects_at_most_one(graph, *a, max_len) || selects_at_most_one(graph, *b, max_len),
-        NodeKind::Select { keys, cmp: raspc_lang::ast::Cmp::Eq, .. } => {
-            let Some(f) = index_function(graph, *keys, max_len) else { return false };
-            let mut seen = std::collections::BTreeSet::new();
-            f.iter().all(|v| v.as_ref().is_some_and(|a| seen.insert(a.key())))
-        }
+        NodeKind::SelectAnd(a, b) => at_most_one(graph, *a, max_len, ranks) || at_most_one(graph, *b, max_len, ranks),
+        NodeKind::Select { keys, cmp: Cmp::Eq, .. } => injective_in_indices(graph, *keys, max_len) || (ranks && is_rank(graph, *keys, max_len)),
+        _ => false,
+    }
+}
+
+/// `x` is a function of `indices` alone that takes a different value at every index.
+fn injective_in_indices(graph: &Graph, x: NodeId, max_len: usize) -> bool {
+    let Some(f) = index_function(graph, x, max_len) else { return false };
+    let mut seen = std::collections::BTreeSet::new();
+    f.iter().all(|v| v.as_ref().is_some_and(|a| seen.insert(a.key())))
+}
+
+/// `x` is a rank: the number of positions that come before each position in a strict total
+/// order of the positions, so its values at the positions of one input are all different.
+/// Forms: `selector_width(S)` with S a strict total order, and the sum of widths the
+/// simplifier makes of one, `selector_width(select(k, k, <)) + selector_width(select(k, k, ==)
+/// and T)` (`>` for `<` too; T a strict total order): the rank of (k, T) in lexicographic order.
+pub fn is_rank(graph: &Graph, x: NodeId, max_len: usize) -> bool {
+    match &graph.node(x).kind {
+        NodeKind::SelectorWidth(s) => strict_total_order(graph, *s, max_len),
+        NodeKind::Map { op: MapOp::Binary(raspc_lang::ast::BinOp::Add), args } => match args.as_slice() {
+            [Operand::Sop(a), Operand::Sop(b)] => {
+                let width_of = |w: NodeId| match graph.node(w).kind {
+                    NodeKind::SelectorWidth(s) => Some(s),
+                    _ => None,
+                };
+                let (Some(sa), Some(sb)) = (width_of(*a), width_of(*b)) else { return false };
+                lexicographic_parts(graph, sa, sb, max_len) || lexicographic_parts(graph, sb, sa, max_len)
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// `select(k, k, <)` (or `>`): the comparison of one s-op with itself, strict; returns k.
+fn strict_self_compare(graph: &Graph, s: NodeId) -> Option<NodeId> {
+    match graph.node(s).kind {
+        NodeKind::Select { keys, queries, cmp: Cmp::Lt | Cmp::Gt } if keys == queries => Some(keys),
+        _ => None,
+    }
+}
+
+/// `first` = `select(k, k, <)` and `ties` = `select(k, k, ==) and T` (either order) with T a
+/// strict total order of the positions.
+fn lexicographic_parts(graph: &Graph, first: NodeId, ties: NodeId, max_len: usize) -> bool {
+    let Some(k) = strict_self_compare(graph, first) else { return false };
+    let NodeKind::SelectAnd(a, b) = graph.node(ties).kind else { return false };
+    let equal_k = |s: NodeId| matches!(graph.node(s).kind, NodeKind::Select { keys, queries, cmp: Cmp::Eq } if keys == k && queries == k);
+    (equal_k(a) && strict_total_order(graph, b, max_len)) || (equal_k(b) && strict_total_order(graph, a, max_len))
+}
+
+/// The selector is a strict total order of the positions (key j selected for query i exactly
+/// when j comes before i): `select(f, f, <)` (or `>`) with f injective in `indices`, or the
+/// lexicographic `select(k, k, <) or (select(k, k, ==) and T)` with T one.
+fn strict_total_order(graph: &Graph, s: NodeId, max_len: usize) -> bool {
+    match graph.node(s).kind {
+        NodeKind::Select { keys, queries, cmp: Cmp::Lt | Cmp::Gt } if keys == queries => injective_in_indices(graph, keys, max_len),
+        NodeKind::SelectOr(a, b) => lexicographic_parts(graph, a, b, max_len) || lexicographic_parts(graph, b, a, max_len),
         _ => false,
     }
 }

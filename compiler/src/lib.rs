@@ -5,6 +5,7 @@
 //! [`emit::emit`] (tensors, config, layout) -> `raspc_checkpoint` bytes.
 
 pub mod domain;
+pub mod dump;
 pub mod emit;
 pub mod infer;
 pub mod lower;
@@ -101,6 +102,16 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
             (lower::lower(&graph, root, opts)?, None)
         }
     };
+    let problems = plan.verify();
+    if !problems.is_empty() {
+        let node = graph.node(root);
+        return Err(vec![Diagnostic::error(
+            "compile::internal",
+            format!("internal error: the plan for `{}` is inconsistent (this is a bug in raspc; please report it with the program)", node.label),
+            node.span,
+        )
+        .with_note(problems.join("\n"))]);
+    }
     let schedule = emit::schedule(&plan);
     let params = estimated_params(&plan, &schedule, opts);
     if params > MAX_PARAMS {

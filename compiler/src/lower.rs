@@ -1066,7 +1066,7 @@ impl Lowerer<'_> {
 
     /// At most one key selected per query, provably: `==` on an injective function of indices.
     fn single(&mut self, sel: NodeId) -> bool {
-        crate::infer::selects_at_most_one(self.g, sel, self.opts.max_len)
+        crate::infer::selects_at_most_one_by_index(self.g, sel, self.opts.max_len)
     }
 
     fn selector_text(&self, sel: Option<NodeId>) -> String {

@@ -127,3 +127,103 @@ pub struct OutputView {
     /// Numerical outputs: the finite set of values, when known.
     pub points: Option<Vec<f64>>,
 }
+
+impl Plan {
+    /// Checks the plan's internal consistency between lowering and emission: every weight
+    /// entry names an existing slot, a dim inside it and a column inside its block; every slot
+    /// a block's weights read is among its `reads`, and its outputs write only its `writes`;
+    /// blocks read only slots written by earlier blocks (or the embeddings), so the plan is
+    /// acyclic; BOS vectors, positional rows and the output view fit their slots. Returns every
+    /// violation found (empty: consistent).
+    pub fn verify(&self) -> Vec<String> {
+        let mut errs = vec![];
+        let n = self.slots.len();
+        for (i, s) in self.slots.iter().enumerate() {
+            if i > TOK && s.at_bos.len() != s.enc.dims() {
+                errs.push(format!("slot {i} `{}`: BOS vector has {} entries for {} dims", s.label, s.at_bos.len(), s.enc.dims()));
+            }
+        }
+        let dim_ok = |slot: usize, dim: usize| slot < n && dim < self.slots[slot].enc.dims();
+        // A slot is "written" once its block has been seen; embeddings (no writer) count as written.
+        let mut writer: Vec<Option<usize>> = vec![None; n];
+        for (b, block) in self.blocks.iter().enumerate() {
+            if block.writes >= n {
+                errs.push(format!("block {b} `{}` writes slot {} of {n}", block.what, block.writes));
+                continue;
+            }
+            if let Some(w) = writer[block.writes] {
+                errs.push(format!("slot {} `{}` is written by blocks {w} and {b}", block.writes, self.slots[block.writes].label));
+            }
+            writer[block.writes] = Some(b);
+        }
+        for (b, block) in self.blocks.iter().enumerate() {
+            let what = &block.what;
+            let mut check_in = |ins: &[In], cols: usize, part: &str| {
+                for &(slot, dim, col, w) in ins {
+                    if !dim_ok(slot, dim) {
+                        errs.push(format!("block {b} `{what}` {part}: slot {slot} dim {dim} does not exist"));
+                    } else if slot > TOK && !block.reads.contains(&slot) {
+                        errs.push(format!("block {b} `{what}` {part}: reads slot {slot} `{}` not listed in its reads", self.slots[slot].label));
+                    }
+                    if col >= cols {
+                        errs.push(format!("block {b} `{what}` {part}: column {col} of {cols}"));
+                    }
+                    if !w.is_finite() {
+                        errs.push(format!("block {b} `{what}` {part}: weight {w}"));
+                    }
+                }
+            };
+            let (outs, cols) = match &block.kind {
+                BlockKind::Head(h) => {
+                    check_in(&h.q, h.width, "query");
+                    check_in(&h.k, h.width, "key");
+                    check_in(&h.v, h.width, "value");
+                    (&h.o, h.width)
+                }
+                BlockKind::Mlp(m) => {
+                    check_in(&m.w_in, m.hidden, "input");
+                    if let Some(g) = &m.gate {
+                        check_in(&g.w, m.hidden, "gate");
+                        if g.b.len() != m.hidden {
+                            errs.push(format!("block {b} `{what}`: {} gate biases for {} units", g.b.len(), m.hidden));
+                        }
+                    }
+                    if m.b_in.len() != m.hidden {
+                        errs.push(format!("block {b} `{what}`: {} biases for {} units", m.b_in.len(), m.hidden));
+                    }
+                    (&m.w_out, m.hidden)
+                }
+            };
+            for &(col, slot, dim, w) in outs {
+                if col >= cols || !dim_ok(slot, dim) || slot != block.writes || !w.is_finite() {
+                    errs.push(format!("block {b} `{what}` output: column {col} -> slot {slot} dim {dim} (weight {w}); the block writes slot {}", block.writes));
+                }
+            }
+            for &r in &block.reads {
+                if r >= n {
+                    errs.push(format!("block {b} `{what}` reads slot {r} of {n}"));
+                } else if let Some(w) = writer[r]
+                    && w >= b
+                {
+                    errs.push(format!("block {b} `{what}` reads slot {r} `{}`, written by the later block {w}", self.slots[r].label));
+                }
+            }
+        }
+        for (slot, dim, rows) in &self.positional {
+            if !dim_ok(*slot, *dim) {
+                errs.push(format!("positional entry for slot {slot} dim {dim} does not exist"));
+            } else if rows.iter().any(|x| !x.is_finite()) {
+                errs.push(format!("positional entry for slot {slot} `{}` is not finite", self.slots[*slot].label));
+            }
+        }
+        let out = &self.output;
+        if out.slot >= n {
+            errs.push(format!("output slot {} of {n}", out.slot));
+        } else if let Some(map) = &out.map
+            && map.len() != self.slots[out.slot].enc.dims()
+        {
+            errs.push(format!("output view has {} entries for {} dims of `{}`", map.len(), self.slots[out.slot].enc.dims(), self.slots[out.slot].label));
+        }
+        errs
+    }
+}

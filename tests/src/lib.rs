@@ -93,3 +93,28 @@ pub fn write_doc_table(marker: &str, table: &str) {
         eprintln!("markers not found in {}; table not written", doc.display());
     }
 }
+
+/// The idiom corpus (tests/corpus/idioms): `(name, vocab, causal)` of every program, sorted by
+/// name, read from each file's `# vocab: V · causal: yes|no` header line.
+pub fn idioms() -> Vec<(String, String, bool)> {
+    let dir = corpus_dir().join("idioms");
+    let mut out = vec![];
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("rasp") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let header = text.lines().find_map(|l| l.strip_prefix("# vocab: ")).unwrap_or_else(|| panic!("{name}: no `# vocab:` header"));
+        let (vocab, causal) = header.split_once(" · causal: ").unwrap_or_else(|| panic!("{name}: header must read `# vocab: V · causal: yes|no`"));
+        let causal = match causal.trim() {
+            "yes" => true,
+            "no" => false,
+            other => panic!("{name}: causal must be yes or no, not {other:?}"),
+        };
+        out.push((name, vocab.trim().to_string(), causal));
+    }
+    out.sort();
+    out
+}

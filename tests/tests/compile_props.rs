@@ -1,6 +1,9 @@
 //! Property test of the compiler's central promise: a model it emits never disagrees with the
 //! interpreter. Random programs (chains of maps, selects with and/or/not, aggregates with
-//! defaults, selector widths, ternaries) over the vocabulary 0..3 are compiled for max-len 4; a
+//! defaults, selector widths, ternaries, and the numeric idioms people write: means of 0/1
+//! indicators, sums and differences of means and widths, means times positions rounded — the
+//! counting idiom —, and functions of a `load`ed library) over the vocabulary 0..3 are compiled
+//! for max-len 4; a
 //! refusal must be a diagnostic (never a panic), and a compiled model must agree with the
 //! interpreter on every input of length 1..=4 the interpreter accepts, hard and soft attention,
 //! causal or not.
@@ -12,10 +15,49 @@ use raspc::verify::{generate, verify, Inputs};
 enum Step {
     Map(usize, &'static str, usize),
     MapConst(usize, &'static str, i64),
-    Agg { k: usize, q: usize, cmp: &'static str, combine: Option<(&'static str, usize, usize, &'static str)>, v: usize, default: i64 },
-    Width { k: usize, q: usize, cmp: &'static str },
+    Agg {
+        k: usize,
+        q: usize,
+        cmp: &'static str,
+        combine: Option<(&'static str, usize, usize, &'static str)>,
+        v: usize,
+        default: i64,
+    },
+    Width {
+        k: usize,
+        q: usize,
+        cmp: &'static str,
+    },
     Ternary(usize, usize, usize),
+    /// A mean of a 0/1 indicator over a selection: `aggregate(select(k, q, cmp), indicator(v > 0), 0)`.
+    Mean {
+        k: usize,
+        q: usize,
+        cmp: &'static str,
+        v: usize,
+    },
+    /// `a + b - c` (sums and differences of numbers: means, widths, positions).
+    Linear(usize, usize, usize),
+    /// `round(a * (indices + 1))`: a prefix mean times the prefix size (the counting idiom).
+    Count(usize),
+    /// A function of the loaded library applied to one or two s-ops.
+    Lib(&'static str, usize, usize),
 }
+
+/// The library every random program loads (`load "lib";`).
+const LIBRARY: &str = "def running(x) {
+    return aggregate(select(indices, indices, <=), x, 0);
+}
+def prefix_total(x) {
+    return round(aggregate(select(indices, indices, <=), indicator(x > 0), 0) * (indices + 1));
+}
+def width_sum(x, y) {
+    return selector_width(select(x, y, <)) + selector_width(select(x, y, ==));
+}
+def from_end(x) {
+    return length - x - 1;
+}
+";
 
 fn step() -> impl Strategy<Value = Step> {
     let ops = proptest::sample::select(&["+", "-", "*", "%", "==", "<", "and", "or"][..]);
@@ -34,13 +76,17 @@ fn step() -> impl Strategy<Value = Step> {
         )
             .prop_map(|(k, q, cmp, combine, v, default)| Step::Agg { k, q, cmp, combine, v, default }),
         (pick.clone(), pick.clone(), cmps).prop_map(|(k, q, cmp)| Step::Width { k, q, cmp }),
-        (pick.clone(), pick.clone(), pick).prop_map(|(a, b, c)| Step::Ternary(a, b, c)),
+        (pick.clone(), pick.clone(), pick.clone()).prop_map(|(a, b, c)| Step::Ternary(a, b, c)),
+        (pick.clone(), pick.clone(), proptest::sample::select(&["==", "<", "<=", ">="][..]), pick.clone()).prop_map(|(k, q, cmp, v)| Step::Mean { k, q, cmp, v }),
+        (pick.clone(), pick.clone(), pick.clone()).prop_map(|(a, b, c)| Step::Linear(a, b, c)),
+        pick.clone().prop_map(Step::Count),
+        (proptest::sample::select(&["running", "prefix_total", "width_sum", "from_end"][..]), pick.clone(), pick).prop_map(|(f, a, b)| Step::Lib(f, a, b)),
     ]
 }
 
 fn program(steps: &[Step]) -> String {
     let mut names = vec!["tokens_int".to_string(), "indices".to_string(), "length".to_string()];
-    let mut text = String::new();
+    let mut text = String::from("load \"lib\";\n");
     for (i, s) in steps.iter().enumerate() {
         let n = |x: &usize| names[x % names.len()].clone();
         let body = match s {
@@ -55,6 +101,11 @@ fn program(steps: &[Step]) -> String {
             }
             Step::Width { k, q, cmp } => format!("selector_width(select({}, {}, {cmp}))", n(k), n(q)),
             Step::Ternary(a, b, c) => format!("{} if {} else {}", n(a), n(b), n(c)),
+            Step::Mean { k, q, cmp, v } => format!("aggregate(select({}, {}, {cmp}), indicator({} > 0), 0)", n(k), n(q), n(v)),
+            Step::Linear(a, b, c) => format!("{} + {} - {}", n(a), n(b), n(c)),
+            Step::Count(a) => format!("round({} * (indices + 1))", n(a)),
+            Step::Lib("width_sum", a, b) => format!("width_sum({}, {})", n(a), n(b)),
+            Step::Lib(f, a, _) => format!("{f}({})", n(a)),
         };
         text += &format!("s{i} = {body};\n");
         names.push(format!("s{i}"));
@@ -68,7 +119,8 @@ proptest! {
     #[test]
     fn compiled_models_agree_with_the_interpreter(steps in proptest::collection::vec(step(), 1..6), causal in any::<bool>()) {
         let text = program(&steps);
-        let (_, r) = raspc_lang::evaluate_program("prop.rasp", None, &text, &raspc_lang::MemoryLoader::default());
+        let loader = raspc_lang::MemoryLoader([(std::path::PathBuf::from("/prop/lib.rasp"), LIBRARY.to_string())].into_iter().collect());
+        let (_, r) = raspc_lang::evaluate_program("prop.rasp", Some(std::path::Path::new("/prop/main.rasp")), &text, &loader);
         let session = match r {
             Ok(s) => s,
             Err(_) => return Ok(()), // e.g. `not` of a selector: not a program

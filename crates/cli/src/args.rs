@@ -238,6 +238,19 @@ pub enum Command {
         /// Which stage to show.
         #[arg(long, value_enum, default_value = "graph")]
         stage: Stage,
+        /// For the compiler's stages (simplified, values, plan, schedule): the input vocabulary,
+        /// as for `raspc compile`.
+        #[arg(long)]
+        vocab: Option<String>,
+        /// For the compiler's stages: real-valued inputs in [LO, HI], as for `raspc compile`.
+        #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true)]
+        input_bounds: Option<String>,
+        /// For the compiler's stages: the longest input.
+        #[arg(long = "max-len")]
+        max_len: Option<usize>,
+        /// For the compiler's stages: causal masking.
+        #[arg(long)]
+        causal: bool,
     },
 }
 
@@ -463,4 +476,12 @@ pub enum Stage {
     Ast,
     /// The graph of s-ops and selectors the entry depends on.
     Graph,
+    /// The graph after the compiler's algebraic rewrites (needs --vocab and --max-len).
+    Simplified,
+    /// The value set of every s-op of the rewritten graph (needs --vocab and --max-len).
+    Values,
+    /// The lowered plan: residual slots and blocks (heads, MLPs) with what they compute.
+    Plan,
+    /// Layers, the blocks of each sublayer, and the residual stream layout.
+    Schedule,
 }

@@ -7,7 +7,45 @@ use crate::Failure;
 use raspc_lang::SourceMap;
 use std::io::Write;
 
-pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+/// The compile options the compiler's stages need (a subset of `raspc compile`'s).
+pub(crate) struct CompileFlags {
+    pub vocab: Option<String>,
+    pub input_bounds: Option<String>,
+    pub max_len: Option<usize>,
+    pub causal: bool,
+}
+
+impl CompileFlags {
+    fn target(&self, entry: Option<&str>, stage: Stage) -> Result<Target, Failure> {
+        let Some(max_len) = self.max_len else {
+            return Err(format!("--stage {} compiles the program: give --max-len (and --vocab or --input-bounds)", stage_name(stage)).into());
+        };
+        Ok(Target {
+            entry: entry.map(str::to_string),
+            vocab: self.vocab.clone(),
+            input_grid: None,
+            input_bounds: self.input_bounds.clone(),
+            mlp: MlpArg::Relu,
+            pl_error: None,
+            max_len,
+            causal: self.causal,
+            encodings: vec![],
+        })
+    }
+}
+
+fn stage_name(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Ast => "ast",
+        Stage::Graph => "graph",
+        Stage::Simplified => "simplified",
+        Stage::Values => "values",
+        Stage::Plan => "plan",
+        Stage::Schedule => "schedule",
+    }
+}
+
+pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, flags: &CompileFlags, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     match stage {
         Stage::Ast => {
             let text = read_program(path)?;
@@ -26,6 +64,36 @@ pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, ou
             let (_, node) = session.entry(entry)?;
             let (g, _) = session.graph.extract(node);
             let _ = write!(out, "{}", g.dump());
+            Ok(())
+        }
+        Stage::Simplified | Stage::Values => {
+            let target = flags.target(entry, stage)?;
+            if target.input_bounds.is_some() {
+                return Err(format!("--stage {}: real-valued programs are not rewritten; use --stage plan", stage_name(stage)).into());
+            }
+            let Some(v) = &target.vocab else { return Err("give --vocab".to_string().into()) };
+            let vocab = parse_tokens("--vocab", v)?;
+            let session = load(path, err, color)?;
+            let (_, node) = session.entry(entry)?;
+            let (g, root) = raspc_compiler::simplify::simplify(&session.graph, node, &vocab, target.max_len);
+            if matches!(stage, Stage::Simplified) {
+                let (g, _) = g.extract(root);
+                let _ = write!(out, "{}", g.dump());
+            } else {
+                let sets = raspc_compiler::infer::infer(&g, root, &vocab, target.max_len);
+                let _ = write!(out, "{}", raspc_compiler::dump::values(&g, root, &sets));
+            }
+            Ok(())
+        }
+        Stage::Plan | Stage::Schedule => {
+            let target = flags.target(entry, stage)?;
+            let built = build(path, &target, err, color)?;
+            let c = &built.compiled;
+            let text = match stage {
+                Stage::Plan => raspc_compiler::dump::plan(&c.plan),
+                _ => raspc_compiler::dump::schedule(&c.plan, &c.schedule),
+            };
+            let _ = write!(out, "{text}");
             Ok(())
         }
     }
