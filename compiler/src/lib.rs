@@ -9,6 +9,7 @@ pub mod emit;
 pub mod infer;
 pub mod lower;
 pub mod plan;
+pub mod positional;
 pub mod real;
 pub mod simplify;
 

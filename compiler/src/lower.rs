@@ -810,7 +810,8 @@ impl Lowerer<'_> {
             for (j, (l, _, vals)) in views.iter().enumerate() {
                 env.insert(*l, vals[idx[j]].clone());
             }
-            if let Some(r) = self.eval_inline(id, &env)
+            if crate::positional::reachable(self.g, &env)
+                && let Some(r) = self.eval_inline(id, &env)
                 && let Some(code) = encode(&r)
                 && code.iter().any(|&x| x != 0.0)
             {
@@ -905,7 +906,9 @@ impl Lowerer<'_> {
             let mut idx = vec![0usize; views.len()];
             'combos: loop {
                 let env: HashMap<NodeId, Atom> = views.iter().enumerate().map(|(j, (l, _, vals))| (*l, vals[idx[j]].clone())).collect();
-                if let Some(t) = eval_all(self, &env) {
+                if crate::positional::reachable(self.g, &env)
+                    && let Some(t) = eval_all(self, &env)
+                {
                     if !tuples.contains(&t) {
                         tuples.push(t.clone());
                     }
