@@ -8,6 +8,7 @@ pub mod domain;
 pub mod emit;
 pub mod infer;
 pub mod lower;
+pub mod names;
 pub mod plan;
 pub mod positional;
 pub mod real;

@@ -272,10 +272,10 @@ impl Lowerer<'_> {
         match self.sets.get(&id).ok_or_else(|| self.internal(id, "no value set"))? {
             ValueSet::Finite(s) => Ok(s.iter().cloned().collect()),
             ValueSet::Unbounded => {
-                Err(self.err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id))).with_label("too many possible values").with_note(format!(
-                    "with this vocabulary and --max-len {}, `{}` could take more than {} values; a categorical encoding needs a finite set",
+                let what = crate::names::describe(self.g, id);
+                Err(self.err(id, "compile::unbounded", format!("the values of {what} cannot be bounded")).with_label("too many possible values").with_note(format!(
+                    "with this vocabulary and --max-len {}, {what} could take more than {} values; a categorical encoding needs a finite set: a smaller --vocab or --max-len, or `--encoding NAME=numerical` on a named s-op that feeds it, can bound it",
                     self.opts.max_len,
-                    self.label(id),
                     crate::infer::MAX_VALUES
                 )))
             }
@@ -548,13 +548,19 @@ impl Lowerer<'_> {
                     self.rep.insert(id, Rep::Slot(s));
                     return Ok(());
                 }
-                return Err(self
-                    .err(id, "compile::too_many_combinations", format!("`{}` combines too many values to compile as one MLP", self.label(id)))
+                let mut d = self
+                    .err(id, "compile::too_many_combinations", format!("{} combines too many values to compile as one MLP", crate::names::describe(self.g, id)))
                     .with_label("this map")
                     .with_note(format!(
-                        "its inputs {} take more than {MAX_COMBINATIONS} combinations of values",
-                        leaves.iter().map(|l| format!("`{}`", self.label(*l))).collect::<Vec<_>>().join(", ")
-                    )));
+                        "its inputs {} take more than {MAX_COMBINATIONS} combinations of values; a smaller --vocab or --max-len, or splitting it into maps of fewer inputs each, avoids that",
+                        leaves.iter().map(|l| crate::names::describe(self.g, *l)).collect::<Vec<_>>().join(", ")
+                    ));
+                for l in &leaves {
+                    if !self.g.node(*l).named {
+                        d = d.with_secondary(self.g.node(*l).span, "one of its inputs");
+                    }
+                }
+                return Err(d);
             }
         }
         self.rep.insert(id, Rep::Inline);

@@ -955,10 +955,14 @@ impl RealLowerer<'_> {
                 let s = self.head(id, &label, sel, &m, &v, is_max, None)?;
                 Val::Real(Ex::Leaf(s))
             }
-            // Counted on the grid: only the keys of the input's length exist.
-            NodeKind::SelectorWidth(sel) => {
+            // In programs with `length`, counted on the grid: only the keys of the input's length exist.
+            NodeKind::SelectorWidth(sel) if !self.grid.pairs.is_empty() => {
                 let rows = self.grid_rows(sel)?;
                 self.grid_val(rows.iter().map(|r| Some(Atom::Int(r.iter().filter(|&&b| b).count() as i64))).collect())
+            }
+            NodeKind::SelectorWidth(sel) => {
+                let m = self.selector(sel)?;
+                Val::Pos(m.iter().map(|r| Some(Atom::Int(r.iter().filter(|&&b| b).count() as i64))).collect())
             }
             _ => return Err(self.err(id, "not supported with real inputs").with_label("here")),
         })

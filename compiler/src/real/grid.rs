@@ -128,7 +128,12 @@ impl RealLowerer<'_> {
                 for (k, _) in row.iter().enumerate().filter(|(_, b)| **b) {
                     match self.at(values, k, l as usize).as_ref().and_then(atom_f64) {
                         Some(x) => picked.push(x),
-                        None => return Err(self.err(values, format!("`{}` has no number at index {k} (length {l})", self.g.node(values).label)).with_label("averaged here")),
+                        None => {
+                            return Err(self
+                                .err(values, format!("{} has no number at index {k} (length {l})", crate::names::describe(self.g, values)))
+                                .with_label("averaged here")
+                                .with_note("with real inputs, averaged values must be numbers"));
+                        }
                     }
                 }
                 t.push(Some(Atom::Float(if picked.is_empty() {
@@ -156,7 +161,11 @@ impl RealLowerer<'_> {
         v.iter()
             .map(|a| match a {
                 None => Ok(0.0),
-                Some(a) => atom_f64(a).ok_or_else(|| self.err(id, format!("`{}` is not a number", self.g.node(id).label)).with_label("used as a number with real inputs")),
+                Some(a) => atom_f64(a).ok_or_else(|| {
+                    self.err(id, format!("{} is not a number", crate::names::describe(self.g, id)))
+                        .with_label("used as a number with real inputs")
+                        .with_note("with real inputs, values computed from positions and `length` must be numbers where they meet the input")
+                }),
             })
             .collect()
     }
@@ -195,7 +204,7 @@ impl RealLowerer<'_> {
         let x_err = self.res[&inverse].err.max();
         if gm.min_w.is_finite() && x_err >= gm.min_w / 4.0 {
             return Err(self
-                .err(id, format!("`{}` depends on `length`, which cannot be told apart exactly at --max-len {}", self.g.node(id).label, self.n))
+                .err(id, format!("{} depends on `length`, which cannot be told apart exactly at --max-len {}", crate::names::describe(self.g, id), self.n))
                 .with_label("a function of the length")
                 .with_note("a smaller --max-len keeps the lengths apart"));
         }
@@ -203,7 +212,7 @@ impl RealLowerer<'_> {
         let err = Err2::gamma(3, false) * gm.pre + Err2::gamma(gm.units + 1, false) * gm.sum;
         if matches!(self.slots[out].enc, SlotEnc::Cat(_)) && err.max() >= 1.0 / 16.0 {
             return Err(self
-                .err(id, format!("the selection of `{}` depends on `length` too finely to compute exactly at --max-len {}", self.g.node(id).label, self.n))
+                .err(id, format!("the selection of {} depends on `length` too finely to compute exactly at --max-len {}", crate::names::describe(self.g, id), self.n))
                 .with_label("a selector that depends on the length")
                 .with_note("a smaller --max-len keeps the lengths apart"));
         }
