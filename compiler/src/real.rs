@@ -1351,12 +1351,11 @@ impl RealLowerer<'_> {
                 }
                 // a / b = a · (1/b), the reciprocal one MLP earlier.
                 let x = self.affine_or_resident(a, &format!("{label}.num"))?;
-                // A denominator that is not affine (a product, say) gets its slot first: the
-                // reciprocal is then a unary function of it (not this same case again).
-                let den = match Self::affine(b) {
-                    Some(_) => b.clone(),
-                    None => bx(Ex::Leaf(self.resident(b, &format!("{label}.den"))?)),
-                };
+                // A denominator that is neither affine nor along one direction (a product, say)
+                // gets its slot first: the reciprocal is then a unary function of it (not this
+                // same case again, which recursed without end).
+                let recip = Ex::Div(bx(Ex::C(1.0)), b.clone());
+                let den = if Self::affine(b).is_some() || Self::unary(&recip).is_some() { b.clone() } else { bx(Ex::Leaf(self.resident(b, &format!("{label}.den"))?)) };
                 let r = self.resident(&Ex::Div(bx(Ex::C(1.0)), den), &format!("{label}.recip"))?;
                 return Ok((Aff::default(), vec![(1.0, Term::Prod(x, Aff::leaf(r)))]));
             }
