@@ -552,8 +552,16 @@ impl Lowerer<'_> {
                     .err(id, "compile::too_many_combinations", format!("{} combines too many values to compile as one MLP", crate::names::describe(self.g, id)))
                     .with_label("this map")
                     .with_note(format!(
-                        "its inputs {} take more than {MAX_COMBINATIONS} combinations of values; a smaller --vocab or --max-len, or splitting it into maps of fewer inputs each, avoids that",
-                        leaves.iter().map(|l| crate::names::describe(self.g, *l)).collect::<Vec<_>>().join(", ")
+                        "its inputs ({}) take more than {MAX_COMBINATIONS} combinations of values; a smaller --vocab or --max-len, or splitting it into maps of fewer inputs each, avoids that",
+                        {
+                            let mut parts: Vec<String> = leaves.iter().filter(|l| self.g.node(**l).named).map(|l| format!("`{}`", self.label(*l))).collect();
+                            match leaves.iter().filter(|l| !self.g.node(**l).named).count() {
+                                0 => {}
+                                1 => parts.push("the expression marked".into()),
+                                k => parts.push(format!("the {k} expressions marked")),
+                            }
+                            parts.join(", ")
+                        }
                     ));
                 for l in &leaves {
                     if !self.g.node(*l).named {
