@@ -126,7 +126,13 @@ pub fn grid_mlp(onehot: usize, inverse: usize, max_len: usize, pairs: &[(i64, i6
     let (x_lo, x_hi) = (x_of(max_len as i64), 1.0);
     for i in 0..max_len as i64 {
         // Lengths from max_len down to i+1: x ascending.
-        let rows: Vec<(i64, &Vec<f64>)> = (i + 1..=max_len as i64).rev().filter_map(|l| pairs.iter().position(|&p| p == (i, l)).map(|p| (l, &table[p]))).collect();
+        let rows: Vec<(i64, &Vec<f64>)> = (i + 1..=max_len as i64)
+            .rev()
+            .filter_map(|l| {
+                let p = pair_index(i as usize, l as usize);
+                (pairs.get(p) == Some(&(i, l))).then(|| (l, &table[p]))
+            })
+            .collect();
         let Some(&(_, base)) = rows.first() else { continue };
         let base_mag: f64 = base.iter().map(|v| v.abs()).sum();
         let mut units = 0usize;
