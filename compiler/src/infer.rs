@@ -7,6 +7,9 @@
 //! drawn from the vocabulary with length <= `max_len` is in that node's set (floats within 1e-9 relative:
 //! a mean's last bit depends on summation order). Inputs for which the
 //! interpreter fails are not covered (their values do not exist).
+//!
+//! Maps of `indices` and `length` only take their values on the grid of (index, length) pairs
+//! with index < length ([`crate::positional`]), and are evaluated there.
 
 use raspc_lang::ast::Cmp;
 use raspc_lang::graph::{MapOp, Operand};
@@ -81,7 +84,14 @@ pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> Has
         }
     };
     let n = max_len.max(1) as i64;
-    for id in graph.ancestors(root) {
+    let order = graph.ancestors(root);
+    // Functions of `indices` and `length`: evaluated on the (index, length) grid.
+    let grid = crate::positional::Tables::new(graph, &order, max_len.max(1));
+    for id in order {
+        if grid.is_positional_map(graph, id) {
+            out.insert(id, finite(grid.values[&id].iter().flatten().cloned().collect()));
+            continue;
+        }
         let set = match &graph.node(id).kind {
             NodeKind::Tokens => finite(vocab.to_vec()),
             NodeKind::Indices => finite((0..n).map(Atom::Int).collect()),

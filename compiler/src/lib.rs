@@ -9,7 +9,9 @@ pub mod dump;
 pub mod emit;
 pub mod infer;
 pub mod lower;
+pub mod names;
 pub mod plan;
+pub mod positional;
 pub mod real;
 pub mod simplify;
 

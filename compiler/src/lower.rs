@@ -272,10 +272,10 @@ impl Lowerer<'_> {
         match self.sets.get(&id).ok_or_else(|| self.internal(id, "no value set"))? {
             ValueSet::Finite(s) => Ok(s.iter().cloned().collect()),
             ValueSet::Unbounded => {
-                Err(self.err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id))).with_label("too many possible values").with_note(format!(
-                    "with this vocabulary and --max-len {}, `{}` could take more than {} values; a categorical encoding needs a finite set",
+                let what = crate::names::describe(self.g, id);
+                Err(self.err(id, "compile::unbounded", format!("the values of {what} cannot be bounded")).with_label("too many possible values").with_note(format!(
+                    "with this vocabulary and --max-len {}, {what} could take more than {} values; a categorical encoding needs a finite set: a smaller --vocab or --max-len, or `--encoding NAME=numerical` on a named s-op that feeds it, can bound it",
                     self.opts.max_len,
-                    self.label(id),
                     crate::infer::MAX_VALUES
                 )))
             }
@@ -548,13 +548,27 @@ impl Lowerer<'_> {
                     self.rep.insert(id, Rep::Slot(s));
                     return Ok(());
                 }
-                return Err(self
-                    .err(id, "compile::too_many_combinations", format!("`{}` combines too many values to compile as one MLP", self.label(id)))
+                let mut d = self
+                    .err(id, "compile::too_many_combinations", format!("{} combines too many values to compile as one MLP", crate::names::describe(self.g, id)))
                     .with_label("this map")
                     .with_note(format!(
-                        "its inputs {} take more than {MAX_COMBINATIONS} combinations of values",
-                        leaves.iter().map(|l| format!("`{}`", self.label(*l))).collect::<Vec<_>>().join(", ")
-                    )));
+                        "its inputs ({}) take more than {MAX_COMBINATIONS} combinations of values; a smaller --vocab or --max-len, or splitting it into maps of fewer inputs each, avoids that",
+                        {
+                            let mut parts: Vec<String> = leaves.iter().filter(|l| self.g.node(**l).named).map(|l| format!("`{}`", self.label(*l))).collect();
+                            match leaves.iter().filter(|l| !self.g.node(**l).named).count() {
+                                0 => {}
+                                1 => parts.push("the expression marked".into()),
+                                k => parts.push(format!("the {k} expressions marked")),
+                            }
+                            parts.join(", ")
+                        }
+                    ));
+                for l in &leaves {
+                    if !self.g.node(*l).named {
+                        d = d.with_secondary(self.g.node(*l).span, "one of its inputs");
+                    }
+                }
+                return Err(d);
             }
         }
         self.rep.insert(id, Rep::Inline);
@@ -810,7 +824,8 @@ impl Lowerer<'_> {
             for (j, (l, _, vals)) in views.iter().enumerate() {
                 env.insert(*l, vals[idx[j]].clone());
             }
-            if let Some(r) = self.eval_inline(id, &env)
+            if crate::positional::reachable(self.g, &env)
+                && let Some(r) = self.eval_inline(id, &env)
                 && let Some(code) = encode(&r)
                 && code.iter().any(|&x| x != 0.0)
             {
@@ -905,7 +920,9 @@ impl Lowerer<'_> {
             let mut idx = vec![0usize; views.len()];
             'combos: loop {
                 let env: HashMap<NodeId, Atom> = views.iter().enumerate().map(|(j, (l, _, vals))| (*l, vals[idx[j]].clone())).collect();
-                if let Some(t) = eval_all(self, &env) {
+                if crate::positional::reachable(self.g, &env)
+                    && let Some(t) = eval_all(self, &env)
+                {
                     if !tuples.contains(&t) {
                         tuples.push(t.clone());
                     }

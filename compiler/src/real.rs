@@ -22,6 +22,8 @@
 //!   interpolation error), products (|a|e_b + |b|e_a + e_a e_b) and heads, plus f32 rounding
 //!   (γ_n = n·u/(1 - n·u) of the summed magnitudes).
 
+mod grid;
+
 use crate::infer::index_function;
 use crate::plan::*;
 use raspc_lang::ast::{BinOp, Cmp};
@@ -581,6 +583,8 @@ struct Res {
 enum Val {
     /// Known per token position at compile time (None: undefined there).
     Pos(Vec<Option<Atom>>),
+    /// Known per (index, length) pair of [`crate::positional::grid`] (depends on `length`).
+    Grid(Vec<Option<Atom>>),
     Real(Ex),
 }
 
@@ -608,6 +612,11 @@ struct RealLowerer<'a> {
     span: raspc_lang::span::Span,
     /// Bounds of the input number at each token position.
     input_iv: Vec<Iv>,
+    /// Values of the s-ops that depend on `length` over the (index, length) grid, and the slots
+    /// that compute them (position one-hot, 1/(length+1)); see [`crate::positional`].
+    grid: crate::positional::Tables,
+    grid_inputs: Option<(usize, usize)>,
+    grid_cache: HashMap<Vec<u64>, usize>,
 }
 
 /// Lowers a real-valued program. Returns the plan and the certified bounds (for f32 and for
@@ -631,6 +640,9 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         max_of: HashMap::new(),
         span: g.node(root).span,
         input_iv: vec![Iv { lo: opts.lo, hi: opts.hi }; max_len],
+        grid: crate::positional::Tables::new(g, &g.ancestors(root), max_len),
+        grid_inputs: None,
+        grid_cache: HashMap::new(),
     };
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
     lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
@@ -683,7 +695,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
     };
     let out_slot = match root_val {
         Val::Real(ex) => lw.resident(&ex, &node.label).map_err(|d| vec![d])?,
-        Val::Pos(_) => {
+        Val::Pos(_) | Val::Grid(_) => {
             return Err(vec![Diagnostic::error("compile::real", format!("`{}` does not depend on the input numbers", node.label), node.span)
                 .with_label("a function of positions only")
                 .with_note("with --input-bounds the compiled s-op must read the input (tokens_float)")]);
@@ -780,6 +792,14 @@ impl RealLowerer<'_> {
                 let label = self.g.node(id).label.clone();
                 Ok(Ex::Leaf(self.pos_slot(&label, &nums)))
             }
+            Val::Grid(v) => {
+                let nums = self.grid_numbers(id, &v)?;
+                if nums.windows(2).all(|w| w[0] == w[1]) {
+                    return Ok(Ex::C(nums.first().copied().unwrap_or(0.0)));
+                }
+                let label = self.g.node(id).label.clone();
+                Ok(Ex::Leaf(self.grid_slot(id, &label, &nums)?))
+            }
         }
     }
 
@@ -818,6 +838,9 @@ impl RealLowerer<'_> {
         if let Some(v) = index_function(self.g, id, self.n) {
             return Ok(Val::Pos(v));
         }
+        if let Some(t) = self.grid.values.get(&id) {
+            return Ok(self.grid_val(t.clone()));
+        }
         Ok(match node.kind.clone() {
             NodeKind::Tokens => {
                 let s = self.new_slot(label.clone(), SlotEnc::Num { points: None });
@@ -830,12 +853,8 @@ impl RealLowerer<'_> {
             }
             // `index_function` above returns these as positional values.
             NodeKind::Indices | NodeKind::Const(_) => return Err(self.err(id, "internal error: a positional s-op was not computed at compile time").with_label("here")),
-            NodeKind::Length => {
-                return Err(self
-                    .err(id, "`length` is not supported with real inputs")
-                    .with_label("here")
-                    .with_note("shapes are fixed when U-style programs compile: use the sizes as numbers"));
-            }
+            // `length` and its maps are grid values (above).
+            NodeKind::Length => return Err(self.err(id, "internal error: `length` was not computed on the grid").with_label("here")),
             NodeKind::Map { op, args } => {
                 if args.iter().all(|a| match a {
                     Operand::Sop(s) => matches!(self.vals[s], Val::Pos(_)),
@@ -854,13 +873,16 @@ impl RealLowerer<'_> {
                                         Some(x) => row.push(x.clone()),
                                         None => ok = false,
                                     },
-                                    Val::Real(_) => ok = false,
+                                    Val::Real(_) | Val::Grid(_) => ok = false,
                                 },
                             }
                         }
                         out.push(if ok { raspc_lang::interp::apply_map(&op, &row).ok() } else { None });
                     }
                     return Ok(Val::Pos(out));
+                }
+                if let Some(v) = self.grid_map(&op, &args) {
+                    return Ok(v);
                 }
                 let mut xs = vec![];
                 for a in &args {
@@ -898,6 +920,9 @@ impl RealLowerer<'_> {
             }
             NodeKind::Aggregate { sel, values, default } | NodeKind::AggregateMax { sel, values, default } => {
                 let is_max = matches!(node.kind, NodeKind::AggregateMax { .. });
+                if let Some(v) = self.grid_aggregate(id, &label, sel, values, &default, is_max)? {
+                    return Ok(v);
+                }
                 let m = self.selector(sel)?;
                 if let Some(Val::Pos(v)) = self.vals.get(&values).cloned() {
                     // Everything known: the aggregate is positional too.
@@ -927,8 +952,13 @@ impl RealLowerer<'_> {
                     let Some(&slot) = v.c.keys().next() else { return Err(self.err(id, "internal error: an empty affine form").with_label("here")) };
                     self.vals.insert(values, Val::Real(Ex::Leaf(slot)));
                 }
-                let s = self.head(id, &label, sel, &m, &v, is_max)?;
+                let s = self.head(id, &label, sel, &m, &v, is_max, None)?;
                 Val::Real(Ex::Leaf(s))
+            }
+            // In programs with `length`, counted on the grid: only the keys of the input's length exist.
+            NodeKind::SelectorWidth(sel) if !self.grid.pairs.is_empty() => {
+                let rows = self.grid_rows(sel)?;
+                self.grid_val(rows.iter().map(|r| Some(Atom::Int(r.iter().filter(|&&b| b).count() as i64))).collect())
             }
             NodeKind::SelectorWidth(sel) => {
                 let m = self.selector(sel)?;
@@ -973,6 +1003,9 @@ impl RealLowerer<'_> {
     fn side(&self, sel: NodeId, x: NodeId) -> Result<Vec<Option<Atom>>, Diagnostic> {
         match self.vals.get(&x) {
             Some(Val::Pos(v)) => Ok(v.clone()),
+            Some(Val::Grid(_)) => {
+                Err(self.err(sel, format!("internal error: this selector compares `{}`, which depends on `length`, by position", self.g.node(x).label)).with_label("here"))
+            }
             _ => Err(self
                 .err(sel, format!("this selector compares `{}`, which depends on the input numbers", self.g.node(x).label))
                 .with_label("selectors must compare positions")
@@ -1027,7 +1060,8 @@ impl RealLowerer<'_> {
 
     /// One hard-attention head writing a new numerical slot: the mean (or the maximum) of the
     /// affine form `v` over the keys `m[q]` selects; 0 where none is.
-    fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<bool>], v: &Aff, is_max: bool) -> Result<usize, Diagnostic> {
+    #[allow(clippy::too_many_arguments)]
+    fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<bool>], v: &Aff, is_max: bool, ctx: Option<&[(i64, i64)]>) -> Result<usize, Diagnostic> {
         // The values of the keys some query selects (per-position bounds of the input and
         // positional values; other slots' intervals).
         let vi = (0..self.n).filter(|&k| m.iter().any(|r| r[k])).map(|k| self.key_iv(v, k)).reduce(Iv::hull).unwrap_or(Iv::pt(0.0));
@@ -1050,7 +1084,7 @@ impl RealLowerer<'_> {
             (1.0, 0.0)
         };
         let mut err = ve + value_fp;
-        if !is_max && self.quadratic_leaves(sel, &mut quad) {
+        if !is_max && ctx.is_none() && self.quadratic_leaves(sel, &mut quad) {
             // -Σ (f(k) - g(q))² = Σ 2 f g - f² - g².
             let mut fsq = vec![];
             let mut gsq = vec![];
@@ -1088,7 +1122,14 @@ impl RealLowerer<'_> {
             }
             let r = groups.len();
             let kg = self.new_slot(format!("{label}.keygroup"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect()));
-            let qn = self.new_slot(format!("{label}.unselected"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect()));
+            let qn = match ctx {
+                // Rows are (index, length) pairs: an MLP writes which groups a query leaves out.
+                Some(_) => {
+                    let table: Vec<Vec<f64>> = (0..m.len()).map(|p| groups.iter().map(|g| if g[p] { 0.0 } else { 1.0 }).collect()).collect();
+                    self.grid_table_slot(id, &format!("{label}.unselected"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect()), &table)?.0
+                }
+                None => self.new_slot(format!("{label}.unselected"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect())),
+            };
             for (gi, group) in groups.iter().enumerate() {
                 let mut kv = vec![0.0; self.n + 1];
                 for (key, &g) in group_of.iter().enumerate() {
@@ -1097,11 +1138,13 @@ impl RealLowerer<'_> {
                     }
                 }
                 self.positional.push((kg, gi, kv));
-                let mut qv = vec![0.0; self.n + 1];
-                for (qi, row) in qv.iter_mut().skip(1).enumerate() {
-                    *row = if group[qi] { 0.0 } else { 1.0 };
+                if ctx.is_none() {
+                    let mut qv = vec![0.0; self.n + 1];
+                    for (qi, row) in qv.iter_mut().skip(1).enumerate() {
+                        *row = if group[qi] { 0.0 } else { 1.0 };
+                    }
+                    self.positional.push((qn, gi, qv));
                 }
-                self.positional.push((qn, gi, qv));
                 q.push((qn, gi, col, -scale));
                 k.push((kg, gi, col, 1.0));
                 col += 1;
@@ -1137,11 +1180,16 @@ impl RealLowerer<'_> {
         self.res.insert(out, Res { iv, err });
         // Exact zeros: queries with no selected key read the default 0.
         let vz = self.aff_zero(v);
-        self.zero.insert(out, m.iter().map(|r| !r.iter().any(|&b| b) || r.iter().enumerate().all(|(k, &b)| !b || vz[k])).collect());
+        let zero_rows: Vec<bool> = m.iter().map(|r| !r.iter().any(|&b| b) || r.iter().enumerate().all(|(k, &b)| !b || vz[k])).collect();
+        self.zero.insert(out, crate::positional::per_position(self.n, ctx, &zero_rows));
         if is_max && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) {
             let Some(&s) = v.c.keys().next() else { return Err(self.err(id, "internal error: an empty affine form").with_label("here")) };
             let zs = self.zero.get(&s).cloned().unwrap_or_else(|| vec![false; self.n]);
-            if (0..self.n).all(|q| m[q][q] || (!m[q].iter().any(|&b| b) && zs[q])) {
+            let covers: Vec<bool> = match ctx {
+                Some(pairs) => pairs.iter().zip(m).map(|(&(q, _), r)| r[q as usize] || (!r.iter().any(|&b| b) && zs[q as usize])).collect(),
+                None => (0..self.n).map(|q| m[q][q] || (!m[q].iter().any(|&b| b) && zs[q])).collect(),
+            };
+            if crate::positional::per_position(self.n, ctx, &covers).iter().all(|&b| b) {
                 self.max_of.insert(out, s);
             }
         }
@@ -1303,7 +1351,12 @@ impl RealLowerer<'_> {
                 }
                 // a / b = a · (1/b), the reciprocal one MLP earlier.
                 let x = self.affine_or_resident(a, &format!("{label}.num"))?;
-                let r = self.resident(&Ex::Div(bx(Ex::C(1.0)), b.clone()), &format!("{label}.recip"))?;
+                // A denominator that is neither affine nor along one direction (a product, say)
+                // gets its slot first: the reciprocal is then a unary function of it (not this
+                // same case again, which recursed without end).
+                let recip = Ex::Div(bx(Ex::C(1.0)), b.clone());
+                let den = if Self::affine(b).is_some() || Self::unary(&recip).is_some() { b.clone() } else { bx(Ex::Leaf(self.resident(b, &format!("{label}.den"))?)) };
+                let r = self.resident(&Ex::Div(bx(Ex::C(1.0)), den), &format!("{label}.recip"))?;
                 return Ok((Aff::default(), vec![(1.0, Term::Prod(x, Aff::leaf(r)))]));
             }
             _ => {}

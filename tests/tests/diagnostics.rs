@@ -53,3 +53,19 @@ fn compile_errors_render_with_carets() {
         insta::assert_snapshot!(format!("compile_{name}"), err);
     }
 }
+
+/// Refusals name the user's variables, never a generated label (`sequencemap_12`), point into
+/// the user's file, and suggest a way out.
+#[test]
+fn refusals_name_user_variables_and_suggest_a_way_out() {
+    let p = "cases/refusals/unnamed_operands.rasp";
+    // Refused before anything is written.
+    let out = std::env::temp_dir().join(format!("raspc-refusal-{}.safetensors", std::process::id()));
+    let (code, _, err) = run_cli(&["compile", p, "--vocab", "[0,1,2,3,4,5,6,7,8,9]", "--max-len", "64", "-o", out.to_str().unwrap()]);
+    assert!(!out.exists());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::too_many_combinations") && err.contains("`y`"), "{err}");
+    assert!(err.contains("unnamed_operands.rasp:2:"), "{err}");
+    assert!(!err.contains("sequencemap_") && !err.contains("map_") && !err.contains("<prelude>"), "{err}");
+    assert!(err.contains("the 2 expressions marked") && err.contains("smaller --vocab or --max-len"), "{err}");
+}

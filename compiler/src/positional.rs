@@ -1,0 +1,216 @@
+//! Positional s-ops: functions of `indices` and `length` only (through maps and constants).
+//!
+//! On an input of length l the positions are 0..l, so such an s-op takes its values on the
+//! grid of pairs (i, l) with 0 <= i < l <= max_len: at most max_len·(max_len+1)/2 values,
+//! whatever arithmetic builds it (`length^0.5`, `%`, `/`, `round`). Value inference evaluates
+//! it on that grid instead of combining the value sets of its operands (which would pair every
+//! index with every length and every intermediate value with every other), and lowering gives
+//! no hidden unit to the pairs with i >= l, which no input reaches.
+
+use raspc_lang::graph::Operand;
+use raspc_lang::interp::apply_map;
+use raspc_lang::{Atom, Graph, NodeId, NodeKind};
+use std::collections::HashMap;
+
+/// The grid pairs (i, l) in a fixed order: by l, then i.
+pub fn grid(max_len: usize) -> Vec<(i64, i64)> {
+    (1..=max_len as i64).flat_map(|l| (0..l).map(move |i| (i, l))).collect()
+}
+
+/// Values of positional s-ops on the grid, by node (None where the map fails: the interpreter
+/// rejects every input of that length at that position).
+#[derive(Debug)]
+pub struct Tables {
+    pub pairs: Vec<(i64, i64)>,
+    pub values: HashMap<NodeId, Vec<Option<Atom>>>,
+}
+
+impl Tables {
+    /// Tables for every positional s-op among `nodes` (which must be in topological order, as
+    /// `Graph::ancestors` returns them). `indices`, `length` and constants are positional; a map
+    /// is when all of its operands are.
+    pub fn new(graph: &Graph, nodes: &[NodeId], max_len: usize) -> Tables {
+        // Without `length`, maps of `indices` alone are as well served by their value sets.
+        if !nodes.iter().any(|&id| matches!(graph.node(id).kind, NodeKind::Length)) {
+            return Tables { pairs: vec![], values: HashMap::new() };
+        }
+        let pairs = grid(max_len);
+        let mut values: HashMap<NodeId, Vec<Option<Atom>>> = HashMap::new();
+        for &id in nodes {
+            let table: Vec<Option<Atom>> = match &graph.node(id).kind {
+                NodeKind::Indices => pairs.iter().map(|&(i, _)| Some(Atom::Int(i))).collect(),
+                NodeKind::Length => pairs.iter().map(|&(_, l)| Some(Atom::Int(l))).collect(),
+                NodeKind::Const(a) => vec![Some(a.clone()); pairs.len()],
+                NodeKind::Map { op, args } => {
+                    if !args.iter().all(|a| match a {
+                        Operand::Sop(s) => values.contains_key(s),
+                        Operand::Const(_) => true,
+                    }) {
+                        continue;
+                    }
+                    (0..pairs.len())
+                        .map(|p| {
+                            let mut row = Vec::with_capacity(args.len());
+                            for a in args {
+                                row.push(match a {
+                                    Operand::Const(c) => c.clone(),
+                                    Operand::Sop(s) => values[s][p].clone()?,
+                                });
+                            }
+                            apply_map(op, &row).ok()
+                        })
+                        .collect()
+                }
+                _ => continue,
+            };
+            values.insert(id, table);
+        }
+        Tables { pairs, values }
+    }
+
+    /// True when `id` is a map of `indices` and `length` that depends on both (or on `length`
+    /// through arithmetic): the s-ops whose value sets the grid sharpens.
+    pub fn is_positional_map(&self, graph: &Graph, id: NodeId) -> bool {
+        self.values.contains_key(&id) && matches!(graph.node(id).kind, NodeKind::Map { .. })
+    }
+}
+
+/// False for a combination of leaf values no input reaches: an index at or beyond the length.
+/// `env` gives leaf values by node; only `indices` and `length` leaves are looked at.
+pub fn reachable(graph: &Graph, env: &HashMap<NodeId, Atom>) -> bool {
+    let mut index = None;
+    let mut length = None;
+    for (id, a) in env {
+        match graph.node(*id).kind {
+            NodeKind::Indices => index = a.as_f64(),
+            NodeKind::Length => length = a.as_f64(),
+            _ => {}
+        }
+    }
+    match (index, length) {
+        (Some(i), Some(l)) => i < l,
+        _ => true,
+    }
+}
+
+/// An MLP that writes, at a position i of an input of length l, the vector `table[p]` of the grid
+/// pair p = (i, l) into the dims of slot `out`, reading a one-hot of the position (`onehot`,
+/// dim i for position i) and the number 1/(l+1) (`inverse`, which a head computes: the length
+/// head of docs/compiler.md).
+///
+/// For each position i, the values over l = max_len, ..., i+1 form a staircase in
+/// x = 1/(l+1): a constant unit `relu(e_i)` writes the value at l = max_len, and each change
+/// between neighbouring lengths is an up-ramp `relu(s + 1/2 - M(1 - e_i)) - relu(s - 1/2 - M(1 - e_i))`,
+/// s = (x - t)/w (t the midpoint of the two points, w half their gap), gated off by M = max|s| + 1
+/// at every other position and at BOS. Lengths the position does not exist at (l <= i) cost
+/// nothing. Exact at every grid point while x is off by less than w/2 (s by less than 1/2).
+#[derive(Debug)]
+pub struct GridMlp {
+    pub mlp: crate::plan::Mlp,
+    /// Smallest half-gap w of a ramp (x must be within w/4 of its exact value).
+    pub min_w: f64,
+    /// Rounding bound factors, maximised over the grid pairs: `pre` is Σ over the ramps that are
+    /// on at the pair of |Δ|·Σ|pre-activation terms| (each ramp's two units), `sum` the summed
+    /// magnitude of the units' outputs, and `units` the number of units per position.
+    pub pre: f64,
+    pub sum: f64,
+    pub units: usize,
+}
+
+pub fn grid_mlp(onehot: usize, inverse: usize, max_len: usize, pairs: &[(i64, i64)], table: &[Vec<f64>], out: usize) -> GridMlp {
+    use crate::plan::Mlp;
+    let dims = table.first().map_or(0, Vec::len);
+    let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
+    let (mut min_w, mut pre, mut sum, mut units_max) = (f64::INFINITY, 0.0f64, 0.0f64, 0usize);
+    let x_of = |l: i64| 1.0 / (l as f64 + 1.0);
+    let (x_lo, x_hi) = (x_of(max_len as i64), 1.0);
+    for i in 0..max_len as i64 {
+        // Lengths from max_len down to i+1: x ascending.
+        let rows: Vec<(i64, &Vec<f64>)> = (i + 1..=max_len as i64)
+            .rev()
+            .filter_map(|l| {
+                let p = pair_index(i as usize, l as usize);
+                (pairs.get(p) == Some(&(i, l))).then(|| (l, &table[p]))
+            })
+            .collect();
+        let Some(&(_, base)) = rows.first() else { continue };
+        let base_mag: f64 = base.iter().map(|v| v.abs()).sum();
+        let mut units = 0usize;
+        if base_mag != 0.0 {
+            let c = mlp.hidden;
+            mlp.hidden += 1;
+            units += 1;
+            mlp.w_in.push((onehot, i as usize, c, 1.0));
+            mlp.b_in.push(0.0);
+            for (d, &v) in base.iter().enumerate() {
+                if v != 0.0 {
+                    mlp.w_out.push((c, out, d, v));
+                }
+            }
+        }
+        // (t, w, M, Σ|Δ|) of each ramp, for the bounds below.
+        let mut ramps: Vec<(f64, f64, f64, f64)> = vec![];
+        for pair in rows.windows(2) {
+            let ((l0, v0), (l1, v1)) = (pair[0], pair[1]);
+            let delta: Vec<f64> = (0..dims).map(|d| v1[d] - v0[d]).collect();
+            if delta.iter().all(|&x| x == 0.0) {
+                continue;
+            }
+            let (p0, p1) = (x_of(l0), x_of(l1));
+            let t = (p0 + p1) / 2.0;
+            let w = (p1 - p0) / 2.0;
+            min_w = min_w.min(w);
+            let big = ((x_hi - t).abs().max((t - x_lo).abs()) / w + 1.0).ceil();
+            for (shift, sign) in [(0.5, 1.0), (-0.5, -1.0)] {
+                let c = mlp.hidden;
+                mlp.hidden += 1;
+                units += 1;
+                mlp.w_in.push((inverse, 0, c, 1.0 / w));
+                mlp.w_in.push((onehot, i as usize, c, big));
+                mlp.b_in.push(-t / w + shift - big);
+                for (d, &x) in delta.iter().enumerate() {
+                    if x != 0.0 {
+                        mlp.w_out.push((c, out, d, sign * x));
+                    }
+                }
+            }
+            ramps.push((t, w, big, delta.iter().map(|x| x.abs()).sum()));
+        }
+        // At a grid point x, a ramp with t > x is off (both units at most -1/2, exactly 0); one
+        // with t < x has both units on, their difference exactly 1 up to rounding.
+        for &(l, _) in &rows {
+            let x = x_of(l);
+            let (mut p, mut s) = (0.0, base_mag);
+            for &(t, w, big, d) in ramps.iter().filter(|r| r.0 < x) {
+                p += d * 2.0 * (x / w + big + t / w + big + 0.5);
+                s += d * 2.0 * (x - t) / w;
+            }
+            pre = pre.max(p);
+            sum = sum.max(s);
+        }
+        units_max = units_max.max(units);
+    }
+    GridMlp { mlp, min_w, pre, sum, units: units_max }
+}
+
+/// Index of the pair (i, l) in [`grid`]'s order.
+pub fn pair_index(i: usize, l: usize) -> usize {
+    l * (l - 1) / 2 + i
+}
+
+/// A per-position fact from per-row facts: rows are positions (`ctx` None) or grid pairs, and a
+/// position has the fact when every pair at it does.
+pub fn per_position(n: usize, ctx: Option<&[(i64, i64)]>, rows: &[bool]) -> Vec<bool> {
+    match ctx {
+        None => rows.to_vec(),
+        Some(pairs) => {
+            let mut out = vec![true; n];
+            for (&(q, _), &b) in pairs.iter().zip(rows) {
+                if let Some(o) = out.get_mut(q as usize) {
+                    *o &= b;
+                }
+            }
+            out
+        }
+    }
+}
