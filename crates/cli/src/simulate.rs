@@ -95,6 +95,9 @@ pub fn reference(inst: &Instance) -> Result<Vec<f64>, candle_core::Error> {
     Ok(out)
 }
 
+/// Longest sequence [`build_with`] builds U for (the CLI's budget is `u_positions`).
+pub const MAX_POSITIONS: usize = 1 << 20;
+
 /// U compiled for one shape.
 #[derive(Debug)]
 pub struct BuiltU {
@@ -118,8 +121,8 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
     if s.n == 0 || s.d == 0 || s.dv == 0 || s.h == 0 {
         return Err(format!("shapes must be at least 1 (n {}, d {}, dv {}, heads {})", s.n, s.d, s.dv, s.h));
     }
-    if s.seq_len() > 4096 {
-        return Err(format!("U for these shapes needs {} positions (at most 4096)", s.seq_len()));
+    if s.seq_len() > MAX_POSITIONS {
+        return Err(format!("U for these shapes needs {} positions (at most {MAX_POSITIONS})", s.seq_len()));
     }
     if !(bound.is_finite() && bound > 0.0 && x_bound.is_finite() && x_bound > 0.0) {
         return Err(format!("bounds must be positive numbers, got --bound {bound}, --x-bound {x_bound}"));
