@@ -1059,7 +1059,7 @@ impl RealLowerer<'_> {
             NodeKind::SelectAnd(a, b) => self.quadratic_leaves(*a, out) && self.quadratic_leaves(*b, out),
             NodeKind::Select { keys, queries, cmp: Cmp::Eq } => {
                 let (Ok(kv), Ok(qv)) = (self.side(sel, *keys), self.side(sel, *queries)) else { return false };
-                // Integer values (None: undefined there, never matches); Err: not integers.
+                // Integer values (inner None: undefined there, never matches); None: not integers.
                 let int = |v: &[Option<Atom>]| -> Option<Vec<Option<f64>>> {
                     v.iter()
                         .map(|a| match a.as_ref().map(atom_f64) {
