@@ -24,7 +24,6 @@
 
 mod grid;
 
-use crate::infer::index_function;
 use crate::plan::*;
 use raspc_lang::ast::{BinOp, Cmp};
 use raspc_lang::graph::{Convert, MapOp, Operand};
@@ -730,6 +729,26 @@ fn atom_f64(a: &Atom) -> Option<f64> {
     }
 }
 
+/// What Python `==` compares an atom by: equal atoms have equal keys (ints, bools and
+/// integral floats as integers; other floats by bits; NaN equals nothing).
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum EqKey {
+    I(i64),
+    F(u64),
+    S(String),
+}
+
+fn eq_key(a: &Atom) -> Option<EqKey> {
+    Some(match a {
+        Atom::Int(i) => EqKey::I(*i),
+        Atom::Bool(b) => EqKey::I(*b as i64),
+        Atom::Float(f) if f.is_nan() => return None,
+        Atom::Float(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => EqKey::I(*f as i64),
+        Atom::Float(f) => EqKey::F(f.to_bits()),
+        Atom::Str(s) => EqKey::S(s.clone()),
+    })
+}
+
 impl RealLowerer<'_> {
     fn err(&self, id: NodeId, msg: impl Into<String>) -> Diagnostic {
         Diagnostic::error("compile::real", msg, self.g.node(id).span)
@@ -835,8 +854,11 @@ impl RealLowerer<'_> {
         let node = self.g.node(id);
         let label = node.label.clone();
         self.span = node.span;
-        if let Some(v) = index_function(self.g, id, self.n) {
-            return Ok(Val::Pos(v));
+        // Functions of `indices` alone are positional (maps of positional operands below).
+        match &node.kind {
+            NodeKind::Indices => return Ok(Val::Pos((0..self.n).map(|i| Some(Atom::Int(i as i64))).collect())),
+            NodeKind::Const(a) => return Ok(Val::Pos(vec![Some(a.clone()); self.n])),
+            _ => {}
         }
         if let Some(t) = self.grid.values.get(&id) {
             return Ok(self.grid_val(t.clone()));
@@ -931,7 +953,7 @@ impl RealLowerer<'_> {
                     let out = m
                         .iter()
                         .map(|row| {
-                            let picked: Vec<f64> = row.iter().zip(&nums).filter(|(p, _)| **p).map(|(_, x)| *x).collect();
+                            let picked: Vec<f64> = row.iter().map(|&k| nums[k as usize]).collect();
                             Some(Atom::Float(if picked.is_empty() {
                                 d
                             } else if is_max {
@@ -962,7 +984,7 @@ impl RealLowerer<'_> {
             }
             NodeKind::SelectorWidth(sel) => {
                 let m = self.selector(sel)?;
-                Val::Pos(m.iter().map(|r| Some(Atom::Int(r.iter().filter(|&&b| b).count() as i64))).collect())
+                Val::Pos(m.iter().map(|r| Some(Atom::Int(r.len() as i64))).collect())
             }
             _ => return Err(self.err(id, "not supported with real inputs").with_label("here")),
         })
@@ -970,18 +992,49 @@ impl RealLowerer<'_> {
 
     // ---- selectors and heads -----------------------------------------------------------
 
-    /// The selection matrix `[query][key]` of a selector between positional s-ops.
-    fn selector(&self, sel: NodeId) -> Result<Vec<Vec<bool>>, Diagnostic> {
+    /// The selected keys of each query (ascending) of a selector between positional s-ops.
+    /// `==` leaves are matched through a value -> keys map, `and`/`or` merge sorted lists, so a
+    /// selector of `==` leaves costs O(positions + selected pairs), not positions².
+    fn selector(&self, sel: NodeId) -> Result<Vec<Vec<u32>>, Diagnostic> {
         let mut sides = HashMap::new();
         self.collect_sides(sel, &mut sides)?;
-        let n = self.n;
-        let mut out = vec![vec![false; n]; n];
-        for (q, row) in out.iter_mut().enumerate() {
-            for (k, cell) in row.iter_mut().enumerate() {
-                *cell = self.eval_sel(sel, k, q, &sides);
+        Ok(self.sel_rows(sel, &sides))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn sel_rows(&self, sel: NodeId, sides: &HashMap<NodeId, (Vec<Option<Atom>>, Vec<Option<Atom>>)>) -> Vec<Vec<u32>> {
+        match &self.g.node(sel).kind {
+            NodeKind::Select { cmp: Cmp::Eq, .. } => {
+                let (kv, qv) = &sides[&sel];
+                let mut keys_of: HashMap<EqKey, Vec<u32>> = HashMap::new();
+                for (k, a) in kv.iter().enumerate() {
+                    if let Some(key) = a.as_ref().and_then(eq_key) {
+                        keys_of.entry(key).or_default().push(k as u32);
+                    }
+                }
+                return qv.iter().map(|a| a.as_ref().and_then(eq_key).and_then(|key| keys_of.get(&key).cloned()).unwrap_or_default()).collect();
             }
+            NodeKind::SelectAnd(a, b) => {
+                let (x, y) = (self.sel_rows(*a, sides), self.sel_rows(*b, sides));
+                return x.iter().zip(&y).map(|(r, s)| r.iter().filter(|k| s.binary_search(k).is_ok()).copied().collect()).collect();
+            }
+            NodeKind::SelectOr(a, b) => {
+                let (x, y) = (self.sel_rows(*a, sides), self.sel_rows(*b, sides));
+                return x
+                    .into_iter()
+                    .zip(y)
+                    .map(|(mut r, s)| {
+                        r.extend(s);
+                        r.sort_unstable();
+                        r.dedup();
+                        r
+                    })
+                    .collect();
+            }
+            _ => {}
         }
-        Ok(out)
+        let n = self.n;
+        (0..n).map(|q| (0..n).filter(|&k| self.eval_sel(sel, k, q, sides)).map(|k| k as u32).collect()).collect()
     }
 
     #[allow(clippy::type_complexity)]
@@ -1030,29 +1083,43 @@ impl RealLowerer<'_> {
         }
     }
 
-    /// `==` leaves of an `and` tree with integer positions: `(key values, query values)`.
+    /// `==` leaves of an `and` tree with integer positions: `(key values, query values)`, each
+    /// within ±1024 (so every score term is an integer an f32 holds exactly). A leaf whose
+    /// values span more is split into two digits, `v - lo = hi·B + lo'` with B² covering the
+    /// span: equal values have equal digits, and unequal ones differ in a digit by at least 1.
     fn quadratic_leaves(&self, sel: NodeId, out: &mut Vec<(Vec<f64>, Vec<f64>)>) -> bool {
         match &self.g.node(sel).kind {
             NodeKind::SelectAnd(a, b) => self.quadratic_leaves(*a, out) && self.quadratic_leaves(*b, out),
             NodeKind::Select { keys, queries, cmp: Cmp::Eq } => {
                 let (Ok(kv), Ok(qv)) = (self.side(sel, *keys), self.side(sel, *queries)) else { return false };
-                // Undefined positions never match: a far-away sentinel.
-                let int = |v: &[Option<Atom>], sentinel: f64| -> Option<Vec<f64>> {
+                // Integer values (inner None: undefined there, never matches); None: not integers.
+                let int = |v: &[Option<Atom>]| -> Option<Vec<Option<f64>>> {
                     v.iter()
                         .map(|a| match a.as_ref().map(atom_f64) {
-                            Some(Some(x)) if x.fract() == 0.0 && x.abs() <= 1024.0 => Some(x),
+                            Some(Some(x)) if x.fract() == 0.0 && x.abs() <= 1e15 => Some(Some(x)),
                             Some(Some(_)) => None,
-                            _ => Some(sentinel),
+                            _ => Some(None),
                         })
                         .collect()
                 };
-                match (int(&kv, -3000.0), int(&qv, -6000.0)) {
-                    (Some(k), Some(q)) => {
-                        out.push((k, q));
-                        true
-                    }
-                    _ => false,
+                let (Some(k), Some(q)) = (int(&kv), int(&qv)) else { return false };
+                let defined = || k.iter().chain(&q).flatten().copied();
+                let (lo, hi) = defined().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+                // Undefined positions: a far-away sentinel (keys and queries apart).
+                let fill = |v: &[Option<f64>], f: &dyn Fn(f64) -> f64, sentinel: f64| -> Vec<f64> { v.iter().map(|x| x.map_or(sentinel, f)).collect() };
+                if lo > hi || (lo >= -1024.0 && hi <= 1024.0) {
+                    out.push((fill(&k, &|x| x, -3000.0), fill(&q, &|x| x, -6000.0)));
+                    return true;
                 }
+                let base = ((hi - lo + 1.0).sqrt().ceil()).max(2.0);
+                if base > 1024.0 {
+                    return false;
+                }
+                let high = |x: f64| ((x - lo) / base).floor();
+                let low = |x: f64| (x - lo) - base * ((x - lo) / base).floor();
+                out.push((fill(&k, &high, -3000.0), fill(&q, &high, -6000.0)));
+                out.push((fill(&k, &low, 0.0), fill(&q, &low, 0.0)));
+                true
             }
             _ => false,
         }
@@ -1061,15 +1128,19 @@ impl RealLowerer<'_> {
     /// One hard-attention head writing a new numerical slot: the mean (or the maximum) of the
     /// affine form `v` over the keys `m[q]` selects; 0 where none is.
     #[allow(clippy::too_many_arguments)]
-    fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<bool>], v: &Aff, is_max: bool, ctx: Option<&[(i64, i64)]>) -> Result<usize, Diagnostic> {
+    fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<u32>], v: &Aff, is_max: bool, ctx: Option<&[(i64, i64)]>) -> Result<usize, Diagnostic> {
         // The values of the keys some query selects (per-position bounds of the input and
         // positional values; other slots' intervals).
-        let vi = (0..self.n).filter(|&k| m.iter().any(|r| r[k])).map(|k| self.key_iv(v, k)).reduce(Iv::hull).unwrap_or(Iv::pt(0.0));
+        let mut selected = vec![false; self.n];
+        for &k in m.iter().flatten() {
+            selected[k as usize] = true;
+        }
+        let vi = (0..self.n).filter(|&k| selected[k]).map(|k| self.key_iv(v, k)).reduce(Iv::hull).unwrap_or(Iv::pt(0.0));
         let ve = self.aff_err(v);
         // (Floored so the max head's score scale stays a finite f32.)
         let vmag = vi.mag().max(1e-3);
-        let none = m.iter().any(|r| !r.iter().any(|&b| b));
-        let widest = m.iter().map(|r| r.iter().filter(|&&b| b).count()).max().unwrap_or(0);
+        let none = m.iter().any(|r| r.is_empty());
+        let widest = m.iter().map(Vec::len).max().unwrap_or(0);
         // Value path: one dot product with nnz terms, then a mean of `widest` values.
         let value_fp = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) * self.aff_mag(v) + Err2::gamma(widest + 2, true) * (Err2::both(vmag) + ve);
         let (mut q, mut k): (Vec<In>, Vec<In>) = (vec![], vec![]);
@@ -1104,18 +1175,21 @@ impl RealLowerer<'_> {
             k.push((TOK, 0, col, 1.0));
             col += 1;
         } else {
-            // Key groups: distinct tuples of what the selector can see of a key.
-            let mut groups: Vec<Vec<bool>> = vec![];
+            // Key groups: keys selected by the same queries.
+            let mut columns: Vec<Vec<u32>> = vec![vec![]; self.n];
+            for (qi, row) in m.iter().enumerate() {
+                for &k in row {
+                    columns[k as usize].push(qi as u32);
+                }
+            }
+            let mut groups: Vec<Vec<u32>> = vec![];
+            let mut index: HashMap<Vec<u32>, usize> = HashMap::new();
             let mut group_of = vec![0usize; self.n];
-            for key in 0..self.n {
-                let column: Vec<bool> = m.iter().map(|r| r[key]).collect();
-                group_of[key] = match groups.iter().position(|g| *g == column) {
-                    Some(i) => i,
-                    None => {
-                        groups.push(column);
-                        groups.len() - 1
-                    }
-                };
+            for (key, column) in columns.into_iter().enumerate() {
+                group_of[key] = *index.entry(column.clone()).or_insert_with(|| {
+                    groups.push(column);
+                    groups.len() - 1
+                });
             }
             if groups.len() > MAX_GROUPS {
                 return Err(self.err(id, format!("this selector splits the keys into {} groups (at most {MAX_GROUPS})", groups.len())).with_label("too irregular for one head"));
@@ -1125,7 +1199,7 @@ impl RealLowerer<'_> {
             let qn = match ctx {
                 // Rows are (index, length) pairs: an MLP writes which groups a query leaves out.
                 Some(_) => {
-                    let table: Vec<Vec<f64>> = (0..m.len()).map(|p| groups.iter().map(|g| if g[p] { 0.0 } else { 1.0 }).collect()).collect();
+                    let table: Vec<Vec<f64>> = (0..m.len()).map(|p| groups.iter().map(|g| if g.binary_search(&(p as u32)).is_ok() { 0.0 } else { 1.0 }).collect()).collect();
                     self.grid_table_slot(id, &format!("{label}.unselected"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect()), &table)?.0
                 }
                 None => self.new_slot(format!("{label}.unselected"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect())),
@@ -1139,9 +1213,10 @@ impl RealLowerer<'_> {
                 }
                 self.positional.push((kg, gi, kv));
                 if ctx.is_none() {
-                    let mut qv = vec![0.0; self.n + 1];
-                    for (qi, row) in qv.iter_mut().skip(1).enumerate() {
-                        *row = if group[qi] { 0.0 } else { 1.0 };
+                    let mut qv = vec![1.0; self.n + 1];
+                    qv[0] = 0.0;
+                    for &qi in group {
+                        qv[qi as usize + 1] = 0.0;
                     }
                     self.positional.push((qn, gi, qv));
                 }
@@ -1180,14 +1255,15 @@ impl RealLowerer<'_> {
         self.res.insert(out, Res { iv, err });
         // Exact zeros: queries with no selected key read the default 0.
         let vz = self.aff_zero(v);
-        let zero_rows: Vec<bool> = m.iter().map(|r| !r.iter().any(|&b| b) || r.iter().enumerate().all(|(k, &b)| !b || vz[k])).collect();
+        let zero_rows: Vec<bool> = m.iter().map(|r| r.iter().all(|&k| vz[k as usize])).collect();
         self.zero.insert(out, crate::positional::per_position(self.n, ctx, &zero_rows));
         if is_max && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) {
             let Some(&s) = v.c.keys().next() else { return Err(self.err(id, "internal error: an empty affine form").with_label("here")) };
             let zs = self.zero.get(&s).cloned().unwrap_or_else(|| vec![false; self.n]);
+            let selects_itself = |r: &Vec<u32>, q: usize| r.binary_search(&(q as u32)).is_ok();
             let covers: Vec<bool> = match ctx {
-                Some(pairs) => pairs.iter().zip(m).map(|(&(q, _), r)| r[q as usize] || (!r.iter().any(|&b| b) && zs[q as usize])).collect(),
-                None => (0..self.n).map(|q| m[q][q] || (!m[q].iter().any(|&b| b) && zs[q])).collect(),
+                Some(pairs) => pairs.iter().zip(m).map(|(&(q, _), r)| selects_itself(r, q as usize) || (r.is_empty() && zs[q as usize])).collect(),
+                None => (0..self.n).map(|q| selects_itself(&m[q], q) || (m[q].is_empty() && zs[q])).collect(),
             };
             if crate::positional::per_position(self.n, ctx, &covers).iter().all(|&b| b) {
                 self.max_of.insert(out, s);

@@ -210,6 +210,37 @@ fn paper_style_programs_compile_with_bounds() {
 }
 
 #[test]
+fn gathers_past_1024_positions_stay_compact() {
+    // Reversal over 1500 positions: `==` on indices up to 1499 is scored on two digits, so the
+    // head stays a handful of dimensions wide (key groups would need one per position).
+    let len = 1500;
+    let src = format!("y = gather(tokens_float, {} - indices);", len - 1);
+    let b = build(&src, len, -10.0, 10.0, MlpMode::Gated).unwrap();
+    assert!(b.compiled.summary.d_model < 64, "d_model {}", b.compiled.summary.d_model);
+    let direct = |x: &[f64]| x.iter().rev().copied().collect::<Vec<f64>>();
+    check(&b, &random_inputs(len, -10.0, 10.0, 2, 7), &direct, 0..len);
+}
+
+#[test]
+fn selectors_of_or_and_not_match_the_interpreter() {
+    // Each position averages its neighbours (or itself at the ends), and everything but itself.
+    let src = "near = select(indices, indices - 1, ==) or select(indices, indices + 1, ==);\n\
+               y = aggregate(near, tokens_float, 0) + aggregate(not select(indices, indices, ==), tokens_float, 0);";
+    let len = 9;
+    let b = build(src, len, -5.0, 5.0, MlpMode::Gated).unwrap();
+    let direct = |x: &[f64]| {
+        let total: f64 = x.iter().sum();
+        (0..x.len())
+            .map(|i| {
+                let nb: Vec<f64> = [i.checked_sub(1), Some(i + 1)].into_iter().flatten().filter(|&j| j < x.len()).map(|j| x[j]).collect();
+                nb.iter().sum::<f64>() / nb.len() as f64 + (total - x[i]) / (x.len() - 1) as f64
+            })
+            .collect()
+    };
+    check(&b, &random_inputs(len, -5.0, 5.0, 20, 8), &direct, 0..len);
+}
+
+#[test]
 fn universal_simulator_matches_attention_on_a_small_sweep() {
     use raspc::simulate::{build as build_u, run_trials, Instance, Shape};
     for (n, d, dv, h) in [(2, 2, 2, 1), (2, 4, 2, 2), (4, 2, 2, 2), (4, 4, 2, 1)] {

@@ -151,7 +151,9 @@ impl RealLowerer<'_> {
         }
         let vex = self.ex_of(values)?;
         let v = self.affine_or_resident(&vex, &self.g.node(values).label.clone())?;
-        let s = self.head(id, label, sel, &rows, &v, is_max, Some(&pairs))?;
+        // The head takes each row as the ascending list of the keys it selects.
+        let lists: Vec<Vec<u32>> = rows.iter().map(|r| r.iter().enumerate().filter(|&(_, &b)| b).map(|(k, _)| k as u32).collect()).collect();
+        let s = self.head(id, label, sel, &lists, &v, is_max, Some(&pairs))?;
         Ok(Some(Val::Real(Ex::Leaf(s))))
     }
 

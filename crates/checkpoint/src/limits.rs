@@ -43,9 +43,11 @@ pub struct Limits {
     /// Command line, `samples`: `verify --samples`, `simulate --trials`, and the forward passes
     /// of `probe svflow` (levels x seeds x sequences).
     pub max_samples: u64,
-    /// Command line, `input_tokens`: tokens of one input (`eval --input`, `--max-len`, the
-    /// sequence length of `simulate`'s U).
+    /// Command line, `input_tokens`: tokens of one input (`eval --input`, `--max-len`, each
+    /// shape flag of `simulate`).
     pub max_input_tokens: usize,
+    /// Command line, `u_positions`: the sequence length of `simulate`'s U.
+    pub max_u_positions: usize,
     /// Command line, `tokens`: tokens generated at once (`verify --samples` x `--max-len`).
     pub max_tokens: u64,
     /// Command line, `text_bytes`: a program, `probe --text`, `simulate --target/--input` file.
@@ -71,6 +73,7 @@ impl Default for Limits {
             max_tie_tolerance: 1.0,
             max_samples: 1_000_000,
             max_input_tokens: 4096,
+            max_u_positions: 1 << 16,
             max_tokens: 1 << 26,
             max_text_bytes: 64 << 20,
         }
@@ -117,9 +120,10 @@ impl Limits {
                 "tie_tolerance" => self.max_tie_tolerance = x,
                 "samples" => self.max_samples = int,
                 "input_tokens" => self.max_input_tokens = size,
+                "u_positions" => self.max_u_positions = size,
                 "tokens" => self.max_tokens = int,
                 "text_bytes" => self.max_text_bytes = int,
-                _ => return Err(bad("unknown budget (file_bytes, header_bytes, d_model, layers, heads, width, vocab, seq_len, params, string_bytes, list_len, abs_weight, soft_beta, tie_tolerance, samples, input_tokens, tokens, text_bytes)")),
+                _ => return Err(bad("unknown budget (file_bytes, header_bytes, d_model, layers, heads, width, vocab, seq_len, params, string_bytes, list_len, abs_weight, soft_beta, tie_tolerance, samples, input_tokens, u_positions, tokens, text_bytes)")),
             }
         }
         Ok(self)

@@ -113,13 +113,14 @@ pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Resul
 }
 
 /// U certified for A and V entries in [-bound, bound], X entries in [-x_bound, x_bound] and
-/// zero padding.
+/// zero padding. Refused past the `u_positions` budget (`RASPC_LIMITS`, default 65,536).
 pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Option<f64>) -> Result<BuiltU, String> {
     if s.n == 0 || s.d == 0 || s.dv == 0 || s.h == 0 {
         return Err(format!("shapes must be at least 1 (n {}, d {}, dv {}, heads {})", s.n, s.d, s.dv, s.h));
     }
-    if s.seq_len() > 4096 {
-        return Err(format!("U for these shapes needs {} positions (at most 4096)", s.seq_len()));
+    let budget = raspc_checkpoint::Limits::from_env().map_err(|e| e.to_string())?.max_u_positions;
+    if s.seq_len() > budget {
+        return Err(format!("U for these shapes needs {} positions, over the budget of {budget} (raise it with RASPC_LIMITS=u_positions=N)", s.seq_len()));
     }
     if !(bound.is_finite() && bound > 0.0 && x_bound.is_finite() && x_bound > 0.0) {
         return Err(format!("bounds must be positive numbers, got --bound {bound}, --x-bound {x_bound}"));

@@ -369,7 +369,7 @@ fn flags_are_checked_before_anything_is_allocated() {
     fails(&["verify", h, "--vocab", "abc", "--max-len", "4", "--samples", "10000000000"], &["--samples", "RASPC_LIMITS=samples"]);
     fails(&["simulate", "--n", "100000", "--d", "100000", "--trials", "2"], &["--n 100000"]);
     fails(&["simulate", "--n", "4294967296", "--d", "4294967296", "--heads", "4294967296", "--trials", "2"], &["--n"]);
-    fails(&["simulate", "--n", "40", "--d", "40", "--heads", "4", "--trials", "2"], &["U for --n 40", "positions"]);
+    fails(&["simulate", "--n", "100", "--d", "100", "--heads", "8", "--trials", "2"], &["U for --n 100", "positions", "u_positions"]);
     fails(&["simulate", "--trials", "1000000000"], &["--trials"]);
     fails(&["simulate", "--trials", "2", "--tolerance", "NaN"], &["--tolerance NaN"]);
     fails(&["simulate", "--trials", "2", "--bound", "inf"], &["--bound inf"]);

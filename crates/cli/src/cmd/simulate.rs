@@ -51,10 +51,10 @@ pub(crate) fn check_sim_shape(s: simulate::Shape) -> Result<(), String> {
     // U's sequence length (see simulate::Shape::seq_len), in u128: no overflow for any flags.
     let (n, d, dv, h) = (s.n as u128, s.d as u128, s.dv as u128, s.h as u128);
     let seq = (n * d + h * d * d + h * d * dv).max(h * n * n.max(d).max(dv));
-    if seq > l.max_input_tokens as u128 {
+    if seq > l.max_u_positions as u128 {
         return Err(format!(
-            "U for --n {} --d {} --dv {} --heads {} needs sequences of {seq} positions, over the budget of {} (raise it with RASPC_LIMITS=input_tokens=N)",
-            s.n, s.d, s.dv, s.h, l.max_input_tokens
+            "U for --n {} --d {} --dv {} --heads {} needs sequences of {seq} positions, over the budget of {} (raise it with RASPC_LIMITS=u_positions=N)",
+            s.n, s.d, s.dv, s.h, l.max_u_positions
         ));
     }
     Ok(())
