@@ -187,6 +187,11 @@ struct Mlp<T> {
     out_cols: Vec<u32>,
     w_in: Sparse<T>,
     b_in: Vec<T>,
+    /// Units whose bias is positive (ReLU MLPs: the only units besides those a nonzero input
+    /// reaches that can be nonzero).
+    pos_bias: Vec<u32>,
+    /// Unit -> its range in `w_out`'s `col`/`val` (length hidden + 1).
+    out_ptr: Vec<u32>,
     gate: Option<(Sparse<T>, Vec<T>)>,
     w_out: Sparse<T>,
     b_out: Vec<T>,
@@ -236,6 +241,9 @@ struct Workspace<T> {
     outv: Vec<T>,
     hidden: Vec<T>,
     gate: Vec<T>,
+    /// ReLU MLPs: the units a position reaches, and which are listed.
+    active: Vec<u32>,
+    mark: Vec<bool>,
     /// MLP output; zero outside the columns being written.
     tmp: Vec<T>,
     key: Vec<u64>,
@@ -335,7 +343,7 @@ impl<T: Real> FastModel<T> {
                         MlpKind::Reglu => Some((Sparse::new(&tensor(ck, &n("w_gate"))?.data, d, hid, None), conv(&tensor(ck, &n("b_gate"))?.data))),
                         MlpKind::Relu => None,
                     };
-                    let (wi, wout, bout) = (tensor(ck, &n("w_in"))?, tensor(ck, &n("w_out"))?, tensor(ck, &n("b_out"))?);
+                    let (wi, bin, wout, bout) = (tensor(ck, &n("w_in"))?, tensor(ck, &n("b_in"))?, tensor(ck, &n("w_out"))?, tensor(ck, &n("b_out"))?);
                     let mut reads = used_rows(&wi.data, d, hid);
                     if mc.kind == MlpKind::Reglu {
                         for (r, u) in used_rows(&tensor(ck, &n("w_gate"))?.data, d, hid).into_iter().enumerate() {
@@ -347,11 +355,22 @@ impl<T: Real> FastModel<T> {
                         in_rows: (0..d).filter(|&r| reads[r]).map(|r| r as u32).collect(),
                         out_cols: (0..d).filter(|&c| writes[c] || bout.data[c] != 0.0).map(|c| c as u32).collect(),
                         w_in: Sparse::new(&wi.data, d, hid, None),
-                        b_in: conv(&tensor(ck, &n("b_in"))?.data),
+                        b_in: conv(&bin.data),
                         gate,
+                        pos_bias: (0..hid).filter(|&u| bin.data[u] > 0.0).map(|u| u as u32).collect(),
+                        out_ptr: vec![],
                         w_out: Sparse::new(&wout.data, hid, d, None),
                         b_out: conv(&bout.data),
                     };
+                    let mut m = m;
+                    let mut ptr = vec![0u32; hid + 1];
+                    for &(r, _, e) in &m.w_out.nz_rows {
+                        ptr[r as usize + 1] = e;
+                    }
+                    for u in 0..hid {
+                        ptr[u + 1] = ptr[u + 1].max(ptr[u]);
+                    }
+                    m.out_ptr = ptr;
                     work += m.w_in.nnz() + m.w_out.nnz() + hid + m.gate.as_ref().map_or(0, |g| g.0.nnz());
                     Some(m)
                 }
@@ -426,6 +445,8 @@ impl<T: Real> FastModel<T> {
             outv: vec![T::ZERO; dv],
             hidden: vec![T::ZERO; hid],
             gate: vec![T::ZERO; hid],
+            active: Vec::with_capacity(hid),
+            mark: vec![false; hid],
             tmp: vec![T::ZERO; d],
             key: vec![],
             qkeys: vec![],
@@ -557,7 +578,6 @@ impl<T: Real> FastModel<T> {
     /// row by row, through the memo.
     fn mlp(&self, m: &Mlp<T>, t: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
         let d = self.d;
-        let hid = m.b_in.len();
         for p in 0..t {
             let xp = &ws.x[p * d..(p + 1) * d];
             let memo = &mut ws.memo[l];
@@ -590,32 +610,56 @@ impl<T: Real> FastModel<T> {
                 }
                 memo.misses += 1;
             }
-            let hidden = &mut ws.hidden[..hid];
-            hidden.fill(T::ZERO);
-            m.w_in.accumulate(xp, hidden);
-            for (h, &b) in hidden.iter_mut().zip(&m.b_in) {
-                *h = *h + b;
-            }
-            if check && hidden.iter().any(|h| !h.is_finite()) {
-                return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} mlp (hidden units)") });
-            }
-            for h in hidden.iter_mut() {
-                if !(*h > T::ZERO) {
-                    *h = T::ZERO;
+            if m.gate.is_none() {
+                // ReLU: only units a nonzero input reaches, or with a positive bias, can fire;
+                // the others are ReLU(0 + b) = 0 and are skipped. Each unit's sum runs in input
+                // order as before; the units' outputs are added in the order they were reached.
+                let (hidden, mark, active) = (&mut ws.hidden, &mut ws.mark, &mut ws.active);
+                active.clear();
+                for &(r, s0, e) in &m.w_in.nz_rows {
+                    let xi = xp[r as usize];
+                    if xi != T::ZERO {
+                        let (s0, e) = (s0 as usize, e as usize);
+                        for (&c, &w) in m.w_in.col[s0..e].iter().zip(&m.w_in.val[s0..e]) {
+                            let c = c as usize;
+                            if !mark[c] {
+                                mark[c] = true;
+                                active.push(c as u32);
+                            }
+                            hidden[c] += xi * w;
+                        }
+                    }
                 }
-            }
-            if let Some((wg, bg)) = &m.gate {
-                let g = &mut ws.gate[..hid];
-                g.fill(T::ZERO);
-                wg.accumulate(xp, g);
-                for ((h, &gv), &b) in hidden.iter_mut().zip(g.iter()).zip(bg) {
-                    *h = *h * (gv + b);
+                for &c in &m.pos_bias {
+                    if !mark[c as usize] {
+                        mark[c as usize] = true;
+                        active.push(c);
+                    }
                 }
+                let tmp = &mut ws.tmp[..d];
+                let mut bad = false;
+                for &c in active.iter() {
+                    let c = c as usize;
+                    let h = hidden[c] + m.b_in[c];
+                    bad |= !h.is_finite();
+                    hidden[c] = T::ZERO;
+                    mark[c] = false;
+                    if h > T::ZERO {
+                        let (s0, e) = (m.out_ptr[c] as usize, m.out_ptr[c + 1] as usize);
+                        for (&o, &w) in m.w_out.col[s0..e].iter().zip(&m.w_out.val[s0..e]) {
+                            tmp[o as usize] += h * w;
+                        }
+                    }
+                }
+                if check && bad {
+                    return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} mlp (hidden units)") });
+                }
+            } else {
+                self.dense_hidden(m, p, check, l, ws)?;
             }
-            let tmp = &mut ws.tmp[..d];
-            m.w_out.accumulate(hidden, tmp);
             let memo = &mut ws.memo[l];
             let start = memo.arena.len();
+            let tmp = &mut ws.tmp[..d];
             let xr = &mut ws.x[p * d..(p + 1) * d];
             for &c in &m.out_cols {
                 let c = c as usize;
@@ -639,6 +683,42 @@ impl<T: Real> FastModel<T> {
                     memo.map.insert(hash, [ks, memo.keys.len() as u32, start as u32, memo.arena.len() as u32]);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The hidden units of one position, every unit computed (gated MLPs): adds `W_out · h` to
+    /// `ws.tmp`.
+    fn dense_hidden(&self, m: &Mlp<T>, p: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+        let d = self.d;
+        let hid = m.b_in.len();
+        let xp = &ws.x[p * d..(p + 1) * d];
+        {
+            // `hidden` is all zeros between uses (the ReLU path relies on it).
+            let hidden = &mut ws.hidden[..hid];
+            m.w_in.accumulate(xp, hidden);
+            for (h, &b) in hidden.iter_mut().zip(&m.b_in) {
+                *h = *h + b;
+            }
+            if check && hidden.iter().any(|h| !h.is_finite()) {
+                hidden.fill(T::ZERO);
+                return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} mlp (hidden units)") });
+            }
+            for h in hidden.iter_mut() {
+                if !(*h > T::ZERO) {
+                    *h = T::ZERO;
+                }
+            }
+            if let Some((wg, bg)) = &m.gate {
+                let g = &mut ws.gate[..hid];
+                g.fill(T::ZERO);
+                wg.accumulate(xp, g);
+                for ((h, &gv), &b) in hidden.iter_mut().zip(g.iter()).zip(bg) {
+                    *h = *h * (gv + b);
+                }
+            }
+            m.w_out.accumulate(hidden, &mut ws.tmp[..d]);
+            hidden.fill(T::ZERO);
         }
         Ok(())
     }
@@ -673,6 +753,7 @@ impl<T: Real> FastModel<T> {
         ws.qouts.clear();
         // Causal rows see different keys: no sharing between queries there.
         let mut share = !self.causal;
+        let mut hits = 0;
         for i in 0..t {
             let visible = if self.causal { i + 1 } else { t };
             q.fill(T::ZERO);
@@ -687,11 +768,12 @@ impl<T: Real> FastModel<T> {
                 }
                 let (keys, new) = ws.qkeys.split_at(key_start);
                 if let Some(&(_, _, o)) = ws.qent.iter().find(|&&(a, b, _)| same(&keys[a as usize..b as usize], new)) {
+                    hits += 1;
                     ws.qkeys.truncate(key_start);
                     h.o.accumulate(&ws.qouts[o as usize..o as usize + dv], &mut ws.delta[i * d..(i + 1) * d]);
                     continue;
                 }
-                if ws.qent.len() >= 16 {
+                if ws.qent.len() >= 16 || (ws.qent.len() >= 6 && hits * 2 < ws.qent.len()) {
                     // Queries rarely repeat in this head: stop looking.
                     share = false;
                 } else {
@@ -699,25 +781,35 @@ impl<T: Real> FastModel<T> {
                 }
             }
             let s = &mut ws.scores[..visible];
-            match ws.qnz.split_first() {
-                None => s.fill(T::ZERO),
+            let max = match ws.qnz.split_first() {
+                None => {
+                    s.fill(T::ZERO);
+                    T::ZERO
+                }
                 Some((&(c, qc), rest)) => {
+                    let mut max = qc * kt[c * t];
                     for (sj, &kj) in s.iter_mut().zip(&kt[c * t..c * t + visible]) {
                         *sj = qc * kj;
+                        if rest.is_empty() && *sj > max {
+                            max = *sj;
+                        }
                     }
                     for &(c, qc) in rest {
                         for (sj, &kj) in s.iter_mut().zip(&kt[c * t..c * t + visible]) {
                             *sj += qc * kj;
                         }
                     }
+                    if !rest.is_empty() {
+                        max = s[0];
+                        for &sj in s.iter() {
+                            if sj > max {
+                                max = sj;
+                            }
+                        }
+                    }
+                    max
                 }
-            }
-            let mut max = s[0];
-            for &sj in s.iter() {
-                if sj > max {
-                    max = sj;
-                }
-            }
+            };
             let outv = &mut ws.outv[..dv];
             outv.fill(T::ZERO);
             // Keys with an all-zero value vector add exact zeros: only `vkeys` are summed.
