@@ -481,10 +481,10 @@ impl<T: Real> FastModel<T> {
         if let Some(&id) = batch.iter().flatten().find(|&&id| id as usize >= self.vocab) {
             return Err(RuntimeError::BadId { id, vocab: self.vocab });
         }
-        if let Some(vals) = values {
-            if vals.len() != b || vals.iter().any(|v| v.len() + 1 != t) {
-                return Err(RuntimeError::Ragged(format!("{} number sequences for {b} sequences of {t} positions", vals.len())));
-            }
+        if let Some(vals) = values
+            && (vals.len() != b || vals.iter().any(|v| v.len() + 1 != t))
+        {
+            return Err(RuntimeError::Ragged(format!("{} number sequences for {b} sequences of {t} positions", vals.len())));
         }
         let r = self.readout.cols;
         let mut out = vec![T::ZERO; b * t * r];
@@ -540,7 +540,7 @@ impl<T: Real> FastModel<T> {
                 // BOS (position 0) carries no number.
                 let v = if p == 0 { T::ZERO } else { T::from_f64(vals[p - 1]) };
                 for (o, &e) in row.iter_mut().zip(ev) {
-                    *o = *o + v * e;
+                    *o += v * e;
                 }
             }
         }
@@ -555,7 +555,7 @@ impl<T: Real> FastModel<T> {
                     let (xr, dr) = (&mut ws.x[p * d..(p + 1) * d], &mut ws.delta[p * d..(p + 1) * d]);
                     for &c in &layer.attn_cols {
                         let c = c as usize;
-                        xr[c] = xr[c] + dr[c];
+                        xr[c] += dr[c];
                         dr[c] = T::ZERO;
                     }
                 }
@@ -601,7 +601,7 @@ impl<T: Real> FastModel<T> {
                         memo.hits += 1;
                         let xr = &mut ws.x[p * d..(p + 1) * d];
                         for &(c, v) in &memo.arena[s as usize..e as usize] {
-                            xr[c as usize] = xr[c as usize] + v;
+                            xr[c as usize] += v;
                         }
                         continue;
                     }
@@ -665,7 +665,7 @@ impl<T: Real> FastModel<T> {
                 let c = c as usize;
                 let add = tmp[c] + m.b_out[c];
                 tmp[c] = T::ZERO;
-                xr[c] = xr[c] + add;
+                xr[c] += add;
                 if memo.on && add != T::ZERO {
                     memo.arena.push((c as u32, add));
                 }
@@ -698,14 +698,14 @@ impl<T: Real> FastModel<T> {
             let hidden = &mut ws.hidden[..hid];
             m.w_in.accumulate(xp, hidden);
             for (h, &b) in hidden.iter_mut().zip(&m.b_in) {
-                *h = *h + b;
+                *h += b;
             }
             if check && hidden.iter().any(|h| !h.is_finite()) {
                 hidden.fill(T::ZERO);
                 return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} mlp (hidden units)") });
             }
             for h in hidden.iter_mut() {
-                if !(*h > T::ZERO) {
+                if (*h).partial_cmp(&T::ZERO) != Some(std::cmp::Ordering::Greater) {
                     *h = T::ZERO;
                 }
             }
