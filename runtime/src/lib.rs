@@ -9,10 +9,16 @@
 //! checkpoint's `tie_tolerance` of the row maximum; `Soft` is softmax(β·scores) with the
 //! checkpoint's β. Causal checkpoints mask keys after the query. Scores are plain dot products
 //! (no 1/√d scaling). CPU by default; with the `cuda` feature, [`device`] can return a GPU.
+//!
+//! Two backends compute the same thing ([`Backend`]): on the CPU, plain forward passes run on
+//! the sparse kernels of [`fast`] (the default); candle runs CUDA models, traces and captures,
+//! and CPU models switched to it with [`Model::set_backend`] (the cross-check). candle's tensors
+//! of a CPU model are built on first use.
 
-pub use candle_core::{DType, Device};
-use candle_core::{Tensor, D};
+use candle_core::D;
+pub use candle_core::{DType, Device, Tensor};
 
+pub mod fast;
 pub mod svflow;
 use raspc_checkpoint::{Checkpoint, CheckpointError, Encoding};
 use std::collections::BTreeMap;
@@ -41,6 +47,8 @@ pub enum RuntimeError {
     ReadoutWidth { found: usize, expected: usize },
     #[error("the forward pass produced a non-finite activation (NaN or infinity), first in {stage}: the checkpoint's weights overflow f32 on this input")]
     NonFiniteActivation { stage: String },
+    #[error("token id {id} is not in the model's vocabulary (ids 0..{vocab})")]
+    BadId { id: u32, vocab: usize },
 }
 
 /// Attention semantics used for a forward pass.
@@ -130,42 +138,18 @@ pub struct LayerCapture {
 /// The residual stream after one stage of a forward pass: its name and `[len][d_model]` values.
 pub type Stage = (String, Vec<Vec<f32>>);
 
-/// A loaded checkpoint, ready to run.
+/// The candle tensors of a checkpoint (dense, in the model's dtype, on its device).
 #[derive(Debug)]
-pub struct Model {
-    pub checkpoint: Checkpoint,
-    device: Device,
+struct CandleWeights {
     embed_token: Tensor,
     embed_pos: Tensor,
     embed_value: Option<Tensor>,
     layers: Vec<Layer>,
-    /// Arithmetic of the forward pass (F32, or F64 on the stored f32 weights).
-    dtype: DType,
     readout: Tensor,
-    vocab: BTreeMap<String, u32>,
 }
 
-impl Model {
-    /// Reads and validates a checkpoint file's bytes.
-    pub fn load(bytes: &[u8], device: &Device) -> Result<Model, RuntimeError> {
-        Model::new(Checkpoint::from_bytes(bytes)?, device)
-    }
-
-    /// Reads (regular files only, within the budgets of [`raspc_checkpoint::Limits::from_env`])
-    /// and validates a checkpoint file.
-    pub fn load_file(path: &std::path::Path, device: &Device) -> Result<Model, RuntimeError> {
-        let limits = raspc_checkpoint::Limits::from_env()?;
-        Model::new(Checkpoint::from_file(path, &limits)?, device)
-    }
-
-    pub fn new(checkpoint: Checkpoint, device: &Device) -> Result<Model, RuntimeError> {
-        Model::with_dtype(checkpoint, device, DType::F32)
-    }
-
-    /// A model whose forward pass computes in `dtype` (F32 or F64; the weights are the stored
-    /// f32 values either way).
-    pub fn with_dtype(checkpoint: Checkpoint, device: &Device, dtype: DType) -> Result<Model, RuntimeError> {
-        checkpoint.validate()?;
+impl CandleWeights {
+    fn new(checkpoint: &Checkpoint, device: &Device, dtype: DType) -> Result<CandleWeights, RuntimeError> {
         let t = |name: &str| -> Result<Tensor, RuntimeError> {
             let x = checkpoint.tensors.get(name).ok_or_else(|| CheckpointError::MissingTensor(name.to_string()))?;
             Ok(Tensor::from_slice(&x.data, x.shape.as_slice(), device)?.to_dtype(dtype)?)
@@ -190,8 +174,7 @@ impl Model {
             };
             layers.push(Layer { heads, mlp });
         }
-        let vocab = checkpoint.config.vocab.iter().filter(|v| v.id != checkpoint.config.bos_id).map(|v| (v.token.to_string(), v.id as u32)).collect();
-        Ok(Model {
+        Ok(CandleWeights {
             embed_token: t(raspc_checkpoint::names::TOKEN_EMBEDDING)?,
             embed_pos: t(raspc_checkpoint::names::POSITION_EMBEDDING)?,
             embed_value: match checkpoint.config.real_input {
@@ -200,11 +183,114 @@ impl Model {
             },
             readout: t(raspc_checkpoint::names::READOUT)?,
             layers,
-            vocab,
-            dtype,
-            device: device.clone(),
-            checkpoint,
         })
+    }
+}
+
+/// Which implementation runs plain forward passes ([`Model::forward`], [`Model::forward_real`],
+/// [`Model::run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The sparse CPU kernels of [`fast`] (the default on the CPU).
+    Fast,
+    /// candle (the only one on CUDA; traces and captures always use it).
+    Candle,
+}
+
+/// The fast path in the model's precision.
+#[derive(Debug)]
+enum FastKind {
+    F32(fast::FastModel<f32>),
+    F64(fast::FastModel<f64>),
+}
+
+/// A loaded checkpoint, ready to run.
+#[derive(Debug)]
+pub struct Model {
+    pub checkpoint: Checkpoint,
+    device: Device,
+    /// candle's tensors, built on first use on the CPU (at load on CUDA).
+    candle: std::sync::OnceLock<CandleWeights>,
+    /// The sparse CPU path (CPU devices only).
+    fast: Option<FastKind>,
+    backend: Backend,
+    /// Arithmetic of the forward pass (F32, or F64 on the stored f32 weights).
+    dtype: DType,
+    vocab: BTreeMap<String, u32>,
+}
+
+impl Model {
+    /// Reads and validates a checkpoint file's bytes.
+    pub fn load(bytes: &[u8], device: &Device) -> Result<Model, RuntimeError> {
+        Model::new(Checkpoint::from_bytes(bytes)?, device)
+    }
+
+    /// Reads (regular files only, within the budgets of [`raspc_checkpoint::Limits::from_env`])
+    /// and validates a checkpoint file.
+    pub fn load_file(path: &std::path::Path, device: &Device) -> Result<Model, RuntimeError> {
+        let limits = raspc_checkpoint::Limits::from_env()?;
+        Model::new(Checkpoint::from_file(path, &limits)?, device)
+    }
+
+    pub fn new(checkpoint: Checkpoint, device: &Device) -> Result<Model, RuntimeError> {
+        Model::with_dtype(checkpoint, device, DType::F32)
+    }
+
+    /// A model whose forward pass computes in `dtype` (F32 or F64; the weights are the stored
+    /// f32 values either way).
+    pub fn with_dtype(checkpoint: Checkpoint, device: &Device, dtype: DType) -> Result<Model, RuntimeError> {
+        checkpoint.validate()?;
+        let vocab = checkpoint.config.vocab.iter().filter(|v| v.id != checkpoint.config.bos_id).map(|v| (v.token.to_string(), v.id as u32)).collect();
+        let candle = std::sync::OnceLock::new();
+        let fast = match (device, dtype) {
+            (Device::Cpu, DType::F64) => Some(FastKind::F64(fast::FastModel::new(&checkpoint)?)),
+            (Device::Cpu, DType::F32) => Some(FastKind::F32(fast::FastModel::new(&checkpoint)?)),
+            _ => {
+                let _ = candle.set(CandleWeights::new(&checkpoint, device, dtype)?);
+                None
+            }
+        };
+        let backend = if fast.is_some() { Backend::Fast } else { Backend::Candle };
+        Ok(Model { candle, fast, backend, vocab, dtype, device: device.clone(), checkpoint })
+    }
+
+    /// The implementation plain forward passes use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Chooses the implementation of plain forward passes; `Fast` needs a CPU model in F32 or
+    /// F64.
+    pub fn set_backend(&mut self, backend: Backend) -> Result<(), RuntimeError> {
+        if backend == Backend::Fast && self.fast.is_none() {
+            return Err(RuntimeError::Device("the fast backend runs on the CPU only, in F32 or F64".into()));
+        }
+        self.backend = backend;
+        Ok(())
+    }
+
+    /// Caps the threads the fast backend may split a batch over (0: the machine's parallelism;
+    /// 1: the calling thread only). candle's thread pool is its own.
+    pub fn set_threads(&mut self, threads: usize) {
+        match &mut self.fast {
+            Some(FastKind::F32(m)) => m.set_threads(threads),
+            Some(FastKind::F64(m)) => m.set_threads(threads),
+            None => {}
+        }
+    }
+
+    /// [`set_backend`](Self::set_backend), by value.
+    pub fn with_backend(mut self, backend: Backend) -> Result<Model, RuntimeError> {
+        self.set_backend(backend)?;
+        Ok(self)
+    }
+
+    fn weights(&self) -> Result<&CandleWeights, RuntimeError> {
+        if let Some(w) = self.candle.get() {
+            return Ok(w);
+        }
+        let w = CandleWeights::new(&self.checkpoint, &self.device, self.dtype)?;
+        Ok(self.candle.get_or_init(|| w))
     }
 
     /// The numbers of a real-valued input (JSON numbers within the declared bounds).
@@ -313,6 +399,15 @@ impl Model {
         mut capture: Option<&mut Vec<LayerCapture>>,
         check_finite: bool,
     ) -> Result<Tensor, RuntimeError> {
+        if let (Backend::Fast, Some(f), None, None) = (self.backend, &self.fast, &trace, &capture) {
+            let b = batch.len();
+            let t = batch.first().map_or(0, Vec::len);
+            return Ok(match f {
+                FastKind::F32(m) => Tensor::from_vec(m.forward(batch, values, attention, check_finite)?, (b, t, m.readout_dims()), &self.device)?,
+                FastKind::F64(m) => Tensor::from_vec(m.forward(batch, values, attention, check_finite)?, (b, t, m.readout_dims()), &self.device)?,
+            });
+        }
+        let cw = self.weights()?;
         // `0 * x` is 0 for finite values and NaN for NaN and infinities; the sum shows any.
         let finite = |x: &Tensor, stage: &dyn Fn() -> String| -> Result<(), RuntimeError> {
             if check_finite && !x.affine(0.0, 0.0)?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?.is_finite() {
@@ -332,10 +427,10 @@ impl Model {
         let d = c.d_model;
         let flat: Vec<u32> = batch.iter().flatten().copied().collect();
         let ids = Tensor::from_vec(flat, b * t, &self.device)?;
-        let pos = self.embed_pos.narrow(0, 0, t)?;
-        let x = self.embed_token.index_select(&ids, 0)?.reshape((b, t, d))?;
+        let pos = cw.embed_pos.narrow(0, 0, t)?;
+        let x = cw.embed_token.index_select(&ids, 0)?.reshape((b, t, d))?;
         let mut x = x.broadcast_add(&pos)?.reshape((b * t, d))?;
-        if let (Some(vals), Some(ev)) = (values, &self.embed_value) {
+        if let (Some(vals), Some(ev)) = (values, &cw.embed_value) {
             // BOS carries no number.
             let flat: Vec<f64> = vals.iter().flat_map(|v| std::iter::once(0.0).chain(v.iter().copied())).collect();
             if flat.len() != b * t {
@@ -358,7 +453,7 @@ impl Model {
         let tol = c.attention.tie_tolerance;
         let beta = c.attention.soft_beta;
         let rows = |t: &Tensor| -> Result<Vec<Vec<f64>>, RuntimeError> { Ok(t.to_dtype(DType::F64)?.to_vec2::<f64>()?) };
-        for (l, layer) in self.layers.iter().enumerate() {
+        for (l, layer) in cw.layers.iter().enumerate() {
             let mut delta: Option<Tensor> = None;
             let mut cap = match capture {
                 Some(_) => Some(LayerCapture { input: rows(&x)?, heads: vec![], attention_output: vec![] }),
@@ -426,8 +521,8 @@ impl Model {
                 tr.push((format!("layer {l} mlp"), x.clone()));
             }
         }
-        let r = self.readout.dim(1)?;
-        let y = x.matmul(&self.readout)?.reshape((b, t, r))?;
+        let r = cw.readout.dim(1)?;
+        let y = x.matmul(&cw.readout)?.reshape((b, t, r))?;
         finite(&y, &|| "the readout".into())?;
         Ok(y)
     }

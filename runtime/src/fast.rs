@@ -1,0 +1,858 @@
+//! The CPU forward pass that [`Model`](crate::Model) uses by default on the CPU: plain Rust
+//! loops over the checkpoint's nonzero weights, one sequence at a time, no tensor library.
+//!
+//! Compiled checkpoints are very sparse (0.2–7 % of the weights are nonzero) and so is their
+//! residual stream (one-hot encodings), so every product here skips zeros on both sides:
+//!
+//! - every weight matrix is stored as compressed rows (input dim -> its nonzero outputs), and
+//!   `x · W` visits only the rows whose input is nonzero;
+//! - a head keeps only the query/key dims that both `W_Q` and `W_K` use, and the value dims that
+//!   both `W_V` and `W_O` use (the others add exact zeros); keys are stored transposed, so a
+//!   query's scores are one `axpy` over the keys per nonzero query dim (a one-hot query selects
+//!   one row of key scores: a lookup);
+//! - hard attention sums the values of the kept keys only (usually one: an index lookup);
+//! - MLP hidden units that are zero after the ReLU are skipped in `W_out`.
+//!
+//! The arithmetic is the candle path's, term for term: the same products in the same precision
+//! (f32, or f64 on the stored f32 weights), `max - tie_tolerance` thresholds, `1/count` weights,
+//! `exp(β·(s - max))` softmax, biases added after the sums. Only the order in which the nonzero
+//! terms of a sum are added may differ (zeros are skipped), so results agree with the candle path
+//! to rounding (`tests/tests/fast_runtime.rs` states the tolerance). Buffers are allocated once
+//! per forward call, not per operation. Long batches are split over threads when the work pays
+//! for them (see [`FastModel::forward`]).
+
+use crate::{Attention, RuntimeError};
+use raspc_checkpoint::{Checkpoint, CheckpointError, MlpKind};
+use std::ops::{Add, AddAssign, Div, Mul, Sub};
+
+/// The arithmetic of a forward pass: f32 or f64.
+pub trait Real: Copy + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> + AddAssign + Send + Sync + 'static {
+    const ZERO: Self;
+    const ONE: Self;
+    fn from_f32(x: f32) -> Self;
+    fn from_f64(x: f64) -> Self;
+    fn from_usize(x: usize) -> Self;
+    fn to_f64(self) -> f64;
+    fn exp(self) -> Self;
+    fn is_finite(self) -> bool;
+    /// The bit pattern (memo keys).
+    fn bits(self) -> u64;
+}
+
+impl Real for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+    fn from_f32(x: f32) -> f32 {
+        x
+    }
+    fn from_f64(x: f64) -> f32 {
+        x as f32
+    }
+    fn from_usize(x: usize) -> f32 {
+        x as f32
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn exp(self) -> f32 {
+        f32::exp(self)
+    }
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
+    }
+    fn bits(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+impl Real for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+    fn from_f32(x: f32) -> f64 {
+        x as f64
+    }
+    fn from_f64(x: f64) -> f64 {
+        x
+    }
+    fn from_usize(x: usize) -> f64 {
+        x as f64
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn exp(self) -> f64 {
+        f64::exp(self)
+    }
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
+    }
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+/// A matrix stored by rows, nonzeros only. Row `i` of the original `[rows, cols]` matrix is
+/// `col[start..end]` / `val[start..end]` for the entry `(i, start, end)` of `nz_rows`; rows
+/// without a nonzero are not listed.
+#[derive(Debug, Clone)]
+struct Sparse<T> {
+    cols: usize,
+    nz_rows: Vec<(u32, u32, u32)>,
+    col: Vec<u32>,
+    val: Vec<T>,
+}
+
+impl<T: Real> Sparse<T> {
+    /// From a row-major `[rows, cols]` matrix, keeping only the columns `keep` (renumbered in
+    /// order) when given.
+    fn new(data: &[f32], rows: usize, cols: usize, keep: Option<&[usize]>) -> Sparse<T> {
+        let all: Vec<usize>;
+        let keep = match keep {
+            Some(k) => k,
+            None => {
+                all = (0..cols).collect();
+                &all
+            }
+        };
+        let (mut nz_rows, mut col, mut val) = (vec![], vec![], vec![]);
+        for r in 0..rows {
+            let start = col.len();
+            // `data` has rows * cols entries (shapes are validated at load).
+            let row = &data[r * cols..(r + 1) * cols];
+            for (new, &c) in keep.iter().enumerate() {
+                if row[c] != 0.0 {
+                    col.push(new as u32);
+                    val.push(T::from_f32(row[c]));
+                }
+            }
+            if col.len() > start {
+                nz_rows.push((r as u32, start as u32, col.len() as u32));
+            }
+        }
+        Sparse { cols: keep.len(), nz_rows, col, val }
+    }
+
+    /// `out += x · W` (out has `cols` entries), visiting only nonzero inputs.
+    #[inline(always)]
+    fn accumulate(&self, x: &[T], out: &mut [T]) {
+        for &(r, s, e) in &self.nz_rows {
+            let xi = x[r as usize];
+            if xi != T::ZERO {
+                let (s, e) = (s as usize, e as usize);
+                for (&c, &w) in self.col[s..e].iter().zip(&self.val[s..e]) {
+                    out[c as usize] += xi * w;
+                }
+            }
+        }
+    }
+
+    fn nnz(&self) -> usize {
+        self.val.len()
+    }
+}
+
+/// Which columns of a `[rows, cols]` row-major matrix hold a nonzero.
+fn used_cols(data: &[f32], rows: usize, cols: usize) -> Vec<bool> {
+    let mut used = vec![false; cols];
+    for r in 0..rows {
+        for (c, u) in used.iter_mut().enumerate() {
+            *u |= data[r * cols + c] != 0.0;
+        }
+    }
+    used
+}
+
+/// Which rows of a `[rows, cols]` row-major matrix hold a nonzero.
+fn used_rows(data: &[f32], rows: usize, cols: usize) -> Vec<bool> {
+    (0..rows).map(|r| data[r * cols..(r + 1) * cols].iter().any(|&w| w != 0.0)).collect()
+}
+
+#[derive(Debug, Clone)]
+struct Head<T> {
+    /// `x -> q` over the score dims both W_Q and W_K use.
+    q: Sparse<T>,
+    /// `x -> k`, same dims.
+    k: Sparse<T>,
+    /// `x -> v` over the value dims both W_V and W_O use.
+    v: Sparse<T>,
+    /// `v -> residual`.
+    o: Sparse<T>,
+}
+
+#[derive(Debug, Clone)]
+struct Mlp<T> {
+    /// Residual dims W_in or W_gate read (the MLP is a function of these alone).
+    in_rows: Vec<u32>,
+    /// Residual dims W_out or b_out write (the others receive exact zeros).
+    out_cols: Vec<u32>,
+    w_in: Sparse<T>,
+    b_in: Vec<T>,
+    /// Units whose bias is positive (ReLU MLPs: the only units besides those a nonzero input
+    /// reaches that can be nonzero).
+    pos_bias: Vec<u32>,
+    /// Unit -> its range in `w_out`'s `col`/`val` (length hidden + 1).
+    out_ptr: Vec<u32>,
+    gate: Option<(Sparse<T>, Vec<T>)>,
+    w_out: Sparse<T>,
+    b_out: Vec<T>,
+}
+
+#[derive(Debug, Clone)]
+struct Layer<T> {
+    /// Residual dims some head's W_O writes.
+    attn_cols: Vec<u32>,
+    heads: Vec<Head<T>>,
+    mlp: Option<Mlp<T>>,
+}
+
+/// A checkpoint prepared for the CPU forward pass in precision `T`.
+#[derive(Debug, Clone)]
+pub struct FastModel<T> {
+    d: usize,
+    vocab: usize,
+    max_positions: usize,
+    causal: bool,
+    tie_tolerance: T,
+    beta: T,
+    embed_token: Vec<T>,
+    embed_pos: Vec<T>,
+    embed_value: Option<Vec<T>>,
+    layers: Vec<Layer<T>>,
+    readout: Sparse<T>,
+    /// Nonzero weights visited per position (an estimate of the work; decides threading).
+    work_per_position: usize,
+    /// Most threads a batch may use (0: `available_parallelism`).
+    threads: usize,
+}
+
+/// Per-thread buffers of a forward pass, sized once.
+struct Workspace<T> {
+    x: Vec<T>,
+    /// The attention sublayer's output; zero outside the columns being written.
+    delta: Vec<T>,
+    q: Vec<T>,
+    /// Keys transposed: `[dims][positions]`.
+    kt: Vec<T>,
+    v: Vec<T>,
+    /// Keys whose value vector is not all zeros.
+    vkeys: Vec<u32>,
+    scores: Vec<T>,
+    qnz: Vec<(usize, T)>,
+    outv: Vec<T>,
+    hidden: Vec<T>,
+    gate: Vec<T>,
+    /// ReLU MLPs: the units a position reaches, and which are listed.
+    active: Vec<u32>,
+    mark: Vec<bool>,
+    /// MLP output; zero outside the columns being written.
+    tmp: Vec<T>,
+    key: Vec<u64>,
+    memo: Vec<Memo<T>>,
+    /// Per head and sequence: the query keys seen (`qkeys` ranges) and their value sums
+    /// (`qouts`): queries with the same nonzero query dims get the same attention row.
+    qkeys: Vec<u64>,
+    qent: Vec<(u32, u32, u32)>,
+    qouts: Vec<T>,
+}
+
+/// The outputs an MLP produced for the inputs seen so far in this forward pass: the MLP is a
+/// pure function of the residual dims it reads, so an input seen before (same bits) gets the
+/// same output back without recomputing (categorical programs see few distinct inputs).
+/// Switched off for the rest of the pass when inputs rarely repeat.
+struct Memo<T> {
+    on: bool,
+    hits: usize,
+    misses: usize,
+    /// Hash of an input key (the nonzero read dims and their bits) -> the key's range in
+    /// `keys` and the output's range in `arena`. A different key with the same hash is
+    /// computed, not remembered.
+    map: std::collections::HashMap<u64, [u32; 4], std::hash::BuildHasherDefault<Fx>>,
+    keys: Vec<u64>,
+    /// `(residual dim, what the MLP adds to it)`.
+    arena: Vec<(u32, T)>,
+}
+
+/// A small multiplicative hash for memo keys (std's SipHash costs more than many MLPs here).
+#[derive(Default)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Slice equality without a call to `memcmp` (keys here are a few words long).
+#[inline]
+fn same(a: &[u64], b: &[u64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// The machine's parallelism, asked once (asking costs system calls).
+fn parallelism() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn tensor<'a>(ck: &'a Checkpoint, name: &str) -> Result<&'a raspc_checkpoint::Tensor, RuntimeError> {
+    ck.tensors.get(name).ok_or_else(|| CheckpointError::MissingTensor(name.to_string()).into())
+}
+
+impl<T: Real> FastModel<T> {
+    /// Prepares a checkpoint (validated by the caller: every tensor has its config shape).
+    pub fn new(ck: &Checkpoint) -> Result<FastModel<T>, RuntimeError> {
+        let c = &ck.config;
+        let d = c.d_model;
+        let conv = |v: &[f32]| v.iter().map(|&x| T::from_f32(x)).collect::<Vec<T>>();
+        let mut layers = vec![];
+        let mut work = 0;
+        for (l, lc) in c.layers.iter().enumerate() {
+            let mut heads = vec![];
+            for (h, &dh) in lc.heads.iter().enumerate() {
+                let n = |w: &str| raspc_checkpoint::names::head(l, h, w);
+                let (wq, wk, wv, wo) = (tensor(ck, &n("w_q"))?, tensor(ck, &n("w_k"))?, tensor(ck, &n("w_v"))?, tensor(ck, &n("w_o"))?);
+                let (uq, uk, uv) = (used_cols(&wq.data, d, dh), used_cols(&wk.data, d, dh), used_cols(&wv.data, d, dh));
+                let uo = used_rows(&wo.data, dh, d);
+                let score_dims: Vec<usize> = (0..dh).filter(|&i| uq[i] && uk[i]).collect();
+                let value_dims: Vec<usize> = (0..dh).filter(|&i| uv[i] && uo[i]).collect();
+                let o_rows: Vec<f32> = value_dims.iter().flat_map(|&r| wo.data[r * d..(r + 1) * d].iter().copied()).collect();
+                let head = Head {
+                    q: Sparse::new(&wq.data, d, dh, Some(&score_dims)),
+                    k: Sparse::new(&wk.data, d, dh, Some(&score_dims)),
+                    v: Sparse::new(&wv.data, d, dh, Some(&value_dims)),
+                    o: Sparse::new(&o_rows, value_dims.len(), d, None),
+                };
+                work += head.q.nnz() + head.k.nnz() + head.v.nnz() + head.o.nnz();
+                heads.push(head);
+            }
+            let mlp = match &lc.mlp {
+                Some(mc) => {
+                    let n = |w: &str| raspc_checkpoint::names::mlp(l, w);
+                    let hid = mc.hidden;
+                    let gate = match mc.kind {
+                        MlpKind::Reglu => Some((Sparse::new(&tensor(ck, &n("w_gate"))?.data, d, hid, None), conv(&tensor(ck, &n("b_gate"))?.data))),
+                        MlpKind::Relu => None,
+                    };
+                    let (wi, bin, wout, bout) = (tensor(ck, &n("w_in"))?, tensor(ck, &n("b_in"))?, tensor(ck, &n("w_out"))?, tensor(ck, &n("b_out"))?);
+                    let mut reads = used_rows(&wi.data, d, hid);
+                    if mc.kind == MlpKind::Reglu {
+                        for (r, u) in used_rows(&tensor(ck, &n("w_gate"))?.data, d, hid).into_iter().enumerate() {
+                            reads[r] |= u;
+                        }
+                    }
+                    let writes = used_cols(&wout.data, hid, d);
+                    let m = Mlp {
+                        in_rows: (0..d).filter(|&r| reads[r]).map(|r| r as u32).collect(),
+                        out_cols: (0..d).filter(|&c| writes[c] || bout.data[c] != 0.0).map(|c| c as u32).collect(),
+                        w_in: Sparse::new(&wi.data, d, hid, None),
+                        b_in: conv(&bin.data),
+                        gate,
+                        pos_bias: (0..hid).filter(|&u| bin.data[u] > 0.0).map(|u| u as u32).collect(),
+                        out_ptr: vec![],
+                        w_out: Sparse::new(&wout.data, hid, d, None),
+                        b_out: conv(&bout.data),
+                    };
+                    let mut m = m;
+                    let mut ptr = vec![0u32; hid + 1];
+                    for &(r, _, e) in &m.w_out.nz_rows {
+                        ptr[r as usize + 1] = e;
+                    }
+                    for u in 0..hid {
+                        ptr[u + 1] = ptr[u + 1].max(ptr[u]);
+                    }
+                    m.out_ptr = ptr;
+                    work += m.w_in.nnz() + m.w_out.nnz() + hid + m.gate.as_ref().map_or(0, |g| g.0.nnz());
+                    Some(m)
+                }
+                None => None,
+            };
+            let mut writes = vec![false; d];
+            for h in &heads {
+                for &c in &h.o.col {
+                    writes[c as usize] = true;
+                }
+            }
+            let attn_cols = (0..d).filter(|&c| writes[c]).map(|c| c as u32).collect();
+            layers.push(Layer { attn_cols, heads, mlp });
+        }
+        let ro = tensor(ck, raspc_checkpoint::names::READOUT)?;
+        let readout = Sparse::new(&ro.data, d, c.readout_dims, None);
+        work += readout.nnz() + d;
+        Ok(FastModel {
+            d,
+            vocab: c.vocab.len(),
+            max_positions: c.max_seq_len + 1,
+            causal: c.causal,
+            tie_tolerance: T::from_f64(c.attention.tie_tolerance),
+            beta: T::from_f64(c.attention.soft_beta),
+            embed_token: conv(&tensor(ck, raspc_checkpoint::names::TOKEN_EMBEDDING)?.data),
+            embed_pos: conv(&tensor(ck, raspc_checkpoint::names::POSITION_EMBEDDING)?.data),
+            embed_value: match c.real_input {
+                Some(_) => Some(conv(&tensor(ck, raspc_checkpoint::names::VALUE_EMBEDDING)?.data)),
+                None => None,
+            },
+            layers,
+            readout,
+            work_per_position: work,
+            threads: 0,
+        })
+    }
+
+    /// Caps the threads a batch may use (0: as many as `available_parallelism`; 1: the calling
+    /// thread only).
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads;
+    }
+
+    /// Width of one readout row.
+    pub fn readout_dims(&self) -> usize {
+        self.readout.cols
+    }
+
+    fn workspace(&self, t: usize) -> Workspace<T> {
+        let d = self.d;
+        let mut dq = 0;
+        let mut dv = 0;
+        let mut hid = 0;
+        for l in &self.layers {
+            for h in &l.heads {
+                dq = dq.max(h.q.cols);
+                dv = dv.max(h.v.cols);
+            }
+            if let Some(m) = &l.mlp {
+                hid = hid.max(m.b_in.len());
+            }
+        }
+        Workspace {
+            x: vec![T::ZERO; t * d],
+            delta: vec![T::ZERO; t * d],
+            q: vec![T::ZERO; dq],
+            kt: vec![T::ZERO; dq * t],
+            v: vec![T::ZERO; t * dv],
+            vkeys: Vec::with_capacity(t),
+            scores: vec![T::ZERO; t],
+            qnz: Vec::with_capacity(dq),
+            outv: vec![T::ZERO; dv],
+            hidden: vec![T::ZERO; hid],
+            gate: vec![T::ZERO; hid],
+            active: Vec::with_capacity(hid),
+            mark: vec![false; hid],
+            tmp: vec![T::ZERO; d],
+            key: vec![],
+            qkeys: vec![],
+            qent: vec![],
+            qouts: vec![],
+            memo: self
+                .layers
+                .iter()
+                .map(|l| Memo { on: l.mlp.as_ref().is_some_and(|m| m.in_rows.len() <= 4096), hits: 0, misses: 0, map: Default::default(), keys: vec![], arena: vec![] })
+                .collect(),
+        }
+    }
+
+    /// Runs a batch of equal-length id sequences (BOS first; `values`: for real-valued
+    /// checkpoints, each sequence's numbers without BOS). Returns the readout, row-major
+    /// `[batch, len, readout_dims]`. With `check_finite`, the first stage that produces a NaN or
+    /// infinity is named in the error (the same stages as the candle path).
+    ///
+    /// Batches whose work (sequences x positions x nonzero weights) exceeds about 2^21
+    /// multiply-adds are split over up to `available_parallelism` threads (see
+    /// [`set_threads`](Self::set_threads)); smaller ones run on the calling thread (a thread
+    /// costs more than they do).
+    pub fn forward(&self, batch: &[Vec<u32>], values: Option<&[Vec<f64>]>, attention: Attention, check_finite: bool) -> Result<Vec<T>, RuntimeError> {
+        let b = batch.len();
+        let t = batch.first().map_or(0, Vec::len);
+        if let Some(bad) = batch.iter().find(|s| s.len() != t) {
+            return Err(RuntimeError::Ragged(format!("{} vs {}", t, bad.len())));
+        }
+        if t == 0 || t > self.max_positions {
+            return Err(RuntimeError::TooLong { len: t.saturating_sub(1), max: self.max_positions - 1 });
+        }
+        if let Some(&id) = batch.iter().flatten().find(|&&id| id as usize >= self.vocab) {
+            return Err(RuntimeError::BadId { id, vocab: self.vocab });
+        }
+        if let Some(vals) = values
+            && (vals.len() != b || vals.iter().any(|v| v.len() + 1 != t))
+        {
+            return Err(RuntimeError::Ragged(format!("{} number sequences for {b} sequences of {t} positions", vals.len())));
+        }
+        let r = self.readout.cols;
+        let mut out = vec![T::ZERO; b * t * r];
+        let work = b.saturating_mul(t).saturating_mul(self.work_per_position + t * self.layers.len());
+        let threads = if work > (1 << 21) && b > 1 { (if self.threads == 0 { parallelism() } else { self.threads }).min(b) } else { 1 };
+        let run_chunk = |seqs: std::ops::Range<usize>, out: &mut [T]| -> Result<(), RuntimeError> {
+            let mut ws = self.workspace(t);
+            for (i, s) in seqs.enumerate() {
+                let vals = values.map(|v| v[s].as_slice());
+                self.sequence(&batch[s], vals, attention, check_finite, &mut ws, &mut out[i * t * r..(i + 1) * t * r])?;
+            }
+            Ok(())
+        };
+        if threads <= 1 {
+            run_chunk(0..b, &mut out)?;
+        } else {
+            let per = b.div_ceil(threads);
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = out
+                    .chunks_mut(per * t * r)
+                    .enumerate()
+                    .map(|(i, chunk)| {
+                        let range = i * per..((i + 1) * per).min(b);
+                        sc.spawn(move || run_chunk(range, chunk))
+                    })
+                    .collect();
+                handles.into_iter().try_for_each(|h| h.join().map_err(|_| RuntimeError::Device("a forward-pass thread failed".into()))?)
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// One sequence through the whole model; writes `[t, readout_dims]` into `out`.
+    fn sequence(&self, ids: &[u32], values: Option<&[f64]>, attention: Attention, check: bool, ws: &mut Workspace<T>, out: &mut [T]) -> Result<(), RuntimeError> {
+        let d = self.d;
+        let t = ids.len();
+        let finite = |xs: &[T], stage: &dyn Fn() -> String| -> Result<(), RuntimeError> {
+            if check && xs.iter().any(|x| !x.is_finite()) {
+                return Err(RuntimeError::NonFiniteActivation { stage: stage() });
+            }
+            Ok(())
+        };
+        let x = &mut ws.x[..t * d];
+        for (p, &id) in ids.iter().enumerate() {
+            // id < vocab and p < max_positions were checked by `forward`.
+            let tok = &self.embed_token[id as usize * d..(id as usize + 1) * d];
+            let pos = &self.embed_pos[p * d..(p + 1) * d];
+            let row = &mut x[p * d..(p + 1) * d];
+            for ((o, &a), &b) in row.iter_mut().zip(tok).zip(pos) {
+                *o = a + b;
+            }
+            if let (Some(vals), Some(ev)) = (values, &self.embed_value) {
+                // BOS (position 0) carries no number.
+                let v = if p == 0 { T::ZERO } else { T::from_f64(vals[p - 1]) };
+                for (o, &e) in row.iter_mut().zip(ev) {
+                    *o += v * e;
+                }
+            }
+        }
+        finite(x, &|| "the embeddings".into())?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            if !layer.heads.is_empty() {
+                for h in &layer.heads {
+                    self.head(h, t, attention, check, l, ws)?;
+                }
+                // x += delta on the written columns; delta back to zeros.
+                for p in 0..t {
+                    let (xr, dr) = (&mut ws.x[p * d..(p + 1) * d], &mut ws.delta[p * d..(p + 1) * d]);
+                    for &c in &layer.attn_cols {
+                        let c = c as usize;
+                        xr[c] += dr[c];
+                        dr[c] = T::ZERO;
+                    }
+                }
+                finite(&ws.x[..t * d], &|| format!("layer {l} attention"))?;
+            }
+            if let Some(m) = &layer.mlp {
+                self.mlp(m, t, check, l, ws)?;
+                finite(&ws.x[..t * d], &|| format!("layer {l} mlp"))?;
+            }
+        }
+        let r = self.readout.cols;
+        for p in 0..t {
+            let o = &mut out[p * r..(p + 1) * r];
+            self.readout.accumulate(&ws.x[p * d..(p + 1) * d], o);
+        }
+        finite(out, &|| "the readout".into())
+    }
+
+    /// One MLP over one sequence: `x += W_out·(ReLU(W_in·x + b_in) [⊙ (W_gate·x + b_gate)]) + b_out`,
+    /// row by row, through the memo.
+    fn mlp(&self, m: &Mlp<T>, t: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+        let d = self.d;
+        for p in 0..t {
+            let xp = &ws.x[p * d..(p + 1) * d];
+            let memo = &mut ws.memo[l];
+            let (mut hash, mut collision) = (0, false);
+            if memo.on {
+                ws.key.clear();
+                for &r in &m.in_rows {
+                    let v = xp[r as usize];
+                    if v != T::ZERO {
+                        ws.key.push(r as u64);
+                        ws.key.push(v.bits());
+                    }
+                }
+                let mut fx = Fx(0);
+                for &k in &ws.key {
+                    std::hash::Hasher::write_u64(&mut fx, k);
+                }
+                hash = fx.0;
+                match memo.map.get(&hash) {
+                    Some(&[ks, ke, s, e]) if same(&memo.keys[ks as usize..ke as usize], &ws.key) => {
+                        memo.hits += 1;
+                        let xr = &mut ws.x[p * d..(p + 1) * d];
+                        for &(c, v) in &memo.arena[s as usize..e as usize] {
+                            xr[c as usize] += v;
+                        }
+                        continue;
+                    }
+                    Some(_) => collision = true,
+                    None => {}
+                }
+                memo.misses += 1;
+            }
+            if m.gate.is_none() {
+                // ReLU: only units a nonzero input reaches, or with a positive bias, can fire;
+                // the others are ReLU(0 + b) = 0 and are skipped. Each unit's sum runs in input
+                // order as before; the units' outputs are added in the order they were reached.
+                let (hidden, mark, active) = (&mut ws.hidden, &mut ws.mark, &mut ws.active);
+                active.clear();
+                for &(r, s0, e) in &m.w_in.nz_rows {
+                    let xi = xp[r as usize];
+                    if xi != T::ZERO {
+                        let (s0, e) = (s0 as usize, e as usize);
+                        for (&c, &w) in m.w_in.col[s0..e].iter().zip(&m.w_in.val[s0..e]) {
+                            let c = c as usize;
+                            if !mark[c] {
+                                mark[c] = true;
+                                active.push(c as u32);
+                            }
+                            hidden[c] += xi * w;
+                        }
+                    }
+                }
+                for &c in &m.pos_bias {
+                    if !mark[c as usize] {
+                        mark[c as usize] = true;
+                        active.push(c);
+                    }
+                }
+                let tmp = &mut ws.tmp[..d];
+                let mut bad = false;
+                for &c in active.iter() {
+                    let c = c as usize;
+                    let h = hidden[c] + m.b_in[c];
+                    bad |= !h.is_finite();
+                    hidden[c] = T::ZERO;
+                    mark[c] = false;
+                    if h > T::ZERO {
+                        let (s0, e) = (m.out_ptr[c] as usize, m.out_ptr[c + 1] as usize);
+                        for (&o, &w) in m.w_out.col[s0..e].iter().zip(&m.w_out.val[s0..e]) {
+                            tmp[o as usize] += h * w;
+                        }
+                    }
+                }
+                if check && bad {
+                    return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} mlp (hidden units)") });
+                }
+            } else {
+                self.dense_hidden(m, p, check, l, ws)?;
+            }
+            let memo = &mut ws.memo[l];
+            let start = memo.arena.len();
+            let tmp = &mut ws.tmp[..d];
+            let xr = &mut ws.x[p * d..(p + 1) * d];
+            for &c in &m.out_cols {
+                let c = c as usize;
+                let add = tmp[c] + m.b_out[c];
+                tmp[c] = T::ZERO;
+                xr[c] += add;
+                if memo.on && add != T::ZERO {
+                    memo.arena.push((c as u32, add));
+                }
+            }
+            if memo.on {
+                if memo.misses >= 64 && memo.hits < memo.misses {
+                    // Inputs rarely repeat here: stop remembering.
+                    memo.on = false;
+                    memo.map = Default::default();
+                    memo.keys = vec![];
+                    memo.arena = vec![];
+                } else if !collision {
+                    let ks = memo.keys.len() as u32;
+                    memo.keys.extend_from_slice(&ws.key);
+                    memo.map.insert(hash, [ks, memo.keys.len() as u32, start as u32, memo.arena.len() as u32]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The hidden units of one position, every unit computed (gated MLPs): adds `W_out · h` to
+    /// `ws.tmp`.
+    fn dense_hidden(&self, m: &Mlp<T>, p: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+        let d = self.d;
+        let hid = m.b_in.len();
+        let xp = &ws.x[p * d..(p + 1) * d];
+        {
+            // `hidden` is all zeros between uses (the ReLU path relies on it).
+            let hidden = &mut ws.hidden[..hid];
+            m.w_in.accumulate(xp, hidden);
+            for (h, &b) in hidden.iter_mut().zip(&m.b_in) {
+                *h += b;
+            }
+            if check && hidden.iter().any(|h| !h.is_finite()) {
+                hidden.fill(T::ZERO);
+                return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} mlp (hidden units)") });
+            }
+            for h in hidden.iter_mut() {
+                if (*h).partial_cmp(&T::ZERO) != Some(std::cmp::Ordering::Greater) {
+                    *h = T::ZERO;
+                }
+            }
+            if let Some((wg, bg)) = &m.gate {
+                let g = &mut ws.gate[..hid];
+                g.fill(T::ZERO);
+                wg.accumulate(xp, g);
+                for ((h, &gv), &b) in hidden.iter_mut().zip(g.iter()).zip(bg) {
+                    *h = *h * (gv + b);
+                }
+            }
+            m.w_out.accumulate(hidden, &mut ws.tmp[..d]);
+            hidden.fill(T::ZERO);
+        }
+        Ok(())
+    }
+
+    /// One head over one sequence: adds its output to `ws.delta`.
+    fn head(&self, h: &Head<T>, t: usize, attention: Attention, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+        let d = self.d;
+        let (dq, dv) = (h.q.cols, h.v.cols);
+        let x = &ws.x[..t * d];
+        // Keys, transposed: kt[c * t + j].
+        let kt = &mut ws.kt[..dq * t];
+        let q = &mut ws.q[..dq];
+        for j in 0..t {
+            q.fill(T::ZERO);
+            h.k.accumulate(&x[j * d..(j + 1) * d], q);
+            for (c, &kv) in q.iter().enumerate() {
+                kt[c * t + j] = kv;
+            }
+        }
+        let v = &mut ws.v[..t * dv];
+        v.fill(T::ZERO);
+        ws.vkeys.clear();
+        for j in 0..t {
+            let vj = &mut v[j * dv..(j + 1) * dv];
+            h.v.accumulate(&x[j * d..(j + 1) * d], vj);
+            if vj.iter().any(|&a| a != T::ZERO) {
+                ws.vkeys.push(j as u32);
+            }
+        }
+        ws.qkeys.clear();
+        ws.qent.clear();
+        ws.qouts.clear();
+        // Causal rows see different keys: no sharing between queries there.
+        let mut share = !self.causal;
+        let mut hits = 0;
+        for i in 0..t {
+            let visible = if self.causal { i + 1 } else { t };
+            q.fill(T::ZERO);
+            h.q.accumulate(&x[i * d..(i + 1) * d], q);
+            ws.qnz.clear();
+            ws.qnz.extend(q.iter().enumerate().filter(|&(_, &qc)| qc != T::ZERO).map(|(c, &qc)| (c, qc)));
+            if share {
+                let key_start = ws.qkeys.len();
+                for &(c, qc) in &ws.qnz {
+                    ws.qkeys.push(c as u64);
+                    ws.qkeys.push(qc.bits());
+                }
+                let (keys, new) = ws.qkeys.split_at(key_start);
+                if let Some(&(_, _, o)) = ws.qent.iter().find(|&&(a, b, _)| same(&keys[a as usize..b as usize], new)) {
+                    hits += 1;
+                    ws.qkeys.truncate(key_start);
+                    h.o.accumulate(&ws.qouts[o as usize..o as usize + dv], &mut ws.delta[i * d..(i + 1) * d]);
+                    continue;
+                }
+                if ws.qent.len() >= 16 || (ws.qent.len() >= 6 && hits * 2 < ws.qent.len()) {
+                    // Queries rarely repeat in this head: stop looking.
+                    share = false;
+                } else {
+                    ws.qent.push((key_start as u32, ws.qkeys.len() as u32, ws.qouts.len() as u32));
+                }
+            }
+            let s = &mut ws.scores[..visible];
+            let max = match ws.qnz.split_first() {
+                None => {
+                    s.fill(T::ZERO);
+                    T::ZERO
+                }
+                Some((&(c, qc), rest)) => {
+                    let mut max = qc * kt[c * t];
+                    for (sj, &kj) in s.iter_mut().zip(&kt[c * t..c * t + visible]) {
+                        *sj = qc * kj;
+                        if rest.is_empty() && *sj > max {
+                            max = *sj;
+                        }
+                    }
+                    for &(c, qc) in rest {
+                        for (sj, &kj) in s.iter_mut().zip(&kt[c * t..c * t + visible]) {
+                            *sj += qc * kj;
+                        }
+                    }
+                    if !rest.is_empty() {
+                        max = s[0];
+                        for &sj in s.iter() {
+                            if sj > max {
+                                max = sj;
+                            }
+                        }
+                    }
+                    max
+                }
+            };
+            let outv = &mut ws.outv[..dv];
+            outv.fill(T::ZERO);
+            // Keys with an all-zero value vector add exact zeros: only `vkeys` are summed.
+            match attention {
+                Attention::Hard => {
+                    let thr = max - self.tie_tolerance;
+                    let count = s.iter().filter(|&&sj| sj >= thr).count();
+                    let w = T::ONE / T::from_usize(count);
+                    if check && !w.is_finite() {
+                        return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention weights)") });
+                    }
+                    for &j in ws.vkeys.iter().take_while(|&&j| (j as usize) < visible) {
+                        let j = j as usize;
+                        if s[j] >= thr {
+                            for (o, &vv) in outv.iter_mut().zip(&v[j * dv..(j + 1) * dv]) {
+                                *o += w * vv;
+                            }
+                        }
+                    }
+                }
+                Attention::Soft => {
+                    let mut sum = T::ZERO;
+                    for sj in s.iter_mut() {
+                        *sj = ((*sj - max) * self.beta).exp();
+                        sum += *sj;
+                    }
+                    if check && s.iter().any(|&e| !(e / sum).is_finite()) {
+                        return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention weights)") });
+                    }
+                    for &j in ws.vkeys.iter().take_while(|&&j| (j as usize) < visible) {
+                        let j = j as usize;
+                        let w = s[j] / sum;
+                        for (o, &vv) in outv.iter_mut().zip(&v[j * dv..(j + 1) * dv]) {
+                            *o += w * vv;
+                        }
+                    }
+                }
+            }
+            if share && ws.qent.len() * dv > ws.qouts.len() {
+                ws.qouts.extend_from_slice(outv);
+            }
+            h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,145 @@
+//! The fast CPU backend (runtime/src/fast.rs, the default on the CPU) against the candle backend,
+//! on every program of Tracr's library (tests/corpus/tracr) at two max-lens, hard and soft
+//! attention, f32 and f64, causal and not, and on the universal simulator U (real inputs).
+//!
+//! Tolerance. Both backends compute the same products of the same stored f32 weights in the same
+//! precision; the fast one skips exact zeros and may add the remaining terms of a sum in
+//! another order. Reordering a sum of n terms changes it by at most 2(n-1)·u·Σ|terms| (u the
+//! unit roundoff: 2^-24 for f32, 2^-53 for f64), and a later layer can only scale such a
+//! difference by the size of its weights. With at most a few hundred terms per sum, weights
+//! within 1e3 and a handful of layers, the readouts may differ by at most about
+//! 1e3 · 2·500·u · depth relative to the readout scale: 1e-4 · max(1, max|readout|) in f32 and
+//! 1e-12 · max(1, max|readout|) in f64 are safely above that (the largest difference seen is
+//! printed). Decoded values (categorical values, numbers snapped to the output's known values)
+//! must be identical.
+
+use raspc_lang::Atom;
+use raspc_runtime::{Attention, Backend, DType, Device, Model};
+use raspc_tests::Case;
+
+const PROGRAMS: &[(&str, &str)] = &[
+    ("length", "abc"),
+    ("reverse", "abc"),
+    ("histogram", "abc"),
+    ("sort_unique", "[1,2,3,4]"),
+    ("sort", "[1,2,3,4]"),
+    ("sort_freq", "abc"),
+    ("frac_prevs", "xyz"),
+    ("pair_balance", "()x"),
+    ("dyck1", "()x"),
+    ("dyck2", "(){}"),
+    ("shift_by", "abc"),
+    ("detect_pattern", "abc"),
+    ("count_less_freq", "abc"),
+    ("count", "abc"),
+    ("nary_sequencemap", "[1,2,3]"),
+];
+
+/// Programs of the list that compile with `--causal` (prefix-stable).
+const CAUSAL: &[&str] = &["frac_prevs", "pair_balance", "shift_by", "detect_pattern", "nary_sequencemap"];
+
+fn flat(t: &raspc_runtime::Tensor) -> Vec<f64> {
+    t.to_dtype(DType::F64).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap()
+}
+
+/// Random inputs (seeded) of lengths 1, max_len / 2 and max_len, grouped into equal-length
+/// batches of token ids.
+fn batches(model: &Model, vocab: &[Atom], max_len: usize) -> Vec<Vec<Vec<u32>>> {
+    let seqs = raspc::verify::generate(&raspc::verify::Inputs::Random { count: 24, seed: 11 }, vocab.len(), max_len).unwrap();
+    [1, max_len.div_ceil(2), max_len]
+        .iter()
+        .map(|&len| {
+            seqs.iter()
+                .map(|s| {
+                    let input: Vec<serde_json::Value> = (0..len).map(|i| vocab[s[i % s.len()]].to_json()).collect();
+                    model.encode(&input).unwrap()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Largest |fast - candle| over every batch, both attentions; checks the tolerance and that the
+/// decoded values agree.
+fn compare(what: &str, fast: &Model, candle: &Model, batches: &[Vec<Vec<u32>>], rel: f64) -> f64 {
+    let mut worst: f64 = 0.0;
+    for batch in batches {
+        for att in [Attention::Hard, Attention::Soft] {
+            let (a, b) = (fast.forward(batch, att).unwrap(), candle.forward(batch, att).unwrap());
+            assert_eq!(a.dims(), b.dims(), "{what}");
+            let (fa, fb) = (flat(&a), flat(&b));
+            let scale = fb.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+            for (x, y) in fa.iter().zip(&fb) {
+                let diff = (x - y).abs();
+                assert!(diff <= rel * scale, "{what} {att:?} len {}: fast {x} vs candle {y} (tolerance {})", batch[0].len() - 1, rel * scale);
+                worst = worst.max(diff / scale);
+            }
+            // Decoded values (categorical values, numbers snapped to the known values) agree; raw
+            // numbers were compared above.
+            let values = |m: &Model, t| m.decode(t).unwrap().iter().map(|s| s.iter().map(|v| v.to_json()).collect::<Vec<_>>()).collect::<Vec<_>>();
+            assert_eq!(values(fast, &a), values(candle, &b), "{what} {att:?}");
+        }
+    }
+    worst
+}
+
+#[test]
+fn fast_backend_matches_candle_on_tracr_programs() {
+    let mut worst = (0.0f64, 0.0f64);
+    for &(name, vocab) in PROGRAMS {
+        let file: &'static str = Box::leak(format!("tracr/{name}.rasp").into_boxed_str());
+        for (max_len, causal) in [(6, false), (16, false), (8, true)] {
+            if causal && !CAUSAL.contains(&name) {
+                continue;
+            }
+            let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file, entry: None, vocab }, max_len, causal).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for (dtype, rel) in [(DType::F32, 1e-4), (DType::F64, 1e-12)] {
+                let fast = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+                assert_eq!(fast.backend(), Backend::Fast);
+                let candle = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
+                let w = compare(&format!("{name} max-len {max_len} causal {causal} {dtype:?}"), &fast, &candle, &batches(&fast, &atoms, max_len), rel);
+                if dtype == DType::F32 {
+                    worst.0 = worst.0.max(w);
+                } else {
+                    worst.1 = worst.1.max(w);
+                }
+            }
+        }
+    }
+    eprintln!("largest relative difference: f32 {:e}, f64 {:e}", worst.0, worst.1);
+}
+
+#[test]
+fn fast_backend_matches_candle_on_the_universal_simulator() {
+    use raspc_compiler::real::MlpMode;
+    let s = raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 2 };
+    for mode in [MlpMode::Gated, MlpMode::Relu] {
+        let u = raspc::simulate::build(s, mode, 1.0, None).unwrap();
+        let mut rng = raspc::verify::SplitMix(5);
+        let trials: Vec<raspc::simulate::Instance> = (0..4).map(|_| raspc::simulate::Instance::random(s, 1.0, &mut rng)).collect();
+        let inputs: Vec<Vec<f64>> = trials.iter().map(|t| t.encode()).collect();
+        for (dtype, rel) in [(DType::F32, 1e-4), (DType::F64, 1e-12)] {
+            let fast = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            let candle = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
+            let (a, b) = (flat(&fast.forward_real(&inputs, Attention::Hard).unwrap()), flat(&candle.forward_real(&inputs, Attention::Hard).unwrap()));
+            let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() <= rel * scale, "U {mode:?} {dtype:?}: fast {x} vs candle {y}");
+            }
+        }
+    }
+}
+
+#[test]
+fn fast_backend_reports_bad_ids_and_ragged_batches() {
+    let (_, _, _, compiled) = raspc_tests::compile(&Case { file: "tracr/reverse.rasp", entry: None, vocab: "abc" }, 5, false).unwrap();
+    let model = Model::new(compiled.checkpoint, &Device::Cpu).unwrap();
+    let vocab = model.checkpoint.config.vocab.len() as u32;
+    let bos = model.checkpoint.config.bos_id as u32;
+    let e = model.forward(&[vec![bos, vocab]], Attention::Hard).unwrap_err().to_string();
+    assert!(e.contains(&format!("token id {vocab}")), "{e}");
+    let e = model.forward(&[vec![bos, 1], vec![bos]], Attention::Hard).unwrap_err().to_string();
+    assert!(e.contains("same length"), "{e}");
+    let e = model.forward(&[vec![bos; 7]], Attention::Hard).unwrap_err().to_string();
+    assert!(e.contains("at most 5"), "{e}");
+}

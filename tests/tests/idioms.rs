@@ -1,0 +1,55 @@
+//! The idiom corpus (tests/corpus/idioms): programs of the kinds people write — running maxima,
+//! prefix sums via means, sums and differences of counts and widths, arithmetic on `length`,
+//! shifts, sorts with ties, histograms of histograms, Dyck with the counting idiom, long
+//! addition. Each compiles at max-len 16 and 64 and agrees with the interpreter on random
+//! inputs, hard and soft attention; programs whose header says `causal: yes` (their value at a
+//! position depends only on the prefix) are also compiled with `--causal` and checked on every
+//! prefix.
+
+use raspc::verify::Inputs;
+use raspc_tests::{verify, Case};
+
+/// Random inputs per (program, max-len, mode).
+const SAMPLES: usize = 200;
+
+fn check(name: &str, vocab: &str, max_len: usize, causal: bool) {
+    let file: &'static str = Box::leak(format!("idioms/{name}.rasp").into_boxed_str());
+    let vocab: &'static str = Box::leak(vocab.to_string().into_boxed_str());
+    let r = verify(&Case { file, entry: None, vocab }, max_len, causal, Inputs::Random { count: SAMPLES, seed: max_len as u64 });
+    assert_eq!(r.failed, 0, "{name} at max-len {max_len} (causal {causal}): {:#?}", r.examples);
+    assert_eq!(r.checked, SAMPLES, "{name} at max-len {max_len}: only {} of {SAMPLES} inputs checked ({} rejected)", r.checked, r.skipped);
+}
+
+macro_rules! idioms {
+    ($($name:ident)*) => {
+        $(
+            #[test]
+            fn $name() {
+                let (_, vocab, causal) = raspc_tests::idioms().into_iter().find(|(n, _, _)| n == stringify!($name)).expect("listed program exists");
+                for n in [16, 64] {
+                    check(stringify!($name), &vocab, n, false);
+                    if causal {
+                        check(stringify!($name), &vocab, n, true);
+                    }
+                }
+            }
+        )*
+
+        /// Every file of the directory is listed above (and nothing else).
+        #[test]
+        fn every_idiom_is_tested() {
+            let listed: Vec<&str> = vec![$(stringify!($name)),*];
+            let found: Vec<String> = raspc_tests::idioms().into_iter().map(|(n, _, _)| n).collect();
+            assert_eq!(found, listed);
+        }
+    };
+}
+
+idioms! {
+    add_digits balance_sign bigram centered count_a_mean count_diff count_less_prefix distinct_count
+    double_count dyck1_count every_other first_pos_of frac_ones halves hist_of_hist inversions
+    last_token length_arith long_add_ref majority max_token mean_diff mirror mod3_position
+    palindrome parity_count prefix_count prefix_sum prev_token rank_tokens rotate running_max
+    running_min shift_right2 sort_by_freq_ties sort_desc sort_then_first sort_then_second
+    sqrt_grid sum_of_counts triplets weighted_counts width_sum
+}
