@@ -23,6 +23,7 @@
 //!   (γ_n = n·u/(1 - n·u) of the summed magnitudes).
 
 mod grid;
+use grid::{grid_counts, looks_ahead};
 
 use crate::plan::*;
 use raspc_lang::ast::{BinOp, Cmp};
@@ -977,13 +978,17 @@ impl RealLowerer<'_> {
                 let s = self.head(id, &label, sel, &m, &v, is_max, None)?;
                 Val::Real(Ex::Leaf(s))
             }
-            // In programs with `length`, counted on the grid: only the keys of the input's length exist.
-            NodeKind::SelectorWidth(sel) if !self.grid.pairs.is_empty() => {
-                let rows = self.grid_rows(sel)?;
-                self.grid_val(rows.iter().map(|r| Some(Atom::Int(r.iter().filter(|&&b| b).count() as i64))).collect())
-            }
+            // In programs with `length`, and for selectors that look ahead, counted on the grid:
+            // only the keys of the input's length exist.
             NodeKind::SelectorWidth(sel) => {
+                if !self.grid.pairs.is_empty() || self.grid_selector(sel) {
+                    let rows = self.grid_rows(sel)?;
+                    return Ok(self.grid_val(rows.iter().map(|r| Some(Atom::Int(r.iter().filter(|&&b| b).count() as i64))).collect()));
+                }
                 let m = self.selector(sel)?;
+                if looks_ahead(&m) {
+                    return Ok(self.grid_val(grid_counts(&m, self.n)));
+                }
                 Val::Pos(m.iter().map(|r| Some(Atom::Int(r.len() as i64))).collect())
             }
             _ => return Err(self.err(id, "not supported with real inputs").with_label("here")),
@@ -1139,7 +1144,12 @@ impl RealLowerer<'_> {
         let ve = self.aff_err(v);
         // (Floored so the max head's score scale stays a finite f32.)
         let vmag = vi.mag().max(1e-3);
-        let none = m.iter().any(|r| r.is_empty());
+        // A query may select nothing: at max-len, or (rows by position) at a shorter length
+        // where every key it selects lies past the input's end.
+        let none = match ctx {
+            Some(_) => m.iter().any(|r| r.is_empty()),
+            None => m.iter().enumerate().any(|(q, r)| r.first().is_none_or(|&k| k as usize > q)),
+        };
         let widest = m.iter().map(Vec::len).max().unwrap_or(0);
         // Value path: one dot product with nnz terms, then a mean of `widest` values.
         let value_fp = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) * self.aff_mag(v) + Err2::gamma(widest + 2, true) * (Err2::both(vmag) + ve);

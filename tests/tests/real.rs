@@ -359,3 +359,29 @@ fn squares_of_one_input_compile_in_both_mlp_kinds() {
         }
     }
 }
+
+/// Widths and aggregates under selectors that look ahead (a query selecting a key after itself)
+/// depend on the input's length even in programs without `length`: checked against the
+/// interpreter on inputs of every length up to max-len (`verify_real` draws shorter ones).
+/// A real aggregate whose row may be empty on a shorter input may be 0 there, which `^ 0.5`
+/// then cannot approximate: refused, not silently wrong.
+#[test]
+fn look_ahead_selectors_count_only_the_keys_of_the_input() {
+    let programs = [
+        "w = selector_width(select(indices, indices, >));\ny = tokens_float * w;",
+        "y = tokens_float + aggregate(select(indices, indices, >), indices, 0);",
+        "y = tokens_float + aggregate_max(select(indices, indices, !=), indices, 0);",
+        "a = aggregate(select(indices, indices, !=), tokens_float + 2, 0);\ny = a * tokens_float;",
+    ];
+    for src in programs {
+        for mlp in [MlpMode::Gated, MlpMode::Relu] {
+            let b = build(src, 4, -1.0, 1.0, mlp).unwrap_or_else(|e| panic!("{src}: {e}"));
+            let model = Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
+            let r = raspc::verify::verify_real(&b.session.graph, b.root, &model, 200, 3, &mut |_| {}).unwrap();
+            assert!(r.failed == 0 && r.checked >= 150, "{src} ({mlp:?}): {r:?}");
+        }
+    }
+    let src = "a = aggregate(select(indices, indices, !=), tokens_float + 2, 0);\ny = a ^ 0.5;";
+    let e = build(src, 4, -1.0, 1.0, MlpMode::Gated).err().expect("refused");
+    assert!(e.contains("<= 0"), "{e}");
+}

@@ -8,6 +8,18 @@
 use super::*;
 use crate::positional::{grid_mlp, pair_index};
 
+/// Whether a query selects a key after itself: such a key is missing from shorter inputs, so
+/// values counted over the selected keys (widths, known aggregates) depend on the length.
+pub(super) fn looks_ahead(m: &[Vec<u32>]) -> bool {
+    m.iter().enumerate().any(|(q, r)| r.last().is_some_and(|&k| k as usize > q))
+}
+
+/// The number of keys each query selects among those of an input of length l, per grid pair
+/// (q, l); rows `m` are ascending.
+pub(super) fn grid_counts(m: &[Vec<u32>], n: usize) -> Vec<Option<Atom>> {
+    crate::positional::grid(n).iter().map(|&(q, l)| Some(Atom::Int(m[q as usize].partition_point(|&k| (k as i64) < l) as i64))).collect()
+}
+
 impl RealLowerer<'_> {
     /// A grid value, or a positional one when it is the same at every length a position exists.
     pub(super) fn grid_val(&self, t: Vec<Option<Atom>>) -> Val {
@@ -72,7 +84,7 @@ impl RealLowerer<'_> {
         }
     }
 
-    fn grid_selector(&self, sel: NodeId) -> bool {
+    pub(super) fn grid_selector(&self, sel: NodeId) -> bool {
         let mut ls = vec![];
         self.leaves(sel, &mut ls);
         ls.iter().any(|&l| matches!(self.g.node(l).kind, NodeKind::Select { keys, queries, .. } if self.is_grid(keys) || self.is_grid(queries)))
@@ -115,7 +127,7 @@ impl RealLowerer<'_> {
     /// None: not such an aggregate.
     pub(super) fn grid_aggregate(&mut self, id: NodeId, label: &str, sel: NodeId, values: NodeId, default: &Atom, is_max: bool) -> Result<Option<Val>, Diagnostic> {
         let known = matches!(self.vals.get(&values), Some(Val::Pos(_) | Val::Grid(_)));
-        if !self.grid_selector(sel) && !(known && (self.is_grid(values) || !self.grid.pairs.is_empty())) {
+        if !self.grid_selector(sel) && !(known && (self.is_grid(values) || !self.grid.pairs.is_empty() || looks_ahead(&self.selector(sel)?))) {
             return Ok(None);
         }
         let rows = self.grid_rows(sel)?;
