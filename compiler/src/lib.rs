@@ -8,6 +8,7 @@ pub mod domain;
 pub mod emit;
 pub mod infer;
 pub mod lower;
+pub mod numeric;
 pub mod plan;
 pub mod real;
 pub mod simplify;

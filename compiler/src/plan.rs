@@ -110,9 +110,14 @@ pub struct Plan {
     pub output_label: String,
     /// Slot dims the position embedding fills: (slot, dim, value per position, 0 = BOS).
     pub positional: Vec<(usize, usize, Vec<f64>)>,
+    /// Slot dims the token embedding adds to: (slot, dim, value per vocabulary entry, in
+    /// vocabulary order; BOS gets none).
+    pub token_values: Vec<(usize, usize, Vec<f64>)>,
     /// Real-valued inputs: the slot holding the input number, the declared bounds, and
     /// narrower bounds for blocks of positions `(start, end, lo, hi)`.
     pub real_input: Option<(usize, f64, f64, Vec<BlockBounds>)>,
+    /// Numerical output known to hold integers of this range (when too many to enumerate).
+    pub output_ints: Option<(f64, f64)>,
     /// Numerical output: the certified bound on |model - program| (real-valued programs).
     pub output_bound: Option<f64>,
 }
