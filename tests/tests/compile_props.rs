@@ -1,6 +1,6 @@
 //! Property test of the compiler's central promise: a model it emits never disagrees with the
 //! interpreter. Random programs (chains of maps, selects with and/or/not, aggregates with
-//! defaults, selector widths, ternaries) over the vocabulary 0..3 are compiled for max-len 4; a
+//! defaults, selector widths, ternaries, the counting idiom, linear combinations) over the vocabulary 0..3 are compiled for max-len 4; a
 //! refusal must be a diagnostic (never a panic), and a compiled model must agree with the
 //! interpreter on every input of length 1..=4 the interpreter accepts, hard and soft attention,
 //! causal or not.
@@ -12,9 +12,27 @@ use raspc::verify::{generate, verify, Inputs};
 enum Step {
     Map(usize, &'static str, usize),
     MapConst(usize, &'static str, i64),
-    Agg { k: usize, q: usize, cmp: &'static str, combine: Option<(&'static str, usize, usize, &'static str)>, v: usize, default: i64 },
-    Width { k: usize, q: usize, cmp: &'static str },
+    Agg {
+        k: usize,
+        q: usize,
+        cmp: &'static str,
+        combine: Option<(&'static str, usize, usize, &'static str)>,
+        v: usize,
+        default: i64,
+    },
+    Width {
+        k: usize,
+        q: usize,
+        cmp: &'static str,
+    },
     Ternary(usize, usize, usize),
+    /// The counting idiom: a prefix mean times the number of keys it averages.
+    Counted {
+        v: usize,
+        strict: bool,
+    },
+    /// A linear combination of two s-ops.
+    Affine(usize, i64, usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -34,7 +52,9 @@ fn step() -> impl Strategy<Value = Step> {
         )
             .prop_map(|(k, q, cmp, combine, v, default)| Step::Agg { k, q, cmp, combine, v, default }),
         (pick.clone(), pick.clone(), cmps).prop_map(|(k, q, cmp)| Step::Width { k, q, cmp }),
-        (pick.clone(), pick.clone(), pick).prop_map(|(a, b, c)| Step::Ternary(a, b, c)),
+        (pick.clone(), pick.clone(), pick.clone()).prop_map(|(a, b, c)| Step::Ternary(a, b, c)),
+        (pick.clone(), any::<bool>()).prop_map(|(v, strict)| Step::Counted { v, strict }),
+        (pick.clone(), -3i64..4, pick).prop_map(|(a, c, b)| Step::Affine(a, c, b)),
     ]
 }
 
@@ -55,6 +75,9 @@ fn program(steps: &[Step]) -> String {
             }
             Step::Width { k, q, cmp } => format!("selector_width(select({}, {}, {cmp}))", n(k), n(q)),
             Step::Ternary(a, b, c) => format!("{} if {} else {}", n(a), n(b), n(c)),
+            Step::Counted { v, strict: true } => format!("round(aggregate(select(indices, indices, <), {}, 0) * indices)", n(v)),
+            Step::Counted { v, strict: false } => format!("round(aggregate(select(indices, indices, <=), {}, 0) * (indices + 1))", n(v)),
+            Step::Affine(a, c, b) => format!("{} * {c} - {} / 2", n(a), n(b)),
         };
         text += &format!("s{i} = {body};\n");
         names.push(format!("s{i}"));
