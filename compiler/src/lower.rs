@@ -12,6 +12,9 @@
 //!   of `<tok>`. Maps of two or more s-ops (fused across chains) are one MLP with one hidden unit
 //!   per reachable combination of values, `relu(x_a + y_b + ... - (k - 1))`; maps of a numerical
 //!   s-op are an exact staircase over its finite set of values.
+//! * **Numbers are affine forms** (`lower/affine.rs`): sums, differences and constant multiples of
+//!   numerical s-ops get a one-dim slot that the writers of their parts also write (no MLP), and
+//!   products with functions of `indices` one unit per index value.
 //! * **select** is a bilinear form on one-hot query and key dims: score 1 where the predicate
 //!   holds. `and` of selects on different s-ops adds their scores; `and`/`or`/`not` of selects on
 //!   the same pair of s-ops is one predicate. BOS scores `r - 1/2` (r = number of summed terms),
