@@ -109,47 +109,61 @@ pub fn numeric_budget(vmax: f64) -> f64 {
     1e-3 * vmax.max(1.0)
 }
 
+/// The error a head's output may have under soft attention: 1/20 of a one-hot dim, 1/8 of the
+/// smallest gap of a numerical output's values (or 1e-3 of what it averages when they are not
+/// known), tightened for the sum slots it also writes into and for MLP units that read it scaled.
+fn head_budget(plan: &Plan, sched: &Schedule, b: usize, h: &crate::plan::Head) -> f64 {
+    let vmax = head_vmax(plan, h);
+    let mut budget = match &plan.slots[plan.blocks[b].writes].enc {
+        SlotEnc::Cat(_) => 0.05,
+        SlotEnc::Num { points: Some(p) } if p.len() > 1 => min_gap(p) / 8.0,
+        SlotEnc::Num { .. } => numeric_budget(vmax),
+    };
+    // Sum slots it also writes into: its share of their budget, scaled by its weight (an
+    // integer output known only as a range has gap 1).
+    for &(_, t, _, w) in &h.o {
+        let gap = match &plan.slots[t].enc {
+            SlotEnc::Num { points: Some(p) } if p.len() > 1 => Some(min_gap(p)),
+            _ if t == plan.output.slot && plan.output_ints.is_some() => Some(1.0),
+            _ => None,
+        };
+        if t != plan.blocks[b].writes
+            && let Some(gap) = gap
+        {
+            let writers = head_writers(plan, sched, t).max(1) as f64;
+            budget = budget.min(gap / 8.0 / writers / w.abs().max(1e-12));
+        }
+    }
+    // MLP units reading its output scaled (products with positions): the error they
+    // pass on must stay within a quarter of their output's gap.
+    let own = plan.blocks[b].writes;
+    for &m in sched.time.keys() {
+        if let BlockKind::Mlp(mlp) = &plan.blocks[m].kind {
+            for &(r, _, col, w) in &mlp.w_in {
+                if r != own || w.abs() <= 1.0 {
+                    continue;
+                }
+                for &(c, t, _, _) in &mlp.w_out {
+                    if c == col
+                        && let SlotEnc::Num { points: Some(p) } = &plan.slots[t].enc
+                        && p.len() > 1
+                    {
+                        budget = budget.min(min_gap(p) / 8.0 / w.abs());
+                    }
+                }
+            }
+        }
+    }
+    budget
+}
+
 pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
     let n = (max_len + 1) as f64;
     let mut heads = vec![];
     for &b in sched.time.keys() {
         if let BlockKind::Head(h) = &plan.blocks[b].kind {
             let vmax = head_vmax(plan, h);
-            let mut budget = match &plan.slots[plan.blocks[b].writes].enc {
-                SlotEnc::Cat(_) => 0.05,
-                SlotEnc::Num { points: Some(p) } if p.len() > 1 => min_gap(p) / 8.0,
-                SlotEnc::Num { .. } => numeric_budget(vmax),
-            };
-            // Sum slots it also writes into: its share of their budget, scaled by its weight.
-            for &(_, t, _, w) in &h.o {
-                if t != plan.blocks[b].writes
-                    && let SlotEnc::Num { points: Some(p) } = &plan.slots[t].enc
-                    && p.len() > 1
-                {
-                    let writers = head_writers(plan, sched, t).max(1) as f64;
-                    budget = budget.min(min_gap(p) / 8.0 / writers / w.abs().max(1e-12));
-                }
-            }
-            // MLP units reading its output scaled (products with positions): the error they
-            // pass on must stay within a quarter of their output's gap.
-            let own = plan.blocks[b].writes;
-            for &m in sched.time.keys() {
-                if let BlockKind::Mlp(mlp) = &plan.blocks[m].kind {
-                    for &(r, _, col, w) in &mlp.w_in {
-                        if r != own || w.abs() <= 1.0 {
-                            continue;
-                        }
-                        for &(c, t, _, _) in &mlp.w_out {
-                            if c == col
-                                && let SlotEnc::Num { points: Some(p) } = &plan.slots[t].enc
-                                && p.len() > 1
-                            {
-                                budget = budget.min(min_gap(p) / 8.0 / w.abs());
-                            }
-                        }
-                    }
-                }
-            }
+            let budget = head_budget(plan, sched, b, h);
             heads.push((h.gap, vmax, budget, h.qk_terms.max(1) as f64));
         }
     }
@@ -208,7 +222,7 @@ fn slot_error(plan: &Plan, sched: &Schedule, s: usize, depth: usize) -> f64 {
                 for &(_, t, _, w) in &h.o {
                     if t == s {
                         let vmax = head_vmax(plan, h);
-                        e += w.abs() * (numeric_budget(vmax) + 8.0 * u * vmax);
+                        e += w.abs() * (head_budget(plan, sched, b, h) + 8.0 * u * vmax);
                     }
                 }
             }

@@ -127,3 +127,15 @@ fn numeric_tolerances_are_derived_and_hold() {
     assert_eq!(mlp_units(&b.compiled), 0);
     check(&b, 48, 300);
 }
+
+#[test]
+fn a_copy_scaled_into_a_sum_keeps_soft_attention_within_the_gap() {
+    // A one-hot copy (at most one key) written ×1000 into a sum with a count: β must hold the
+    // copy's soft error under 1/8 of the sum's gap, not 1/20 of a one-hot dim.
+    let src = "first = aggregate(select(indices, 0, ==), tokens_int, 0);\n\
+               x = first * 1000 + count(tokens, 2);";
+    let vocab: Vec<Atom> = (0..4).map(Atom::Int).collect();
+    let b = build(src, "x", vocab, 16);
+    assert_eq!(b.compiled.summary.layers, 1, "{}", b.compiled.summary);
+    check(&b, 16, 300);
+}
