@@ -57,7 +57,13 @@ pub fn plan(p: &Plan) -> String {
                 (format!("mlp{} hidden {}", if m.gate.is_some() { " (gated)" } else { "" }, m.hidden), m.w_in.len() + m.w_out.len() + gate)
             }
         };
-        writeln!(out, "  b{b} {kind}, {weights} weights: reads [{}] -> s{}  # {}", reads.join(", "), block.writes, block.what).unwrap();
+        let outs = match &block.kind {
+            BlockKind::Head(h) => &h.o,
+            BlockKind::Mlp(m) => &m.w_out,
+        };
+        let sums: std::collections::BTreeSet<usize> = outs.iter().map(|o| o.1).filter(|&t| t != block.writes).collect();
+        let adds: String = sums.iter().map(|t| format!(" + s{t}")).collect();
+        writeln!(out, "  b{b} {kind}, {weights} weights: reads [{}] -> s{}{adds}  # {}", reads.join(", "), block.writes, block.what).unwrap();
     }
     let view = match &p.output.values {
         Some(v) => format!(" as {}", atoms(v.iter())),

@@ -5,6 +5,9 @@ use raspc_checkpoint as ck;
 use raspc_lang::Atom;
 use std::collections::BTreeMap;
 
+/// Most integers listed as the values of a numerical output known only as an integer range.
+pub const MAX_INT_OUTPUTS: usize = 1 << 16;
+
 /// Where each live block runs and where each live slot lives.
 #[derive(Clone, Debug)]
 pub struct Schedule {
@@ -26,7 +29,7 @@ pub fn schedule(plan: &Plan) -> Schedule {
     live[plan.output.slot] = true;
     let mut live_blocks = vec![false; plan.blocks.len()];
     for (b, block) in plan.blocks.iter().enumerate().rev() {
-        if live[block.writes] {
+        if written(block).any(|s| live[s]) {
             live_blocks[b] = true;
             for &r in &block.reads {
                 live[r] = true;
@@ -49,7 +52,9 @@ pub fn schedule(plan: &Plan) -> Schedule {
         if t.rem_euclid(2) != parity {
             t += 1;
         }
-        ready[block.writes] = t;
+        for s in written(block) {
+            ready[s] = ready[s].max(t);
+        }
         time.insert(b, t as usize);
     }
     let layers = time.values().map(|t| t / 2 + 1).max().unwrap_or(0);
@@ -62,6 +67,15 @@ pub fn schedule(plan: &Plan) -> Schedule {
         }
     }
     Schedule { time, layers, offset, d_model: d }
+}
+
+/// Every slot a block writes: its own, and the sum slots it also writes into.
+fn written(block: &Block) -> impl Iterator<Item = usize> + '_ {
+    let outs: &[Out] = match &block.kind {
+        BlockKind::Head(h) => &h.o,
+        BlockKind::Mlp(m) => &m.w_out,
+    };
+    std::iter::once(block.writes).chain(outs.iter().map(|e| e.1).filter(move |&s| s != block.writes))
 }
 
 /// Soft-attention inverse temperature derived from the construction (docs/compiler.md).
@@ -91,8 +105,56 @@ fn head_vmax(plan: &Plan, h: &crate::plan::Head) -> f64 {
 /// Error budget of a numerical head output without a finite set of values: 1e-3 relative to the
 /// largest value it averages (soft attention's β is derived to stay within it; f32 rounding of
 /// a mean of at most max-len + 1 values is far below it).
-fn numeric_budget(vmax: f64) -> f64 {
+pub fn numeric_budget(vmax: f64) -> f64 {
     1e-3 * vmax.max(1.0)
+}
+
+/// The error a head's output may have under soft attention: 1/20 of a one-hot dim, 1/8 of the
+/// smallest gap of a numerical output's values (or 1e-3 of what it averages when they are not
+/// known), tightened for the sum slots it also writes into and for MLP units that read it scaled.
+fn head_budget(plan: &Plan, sched: &Schedule, b: usize, h: &crate::plan::Head) -> f64 {
+    let vmax = head_vmax(plan, h);
+    let mut budget = match &plan.slots[plan.blocks[b].writes].enc {
+        SlotEnc::Cat(_) => 0.05,
+        SlotEnc::Num { points: Some(p) } if p.len() > 1 => min_gap(p) / 8.0,
+        SlotEnc::Num { .. } => numeric_budget(vmax),
+    };
+    // Sum slots it also writes into: its share of their budget, scaled by its weight (an
+    // integer output known only as a range has gap 1).
+    for &(_, t, _, w) in &h.o {
+        let gap = match &plan.slots[t].enc {
+            SlotEnc::Num { points: Some(p) } if p.len() > 1 => Some(min_gap(p)),
+            _ if t == plan.output.slot && plan.output_ints.is_some() => Some(1.0),
+            _ => None,
+        };
+        if t != plan.blocks[b].writes
+            && let Some(gap) = gap
+        {
+            let writers = head_writers(plan, sched, t).max(1) as f64;
+            budget = budget.min(gap / 8.0 / writers / w.abs().max(1e-12));
+        }
+    }
+    // MLP units reading its output scaled (products with positions): the error they
+    // pass on must stay within a quarter of their output's gap.
+    let own = plan.blocks[b].writes;
+    for &m in sched.time.keys() {
+        if let BlockKind::Mlp(mlp) = &plan.blocks[m].kind {
+            for &(r, _, col, w) in &mlp.w_in {
+                if r != own || w.abs() <= 1.0 {
+                    continue;
+                }
+                for &(c, t, _, _) in &mlp.w_out {
+                    if c == col
+                        && let SlotEnc::Num { points: Some(p) } = &plan.slots[t].enc
+                        && p.len() > 1
+                    {
+                        budget = budget.min(min_gap(p) / 8.0 / w.abs());
+                    }
+                }
+            }
+        }
+    }
+    budget
 }
 
 pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
@@ -101,11 +163,7 @@ pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
     for &b in sched.time.keys() {
         if let BlockKind::Head(h) = &plan.blocks[b].kind {
             let vmax = head_vmax(plan, h);
-            let budget = match &plan.slots[plan.blocks[b].writes].enc {
-                SlotEnc::Cat(_) => 0.05,
-                SlotEnc::Num { points: Some(p) } if p.len() > 1 => min_gap(p) / 8.0,
-                SlotEnc::Num { .. } => numeric_budget(vmax),
-            };
+            let budget = head_budget(plan, sched, b, h);
             heads.push((h.gap, vmax, budget, h.qk_terms.max(1) as f64));
         }
     }
@@ -128,6 +186,64 @@ pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
         beta *= 1.02;
     }
     (beta * 1000.0).ceil() / 1000.0
+}
+
+/// Number of live heads writing into slot `t`.
+fn head_writers(plan: &Plan, sched: &Schedule, t: usize) -> usize {
+    sched.time.keys().filter(|&&b| matches!(&plan.blocks[b].kind, BlockKind::Head(h) if h.o.iter().any(|e| e.1 == t))).count()
+}
+
+/// An estimate of the f32 (and soft attention) error of a numerical slot without a finite set:
+/// heads contribute the budget β is derived for (relative to what they average), MLP units the
+/// rounding of their pre-activations (8 ulps of the summed magnitudes) plus the error of what
+/// they read when that has no finite set, each times the weight it is written with.
+fn slot_error(plan: &Plan, sched: &Schedule, s: usize, depth: usize) -> f64 {
+    let slot_max = |t: usize| -> f64 {
+        match &plan.slots[t].enc {
+            SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
+            SlotEnc::Num { .. } => 1.0,
+            SlotEnc::Cat(_) => 1.0,
+        }
+    };
+    // Inputs with a finite set of values are read exactly (staircases and one-hot units are
+    // built to tolerate their errors); others pass their error on.
+    let read_err = |t: usize| -> f64 {
+        match &plan.slots[t].enc {
+            SlotEnc::Cat(_) | SlotEnc::Num { points: Some(_) } => 0.0,
+            SlotEnc::Num { .. } if depth < 8 => slot_error(plan, sched, t, depth + 1),
+            SlotEnc::Num { .. } => 1.0,
+        }
+    };
+    let u = f32::EPSILON as f64;
+    let mut e = 0.0;
+    for &b in sched.time.keys() {
+        match &plan.blocks[b].kind {
+            BlockKind::Head(h) => {
+                for &(_, t, _, w) in &h.o {
+                    if t == s {
+                        let vmax = head_vmax(plan, h);
+                        e += w.abs() * (head_budget(plan, sched, b, h) + 8.0 * u * vmax);
+                    }
+                }
+            }
+            BlockKind::Mlp(m) => {
+                for &(c, t, _, w) in &m.w_out {
+                    if t != s {
+                        continue;
+                    }
+                    let (mut mag, mut err) = (m.b_in.get(c).map_or(0.0, |b| b.abs()), 0.0);
+                    for &(r, _, col, wi) in &m.w_in {
+                        if col == c {
+                            mag += wi.abs() * slot_max(r);
+                            err += wi.abs() * read_err(r);
+                        }
+                    }
+                    e += w.abs() * (err + 8.0 * u * mag);
+                }
+            }
+        }
+    }
+    e
 }
 
 fn min_gap(p: &[f64]) -> f64 {
@@ -173,7 +289,10 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
     let dense_out = |entries: &[Out], cols: usize| -> Vec<f32> {
         let mut m = vec![0f64; cols * d];
         for &(c, s, i, w) in entries {
-            m[c * d + off(s) + i] += w;
+            // Sum slots nobody reads are not allocated.
+            if let Some(&o) = sched.offset.get(&s) {
+                m[c * d + o + i] += w;
+            }
         }
         m.into_iter().map(|x| x as f32).collect()
     };
@@ -273,6 +392,13 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
             }
         }
     }
+    for (slot, dim, values) in &plan.token_values {
+        if let Some(&o) = sched.offset.get(slot) {
+            for (i, &v) in values.iter().enumerate().take(vocab.len()) {
+                tok[(i + 1) * d + o + dim] += v as f32;
+            }
+        }
+    }
     tensors.insert(ck::names::TOKEN_EMBEDDING.into(), ck::Tensor { shape: vec![vsize, d], data: tok });
     let mut pos = vec![0f32; (inp.max_len + 1) * d];
     if let Some(is) = plan.indices
@@ -326,12 +452,15 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
                 BlockKind::Head(h) if plan.blocks[b].writes == out.slot => Some(numeric_budget(head_vmax(plan, h))),
                 _ => None,
             });
-            let tol = match (&out.points, plan.output_bound) {
-                (_, Some(b)) => b,
-                (Some(p), _) if p.len() > 1 => min_gap(p) / 2.0,
-                _ => head_budget.unwrap_or(1e-3),
+            let derived = slot_error(plan, sched, out.slot, 0);
+            let (tol, values) = match (&out.points, plan.output_bound, plan.output_ints) {
+                (_, Some(b), _) => (b, None),
+                (Some(p), _, _) if p.len() > 1 => (min_gap(p) / 2.0, None),
+                // Integers too many to enumerate: within 1/2 the nearest integer is the value.
+                (_, _, Some((lo, hi))) if hi - lo < MAX_INT_OUTPUTS as f64 => (0.5, Some((lo as i64..=hi as i64).map(serde_json::Value::from).collect::<Vec<_>>())),
+                _ => (head_budget.unwrap_or(0.0).max(derived).max(1e-6), None),
             };
-            (1, r, enc_json(&plan.slots[out.slot].enc, num_values.get(&out.slot).cloned()), tol)
+            (1, r, enc_json(&plan.slots[out.slot].enc, values.or_else(|| num_values.get(&out.slot).cloned())), tol)
         }
     };
     tensors.insert(ck::names::READOUT.into(), ck::Tensor { shape: vec![d, readout_dims], data: readout });

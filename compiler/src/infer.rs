@@ -11,6 +11,7 @@
 //! Maps of `indices` and `length` only take their values on the grid of (index, length) pairs
 //! with index < length ([`crate::positional`]), and are evaluated there.
 
+use crate::numeric::Iv;
 use raspc_lang::ast::Cmp;
 use raspc_lang::graph::{MapOp, Operand};
 use raspc_lang::interp::apply_map;
@@ -71,7 +72,14 @@ impl ValueSet {
 
 /// The value set of every s-op `root` depends on.
 pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> HashMap<NodeId, ValueSet> {
+    infer_with_intervals(graph, root, vocab, max_len).0
+}
+
+/// [`infer`], with the interval of every numerical s-op ([`crate::numeric`]); an s-op too large
+/// to enumerate but known to hold integers of a small range gets that range as its set.
+pub fn infer_with_intervals(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (HashMap<NodeId, ValueSet>, HashMap<NodeId, Iv>) {
     let mut out: HashMap<NodeId, ValueSet> = HashMap::new();
+    let mut ivs: HashMap<NodeId, Iv> = HashMap::new();
     let finite = |atoms: Vec<Atom>| {
         let mut s = AtomSet::default();
         for a in atoms {
@@ -102,7 +110,7 @@ pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> Has
             NodeKind::Aggregate { sel, values, default } => match &out[values] {
                 ValueSet::Unbounded => ValueSet::Unbounded,
                 // At most one key selected: the default or one of the values, never a mean.
-                ValueSet::Finite(vs) if selects_at_most_one(graph, *sel, max_len) => aggregate_set(vs, default, 1),
+                ValueSet::Finite(vs) if selects_at_most_one_with(graph, *sel, max_len, &out) => aggregate_set(vs, default, 1),
                 ValueSet::Finite(vs) => aggregate_set(vs, default, max_len),
             },
             NodeKind::AggregateMax { values, default, .. } => match &out[values] {
@@ -111,9 +119,31 @@ pub fn infer(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> Has
             },
             _ => continue, // selectors
         };
+        let iv = crate::numeric::interval(graph, id, &set, &ivs, max_len);
+        // Integer facts narrow (counted sums) or bound (sums too large to enumerate) the set.
+        let counted = crate::numeric::counted_sum_parts(graph, id, max_len).is_some();
+        let set = match iv.as_ref().and_then(crate::numeric::int_set) {
+            Some(ints) if counted || set == ValueSet::Unbounded => ints,
+            _ => set,
+        };
+        if let Some(iv) = iv {
+            ivs.insert(id, iv);
+        }
         out.insert(id, set);
     }
-    out
+    (out, ivs)
+}
+
+/// [`selects_at_most_one`], or `==` on keys injective in `indices` for every value of the
+/// uniform s-ops they also read ([`crate::numeric::injective_keys`]).
+pub fn selects_at_most_one_with(graph: &Graph, sel: NodeId, max_len: usize, sets: &HashMap<NodeId, ValueSet>) -> bool {
+    selects_at_most_one(graph, sel, max_len) || crate::numeric::injective_keys(graph, sel, sets, max_len)
+}
+
+/// [`selects_at_most_one_with`] without the rank form: the selections lowering stores one-hot
+/// (an aggregate of numbers selected by a rank stays numerical; see [`selects_at_most_one_by_index`]).
+pub fn selects_one_by_position(graph: &Graph, sel: NodeId, max_len: usize, sets: &HashMap<NodeId, ValueSet>) -> bool {
+    selects_at_most_one_by_index(graph, sel, max_len) || crate::numeric::injective_keys(graph, sel, sets, max_len)
 }
 
 /// If `x` is a function of `indices` alone, its value at each index 0..max_len (None where the

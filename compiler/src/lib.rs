@@ -10,6 +10,7 @@ pub mod emit;
 pub mod infer;
 pub mod lower;
 pub mod names;
+pub mod numeric;
 pub mod plan;
 pub mod positional;
 pub mod real;

@@ -12,6 +12,9 @@
 //!   of `<tok>`. Maps of two or more s-ops (fused across chains) are one MLP with one hidden unit
 //!   per reachable combination of values, `relu(x_a + y_b + ... - (k - 1))`; maps of a numerical
 //!   s-op are an exact staircase over its finite set of values.
+//! * **Numbers are affine forms** (`lower/affine.rs`): sums, differences and constant multiples of
+//!   numerical s-ops get a one-dim slot that the writers of their parts also write (no MLP), and
+//!   products with functions of `indices` one unit per index value.
 //! * **select** is a bilinear form on one-hot query and key dims: score 1 where the predicate
 //!   holds. `and` of selects on different s-ops adds their scores; `and`/`or`/`not` of selects on
 //!   the same pair of s-ops is one predicate. BOS scores `r - 1/2` (r = number of summed terms),
@@ -25,7 +28,10 @@
 //!   value 1, giving 1/(w+1), then a staircase MLP to w. `length` is the width of the all-true
 //!   selector and needs no query or key weights at all.
 
-use crate::infer::{infer, ValueSet};
+mod affine;
+
+use crate::infer::{infer_with_intervals, ValueSet};
+use crate::numeric::Iv;
 use crate::plan::*;
 use raspc_lang::graph::Operand;
 use raspc_lang::interp::apply_map;
@@ -95,6 +101,17 @@ struct Lowerer<'a> {
     tuples: HashMap<Vec<NodeId>, TupleView>,
     /// Class staircases already built: (numerical slot, class of each point) -> slot.
     class_slots: HashMap<(usize, Vec<usize>), usize>,
+    /// The compiled s-op.
+    root: NodeId,
+    /// Intervals of numerical s-ops ([`crate::numeric`]).
+    ivs: HashMap<NodeId, Iv>,
+    /// Sum slots ([`affine`]): their affine forms over base dims.
+    sums: HashMap<usize, affine::Lin>,
+    /// Users of each s-op (built on first use).
+    users: HashMap<NodeId, Vec<NodeId>>,
+    /// Extra token-embedding and position-embedding entries (sum slots).
+    token_values: Vec<(usize, usize, Vec<f64>)>,
+    positional: Vec<(usize, usize, Vec<f64>)>,
 }
 
 /// Runs the support check and lowering. All problems are reported together.
@@ -105,7 +122,7 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
             .with_label("a selector")
             .with_note("compile an s-op that uses it, e.g. `selector_width(...)` or `aggregate(...)`")]);
     }
-    let sets = infer(g, root, &opts.vocab, opts.max_len);
+    let (sets, ivs) = infer_with_intervals(g, root, &opts.vocab, opts.max_len);
     let mut lw = Lowerer {
         g,
         opts,
@@ -120,6 +137,12 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         indices: None,
         tuples: HashMap::new(),
         class_slots: HashMap::new(),
+        root,
+        ivs,
+        sums: HashMap::new(),
+        users: HashMap::new(),
+        token_values: vec![],
+        positional: vec![],
     };
     // One-dim categorical slots: `<bos>` holds True at BOS only, `<tok>` True everywhere else.
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
@@ -181,9 +204,11 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         output,
         num_values,
         output_label: g.node(root).label.clone(),
-        positional: vec![],
+        positional: lw.positional,
+        token_values: lw.token_values,
         real_input: None,
         output_bound: None,
+        output_ints: lw.ivs.get(&root).filter(|iv| iv.int).map(|iv| (iv.lo, iv.hi)),
     })
 }
 
@@ -505,6 +530,10 @@ impl Lowerer<'_> {
     }
 
     fn lower_map(&mut self, id: NodeId) -> Result<(), Diagnostic> {
+        if let Some(s) = self.affine_map(id)? {
+            self.rep.insert(id, Rep::Slot(s));
+            return Ok(());
+        }
         let ops = self.g.node(id).kind.operands();
         let gather = |lw: &Self| -> BTreeSet<NodeId> {
             let mut leaves = BTreeSet::new();
@@ -1083,7 +1112,7 @@ impl Lowerer<'_> {
 
     /// At most one key selected per query, provably: `==` on an injective function of indices.
     fn single(&mut self, sel: NodeId) -> bool {
-        crate::infer::selects_at_most_one_by_index(self.g, sel, self.opts.max_len)
+        crate::infer::selects_one_by_position(self.g, sel, self.opts.max_len, &self.sets)
     }
 
     fn selector_text(&self, sel: Option<NodeId>) -> String {

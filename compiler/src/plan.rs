@@ -110,9 +110,14 @@ pub struct Plan {
     pub output_label: String,
     /// Slot dims the position embedding fills: (slot, dim, value per position, 0 = BOS).
     pub positional: Vec<(usize, usize, Vec<f64>)>,
+    /// Slot dims the token embedding adds to: (slot, dim, value per vocabulary entry, in
+    /// vocabulary order; BOS gets none).
+    pub token_values: Vec<(usize, usize, Vec<f64>)>,
     /// Real-valued inputs: the slot holding the input number, the declared bounds, and
     /// narrower bounds for blocks of positions `(start, end, lo, hi)`.
     pub real_input: Option<(usize, f64, f64, Vec<BlockBounds>)>,
+    /// Numerical output known to hold integers of this range (when too many to enumerate).
+    pub output_ints: Option<(f64, f64)>,
     /// Numerical output: the certified bound on |model - program| (real-valued programs).
     pub output_bound: Option<f64>,
 }
@@ -131,10 +136,11 @@ pub struct OutputView {
 impl Plan {
     /// Checks the plan's internal consistency between lowering and emission: every weight
     /// entry names an existing slot, a dim inside it and a column inside its block; every slot
-    /// a block's weights read is among its `reads`, and its outputs write only its `writes`;
-    /// blocks read only slots written by earlier blocks (or the embeddings), so the plan is
-    /// acyclic; BOS vectors, positional rows and the output view fit their slots. Returns every
-    /// violation found (empty: consistent).
+    /// a block's weights read is among its `reads`; its outputs write its own slot (`writes`,
+    /// owned by it alone) or add into sum slots (slots no block owns); blocks read only slots
+    /// every writer of which comes earlier (or the embeddings), so the plan is acyclic; BOS
+    /// vectors, positional and token-embedding rows and the output view fit their slots.
+    /// Returns every violation found (empty: consistent).
     pub fn verify(&self) -> Vec<String> {
         let mut errs = vec![];
         let n = self.slots.len();
@@ -144,17 +150,29 @@ impl Plan {
             }
         }
         let dim_ok = |slot: usize, dim: usize| slot < n && dim < self.slots[slot].enc.dims();
-        // A slot is "written" once its block has been seen; embeddings (no writer) count as written.
-        let mut writer: Vec<Option<usize>> = vec![None; n];
+        // Each slot has at most one owner (the block that `writes` it). A slot no block owns
+        // may be a *sum slot*: blocks add their contributions into it through output entries.
+        let mut owner: Vec<Option<usize>> = vec![None; n];
         for (b, block) in self.blocks.iter().enumerate() {
             if block.writes >= n {
                 errs.push(format!("block {b} `{}` writes slot {} of {n}", block.what, block.writes));
                 continue;
             }
-            if let Some(w) = writer[block.writes] {
-                errs.push(format!("slot {} `{}` is written by blocks {w} and {b}", block.writes, self.slots[block.writes].label));
+            if let Some(w) = owner[block.writes] {
+                errs.push(format!("slot {} `{}` is owned by blocks {w} and {b}", block.writes, self.slots[block.writes].label));
             }
-            writer[block.writes] = Some(b);
+            owner[block.writes] = Some(b);
+        }
+        // The last block writing each slot (owner or adder).
+        let mut last_writer: Vec<Option<usize>> = vec![None; n];
+        for (b, block) in self.blocks.iter().enumerate() {
+            let outs = match &block.kind {
+                BlockKind::Head(h) => &h.o,
+                BlockKind::Mlp(m) => &m.w_out,
+            };
+            for t in outs.iter().map(|o| o.1).chain(std::iter::once(block.writes)).filter(|&t| t < n) {
+                last_writer[t] = Some(b);
+            }
         }
         for (b, block) in self.blocks.iter().enumerate() {
             let what = &block.what;
@@ -195,18 +213,29 @@ impl Plan {
                 }
             };
             for &(col, slot, dim, w) in outs {
-                if col >= cols || !dim_ok(slot, dim) || slot != block.writes || !w.is_finite() {
-                    errs.push(format!("block {b} `{what}` output: column {col} -> slot {slot} dim {dim} (weight {w}); the block writes slot {}", block.writes));
+                let target_ok = slot == block.writes || (slot < n && owner[slot].is_none());
+                if col >= cols || !dim_ok(slot, dim) || !target_ok || !w.is_finite() {
+                    errs.push(format!(
+                        "block {b} `{what}` output: column {col} -> slot {slot} dim {dim} (weight {w}); the block owns slot {}, and may add only into slots no block owns",
+                        block.writes
+                    ));
                 }
             }
             for &r in &block.reads {
                 if r >= n {
                     errs.push(format!("block {b} `{what}` reads slot {r} of {n}"));
-                } else if let Some(w) = writer[r]
+                } else if let Some(w) = last_writer[r]
                     && w >= b
                 {
                     errs.push(format!("block {b} `{what}` reads slot {r} `{}`, written by the later block {w}", self.slots[r].label));
                 }
+            }
+        }
+        for (slot, dim, rows) in &self.token_values {
+            if !dim_ok(*slot, *dim) {
+                errs.push(format!("token-embedding entry for slot {slot} dim {dim} does not exist"));
+            } else if rows.iter().any(|x| !x.is_finite()) {
+                errs.push(format!("token-embedding entry for slot {slot} `{}` is not finite", self.slots[*slot].label));
             }
         }
         for (slot, dim, rows) in &self.positional {

@@ -717,8 +717,10 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         num_values: BTreeMap::new(),
         output_label: node.label.clone(),
         positional: lw.positional,
+        token_values: vec![],
         real_input: lw.input.map(|s| (s, opts.lo, opts.hi, opts.blocks.clone())),
         output_bound: Some(bound.f32),
+        output_ints: None,
     };
     Ok((plan, Report { sops: lw.report, output_bound: bound.f32, output_bound_f64: bound.f64 }))
 }

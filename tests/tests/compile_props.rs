@@ -2,7 +2,7 @@
 //! interpreter. Random programs (chains of maps, selects with and/or/not, aggregates with
 //! defaults, selector widths, ternaries, and the numeric idioms people write: means of 0/1
 //! indicators, sums and differences of means and widths, means times positions rounded — the
-//! counting idiom —, and functions of a `load`ed library) over the vocabulary 0..3 are compiled
+//! counting idiom —, linear combinations with constants, and functions of a `load`ed library) over the vocabulary 0..3 are compiled
 //! for max-len 4; a
 //! refusal must be a diagnostic (never a panic), and a compiled model must agree with the
 //! interpreter on every input of length 1..=4 the interpreter accepts, hard and soft attention,
@@ -42,6 +42,13 @@ enum Step {
     Count(usize),
     /// A function of the loaded library applied to one or two s-ops.
     Lib(&'static str, usize, usize),
+    /// The counting idiom: a prefix mean times the number of keys it averages.
+    Counted {
+        v: usize,
+        strict: bool,
+    },
+    /// A linear combination of two s-ops.
+    Affine(usize, i64, usize),
 }
 
 /// The library every random program loads (`load "lib";`).
@@ -80,7 +87,9 @@ fn step() -> impl Strategy<Value = Step> {
         (pick.clone(), pick.clone(), proptest::sample::select(&["==", "<", "<=", ">="][..]), pick.clone()).prop_map(|(k, q, cmp, v)| Step::Mean { k, q, cmp, v }),
         (pick.clone(), pick.clone(), pick.clone()).prop_map(|(a, b, c)| Step::Linear(a, b, c)),
         pick.clone().prop_map(Step::Count),
-        (proptest::sample::select(&["running", "prefix_total", "width_sum", "from_end"][..]), pick.clone(), pick).prop_map(|(f, a, b)| Step::Lib(f, a, b)),
+        (proptest::sample::select(&["running", "prefix_total", "width_sum", "from_end"][..]), pick.clone(), pick.clone()).prop_map(|(f, a, b)| Step::Lib(f, a, b)),
+        (pick.clone(), any::<bool>()).prop_map(|(v, strict)| Step::Counted { v, strict }),
+        (pick.clone(), -3i64..4, pick).prop_map(|(a, c, b)| Step::Affine(a, c, b)),
     ]
 }
 
@@ -106,6 +115,9 @@ fn program(steps: &[Step]) -> String {
             Step::Count(a) => format!("round({} * (indices + 1))", n(a)),
             Step::Lib("width_sum", a, b) => format!("width_sum({}, {})", n(a), n(b)),
             Step::Lib(f, a, _) => format!("{f}({})", n(a)),
+            Step::Counted { v, strict: true } => format!("round(aggregate(select(indices, indices, <), {}, 0) * indices)", n(v)),
+            Step::Counted { v, strict: false } => format!("round(aggregate(select(indices, indices, <=), {}, 0) * (indices + 1))", n(v)),
+            Step::Affine(a, c, b) => format!("{} * {c} - {} / 2", n(a), n(b)),
         };
         text += &format!("s{i} = {body};\n");
         names.push(format!("s{i}"));

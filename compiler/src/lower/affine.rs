@@ -1,0 +1,373 @@
+//! Numerical s-ops as affine forms `Σ c·dim + c0` over *base* dims: numerical slots written by
+//! heads and MLPs, categorical one-hots read through their value tables, the embeddings.
+//!
+//! A linear s-op (`a + b`, `a - b`, `c·a`, `a / c`, `-a`, or a map of one numerical s-op that is
+//! affine on its finite set of values, like `round` of an integer) gets a one-dim *sum slot*
+//! that no block computes: every block (or embedding) writing one of its base dims also writes
+//! `c·` its contribution into the sum slot, and the residual stream adds them up. No MLP, one
+//! dim, and the sum is ready as soon as its last part is.
+//!
+//! A product of a numerical s-op `x` with a function of `indices` `f` is one MLP with one or two
+//! units per index value `p`: `relu(f(p)·x - R·(1 - [i = p]))` (and its mirror when `f(p)·x` can
+//! be negative), exact for `|f(p)·x| <= R`. With the counted-sum value analysis
+//! ([`crate::numeric`]) the counting idiom `aggregate(select(indices, indices, <=), v) *
+//! (indices + 1)` has an integer set, and `round` of it is free.
+
+use super::*;
+use raspc_lang::ast::BinOp;
+use raspc_lang::graph::MapOp;
+use std::collections::BTreeMap;
+
+/// An affine form over base dims: `(slot, dim) -> coefficient`, plus a constant.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Lin {
+    pub terms: BTreeMap<(usize, usize), f64>,
+    pub c0: f64,
+}
+
+impl Lin {
+    fn scale(mut self, k: f64) -> Lin {
+        for c in self.terms.values_mut() {
+            *c *= k;
+        }
+        self.c0 *= k;
+        self
+    }
+    fn add(mut self, other: &Lin, k: f64) -> Lin {
+        for (key, c) in &other.terms {
+            *self.terms.entry(*key).or_insert(0.0) += k * c;
+        }
+        self.c0 += k * other.c0;
+        self.terms.retain(|_, c| *c != 0.0);
+        self
+    }
+}
+
+fn number(a: &Atom) -> Option<f64> {
+    if a.is_str() {
+        None
+    } else {
+        a.as_f64()
+    }
+}
+
+impl Lowerer<'_> {
+    /// The affine form of an s-op that has a slot, or is a view of one categorical slot, or is
+    /// constant. None when it is none of these, or has non-numeric values.
+    pub(super) fn lin_of(&mut self, x: NodeId) -> Result<Option<Lin>, Diagnostic> {
+        let table = |vals: &[Option<Atom>], slot: usize| -> Option<Lin> {
+            let mut l = Lin::default();
+            for (d, v) in vals.iter().enumerate() {
+                let c = match v {
+                    Some(a) => number(a)?,
+                    None => 0.0,
+                };
+                if c != 0.0 {
+                    l.terms.insert((slot, d), c);
+                }
+            }
+            Some(l)
+        };
+        match self.rep.get(&x).cloned() {
+            Some(Rep::Slot(s)) => {
+                if let Some(l) = self.sums.get(&s) {
+                    return Ok(Some(l.clone()));
+                }
+                Ok(match self.slots[s].enc.clone() {
+                    SlotEnc::Num { .. } => Some(Lin { terms: BTreeMap::from([((s, 0), 1.0)]), c0: 0.0 }),
+                    SlotEnc::Cat(vals) => table(&vals.into_iter().map(Some).collect::<Vec<_>>(), s),
+                })
+            }
+            Some(Rep::Inline) => {
+                let leaves = self.leaf_list(x);
+                if leaves.is_empty() {
+                    return Ok(self.eval_inline(x, &HashMap::new()).as_ref().and_then(number).map(|c0| Lin { terms: BTreeMap::new(), c0 }));
+                }
+                if leaves.len() == 1
+                    && let Some(Rep::Slot(s)) = self.rep.get(&leaves[0]).cloned()
+                    && let SlotEnc::Cat(_) = self.slots[s].enc
+                {
+                    let v = self.view(x)?;
+                    let vals = self.view_values(&v);
+                    return Ok(table(&vals, v.slot));
+                }
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn is_num_slot(&self, x: NodeId) -> bool {
+        matches!(self.rep.get(&x), Some(Rep::Slot(s)) if matches!(self.slots[*s].enc, SlotEnc::Num { .. }))
+    }
+
+    /// Users of every s-op (built on first use).
+    fn users_of(&mut self, id: NodeId) -> Vec<NodeId> {
+        if self.users.is_empty() {
+            for n in self.g.ancestors(self.root) {
+                for o in self.g.node(n).kind.operands() {
+                    self.users.entry(o).or_default().push(n);
+                }
+            }
+        }
+        self.users.get(&id).cloned().unwrap_or_default()
+    }
+
+    /// True when every user of `id` reads it as a number anyway: the output, linear maps
+    /// (themselves read only as numbers), products with positions, `round`, numerical means.
+    fn read_as_number(&mut self, id: NodeId, depth: usize) -> bool {
+        if depth > 16 {
+            return false;
+        }
+        let users = self.users_of(id);
+        if users.is_empty() {
+            return id == self.root;
+        }
+        users.into_iter().all(|u| match &self.g.node(u).kind {
+            NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub) | MapOp::Neg | MapOp::Pos | MapOp::Round, .. } => self.read_as_number(u, depth + 1),
+            NodeKind::Map { op: MapOp::Binary(BinOp::Mul | BinOp::Div), args } => {
+                args.iter().any(|a| matches!(a, Operand::Const(c) if number(c).is_some())) && self.read_as_number(u, depth + 1)
+            }
+            NodeKind::Aggregate { sel, values, .. } => *values == id && !crate::infer::selects_at_most_one_with(self.g, *sel, self.opts.max_len, &self.sets),
+            _ => false,
+        })
+    }
+
+    /// Lowers a linear map, or a product with a function of `indices`, without enumeration.
+    /// None: not such a map (or enumeration is as cheap); the caller lowers it as before.
+    pub(super) fn affine_map(&mut self, id: NodeId) -> Result<Option<usize>, Diagnostic> {
+        let NodeKind::Map { op, args } = self.g.node(id).kind.clone() else { return Ok(None) };
+        let label = self.label(id).to_string();
+        if self.opts.categorical.contains(&label) {
+            return Ok(None);
+        }
+        if let Some(ValueSet::Finite(s)) = self.sets.get(&id)
+            && s.iter().any(|a| !matches!(a, Atom::Int(_) | Atom::Float(_)))
+        {
+            return Ok(None);
+        }
+        if let Some(s) = self.positional_product(id, &op, &args)? {
+            return Ok(Some(s));
+        }
+        let sop_leaves: Vec<NodeId> = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None }).collect();
+        let mut leaves = BTreeSet::new();
+        for s in &sop_leaves {
+            self.leaves_of(*s, &mut leaves);
+        }
+        let any_num = leaves.iter().any(|l| self.is_num_slot(*l));
+        // Linear operations.
+        let operand = |lw: &mut Self, a: &Operand| -> Result<Option<Lin>, Diagnostic> {
+            match a {
+                Operand::Const(c) => Ok(number(c).map(|c0| Lin { terms: BTreeMap::new(), c0 })),
+                Operand::Sop(s) => lw.lin_of(*s),
+            }
+        };
+        let lin = match (&op, args.as_slice()) {
+            (MapOp::Binary(b @ (BinOp::Add | BinOp::Sub)), [a, c]) if sop_leaves.len() == 2 => {
+                let combos = leaves.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1)));
+                if !(any_num || combos > MAX_COMBINATIONS || self.read_as_number(id, 0)) {
+                    return Ok(None);
+                }
+                let (Some(x), Some(y)) = (operand(self, a)?, operand(self, c)?) else { return Ok(None) };
+                x.add(&y, if *b == BinOp::Sub { -1.0 } else { 1.0 })
+            }
+            (MapOp::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul), [Operand::Sop(_), Operand::Const(_)] | [Operand::Const(_), Operand::Sop(_)])
+            | (MapOp::Binary(BinOp::Div), [Operand::Sop(_), Operand::Const(_)])
+            | (MapOp::Neg | MapOp::Pos, [Operand::Sop(_)])
+                if any_num && self.read_as_number(id, 0) =>
+            {
+                let (x, k) = match args.as_slice() {
+                    [Operand::Sop(s), Operand::Const(c)] | [Operand::Const(c), Operand::Sop(s)] => (*s, number(c)),
+                    [Operand::Sop(s)] => (*s, Some(0.0)),
+                    _ => return Ok(None),
+                };
+                let (Some(x), Some(k)) = (self.lin_of(x)?, k) else { return Ok(None) };
+                match (&op, args.as_slice()) {
+                    (MapOp::Neg, _) => x.scale(-1.0),
+                    (MapOp::Pos, _) => x,
+                    (MapOp::Binary(BinOp::Add), _) => Lin { c0: x.c0 + k, ..x },
+                    (MapOp::Binary(BinOp::Sub), [Operand::Sop(_), _]) => Lin { c0: x.c0 - k, ..x },
+                    (MapOp::Binary(BinOp::Sub), _) => x.scale(-1.0).add(&Lin { terms: BTreeMap::new(), c0: k }, 1.0),
+                    (MapOp::Binary(BinOp::Mul), _) => x.scale(k),
+                    (MapOp::Binary(BinOp::Div), _) if k != 0.0 => x.scale(1.0 / k),
+                    _ => return Ok(None),
+                }
+            }
+            _ => match self.affine_on_points(id)? {
+                Some((l, identity)) if identity || self.read_as_number(id, 0) => l,
+                _ => return Ok(None),
+            },
+        };
+        Ok(Some(self.sum_slot(id, lin)))
+    }
+
+    /// A map of one numerical slot that is affine on the slot's finite set of values (`round` of
+    /// an integer, `x * 2 + 1`, any map on one value): its affine form.
+    /// Also says whether the map is the identity on those values.
+    fn affine_on_points(&mut self, id: NodeId) -> Result<Option<(Lin, bool)>, Diagnostic> {
+        let leaves = self.leaf_list(id);
+        let [leaf] = leaves.as_slice() else { return Ok(None) };
+        let Some(Rep::Slot(ls)) = self.rep.get(leaf).cloned() else { return Ok(None) };
+        let SlotEnc::Num { points: Some(points) } = self.slots[ls].enc.clone() else { return Ok(None) };
+        let groups = self.num_atoms.get(&ls).cloned().unwrap_or_else(|| points.iter().map(|p| vec![Atom::Float(*p)]).collect());
+        let mut ys = vec![];
+        for g in &groups {
+            let mut y: Option<f64> = None;
+            for a in g {
+                match self.eval_inline(id, &HashMap::from([(*leaf, a.clone())])) {
+                    Some(r @ (Atom::Int(_) | Atom::Float(_))) => {
+                        let v = number(&r).unwrap_or(f64::NAN);
+                        if y.is_some_and(|y| y != v) {
+                            return Ok(None);
+                        }
+                        y = Some(v);
+                    }
+                    Some(_) => return Ok(None),
+                    None => {}
+                }
+            }
+            ys.push(y);
+        }
+        let known: Vec<(f64, f64)> = points.iter().zip(&ys).filter_map(|(p, y)| y.map(|y| (*p, y))).collect();
+        let (a, b) = match known.as_slice() {
+            [] => return Ok(None),
+            [(_, y)] => (0.0, *y),
+            [(p0, y0), .., (p1, y1)] => {
+                let a = (y1 - y0) / (p1 - p0);
+                (a, y0 - a * p0)
+            }
+        };
+        if known.iter().any(|(p, y)| (a * p + b - y).abs() > 1e-9 * y.abs().max(1.0)) {
+            return Ok(None);
+        }
+        let Some(x) = self.lin_of(*leaf)? else { return Ok(None) };
+        Ok(Some((x.scale(a).add(&Lin { terms: BTreeMap::new(), c0: b }, 1.0), a == 1.0 && b == 0.0)))
+    }
+
+    /// The numerical slot of `id` (points and atoms from its value set) holding `lin`: every
+    /// writer of a base dim also writes into it.
+    fn sum_slot(&mut self, id: NodeId, lin: Lin) -> usize {
+        let label = self.label(id).to_string();
+        let pg = match self.sets.get(&id) {
+            Some(ValueSet::Finite(s)) => points_of(&s.iter().cloned().collect::<Vec<_>>()),
+            _ => None,
+        };
+        let at_bos: f64 = lin.terms.iter().map(|(&(s, d), c)| c * self.slots[s].at_bos.get(d).copied().unwrap_or(0.0)).sum();
+        let out = self.new_slot(label, SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![at_bos]);
+        if let Some((_, groups)) = pg {
+            self.num_atoms.insert(out, groups);
+        }
+        let n = self.opts.max_len;
+        let mut tok = vec![lin.c0; self.opts.vocab.len()];
+        let mut pos = vec![0.0; n + 1];
+        let mut extra: Vec<(usize, Out)> = vec![];
+        for (&(s, d), &c) in &lin.terms {
+            if s == TOK {
+                tok.iter_mut().for_each(|t| *t += c);
+                continue;
+            }
+            if Some(s) == self.tokens {
+                for (i, a) in self.opts.vocab.iter().enumerate() {
+                    tok[i] += c * match &self.slots[s].enc {
+                        SlotEnc::Cat(vals) => (vals.get(d) == Some(a)) as u8 as f64,
+                        SlotEnc::Num { .. } => number(a).unwrap_or(0.0),
+                    };
+                }
+                continue;
+            }
+            if Some(s) == self.indices {
+                for (p, v) in pos.iter_mut().enumerate().skip(1) {
+                    *v += c * match &self.slots[s].enc {
+                        SlotEnc::Cat(_) => (p - 1 == d) as u8 as f64,
+                        SlotEnc::Num { .. } => (p - 1) as f64,
+                    };
+                }
+                continue;
+            }
+            for (ps, pd, vals) in &self.positional {
+                if (*ps, *pd) == (s, d) {
+                    for (p, v) in pos.iter_mut().enumerate() {
+                        *v += c * vals.get(p).copied().unwrap_or(0.0);
+                    }
+                }
+            }
+            for (b, block) in self.blocks.iter().enumerate() {
+                let outs: &[Out] = match &block.kind {
+                    BlockKind::Head(h) => &h.o,
+                    BlockKind::Mlp(m) => &m.w_out,
+                };
+                for &(col, ts, td, w) in outs {
+                    if (ts, td) == (s, d) {
+                        extra.push((b, (col, out, 0, w * c)));
+                    }
+                }
+            }
+        }
+        for (b, e) in extra {
+            match &mut self.blocks[b].kind {
+                BlockKind::Head(h) => h.o.push(e),
+                BlockKind::Mlp(m) => m.w_out.push(e),
+            }
+        }
+        if tok.iter().any(|&t| t != 0.0) {
+            self.token_values.push((out, 0, tok));
+        }
+        if pos.iter().any(|&p| p != 0.0) {
+            self.positional.push((out, 0, pos));
+        }
+        self.sums.insert(out, lin);
+        out
+    }
+
+    /// `x * f(indices)` (either order) with `x` numerical and `f` a function of `indices` read
+    /// from its one-hot: one MLP, one or two units per index value.
+    fn positional_product(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<usize>, Diagnostic> {
+        let (MapOp::Binary(BinOp::Mul), [Operand::Sop(a), Operand::Sop(b)]) = (op, args) else { return Ok(None) };
+        let Some(is) = self.indices else { return Ok(None) };
+        if !matches!(self.slots[is].enc, SlotEnc::Cat(_)) {
+            return Ok(None);
+        }
+        for (x, f) in [(*a, *b), (*b, *a)] {
+            if !self.is_num_slot(x) {
+                continue;
+            }
+            let Some(fv) = self.index_function(f) else { continue };
+            let Some(fv) = fv.iter().map(|v| v.as_ref().and_then(number)).collect::<Option<Vec<f64>>>() else { continue };
+            let Some(iv) = self.ivs.get(&x).copied() else { continue };
+            let Rep::Slot(xs) = self.rep[&x] else { continue };
+            let label = self.label(id).to_string();
+            let pg = match self.sets.get(&id) {
+                Some(ValueSet::Finite(s)) => points_of(&s.iter().cloned().collect::<Vec<_>>()),
+                _ => None,
+            };
+            let out = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![0.0]);
+            if let Some((_, groups)) = pg {
+                self.num_atoms.insert(out, groups);
+            }
+            let xmax = iv.lo.abs().max(iv.hi.abs());
+            let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
+            for (p, &k) in fv.iter().enumerate() {
+                if k == 0.0 {
+                    continue;
+                }
+                // R: at least |f(p)·x| with room for the input's rounding.
+                let r = (k.abs() * xmax * 1.5 + 1.0).ceil();
+                for sign in [1.0, -1.0] {
+                    let (lo, hi) = (sign * k * iv.lo, sign * k * iv.hi);
+                    if lo.max(hi) <= 0.0 {
+                        continue;
+                    }
+                    let c = mlp.hidden;
+                    mlp.hidden += 1;
+                    mlp.w_in.push((xs, 0, c, sign * k));
+                    mlp.w_in.push((is, p, c, r));
+                    mlp.b_in.push(-r);
+                    mlp.w_out.push((c, out, 0, sign));
+                }
+            }
+            self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} * {}", self.label(x), self.label(f)));
+            return Ok(Some(out));
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,409 @@
+//! Numeric value analysis beside the finite value sets of [`crate::infer`]: an interval per
+//! numerical s-op, with the fact "every value is an integer", and two facts about selectors.
+//!
+//! * **Intervals.** Finite sets give their hull; means give the hull of their values and
+//!   default; `+ - *` by constants or of two s-ops, `-x`, `round` use interval arithmetic.
+//!   An s-op whose set is too large to enumerate but is known to hold integers in a range of at
+//!   most [`crate::infer::MAX_VALUES`] gets that range as its finite set (sums of counts).
+//! * **Counted sums.** `aggregate(s, v, d) * f(indices)` where `s` compares functions of
+//!   `indices`, selects only keys at or before the query, and selects exactly `f(i)/λ` keys at
+//!   query `i` (for a constant λ, whatever the length) is `λ·Σ v` over the selected keys: the
+//!   counting idiom `aggregate(select(indices, indices, <=), v) * (indices + 1)`. Its values are
+//!   integers when `v`'s and λ are.
+//! * **Uniform s-ops and single keys.** An s-op is *uniform* when it has the same value at every
+//!   position of an input (constants, `length`, aggregates and widths whose selector's queries are
+//!   uniform, maps of uniform s-ops). `select(F(indices, u..), q, ==)` with `F` injective in
+//!   `indices` for every value of the uniform `u..` selects at most one key (the reference's
+//!   `select(indices + length - plus, indices, ==)`).
+
+use crate::infer::{AtomSet, ValueSet, MAX_VALUES};
+use raspc_lang::ast::{BinOp, Cmp};
+use raspc_lang::graph::{MapOp, Operand};
+use raspc_lang::interp::apply_map;
+use raspc_lang::{Atom, Graph, NodeId, NodeKind};
+use std::collections::HashMap;
+
+/// The type of the atoms the interpreter produces for a numerical s-op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    Int,
+    Float,
+    Mixed,
+}
+
+/// An interval holding every value of an s-op; `int`: every value is an integer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Iv {
+    pub lo: f64,
+    pub hi: f64,
+    pub int: bool,
+    pub ty: Ty,
+}
+
+impl Iv {
+    fn join_ty(a: Ty, b: Ty) -> Ty {
+        match (a, b) {
+            (Ty::Int, Ty::Int) => Ty::Int,
+            (Ty::Float, Ty::Float) | (Ty::Int, Ty::Float) | (Ty::Float, Ty::Int) => Ty::Float,
+            _ => Ty::Mixed,
+        }
+    }
+    fn finite(&self) -> bool {
+        self.lo.is_finite() && self.hi.is_finite()
+    }
+}
+
+/// The hull of a finite set of numbers (None when it holds strings or nothing).
+pub fn of_set(s: &AtomSet) -> Option<Iv> {
+    let (mut lo, mut hi, mut int) = (f64::INFINITY, f64::NEG_INFINITY, true);
+    let (mut ints, mut floats) = (false, false);
+    for a in s.iter() {
+        if a.is_str() {
+            return None;
+        }
+        let x = a.as_f64()?;
+        lo = lo.min(x);
+        hi = hi.max(x);
+        int &= x.fract() == 0.0;
+        match a {
+            Atom::Float(_) => floats = true,
+            _ => ints = true,
+        }
+    }
+    if s.is_empty() {
+        return None;
+    }
+    let ty = match (ints, floats) {
+        (true, false) => Ty::Int,
+        (false, true) => Ty::Float,
+        _ => Ty::Mixed,
+    };
+    Some(Iv { lo, hi, int, ty })
+}
+
+fn const_iv(a: &Atom) -> Option<Iv> {
+    let mut s = AtomSet::default();
+    s.insert(a.clone());
+    of_set(&s)
+}
+
+fn operand_iv(o: &Operand, ivs: &HashMap<NodeId, Iv>) -> Option<Iv> {
+    match o {
+        Operand::Const(c) => const_iv(c),
+        Operand::Sop(s) => ivs.get(s).copied(),
+    }
+}
+
+/// Interval of `id`, given its value set and its operands' intervals.
+pub fn interval(g: &Graph, id: NodeId, set: &ValueSet, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> Option<Iv> {
+    if let Some(iv) = counted_sum(g, id, ivs, max_len) {
+        return Some(iv);
+    }
+    if let ValueSet::Finite(s) = set {
+        return of_set(s);
+    }
+    match &g.node(id).kind {
+        NodeKind::Aggregate { values, default, .. } => {
+            let (v, d) = (ivs.get(values)?, const_iv(default)?);
+            Some(Iv { lo: v.lo.min(d.lo), hi: v.hi.max(d.hi), int: false, ty: Ty::Mixed })
+        }
+        NodeKind::Map { op, args } => map_iv(op, args, ivs),
+        _ => None,
+    }
+}
+
+fn map_iv(op: &MapOp, args: &[Operand], ivs: &HashMap<NodeId, Iv>) -> Option<Iv> {
+    let a = operand_iv(args.first()?, ivs)?;
+    let iv = match op {
+        MapOp::Neg => Iv { lo: -a.hi, hi: -a.lo, ..a },
+        MapOp::Pos => a,
+        MapOp::Round => Iv { lo: a.lo.round(), hi: a.hi.round(), int: true, ty: Ty::Int },
+        MapOp::Binary(op) => {
+            let b = operand_iv(args.get(1)?, ivs)?;
+            let ty = Iv::join_ty(a.ty, b.ty);
+            match op {
+                BinOp::Add => Iv { lo: a.lo + b.lo, hi: a.hi + b.hi, int: a.int && b.int, ty },
+                BinOp::Sub => Iv { lo: a.lo - b.hi, hi: a.hi - b.lo, int: a.int && b.int, ty },
+                BinOp::Mul => {
+                    let p = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
+                    let lo = p.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    Iv { lo, hi, int: a.int && b.int, ty }
+                }
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    (iv.finite() && !iv.lo.is_nan()).then_some(iv)
+}
+
+/// The integers of an interval as a finite set of atoms of its type (None when not integer or
+/// too many).
+pub fn int_set(iv: &Iv) -> Option<ValueSet> {
+    if !iv.int || !iv.finite() || iv.hi - iv.lo + 1.0 > MAX_VALUES as f64 {
+        return None;
+    }
+    let mut s = AtomSet::default();
+    let (lo, hi) = (iv.lo.ceil() as i64, iv.hi.floor() as i64);
+    for k in lo..=hi {
+        if iv.ty != Ty::Float {
+            s.insert(Atom::Int(k));
+        }
+        if iv.ty != Ty::Int {
+            s.insert(Atom::Float(k as f64));
+        }
+        if s.len() > MAX_VALUES {
+            return None;
+        }
+    }
+    Some(ValueSet::Finite(s))
+}
+
+// ---- counted sums -------------------------------------------------------------------------
+
+/// Value of a function of `indices` at index `i` (None: not such a function, or it fails).
+fn index_value(g: &Graph, x: NodeId, i: i64) -> Option<Atom> {
+    match &g.node(x).kind {
+        NodeKind::Indices => Some(Atom::Int(i)),
+        NodeKind::Const(a) => Some(a.clone()),
+        NodeKind::Map { op, args } => {
+            let mut row = vec![];
+            for a in args {
+                row.push(match a {
+                    Operand::Const(c) => c.clone(),
+                    Operand::Sop(s) => index_value(g, *s, i)?,
+                });
+            }
+            apply_map(op, &row).ok()
+        }
+        _ => None,
+    }
+}
+
+fn is_index_function(g: &Graph, x: NodeId) -> bool {
+    match &g.node(x).kind {
+        NodeKind::Indices | NodeKind::Const(_) => true,
+        NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+            Operand::Const(_) => true,
+            Operand::Sop(s) => is_index_function(g, *s),
+        }),
+        _ => false,
+    }
+}
+
+/// Does a selector built from selects of functions of `indices` select key `k` for query `q`?
+/// None when it is not such a selector.
+fn positional_selects(g: &Graph, sel: NodeId, k: i64, q: i64) -> Option<bool> {
+    Some(match &g.node(sel).kind {
+        NodeKind::Select { keys, queries, cmp } => {
+            if !is_index_function(g, *keys) || !is_index_function(g, *queries) {
+                return None;
+            }
+            match (index_value(g, *keys, k), index_value(g, *queries, q)) {
+                (Some(a), Some(b)) => Atom::compare(&a, *cmp, &b).unwrap_or(false),
+                _ => false,
+            }
+        }
+        NodeKind::SelectAnd(a, b) => positional_selects(g, *a, k, q)? && positional_selects(g, *b, k, q)?,
+        NodeKind::SelectOr(a, b) => positional_selects(g, *a, k, q)? || positional_selects(g, *b, k, q)?,
+        NodeKind::SelectNot(a) => !positional_selects(g, *a, k, q)?,
+        _ => return None,
+    })
+}
+
+/// Number of keys a positional, backward-looking selector selects at each query 0..max_len
+/// (then independent of the length); None otherwise.
+pub fn backward_counts(g: &Graph, sel: NodeId, max_len: usize) -> Option<Vec<usize>> {
+    let n = max_len as i64;
+    let mut counts = vec![];
+    for q in 0..n {
+        let mut c = 0;
+        for k in 0..n {
+            if positional_selects(g, sel, k, q)? {
+                if k > q {
+                    return None;
+                }
+                c += 1;
+            }
+        }
+        counts.push(c);
+    }
+    Some(counts)
+}
+
+/// The parts of a counted sum `aggregate(sel, values, default) * f(indices)`:
+/// (sel, values, λ) with f(i) = λ·count(i) at every index.
+pub fn counted_sum_parts(g: &Graph, id: NodeId, max_len: usize) -> Option<(NodeId, NodeId, f64)> {
+    let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return None };
+    let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
+    for (m, f) in [(*a, *b), (*b, *a)] {
+        let NodeKind::Aggregate { sel, values, default } = &g.node(m).kind else { continue };
+        if default.is_str() || !is_index_function(g, f) {
+            continue;
+        }
+        let Some(counts) = backward_counts(g, *sel, max_len) else { continue };
+        let mut lambda: Option<f64> = None;
+        let mut ok = true;
+        for (i, &c) in counts.iter().enumerate() {
+            let Some(fi) = index_value(g, f, i as i64).and_then(|x| if x.is_str() { None } else { x.as_f64() }) else {
+                ok = false;
+                break;
+            };
+            if c == 0 {
+                ok &= fi == 0.0;
+                continue;
+            }
+            let l = fi / c as f64;
+            match lambda {
+                None => lambda = Some(l),
+                Some(x) => ok &= (x - l).abs() <= 1e-12 * x.abs().max(1.0),
+            }
+        }
+        if ok {
+            return Some((*sel, *values, lambda.unwrap_or(0.0)));
+        }
+    }
+    None
+}
+
+/// Interval of a counted sum (see the module docs).
+fn counted_sum(g: &Graph, id: NodeId, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> Option<Iv> {
+    let (sel, values, lambda) = counted_sum_parts(g, id, max_len)?;
+    let v = ivs.get(&values)?;
+    let counts = backward_counts(g, sel, max_len)?;
+    let (mut lo, mut hi) = (0.0f64, 0.0f64);
+    for &c in &counts {
+        let c = c as f64;
+        for x in [lambda * c * v.lo, lambda * c * v.hi] {
+            lo = lo.min(x);
+            hi = hi.max(x);
+        }
+    }
+    Some(Iv { lo, hi, int: v.int && lambda.fract() == 0.0, ty: Ty::Mixed })
+}
+
+// ---- uniform s-ops ------------------------------------------------------------------------
+
+fn selector_queries(g: &Graph, sel: NodeId, out: &mut Vec<NodeId>) {
+    match &g.node(sel).kind {
+        NodeKind::Select { queries, .. } => out.push(*queries),
+        NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
+            selector_queries(g, *a, out);
+            selector_queries(g, *b, out);
+        }
+        NodeKind::SelectNot(a) => selector_queries(g, *a, out),
+        _ => {}
+    }
+}
+
+/// True when `x` has the same value at every position of any one input.
+pub fn uniform(g: &Graph, x: NodeId) -> bool {
+    match &g.node(x).kind {
+        NodeKind::Const(_) | NodeKind::Length => true,
+        NodeKind::Tokens | NodeKind::Indices => false,
+        NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+            Operand::Const(_) => true,
+            Operand::Sop(s) => uniform(g, *s),
+        }),
+        NodeKind::Aggregate { sel, .. } | NodeKind::AggregateMax { sel, .. } | NodeKind::SelectorWidth(sel) => {
+            let mut qs = vec![];
+            selector_queries(g, *sel, &mut qs);
+            qs.iter().all(|&q| uniform(g, q))
+        }
+        _ => false,
+    }
+}
+
+/// Splits `x` into a function of `indices` and uniform s-ops: the uniform leaves (None when
+/// `x` is not such a function).
+fn uniform_leaves(g: &Graph, x: NodeId, out: &mut Vec<NodeId>) -> bool {
+    if uniform(g, x) {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+        return true;
+    }
+    match &g.node(x).kind {
+        NodeKind::Indices => true,
+        NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+            Operand::Const(_) => true,
+            Operand::Sop(s) => uniform_leaves(g, *s, out),
+        }),
+        _ => false,
+    }
+}
+
+fn eval_with(g: &Graph, x: NodeId, i: i64, env: &HashMap<NodeId, Atom>) -> Option<Atom> {
+    if let Some(a) = env.get(&x) {
+        return Some(a.clone());
+    }
+    match &g.node(x).kind {
+        NodeKind::Indices => Some(Atom::Int(i)),
+        NodeKind::Const(a) => Some(a.clone()),
+        NodeKind::Map { op, args } => {
+            let mut row = vec![];
+            for a in args {
+                row.push(match a {
+                    Operand::Const(c) => c.clone(),
+                    Operand::Sop(s) => eval_with(g, *s, i, env)?,
+                });
+            }
+            apply_map(op, &row).ok()
+        }
+        _ => None,
+    }
+}
+
+/// `select(keys, _, ==)` with `keys` an injective function of `indices` for every value of the
+/// uniform s-ops it also reads: at most one key per query.
+pub fn injective_keys(g: &Graph, sel: NodeId, sets: &HashMap<NodeId, ValueSet>, max_len: usize) -> bool {
+    match &g.node(sel).kind {
+        NodeKind::SelectAnd(a, b) => injective_keys(g, *a, sets, max_len) || injective_keys(g, *b, sets, max_len),
+        NodeKind::Select { keys, cmp: Cmp::Eq, .. } => {
+            let mut leaves = vec![];
+            if !uniform_leaves(g, *keys, &mut leaves) || leaves.contains(keys) {
+                return false;
+            }
+            let mut choices: Vec<Vec<Atom>> = vec![];
+            for l in &leaves {
+                match sets.get(l) {
+                    Some(ValueSet::Finite(s)) => choices.push(s.iter().cloned().collect()),
+                    _ => return false,
+                }
+            }
+            let total = choices.iter().fold(1usize, |p, c| p.saturating_mul(c.len().max(1))).saturating_mul(max_len);
+            if total > MAX_VALUES * 64 {
+                return false;
+            }
+            let mut idx = vec![0usize; choices.len()];
+            loop {
+                let env: HashMap<NodeId, Atom> = leaves.iter().zip(&idx).zip(&choices).filter_map(|((l, &i), c)| c.get(i).map(|a| (*l, a.clone()))).collect();
+                let mut seen = std::collections::BTreeSet::new();
+                for i in 0..max_len as i64 {
+                    if let Some(v) = eval_with(g, *keys, i, &env)
+                        && !seen.insert(match v.as_f64() {
+                            Some(x) if !v.is_str() => format!("{}", x.to_bits()),
+                            _ => v.repr(),
+                        })
+                    {
+                        return false;
+                    }
+                }
+                let mut k = 0;
+                loop {
+                    if k == idx.len() {
+                        return true;
+                    }
+                    idx[k] += 1;
+                    if idx[k] < choices[k].len() {
+                        break;
+                    }
+                    idx[k] = 0;
+                    k += 1;
+                }
+            }
+        }
+        _ => false,
+    }
+}
