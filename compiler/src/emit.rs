@@ -198,6 +198,15 @@ fn head_writers(plan: &Plan, sched: &Schedule, t: usize) -> usize {
 /// rounding of their pre-activations (8 ulps of the summed magnitudes) plus the error of what
 /// they read when that has no finite set, each times the weight it is written with.
 fn slot_error(plan: &Plan, sched: &Schedule, s: usize, depth: usize) -> f64 {
+    slot_error_memo(plan, sched, s, depth, &mut std::collections::HashMap::new())
+}
+
+/// [`slot_error`] with each slot's error computed once (the plan is a DAG, but the same slot is
+/// reached along many paths: without the memo the walk is exponential in the depth).
+fn slot_error_memo(plan: &Plan, sched: &Schedule, s: usize, depth: usize, memo: &mut std::collections::HashMap<usize, f64>) -> f64 {
+    if let Some(&e) = memo.get(&s) {
+        return e;
+    }
     let slot_max = |t: usize| -> f64 {
         match &plan.slots[t].enc {
             SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
@@ -207,10 +216,10 @@ fn slot_error(plan: &Plan, sched: &Schedule, s: usize, depth: usize) -> f64 {
     };
     // Inputs with a finite set of values are read exactly (staircases and one-hot units are
     // built to tolerate their errors); others pass their error on.
-    let read_err = |t: usize| -> f64 {
+    let mut read_err = |t: usize| -> f64 {
         match &plan.slots[t].enc {
             SlotEnc::Cat(_) | SlotEnc::Num { points: Some(_) } => 0.0,
-            SlotEnc::Num { .. } if depth < 8 => slot_error(plan, sched, t, depth + 1),
+            SlotEnc::Num { .. } if depth < 8 => slot_error_memo(plan, sched, t, depth + 1, memo),
             SlotEnc::Num { .. } => 1.0,
         }
     };
@@ -243,6 +252,7 @@ fn slot_error(plan: &Plan, sched: &Schedule, s: usize, depth: usize) -> f64 {
             }
         }
     }
+    memo.insert(s, e);
     e
 }
 
@@ -452,13 +462,12 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
                 BlockKind::Head(h) if plan.blocks[b].writes == out.slot => Some(numeric_budget(head_vmax(plan, h))),
                 _ => None,
             });
-            let derived = slot_error(plan, sched, out.slot, 0);
             let (tol, values) = match (&out.points, plan.output_bound, plan.output_ints) {
                 (_, Some(b), _) => (b, None),
                 (Some(p), _, _) if p.len() > 1 => (min_gap(p) / 2.0, None),
                 // Integers too many to enumerate: within 1/2 the nearest integer is the value.
                 (_, _, Some((lo, hi))) if hi - lo < MAX_INT_OUTPUTS as f64 => (0.5, Some((lo as i64..=hi as i64).map(serde_json::Value::from).collect::<Vec<_>>())),
-                _ => (head_budget.unwrap_or(0.0).max(derived).max(1e-6), None),
+                _ => (head_budget.unwrap_or(0.0).max(slot_error(plan, sched, out.slot, 0)).max(1e-6), None),
             };
             (1, r, enc_json(&plan.slots[out.slot].enc, values.or_else(|| num_values.get(&out.slot).cloned())), tol)
         }

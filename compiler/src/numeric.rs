@@ -164,21 +164,7 @@ pub fn int_set(iv: &Iv) -> Option<ValueSet> {
 
 /// Value of a function of `indices` at index `i` (None: not such a function, or it fails).
 fn index_value(g: &Graph, x: NodeId, i: i64) -> Option<Atom> {
-    match &g.node(x).kind {
-        NodeKind::Indices => Some(Atom::Int(i)),
-        NodeKind::Const(a) => Some(a.clone()),
-        NodeKind::Map { op, args } => {
-            let mut row = vec![];
-            for a in args {
-                row.push(match a {
-                    Operand::Const(c) => c.clone(),
-                    Operand::Sop(s) => index_value(g, *s, i)?,
-                });
-            }
-            apply_map(op, &row).ok()
-        }
-        _ => None,
-    }
+    eval_with(g, x, i, &HashMap::new())
 }
 
 fn is_index_function(g: &Graph, x: NodeId) -> bool {
@@ -334,6 +320,7 @@ fn uniform_leaves(g: &Graph, x: NodeId, out: &mut Vec<NodeId>) -> bool {
     }
 }
 
+/// Value of a function of `indices` (and of the s-ops `env` fixes) at index `i`.
 fn eval_with(g: &Graph, x: NodeId, i: i64, env: &HashMap<NodeId, Atom>) -> Option<Atom> {
     if let Some(a) = env.get(&x) {
         return Some(a.clone());

@@ -8,23 +8,7 @@
 use raspc_tests::Case;
 use std::time::Instant;
 
-const PROGRAMS: &[(&str, &str)] = &[
-    ("length", "abc"),
-    ("reverse", "abc"),
-    ("histogram", "abc"),
-    ("sort_unique", "[1,2,3,4]"),
-    ("sort", "[1,2,3,4]"),
-    ("sort_freq", "abc"),
-    ("frac_prevs", "xyz"),
-    ("pair_balance", "()x"),
-    ("dyck1", "()x"),
-    ("dyck2", "(){}"),
-    ("shift_by", "abc"),
-    ("detect_pattern", "abc"),
-    ("count_less_freq", "abc"),
-    ("count", "abc"),
-    ("nary_sequencemap", "[1,2,3]"),
-];
+const PROGRAMS: &[(&str, &str)] = raspc_tests::TRACR_PROGRAMS;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

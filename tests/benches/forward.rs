@@ -16,24 +16,7 @@ use raspc_runtime::{Attention, Backend, Model};
 use raspc_tests::Case;
 use std::time::Instant;
 
-/// Tracr's library programs and the vocabularies of tests/corpus/tracr.
-const PROGRAMS: &[(&str, &str)] = &[
-    ("length", "abc"),
-    ("reverse", "abc"),
-    ("histogram", "abc"),
-    ("sort_unique", "[1,2,3,4]"),
-    ("sort", "[1,2,3,4]"),
-    ("sort_freq", "abc"),
-    ("frac_prevs", "xyz"),
-    ("pair_balance", "()x"),
-    ("dyck1", "()x"),
-    ("dyck2", "(){}"),
-    ("shift_by", "abc"),
-    ("detect_pattern", "abc"),
-    ("count_less_freq", "abc"),
-    ("count", "abc"),
-    ("nary_sequencemap", "[1,2,3]"),
-];
+const PROGRAMS: &[(&str, &str)] = raspc_tests::TRACR_PROGRAMS;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

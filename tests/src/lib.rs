@@ -118,3 +118,31 @@ pub fn idioms() -> Vec<(String, String, bool)> {
     out.sort();
     out
 }
+
+/// Tracr's library programs (tests/corpus/tracr/NAME.rasp) and their vocabularies.
+pub const TRACR_PROGRAMS: &[(&str, &str)] = &[
+    ("length", "abc"),
+    ("reverse", "abc"),
+    ("histogram", "abc"),
+    ("sort_unique", "[1,2,3,4]"),
+    ("sort", "[1,2,3,4]"),
+    ("sort_freq", "abc"),
+    ("frac_prevs", "xyz"),
+    ("pair_balance", "()x"),
+    ("dyck1", "()x"),
+    ("dyck2", "(){}"),
+    ("shift_by", "abc"),
+    ("detect_pattern", "abc"),
+    ("count_less_freq", "abc"),
+    ("count", "abc"),
+    ("nary_sequencemap", "[1,2,3]"),
+];
+
+/// Runs the CLI in-process (`raspc ARGS...`): exit code, stdout, stderr.
+pub fn cli(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv: Vec<String> = std::iter::once("raspc").chain(args.iter().copied()).map(String::from).collect();
+    let code = raspc::run(argv, &mut out, &mut err, false);
+    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}

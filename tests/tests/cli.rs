@@ -1,12 +1,6 @@
 //! The `raspc eval` command end to end (in-process): output formats, entries, inputs, errors.
 
-fn cli(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv: Vec<String> = std::iter::once("raspc").chain(args.iter().copied()).map(String::from).collect();
-    let code = raspc::run(argv, &mut out, &mut err, false);
-    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
-}
+use raspc_tests::cli;
 
 #[test]
 fn json_output_is_exactly_one_line() {

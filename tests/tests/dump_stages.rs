@@ -2,13 +2,7 @@
 //! golden snapshots (tests/tests/snapshots/dump_stages__*.snap; review changes with
 //! `cargo insta review`). A change to the compiler that alters a plan shows up as a diff here.
 
-fn cli(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv: Vec<String> = std::iter::once("raspc").chain(args.iter().copied()).map(String::from).collect();
-    let code = raspc::run(argv, &mut out, &mut err, false);
-    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
-}
+use raspc_tests::cli;
 
 fn stage(program: &str, vocab: &str, stage: &str) -> String {
     let path = raspc_tests::corpus(program);

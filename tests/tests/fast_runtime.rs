@@ -17,23 +17,7 @@ use raspc_lang::Atom;
 use raspc_runtime::{Attention, Backend, DType, Device, Model};
 use raspc_tests::Case;
 
-const PROGRAMS: &[(&str, &str)] = &[
-    ("length", "abc"),
-    ("reverse", "abc"),
-    ("histogram", "abc"),
-    ("sort_unique", "[1,2,3,4]"),
-    ("sort", "[1,2,3,4]"),
-    ("sort_freq", "abc"),
-    ("frac_prevs", "xyz"),
-    ("pair_balance", "()x"),
-    ("dyck1", "()x"),
-    ("dyck2", "(){}"),
-    ("shift_by", "abc"),
-    ("detect_pattern", "abc"),
-    ("count_less_freq", "abc"),
-    ("count", "abc"),
-    ("nary_sequencemap", "[1,2,3]"),
-];
+const PROGRAMS: &[(&str, &str)] = raspc_tests::TRACR_PROGRAMS;
 
 /// Programs of the list that compile with `--causal` (prefix-stable).
 const CAUSAL: &[&str] = &["frac_prevs", "pair_balance", "shift_by", "detect_pattern", "nary_sequencemap"];

@@ -212,13 +212,7 @@ fn overflowing_powers_are_errors_with_their_place() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn cli(args: &[&str]) -> (i32, String, String) {
-    let mut argv = vec!["raspc".to_string()];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = raspc::run(argv, &mut out, &mut err, false);
-    (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
-}
+use raspc_tests::cli;
 
 // 5. Programs the interpreter rejects
 
