@@ -11,10 +11,11 @@
 //!   query's scores are one `axpy` over the keys per nonzero query dim (a one-hot query selects
 //!   one row of key scores: a lookup);
 //! - keys are written sparsely and also listed by dim (which keys a nonzero weight reaches in
-//!   each query/key dim); a hard-attention query with one nonzero dim (an `==` head on one-hot
-//!   encodings) scores only the keys listed under that dim, the others scoring exactly 0, so
-//!   it costs its matches, not a scan of the key row (it falls back to the scan when a score of
-//!   0 ties the maximum);
+//!   each query/key dim); a hard-attention query with at most 4 nonzero dims (an `==` head on
+//!   one-hot encodings, with or without a BOS dim) whose dims list at most half the visible keys
+//!   scores only those keys, every other key getting the same all-zero-key score, so it costs
+//!   its matches, not a scan of the key row (it falls back to the scan when that score ties the
+//!   maximum);
 //! - hard attention sums the values of the kept keys only (usually one: an index lookup);
 //! - MLP hidden units that are zero after the ReLU are skipped in `W_out`.
 //!
@@ -244,6 +245,8 @@ struct Workspace<T> {
     kptr: Vec<u32>,
     kcol: Vec<u32>,
     kstamp: Vec<u32>,
+    /// The keys a query's nonzero dims list.
+    union: Vec<u32>,
     /// Keys whose value vector is not all zeros.
     vkeys: Vec<u32>,
     scores: Vec<T>,
@@ -453,6 +456,7 @@ impl<T: Real> FastModel<T> {
             kptr: vec![0; dq + 1],
             kent: vec![],
             kcol: vec![],
+            union: vec![],
             vkeys: Vec::with_capacity(t),
             scores: vec![T::ZERO; t],
             qnz: Vec::with_capacity(dq),
@@ -824,17 +828,37 @@ impl<T: Real> FastModel<T> {
                 }
             }
             let outv = &mut ws.outv[..dv];
-            if attention == Attention::Hard
-                && let [(c, qc)] = ws.qnz[..]
-                && qc.is_finite()
-                && lookup_one(&ws.kcol[ws.kptr[c] as usize..ws.kptr[c + 1] as usize], &kt[c * t..c * t + visible], qc, self.tie_tolerance, v, dv, outv)
-            {
-                // One nonzero query dim: only the keys listed under it can score above zero.
-                if share && ws.qent.len() * dv > ws.qouts.len() {
-                    ws.qouts.extend_from_slice(outv);
+            if attention == Attention::Hard && !ws.qnz.is_empty() && ws.qnz.len() <= 4 && ws.qnz.iter().all(|&(_, qc)| qc.is_finite()) {
+                // Few nonzero query dims (an `==` head on one-hot encodings, maybe with a BOS
+                // dim): only the keys listed under them can score other than 0.
+                ws.union.clear();
+                for &(c, _) in &ws.qnz {
+                    let list = &ws.kcol[ws.kptr[c] as usize..ws.kptr[c + 1] as usize];
+                    ws.union.extend_from_slice(&list[..list.partition_point(|&j| (j as usize) < visible)]);
                 }
-                h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
-                continue;
+                if ws.union.len() * 2 <= visible {
+                    ws.union.sort_unstable();
+                    ws.union.dedup();
+                    let qnz = &ws.qnz;
+                    let score = |j: usize| {
+                        let mut sj = qnz[0].1 * kt[qnz[0].0 * t + j];
+                        for &(c, qc) in &qnz[1..] {
+                            sj += qc * kt[c * t + j];
+                        }
+                        sj
+                    };
+                    let mut zero = qnz[0].1 * T::ZERO;
+                    for &(_, qc) in &qnz[1..] {
+                        zero += qc * T::ZERO;
+                    }
+                    if lookup(&ws.union, visible, score, zero, self.tie_tolerance, v, dv, outv) {
+                        if share && ws.qent.len() * dv > ws.qouts.len() {
+                            ws.qouts.extend_from_slice(outv);
+                        }
+                        h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
+                        continue;
+                    }
+                }
             }
             let s = &mut ws.scores[..visible];
             let max = match ws.qnz.split_first() {
@@ -915,35 +939,32 @@ impl<T: Real> FastModel<T> {
     }
 }
 
-/// Hard attention for a query with one nonzero dim (value `qc`), from the keys `list` (in
-/// increasing order) that have a nonzero weight in that dim; `krow` is that dim's key row over
-/// the visible keys (zero off the list). Sets `outv` to the average of the selected keys' values
+/// Hard attention from the keys `list` (visible, increasing, fewer than `visible`) that can
+/// score other than `zero` (the score of every other key); `score(j)` is key `j`'s score,
+/// computed as the row scan computes it. Sets `outv` to the average of the selected keys' values
 /// and returns true, with the same threshold, count and summation order as the row scan; returns
-/// false (the caller scans the row) when keys off the list are selected too (score 0 ties the
+/// false (the caller scans the row) when keys off the list are selected too (`zero` ties the
 /// maximum).
 #[inline]
-fn lookup_one<T: Real>(list: &[u32], krow: &[T], qc: T, tol: T, v: &[T], dv: usize, outv: &mut [T]) -> bool {
-    let visible = krow.len();
-    let n = list.partition_point(|&j| (j as usize) < visible);
-    let list = &list[..n];
-    // Scores off the list are qc * 0 = 0.
-    let mut max = if n < visible { qc * T::ZERO } else { qc * krow[list[0] as usize] };
+#[allow(clippy::too_many_arguments)]
+fn lookup<T: Real>(list: &[u32], visible: usize, score: impl Fn(usize) -> T, zero: T, tol: T, v: &[T], dv: usize, outv: &mut [T]) -> bool {
+    let mut max = zero;
     for &j in list {
-        let sj = qc * krow[j as usize];
+        let sj = score(j as usize);
         if sj > max {
             max = sj;
         }
     }
     let thr = max - tol;
-    if n < visible && qc * T::ZERO >= thr {
+    if list.len() < visible && zero >= thr {
         return false;
     }
-    let count = list.iter().filter(|&&j| qc * krow[j as usize] >= thr).count();
+    let count = list.iter().filter(|&&j| score(j as usize) >= thr).count();
     let w = T::ONE / T::from_usize(count);
     outv.fill(T::ZERO);
     for &j in list {
         let j = j as usize;
-        if qc * krow[j] >= thr {
+        if score(j) >= thr {
             for (o, &vv) in outv.iter_mut().zip(&v[j * dv..(j + 1) * dv]) {
                 *o += w * vv;
             }
