@@ -10,6 +10,12 @@
 //!   both `W_V` and `W_O` use (the others add exact zeros); keys are stored transposed, so a
 //!   query's scores are one `axpy` over the keys per nonzero query dim (a one-hot query selects
 //!   one row of key scores: a lookup);
+//! - keys are written sparsely and also listed by dim (which keys a nonzero weight reaches in
+//!   each query/key dim); a hard-attention query with at most 4 nonzero dims (an `==` head on
+//!   one-hot encodings, with or without a BOS dim) whose dims list at most half the visible keys
+//!   scores only those keys, every other key getting the same all-zero-key score, so it costs
+//!   its matches, not a scan of the key row (it falls back to the scan when that score ties the
+//!   maximum);
 //! - hard attention sums the values of the kept keys only (usually one: an index lookup);
 //! - MLP hidden units that are zero after the ReLU are skipped in `W_out`.
 //!
@@ -234,6 +240,13 @@ struct Workspace<T> {
     /// Keys transposed: `[dims][positions]`.
     kt: Vec<T>,
     v: Vec<T>,
+    /// Keys by dim: `(dim, key)` pairs a nonzero weight reaches, then as `kcol` ranges `kptr`.
+    kent: Vec<(u32, u32)>,
+    kptr: Vec<u32>,
+    kcol: Vec<u32>,
+    kstamp: Vec<u32>,
+    /// The keys a query's nonzero dims list.
+    union: Vec<u32>,
     /// Keys whose value vector is not all zeros.
     vkeys: Vec<u32>,
     scores: Vec<T>,
@@ -439,6 +452,11 @@ impl<T: Real> FastModel<T> {
             q: vec![T::ZERO; dq],
             kt: vec![T::ZERO; dq * t],
             v: vec![T::ZERO; t * dv],
+            kstamp: vec![0; dq],
+            kptr: vec![0; dq + 1],
+            kent: vec![],
+            kcol: vec![],
+            union: vec![],
             vkeys: Vec::with_capacity(t),
             scores: vec![T::ZERO; t],
             qnz: Vec::with_capacity(dq),
@@ -728,16 +746,45 @@ impl<T: Real> FastModel<T> {
         let d = self.d;
         let (dq, dv) = (h.q.cols, h.v.cols);
         let x = &ws.x[..t * d];
-        // Keys, transposed: kt[c * t + j].
+        // Keys, transposed: kt[c * t + j], written sparsely (`kt` is all zeros between heads),
+        // and by dim: `kcol[kptr[c]..kptr[c + 1]]` lists in increasing order the keys `j` a
+        // nonzero weight reaches in dim `c` (every other key has kt[c * t + j] = 0).
         let kt = &mut ws.kt[..dq * t];
-        let q = &mut ws.q[..dq];
+        ws.kent.clear();
+        let stamp = &mut ws.kstamp[..dq];
+        stamp.fill(0);
         for j in 0..t {
-            q.fill(T::ZERO);
-            h.k.accumulate(&x[j * d..(j + 1) * d], q);
-            for (c, &kv) in q.iter().enumerate() {
-                kt[c * t + j] = kv;
+            let xj = &x[j * d..(j + 1) * d];
+            for &(r, s0, e) in &h.k.nz_rows {
+                let xi = xj[r as usize];
+                if xi != T::ZERO {
+                    let (s0, e) = (s0 as usize, e as usize);
+                    for (&c, &w) in h.k.col[s0..e].iter().zip(&h.k.val[s0..e]) {
+                        let c = c as usize;
+                        kt[c * t + j] += xi * w;
+                        if stamp[c] != j as u32 + 1 {
+                            stamp[c] = j as u32 + 1;
+                            ws.kent.push((c as u32, j as u32));
+                        }
+                    }
+                }
             }
         }
+        let kptr = &mut ws.kptr[..dq + 1];
+        kptr.fill(0);
+        for &(c, _) in &ws.kent {
+            kptr[c as usize + 1] += 1;
+        }
+        for c in 0..dq {
+            kptr[c + 1] += kptr[c];
+        }
+        ws.kcol.resize(ws.kent.len(), 0);
+        stamp.copy_from_slice(&kptr[..dq]);
+        for &(c, j) in &ws.kent {
+            ws.kcol[stamp[c as usize] as usize] = j;
+            stamp[c as usize] += 1;
+        }
+        let q = &mut ws.q[..dq];
         let v = &mut ws.v[..t * dv];
         v.fill(T::ZERO);
         ws.vkeys.clear();
@@ -780,6 +827,39 @@ impl<T: Real> FastModel<T> {
                     ws.qent.push((key_start as u32, ws.qkeys.len() as u32, ws.qouts.len() as u32));
                 }
             }
+            let outv = &mut ws.outv[..dv];
+            if attention == Attention::Hard && !ws.qnz.is_empty() && ws.qnz.len() <= 4 && ws.qnz.iter().all(|&(_, qc)| qc.is_finite()) {
+                // Few nonzero query dims (an `==` head on one-hot encodings, maybe with a BOS
+                // dim): only the keys listed under them can score other than 0.
+                ws.union.clear();
+                for &(c, _) in &ws.qnz {
+                    let list = &ws.kcol[ws.kptr[c] as usize..ws.kptr[c + 1] as usize];
+                    ws.union.extend_from_slice(&list[..list.partition_point(|&j| (j as usize) < visible)]);
+                }
+                if ws.union.len() * 2 <= visible {
+                    ws.union.sort_unstable();
+                    ws.union.dedup();
+                    let qnz = &ws.qnz;
+                    let score = |j: usize| {
+                        let mut sj = qnz[0].1 * kt[qnz[0].0 * t + j];
+                        for &(c, qc) in &qnz[1..] {
+                            sj += qc * kt[c * t + j];
+                        }
+                        sj
+                    };
+                    let mut zero = qnz[0].1 * T::ZERO;
+                    for &(_, qc) in &qnz[1..] {
+                        zero += qc * T::ZERO;
+                    }
+                    if lookup(&ws.union, visible, score, zero, self.tie_tolerance, v, dv, outv) {
+                        if share && ws.qent.len() * dv > ws.qouts.len() {
+                            ws.qouts.extend_from_slice(outv);
+                        }
+                        h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
+                        continue;
+                    }
+                }
+            }
             let s = &mut ws.scores[..visible];
             let max = match ws.qnz.split_first() {
                 None => {
@@ -810,7 +890,6 @@ impl<T: Real> FastModel<T> {
                     max
                 }
             };
-            let outv = &mut ws.outv[..dv];
             outv.fill(T::ZERO);
             // Keys with an all-zero value vector add exact zeros: only `vkeys` are summed.
             match attention {
@@ -853,6 +932,43 @@ impl<T: Real> FastModel<T> {
             }
             h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
         }
+        for &(c, j) in &ws.kent {
+            kt[c as usize * t + j as usize] = T::ZERO;
+        }
         Ok(())
     }
+}
+
+/// Hard attention from the keys `list` (visible, increasing, fewer than `visible`) that can
+/// score other than `zero` (the score of every other key); `score(j)` is key `j`'s score,
+/// computed as the row scan computes it. Sets `outv` to the average of the selected keys' values
+/// and returns true, with the same threshold, count and summation order as the row scan; returns
+/// false (the caller scans the row) when keys off the list are selected too (`zero` ties the
+/// maximum).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn lookup<T: Real>(list: &[u32], visible: usize, score: impl Fn(usize) -> T, zero: T, tol: T, v: &[T], dv: usize, outv: &mut [T]) -> bool {
+    let mut max = zero;
+    for &j in list {
+        let sj = score(j as usize);
+        if sj > max {
+            max = sj;
+        }
+    }
+    let thr = max - tol;
+    if list.len() < visible && zero >= thr {
+        return false;
+    }
+    let count = list.iter().filter(|&&j| score(j as usize) >= thr).count();
+    let w = T::ONE / T::from_usize(count);
+    outv.fill(T::ZERO);
+    for &j in list {
+        let j = j as usize;
+        if score(j) >= thr {
+            for (o, &vv) in outv.iter_mut().zip(&v[j * dv..(j + 1) * dv]) {
+                *o += w * vv;
+            }
+        }
+    }
+    true
 }
