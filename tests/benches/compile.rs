@@ -45,15 +45,7 @@ fn main() {
             let (_, _, _, compiled) = raspc_tests::compile(&Case { file: Box::leak(file.clone().into_boxed_str()), entry: None, vocab }, n, false).unwrap();
             let s = compiled.summary.clone();
             let model = raspc_runtime::Model::new(compiled.checkpoint, &raspc_runtime::device("cpu").unwrap()).unwrap();
-            let seqs = raspc::verify::generate(&raspc::verify::Inputs::Random { count: 64, seed: 7 }, atoms.len(), n).unwrap();
-            let ids: Vec<Vec<u32>> = seqs
-                .iter()
-                .map(|s| {
-                    // Full-length inputs: pad each random sequence to n by cycling it.
-                    let full: Vec<serde_json::Value> = (0..n).map(|i| atoms[s[i % s.len()]].to_json()).collect();
-                    model.encode(&full).unwrap()
-                })
-                .collect();
+            let ids = raspc_tests::full_length_ids(&model, &atoms, n, 64);
             let fwd = |batch: &[Vec<u32>]| {
                 for _ in 0..3 {
                     model.forward(batch, raspc_runtime::Attention::Hard).unwrap();

@@ -74,15 +74,7 @@ fn main() {
             let compile_ms = t.elapsed().as_secs_f64() * 1e3;
             let s = compiled.summary.clone();
             let mut model = Model::new(compiled.checkpoint, &raspc_runtime::Device::Cpu).unwrap();
-            let seqs = raspc::verify::generate(&raspc::verify::Inputs::Random { count: 64, seed: 7 }, atoms.len(), n).unwrap();
-            let ids: Vec<Vec<u32>> = seqs
-                .iter()
-                .map(|s| {
-                    // Full-length inputs: each random sequence cycled to n tokens.
-                    let full: Vec<serde_json::Value> = (0..n).map(|i| atoms[s[i % s.len()]].to_json()).collect();
-                    model.encode(&full).unwrap()
-                })
-                .collect();
+            let ids = raspc_tests::full_length_ids(&model, &atoms, n, 64);
             for &b in &batches {
                 let batch: Vec<Vec<u32>> = ids.iter().cycle().take(b).cloned().collect();
                 model.set_backend(Backend::Fast).unwrap();

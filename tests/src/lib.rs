@@ -146,3 +146,15 @@ pub fn cli(args: &[&str]) -> (i32, String, String) {
     let code = raspc::run(argv, &mut out, &mut err, false);
     (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
 }
+
+/// `count` random inputs (seeded) over `vocab`, each cycled to exactly `n` tokens and encoded
+/// for `model`: the full-length batches the forward benchmarks time.
+pub fn full_length_ids(model: &raspc_runtime::Model, vocab: &[Atom], n: usize, count: usize) -> Vec<Vec<u32>> {
+    let seqs = raspc::verify::generate(&raspc::verify::Inputs::Random { count, seed: 7 }, vocab.len(), n).expect("inputs");
+    seqs.iter()
+        .map(|s| {
+            let full: Vec<serde_json::Value> = (0..n).map(|i| vocab[s[i % s.len()]].to_json()).collect();
+            model.encode(&full).expect("vocabulary tokens encode")
+        })
+        .collect()
+}
