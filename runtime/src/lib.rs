@@ -64,7 +64,14 @@ pub fn device(name: &str) -> Result<Device, RuntimeError> {
         "cpu" => Ok(Device::Cpu),
         "cuda" => {
             if cfg!(feature = "cuda") {
-                Device::new_cuda(0).map_err(|e| RuntimeError::Device(e.to_string()))
+                Device::new_cuda(0).map_err(|e| {
+                    // candle attaches a backtrace to driver errors; the user needs the error itself.
+                    let e = match e {
+                        candle_core::Error::WithBacktrace { inner, .. } => *inner,
+                        e => e,
+                    };
+                    RuntimeError::Device(format!("cannot open CUDA device 0: {e}"))
+                })
             } else {
                 Err(RuntimeError::Device("this raspc was built without CUDA support; rebuild with `--features cuda`".into()))
             }
