@@ -487,6 +487,15 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
     let mut vocab_entries = vec![ck::VocabEntry { token: serde_json::Value::Null, id: 0 }];
     vocab_entries.extend(vocab.iter().enumerate().map(|(i, a)| ck::VocabEntry { token: a.to_json(), id: i + 1 }));
     let beta = derive_beta(plan, sched, inp.max_len);
+    // Staircases over a grid of a number's values step across gaps of at least `gap` and
+    // tolerate a quarter of it: the number's error (soft attention's budget, f32 rounding) must
+    // stay below that.
+    for (&s, &(gap, _)) in &plan.grid_reads {
+        let e = slot_error(plan, sched, s, 0);
+        if e.is_nan() || e > gap / 4.0 {
+            return Err(format!("`{}` may be off by {e:e}, more than a quarter of the gap {gap:e} its staircases step across", plan.slots[s].label));
+        }
+    }
     let min_gap_heads = sched
         .time
         .keys()
