@@ -15,8 +15,8 @@
 //!   widths replace a one-hot over every (x, y) pair. Needs value sets, so it runs after `infer`.
 //! * A comparison of an integer with `±u + (integers)`, `u` a mean of integers (a fraction with
 //!   a denominator up to max-len), in a map or a select, becomes a comparison with `floor(u)` or
-//!   `ceil(u)` (and "u is an integer" for `==`, `!=`): see [`grid_compare`]. Needs value sets
-//!   and intervals of what the comparison reads after earlier rewrites ([`Facts`]).
+//!   `ceil(u)` (and "u is an integer" for `==`, `!=`): see `grid_compare`. Needs value sets
+//!   and intervals of what the comparison reads after earlier rewrites (`Facts`).
 
 use crate::infer::{infer, infer_with_intervals, ValueSet};
 use crate::numeric::{mean_grid, Grid, Iv};
