@@ -4,6 +4,7 @@
 
 use crate::emit::Schedule;
 use crate::infer::ValueSet;
+use crate::numeric::Iv;
 use crate::plan::{BlockKind, Plan, SlotEnc};
 use raspc_lang::{Graph, NodeId};
 use std::collections::HashMap;
@@ -21,15 +22,21 @@ fn atoms<'a>(values: impl ExactSizeIterator<Item = &'a raspc_lang::Atom>) -> Str
     format!("[{}]", s.join(", "))
 }
 
-/// One line per s-op the root depends on, in graph order: `label: {values}` or `unbounded`.
-pub fn values(graph: &Graph, root: NodeId, sets: &HashMap<NodeId, ValueSet>) -> String {
+/// One line per s-op the root depends on, in graph order: `label: {values}` or `unbounded`
+/// (with what is known of the values: a mean of integers is a fraction with a bounded
+/// denominator, other numbers have an interval).
+pub fn values(graph: &Graph, root: NodeId, sets: &HashMap<NodeId, ValueSet>, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> String {
     let mut out = String::new();
     for id in graph.ancestors(root) {
         let Some(set) = sets.get(&id) else { continue };
         let label = &graph.node(id).label;
         match set {
             ValueSet::Finite(s) => writeln!(out, "{label}: {} {}", s.len(), atoms(s.iter().collect::<Vec<_>>().into_iter())).unwrap(),
-            ValueSet::Unbounded => writeln!(out, "{label}: unbounded").unwrap(),
+            ValueSet::Unbounded => match (crate::numeric::mean_grid(graph, id, sets, ivs, max_len), ivs.get(&id)) {
+                (Some(g), _) => writeln!(out, "{label}: unbounded (fractions k/q, q <= {}, in [{}, {}])", g.den, g.lo, g.hi).unwrap(),
+                (None, Some(iv)) => writeln!(out, "{label}: unbounded ({} in [{}, {}])", if iv.int { "integers" } else { "numbers" }, iv.lo, iv.hi).unwrap(),
+                (None, None) => writeln!(out, "{label}: unbounded").unwrap(),
+            },
         }
     }
     out

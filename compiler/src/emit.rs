@@ -95,7 +95,7 @@ fn head_vmax(plan: &Plan, h: &crate::plan::Head) -> f64 {
             w.abs()
                 * match &plan.slots[s].enc {
                     SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
-                    SlotEnc::Num { .. } => 1.0,
+                    SlotEnc::Num { .. } => plan.grid_reads.get(&s).map_or(1.0, |g| g.1.max(1.0)),
                     SlotEnc::Cat(_) => 1.0,
                 }
         })
@@ -119,6 +119,10 @@ fn head_budget(plan: &Plan, sched: &Schedule, b: usize, h: &crate::plan::Head) -
         SlotEnc::Num { points: Some(p) } if p.len() > 1 => min_gap(p) / 8.0,
         SlotEnc::Num { .. } => numeric_budget(vmax),
     };
+    // Read by staircases over a grid of its possible values (means of integers).
+    if let Some(&(gap, _)) = plan.grid_reads.get(&plan.blocks[b].writes) {
+        budget = budget.min(gap / 8.0);
+    }
     // Sum slots it also writes into: its share of their budget, scaled by its weight (an
     // integer output known only as a range has gap 1).
     for &(_, t, _, w) in &h.o {
@@ -210,7 +214,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: usize, depth: usize, memo: 
     let slot_max = |t: usize| -> f64 {
         match &plan.slots[t].enc {
             SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
-            SlotEnc::Num { .. } => 1.0,
+            SlotEnc::Num { .. } => plan.grid_reads.get(&t).map_or(1.0, |g| g.1.max(1.0)),
             SlotEnc::Cat(_) => 1.0,
         }
     };
@@ -483,6 +487,15 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
     let mut vocab_entries = vec![ck::VocabEntry { token: serde_json::Value::Null, id: 0 }];
     vocab_entries.extend(vocab.iter().enumerate().map(|(i, a)| ck::VocabEntry { token: a.to_json(), id: i + 1 }));
     let beta = derive_beta(plan, sched, inp.max_len);
+    // Staircases over a grid of a number's values step across gaps of at least `gap` and
+    // tolerate a quarter of it: the number's error (soft attention's budget, f32 rounding) must
+    // stay below that.
+    for (&s, &(gap, _)) in &plan.grid_reads {
+        let e = slot_error(plan, sched, s, 0);
+        if e.is_nan() || e > gap / 4.0 {
+            return Err(format!("`{}` may be off by {e:e}, more than a quarter of the gap {gap:e} its staircases step across", plan.slots[s].label));
+        }
+    }
     let min_gap_heads = sched
         .time
         .keys()

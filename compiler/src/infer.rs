@@ -97,7 +97,13 @@ pub fn infer_with_intervals(graph: &Graph, root: NodeId, vocab: &[Atom], max_len
     let grid = crate::positional::Tables::new(graph, &order, max_len.max(1));
     for id in order {
         if grid.is_positional_map(graph, id) {
-            out.insert(id, finite(grid.values[&id].iter().flatten().cloned().collect()));
+            let set = finite(grid.values[&id].iter().flatten().cloned().collect());
+            if let ValueSet::Finite(s) = &set
+                && let Some(iv) = crate::numeric::of_set(s)
+            {
+                ivs.insert(id, iv);
+            }
+            out.insert(id, set);
             continue;
         }
         let set = match &graph.node(id).kind {
@@ -187,6 +193,9 @@ pub fn selects_at_most_one_by_index(graph: &Graph, sel: NodeId, max_len: usize) 
 }
 
 fn at_most_one(graph: &Graph, sel: NodeId, max_len: usize, ranks: bool) -> bool {
+    if ranks && filtered_rank_select(graph, sel, max_len) {
+        return true;
+    }
     match &graph.node(sel).kind {
         NodeKind::SelectAnd(a, b) => at_most_one(graph, *a, max_len, ranks) || at_most_one(graph, *b, max_len, ranks),
         NodeKind::Select { keys, cmp: Cmp::Eq, .. } => injective_in_indices(graph, *keys, max_len) || (ranks && is_rank(graph, *keys, max_len)),
@@ -199,6 +208,35 @@ fn injective_in_indices(graph: &Graph, x: NodeId, max_len: usize) -> bool {
     let Some(f) = index_function(graph, x, max_len) else { return false };
     let mut seen = std::collections::BTreeSet::new();
     f.iter().all(|v| v.as_ref().is_some_and(|a| seen.insert(a.key())))
+}
+
+fn conjuncts(graph: &Graph, s: NodeId, out: &mut Vec<NodeId>) {
+    if let NodeKind::SelectAnd(a, b) = graph.node(s).kind {
+        conjuncts(graph, a, out);
+        conjuncts(graph, b, out);
+    } else {
+        out.push(s);
+    }
+}
+
+/// `select(r, q, ==) and F1 and ...` where `r = selector_width(O and F1 and ...)` with `O` an
+/// order of the positions (`select(f, f, <=)`, or `<`, `>=`, `>`, f injective in `indices`) and
+/// each `Fi` a test of the key alone (`select(c, CONST, op)`): `r` counts the keys passing the
+/// tests up to each position, so it differs between any two positions that pass them, and the
+/// outer selector keeps only those. At most one key (the corpus's long addition finds the
+/// nearest lower column that is not 9 this way).
+fn filtered_rank_select(graph: &Graph, sel: NodeId, max_len: usize) -> bool {
+    let mut outer = vec![];
+    conjuncts(graph, sel, &mut outer);
+    outer.iter().any(|&c| {
+        let NodeKind::Select { keys, cmp: Cmp::Eq, .. } = graph.node(c).kind else { return false };
+        let NodeKind::SelectorWidth(w) = graph.node(keys).kind else { return false };
+        let mut inner = vec![];
+        conjuncts(graph, w, &mut inner);
+        let is_order = |s: NodeId| matches!(graph.node(s).kind, NodeKind::Select { keys, queries, cmp: Cmp::Lt | Cmp::Le | Cmp::Gt | Cmp::Ge } if keys == queries && injective_in_indices(graph, keys, max_len));
+        let key_test = |s: NodeId| matches!(graph.node(s).kind, NodeKind::Select { queries, .. } if matches!(graph.node(queries).kind, NodeKind::Const(_)));
+        inner.iter().filter(|&&s| is_order(s)).count() == 1 && inner.iter().all(|&s| is_order(s) || (key_test(s) && outer.contains(&s)))
+    })
 }
 
 /// `x` is a rank: the number of positions that come before each position in a strict total
@@ -252,7 +290,29 @@ fn strict_total_order(graph: &Graph, s: NodeId, max_len: usize) -> bool {
     }
 }
 
+/// A map whose result is always a boolean (comparisons, `not`, `and`/`or` on s-ops, `in`).
+fn boolean_op(op: &MapOp) -> bool {
+    use raspc_lang::ast::BinOp;
+    matches!(
+        op,
+        MapOp::Not | MapOp::In(_) | MapOp::Convert(raspc_lang::graph::Convert::Bool) | MapOp::Binary(BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::And | BinOp::Or)
+    )
+}
+
 fn map_set(op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>) -> ValueSet {
+    match map_set_enumerated(op, args, sets) {
+        // Too many inputs to enumerate, but the result is a boolean.
+        ValueSet::Unbounded if boolean_op(op) => {
+            let mut s = AtomSet::default();
+            s.insert(Atom::Bool(false));
+            s.insert(Atom::Bool(true));
+            ValueSet::Finite(s)
+        }
+        s => s,
+    }
+}
+
+fn map_set_enumerated(op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>) -> ValueSet {
     let mut choices: Vec<Vec<Atom>> = vec![];
     let mut product = 1usize;
     for a in args {

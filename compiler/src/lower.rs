@@ -112,6 +112,9 @@ struct Lowerer<'a> {
     /// Extra token-embedding and position-embedding entries (sum slots).
     token_values: Vec<(usize, usize, Vec<f64>)>,
     positional: Vec<(usize, usize, Vec<f64>)>,
+    /// Numerical slots without a finite set read by staircases over a grid: (smallest step
+    /// gap, largest magnitude).
+    grid_reads: std::collections::BTreeMap<usize, (f64, f64)>,
 }
 
 /// Runs the support check and lowering. All problems are reported together.
@@ -143,6 +146,7 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         users: HashMap::new(),
         token_values: vec![],
         positional: vec![],
+        grid_reads: Default::default(),
     };
     // One-dim categorical slots: `<bos>` holds True at BOS only, `<tok>` True everywhere else.
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
@@ -209,6 +213,7 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         real_input: None,
         output_bound: None,
         output_ints: lw.ivs.get(&root).filter(|iv| iv.int).map(|iv| (iv.lo, iv.hi)),
+        grid_reads: lw.grid_reads,
     })
 }
 
@@ -561,7 +566,9 @@ impl Lowerer<'_> {
             }
             leaves = gather(self);
         }
-        if product(self, &leaves) > MAX_COMBINATIONS {
+        // A map of one number is a staircase over its values, not an enumeration.
+        let one_number = leaves.len() == 1 && leaves.iter().all(|l| is_num(self, l));
+        if !one_number && product(self, &leaves) > MAX_COMBINATIONS {
             // Too many combinations to fuse: give multi-leaf operands their own MLPs first.
             for o in &ops {
                 if let Rep::Inline = &self.rep[o]
@@ -815,10 +822,19 @@ impl Lowerer<'_> {
             && let Rep::Slot(ls) = self.rep[&leaves[0]]
             && let SlotEnc::Num { points } = self.slots[ls].enc.clone()
         {
-            let Some(points) = points else {
-                return Err(self.err(leaves[0], "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(leaves[0]))).with_label("read by a map"));
+            let (points, groups) = match points {
+                Some(points) => {
+                    let groups = self.num_atoms.get(&ls).cloned().unwrap_or_else(|| points.iter().map(|p| vec![Atom::Float(*p)]).collect());
+                    (points, groups)
+                }
+                None => match crate::numeric::mean_grid(self.g, leaves[0], &self.sets, &self.ivs, self.opts.max_len).and_then(|g| g.points()) {
+                    Some(pg) => pg,
+                    None => {
+                        return Err(self.err(leaves[0], "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(leaves[0]))).with_label("read by a map"));
+                    }
+                },
             };
-            let groups = self.num_atoms.get(&ls).cloned().unwrap_or_else(|| points.iter().map(|p| vec![Atom::Float(*p)]).collect());
+            let on_grid = self.slots[ls].enc == (SlotEnc::Num { points: None });
             let mut outputs = vec![];
             for g in &groups {
                 let results: Vec<Option<Atom>> = g.iter().map(|a| self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]))).collect();
@@ -835,6 +851,7 @@ impl Lowerer<'_> {
             if let Some(gr) = enc.1 {
                 self.num_atoms.insert(out, gr);
             }
+            let (points, outputs) = if on_grid { self.grid_steps(ls, &points, outputs) } else { (points, outputs) };
             let mlp = staircase(ls, &points, &outputs, out);
             self.push_block(BlockKind::Mlp(mlp), out, what);
             return Ok(out);
@@ -921,6 +938,17 @@ impl Lowerer<'_> {
         }
         if let Some(t) = self.tuples.get(nodes) {
             return Ok(t.clone());
+        }
+        // Maps of a number without a finite set (`floor(u)`, `u == round(u)` of a mean on a grid)
+        // get their own staircases: the number itself has no one-hot.
+        for &n in nodes {
+            if let Some(Rep::Inline) = self.rep.get(&n)
+                && self.leaf_list(n).iter().any(|l| matches!(&self.rep[l], Rep::Slot(s) if self.slots[*s].enc == (SlotEnc::Num { points: None })))
+                && matches!(self.sets.get(&n), Some(ValueSet::Finite(_)))
+            {
+                let s = self.materialise(n)?;
+                self.rep.insert(n, Rep::Slot(s));
+            }
         }
         let mut leaves = BTreeSet::new();
         for &n in nodes {
@@ -1022,6 +1050,27 @@ impl Lowerer<'_> {
         self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = which class of values `{}` is in", self.slots[num].label));
         self.class_slots.insert((num, class_of.to_vec()), out);
         out
+    }
+
+    /// A staircase over a grid of possible values of a numerical slot that has no finite set
+    /// ([`crate::numeric::Grid`]): only the points next to a change of output are kept (the
+    /// ramps between true neighbours are the same), and the slot records the smallest gap a
+    /// step spans and its largest value, from which emission derives the error its writers may
+    /// leave ([`Plan::grid_reads`]).
+    fn grid_steps(&mut self, slot: usize, points: &[f64], outputs: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
+        let n = points.len();
+        let keep = |j: usize| j == 0 || j + 1 == n || outputs[j] != outputs[j - 1] || outputs[j] != outputs[j + 1];
+        let mut gap = f64::INFINITY;
+        for j in 1..n {
+            if outputs[j] != outputs[j - 1] {
+                gap = gap.min(points[j] - points[j - 1]);
+            }
+        }
+        let magnitude = points.iter().fold(0.0f64, |m, p| m.max(p.abs()));
+        let e = self.grid_reads.entry(slot).or_insert((f64::INFINITY, 0.0));
+        *e = (e.0.min(gap), e.1.max(magnitude));
+        let kept: Vec<usize> = (0..n).filter(|&j| keep(j)).collect();
+        (kept.iter().map(|&j| points[j]).collect(), kept.into_iter().map(|j| outputs[j].clone()).collect())
     }
 
     /// Builds the query/key entries of a selector; returns (q, k, columns used, number of terms).

@@ -118,6 +118,8 @@ fn map_iv(op: &MapOp, args: &[Operand], ivs: &HashMap<NodeId, Iv>) -> Option<Iv>
         MapOp::Neg => Iv { lo: -a.hi, hi: -a.lo, ..a },
         MapOp::Pos => a,
         MapOp::Round => Iv { lo: a.lo.round(), hi: a.hi.round(), int: true, ty: Ty::Int },
+        // `int(x)` truncates towards zero.
+        MapOp::Convert(raspc_lang::graph::Convert::Int) => Iv { lo: a.lo.trunc(), hi: a.hi.trunc(), int: true, ty: Ty::Int },
         MapOp::Binary(op) => {
             let b = operand_iv(args.get(1)?, ivs)?;
             let ty = Iv::join_ty(a.ty, b.ty);
@@ -393,4 +395,87 @@ pub fn injective_keys(g: &Graph, sel: NodeId, sets: &HashMap<NodeId, ValueSet>, 
         }
         _ => false,
     }
+}
+
+// ---- means on a grid of fractions -----------------------------------------------------------
+
+/// The values of a mean of integers: every value is `k/q` with `1 <= q <= den`, in `[lo, hi]`.
+/// Such a set has too many values to enumerate at large max-len (every fraction with
+/// denominator up to max-len), but its values are never closer to an integer `m` than `1/den`
+/// unless they equal it, which is what comparisons with integers need ([`crate::simplify`]
+/// rewrites those into comparisons of `floor`, `ceil` and "is an integer"; lowering builds
+/// their staircases over [`Grid::points`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Grid {
+    pub den: u32,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Largest grid lowering enumerates (points, before compression to the steps of a map).
+pub const MAX_GRID_POINTS: usize = 1 << 20;
+
+impl Grid {
+    /// Every fraction `k/q` (`q <= den`) in `[lo, hi]`, ascending, each once, with the atoms the
+    /// interpreter may give it (an integer as `Int` and as `Float`: a single key's value or the
+    /// default, and a mean). None when there would be more than [`MAX_GRID_POINTS`].
+    pub fn points(&self) -> Option<(Vec<f64>, Vec<Vec<Atom>>)> {
+        let (lo, hi) = (self.lo.ceil() as i64 - 1, self.hi.floor() as i64 + 1);
+        let count = (hi - lo + 1) as f64 * (self.den as f64).powi(2);
+        if !(count.is_finite() && count <= 2.0 * MAX_GRID_POINTS as f64) {
+            return None;
+        }
+        let mut fr: Vec<(i64, i64)> = vec![];
+        for q in 1..=self.den as i64 {
+            for k in lo * q..=hi * q {
+                let x = k as f64 / q as f64;
+                if x >= self.lo && x <= self.hi && gcd(k.unsigned_abs(), q as u64) == 1 {
+                    fr.push((k, q));
+                }
+            }
+        }
+        if fr.len() > MAX_GRID_POINTS {
+            return None;
+        }
+        // Exact order of fractions: k1·q2 vs k2·q1.
+        fr.sort_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)));
+        let points = fr.iter().map(|&(k, q)| k as f64 / q as f64).collect();
+        let groups = fr.iter().map(|&(k, q)| if q == 1 { vec![Atom::Int(k), Atom::Float(k as f64)] } else { vec![Atom::Float(k as f64 / q as f64)] }).collect();
+        Some((points, groups))
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// `id` is a mean of integers that may not be an integer: an aggregate of integer values with
+/// an integer default, whose selector may pick several keys (at most max-len, so every mean is
+/// a fraction with denominator at most max-len).
+pub fn mean_grid(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> Option<Grid> {
+    let NodeKind::Aggregate { values, default, .. } = &g.node(id).kind else { return None };
+    let iv = ivs.get(&id)?;
+    if iv.int || !iv.finite() || max_len < 2 {
+        return None;
+    }
+    let d = match default {
+        Atom::Int(k) => *k as f64,
+        Atom::Float(x) if x.fract() == 0.0 => *x,
+        _ => return None,
+    };
+    let v = ivs.get(values)?;
+    if !v.int || !v.finite() || d.abs() > 1e12 || v.lo.abs().max(v.hi.abs()) > 1e12 {
+        return None;
+    }
+    // Values the interpreter refuses to average (strings, all booleans) never give a mean.
+    if let Some(ValueSet::Finite(s)) = sets.get(values)
+        && s.iter().any(|a| matches!(a, Atom::Str(_) | Atom::Bool(_)))
+    {
+        return None;
+    }
+    Some(Grid { den: max_len as u32, lo: iv.lo, hi: iv.hi })
 }

@@ -120,6 +120,11 @@ pub struct Plan {
     pub output_ints: Option<(f64, f64)>,
     /// Numerical output: the certified bound on |model - program| (real-valued programs).
     pub output_bound: Option<f64>,
+    /// Numerical slots without a finite set of values that staircases read over a grid of the
+    /// values they can take (means of integers): (smallest gap between neighbouring values a
+    /// step lies between, largest magnitude). Their writers' error must stay within a quarter
+    /// of that gap, like for slots with a finite set.
+    pub grid_reads: std::collections::BTreeMap<usize, (f64, f64)>,
 }
 
 #[derive(Clone, Debug)]

@@ -721,6 +721,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         real_input: lw.input.map(|s| (s, opts.lo, opts.hi, opts.blocks.clone())),
         output_bound: Some(bound.f32),
         output_ints: None,
+        grid_reads: BTreeMap::new(),
     };
     Ok((plan, Report { sops: lw.report, output_bound: bound.f32, output_bound_f64: bound.f64 }))
 }

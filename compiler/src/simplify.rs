@@ -13,11 +13,17 @@
 //!   gap between x's values is the lexicographic comparison `select(x, x, <) or (select(x, x, ==)
 //!   and select(y, y, <))` (Tracr's sort keys `key + i/max_seq_len`): with the rewrite above, two
 //!   widths replace a one-hot over every (x, y) pair. Needs value sets, so it runs after `infer`.
+//! * A comparison of an integer with `±u + (integers)`, `u` a mean of integers (a fraction with
+//!   a denominator up to max-len), in a map or a select, becomes a comparison with `floor(u)` or
+//!   `ceil(u)` (and "u is an integer" for `==`, `!=`): see `grid_compare`. Needs value sets
+//!   and intervals of what the comparison reads after earlier rewrites (`Facts`).
 
-use crate::infer::{infer, ValueSet};
+use crate::infer::{infer, infer_with_intervals, ValueSet};
+use crate::numeric::{mean_grid, Grid, Iv};
 use raspc_lang::ast::{BinOp, Cmp};
 use raspc_lang::graph::{MapOp, Operand};
 use raspc_lang::{atom, Atom, Graph, NodeId, NodeKind};
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// A rebuilt graph holding only what `root` depends on, rewritten; returns its root.
@@ -25,16 +31,27 @@ use std::collections::HashMap;
 pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId) {
     let Some((g1, r1)) = rebuild(g, root, None) else { return (g.clone(), root) };
     let sets = infer(&g1, r1, vocab, max_len);
-    rebuild(&g1, r1, Some(&sets)).unwrap_or((g1, r1))
+    let facts = Facts { sets: &sets, vocab, max_len, new: Default::default() };
+    rebuild(&g1, r1, Some(&facts)).unwrap_or((g1, r1))
 }
 
-fn rebuild(g: &Graph, root: NodeId, sets: Option<&HashMap<NodeId, ValueSet>>) -> Option<(Graph, NodeId)> {
+/// What value analysis knows: the value sets of the graph being rebuilt (old ids), and, for
+/// the rewrites that need facts about what they read *after* earlier rewrites, value sets and
+/// intervals of the new graph, computed on demand for a node and its ancestors.
+struct Facts<'a> {
+    sets: &'a HashMap<NodeId, ValueSet>,
+    vocab: &'a [Atom],
+    max_len: usize,
+    new: RefCell<(HashMap<NodeId, ValueSet>, HashMap<NodeId, Iv>)>,
+}
+
+fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, NodeId)> {
     let mut out = Graph::new();
     let mut map: HashMap<NodeId, NodeId> = HashMap::new();
     for id in g.ancestors(root) {
         let node = g.node(id);
         let kind = node.kind.remap(&|x| map[&x]);
-        let lex = sets.and_then(|s| lexicographic(g, id, s, &map, &mut out, node.span));
+        let lex = facts.and_then(|f| lexicographic(g, id, f.sets, &map, &mut out, node.span).or_else(|| grid_compare(g, id, f, &map, &mut out, node.span)));
         let kind = lex.unwrap_or(kind);
         let kind = rewrite(&mut out, &kind, node.span).unwrap_or(kind);
         let new = out.add_labelled(kind, node.span, &node.label, node.named)?;
@@ -172,4 +189,247 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span) -> Option<N
         }
         _ => None,
     }
+}
+
+// ---- comparisons with means of integers -----------------------------------------------------
+
+/// An integral number atom (not a boolean or a string).
+fn integral(a: &Atom) -> bool {
+    match a {
+        Atom::Int(_) => true,
+        Atom::Float(x) => x.fract() == 0.0 && x.abs() < 1e15,
+        _ => false,
+    }
+}
+
+impl Facts<'_> {
+    /// Value analysis of `id` in the new graph `out` (and of its ancestors), computed once.
+    fn learn(&self, out: &Graph, id: NodeId) {
+        if self.new.borrow().0.contains_key(&id) {
+            return;
+        }
+        let (sets, ivs) = infer_with_intervals(out, id, self.vocab, self.max_len);
+        let mut new = self.new.borrow_mut();
+        new.0.extend(sets);
+        new.1.extend(ivs);
+    }
+
+    /// Every value of `x` (a node of the new graph) is an integer (and none is a boolean).
+    fn int_valued(&self, out: &Graph, x: NodeId) -> bool {
+        self.learn(out, x);
+        let new = self.new.borrow();
+        new.1.get(&x).is_some_and(|iv| iv.int)
+            && match new.0.get(&x) {
+                Some(ValueSet::Finite(s)) => s.iter().all(|a| matches!(a, Atom::Int(_) | Atom::Float(_))),
+                _ => true,
+            }
+    }
+
+    /// Number of values of `x` (new graph, already analysed); `usize::MAX` when unbounded.
+    fn size(&self, x: NodeId) -> usize {
+        match self.new.borrow().0.get(&x) {
+            Some(ValueSet::Finite(s)) => s.len().max(1),
+            _ => usize::MAX,
+        }
+    }
+
+    /// `x` (new graph) is a mean of integers that need not be an integer ([`mean_grid`]).
+    fn grid(&self, out: &Graph, x: NodeId) -> Option<Grid> {
+        if !matches!(out.node(x).kind, NodeKind::Aggregate { .. }) {
+            return None;
+        }
+        self.learn(out, x);
+        let new = self.new.borrow();
+        mean_grid(out, x, &new.0, &new.1, self.max_len)
+    }
+}
+
+/// `e` is `±u + (integers)` through `+`, `-` and negation, with `u` a mean of integers
+/// ([`mean_grid`]) and the other terms integer-valued and independent of `u`: returns `u` (an
+/// old id), the sign of `u` in `e`, and the product of the other s-op terms' numbers of values
+/// (1 when there are none). Facts are those of the new graph (`map` takes old ids there), so
+/// earlier rewrites count.
+fn affine_mean(g: &Graph, e: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId>, out: &Graph) -> Option<(NodeId, f64, usize)> {
+    if f.grid(out, map[&e]).is_some() {
+        return Some((e, 1.0, 1));
+    }
+    let free = |o: &Operand, u: NodeId| -> Option<usize> {
+        match o {
+            Operand::Const(c) => integral(c).then_some(1),
+            Operand::Sop(s) => (f.int_valued(out, map[s]) && !g.ancestors(*s).contains(&u)).then(|| f.size(map[s])),
+        }
+    };
+    let NodeKind::Map { op, args } = &g.node(e).kind else { return None };
+    match (op, args.as_slice()) {
+        (MapOp::Neg, [Operand::Sop(a)]) => affine_mean(g, *a, f, map, out).map(|(u, s, o)| (u, -s, o)),
+        (MapOp::Pos, [Operand::Sop(a)]) => affine_mean(g, *a, f, map, out),
+        (MapOp::Binary(op @ (BinOp::Add | BinOp::Sub)), [x, y]) => {
+            if let Operand::Sop(a) = x
+                && let Some((u, s, o)) = affine_mean(g, *a, f, map, out)
+                && let Some(other) = free(y, u)
+            {
+                return Some((u, s, o.saturating_mul(other)));
+            }
+            if let Operand::Sop(b) = y
+                && let Some((u, s, o)) = affine_mean(g, *b, f, map, out)
+                && let Some(other) = free(x, u)
+            {
+                return Some((u, if *op == BinOp::Sub { -s } else { s }, o.saturating_mul(other)));
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// `e` (old ids) with the mean `u` replaced by `r` (a new id), built in `out`.
+fn substitute(g: &Graph, e: NodeId, u: NodeId, r: NodeId, map: &HashMap<NodeId, NodeId>, out: &mut Graph, span: raspc_lang::Span) -> Option<NodeId> {
+    if e == u {
+        return Some(r);
+    }
+    let NodeKind::Map { op, args } = &g.node(e).kind else { return None };
+    let mut new_args = vec![];
+    for a in args {
+        new_args.push(match a {
+            Operand::Const(c) => Operand::Const(c.clone()),
+            Operand::Sop(s) if *s == u || g.ancestors(*s).contains(&u) => Operand::Sop(substitute(g, *s, u, r, map, out, span)?),
+            Operand::Sop(s) => Operand::Sop(map[s]),
+        });
+    }
+    out.add(NodeKind::Map { op: op.clone(), args: new_args }, span)
+}
+
+/// `floor(u)`, `ceil(u)` and `u == floor(u)` of a mean `u` (new id) whose values lie in
+/// `[lo, hi]`, from `int` (which truncates): `floor(u) = int(u + L) - L` with `u + L >= 0`,
+/// `ceil(u) = H - int(H - u)` with `H - u >= 0`.
+fn floor_ceil_isint(u: NodeId, lo: f64, hi: f64, out: &mut Graph, span: raspc_lang::Span) -> Option<(NodeId, NodeId, NodeId)> {
+    let int = |out: &mut Graph, x: NodeId| out.add(NodeKind::Map { op: MapOp::Convert(raspc_lang::graph::Convert::Int), args: vec![Operand::Sop(x)] }, span);
+    let bin = |out: &mut Graph, op: BinOp, a: Operand, b: Operand| out.add(NodeKind::Map { op: MapOp::Binary(op), args: vec![a, b] }, span);
+    let l = -(lo.floor() as i64);
+    let floor = if l <= 0 {
+        int(out, u)?
+    } else {
+        let shifted = bin(out, BinOp::Add, Operand::Sop(u), Operand::Const(Atom::Int(l)))?;
+        let t = int(out, shifted)?;
+        bin(out, BinOp::Sub, Operand::Sop(t), Operand::Const(Atom::Int(l)))?
+    };
+    let h = hi.ceil() as i64;
+    let rest = bin(out, BinOp::Sub, Operand::Const(Atom::Int(h)), Operand::Sop(u))?;
+    let t = int(out, rest)?;
+    let ceil = bin(out, BinOp::Sub, Operand::Const(Atom::Int(h)), Operand::Sop(t))?;
+    // `u == round(u)` (not `u == floor`: a map of `u` alone, whatever else reads `floor`).
+    let rounded = out.add(NodeKind::Map { op: MapOp::Round, args: vec![Operand::Sop(u)] }, span)?;
+    let isint = bin(out, BinOp::Eq, Operand::Sop(u), Operand::Sop(rounded))?;
+    Some((floor, ceil, isint))
+}
+
+/// The comparison `X op E` seen from the integer side X: the mirror of `E op X`.
+fn mirror(c: Cmp) -> Cmp {
+    match c {
+        Cmp::Lt => Cmp::Gt,
+        Cmp::Gt => Cmp::Lt,
+        Cmp::Le => Cmp::Ge,
+        Cmp::Ge => Cmp::Le,
+        c => c,
+    }
+}
+
+/// A comparison of an integer-valued `X` with `E = ±u + P` (`u` a mean of integers, `P`
+/// integer-valued; see [`affine_mean`]), in a map (`X > E`) or a select, rewritten into
+/// comparisons of integers (docs/compiler.md): for integers X and real E,
+/// `X < E ⇔ X < ceil(E)`, `X <= E ⇔ X <= floor(E)` (and mirrored), `X == E ⇔ isint(u) and
+/// X == floor(E)`, `X != E ⇔ not isint(u) or X != floor(E)`; `floor(±u + P)` is `P ± floor(u)`
+/// or `P ± ceil(u)`. `floor(u)` takes at most max-len + 1 values and is an exact staircase of
+/// `u` (a value below an integer m is at most m - 1/max-len), so neither side needs `u`'s
+/// values enumerated. Done when lowering would otherwise enumerate more than
+/// [`crate::lower::MAX_COMBINATIONS`] combinations of `u`'s values with the other s-ops the
+/// comparison reads (or `u` has too many values to enumerate at all); below that, one MLP over
+/// the combinations is as small and one layer shallower.
+fn grid_compare(g: &Graph, id: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId>, out: &mut Graph, span: raspc_lang::Span) -> Option<NodeKind> {
+    // (X, E, op of `X op E`, E is the second operand / the query side).
+    let (pairs, cmp_of): (Vec<(Operand, NodeId, Cmp, bool)>, Cmp) = match &g.node(id).kind {
+        NodeKind::Map { op: MapOp::Binary(b @ (BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)), args } => {
+            let c = match b {
+                BinOp::Eq => Cmp::Eq,
+                BinOp::Lt => Cmp::Lt,
+                BinOp::Le => Cmp::Le,
+                BinOp::Gt => Cmp::Gt,
+                _ => Cmp::Ge,
+            };
+            let [a, b] = args.as_slice() else { return None };
+            let mut v = vec![];
+            if let Operand::Sop(e) = b {
+                v.push((a.clone(), *e, c, true));
+            }
+            if let Operand::Sop(e) = a {
+                v.push((b.clone(), *e, mirror(c), false));
+            }
+            (v, c)
+        }
+        NodeKind::Select { keys, queries, cmp } => (vec![(Operand::Sop(*keys), *queries, *cmp, true), (Operand::Sop(*queries), *keys, mirror(*cmp), false)], *cmp),
+        _ => return None,
+    };
+    let is_select = matches!(g.node(id).kind, NodeKind::Select { .. });
+    for (x, e, op, e_second) in pairs {
+        let Some((u, sign, others)) = affine_mean(g, e, f, map, out) else { continue };
+        let x_ok = match &x {
+            Operand::Const(c) => integral(c),
+            Operand::Sop(s) => f.int_valued(out, map[s]) && !g.ancestors(*s).contains(&u),
+        };
+        let grid = f.grid(out, map[&u])?;
+        // What lowering would enumerate instead: E's values over u's and the other terms'
+        // (a select reads E on its own side), times X's for a map.
+        let x_size = match &x {
+            Operand::Sop(s) if !is_select => f.size(map[s]),
+            _ => 1,
+        };
+        let combos = f.size(map[&u]).saturating_mul(others).saturating_mul(x_size);
+        if !x_ok || combos <= crate::lower::MAX_COMBINATIONS {
+            continue;
+        }
+        let (floor_u, ceil_u, isint) = floor_ceil_isint(map[&u], grid.lo, grid.hi, out, span)?;
+        let (floor_e, ceil_e) = if sign > 0.0 { (floor_u, ceil_u) } else { (ceil_u, floor_u) };
+        let replaced = match op {
+            Cmp::Lt | Cmp::Ge => ceil_e,
+            _ => floor_e,
+        };
+        let e_new = substitute(g, e, u, replaced, map, out, span)?;
+        let x_new = match &x {
+            Operand::Const(c) => Operand::Const(c.clone()),
+            Operand::Sop(s) => Operand::Sop(map[s]),
+        };
+        if !is_select {
+            let ordered = if e_second { vec![x_new, Operand::Sop(e_new)] } else { vec![Operand::Sop(e_new), x_new] };
+            let NodeKind::Map { op: m, .. } = &g.node(id).kind else { return None };
+            let cmp_node = NodeKind::Map { op: m.clone(), args: ordered };
+            if op != Cmp::Eq {
+                return Some(cmp_node);
+            }
+            let eq = out.add(cmp_node, span)?;
+            return Some(NodeKind::Map { op: MapOp::Binary(BinOp::And), args: vec![Operand::Sop(isint), Operand::Sop(eq)] });
+        }
+        let Operand::Sop(x_new) = x_new else { return None };
+        let (keys, queries) = if e_second { (x_new, e_new) } else { (e_new, x_new) };
+        let main = NodeKind::Select { keys, queries, cmp: cmp_of };
+        // `isint(u)` on E's side, compared with a constant on X's.
+        let cond = |out: &mut Graph, want: bool| -> Option<NodeId> {
+            let c = out.add(NodeKind::Const(Atom::Bool(want)), span)?;
+            let (k, q) = if e_second { (c, isint) } else { (isint, c) };
+            out.add(NodeKind::Select { keys: k, queries: q, cmp: Cmp::Eq }, span)
+        };
+        return match op {
+            Cmp::Eq => {
+                let m = out.add(main, span)?;
+                let c = cond(out, true)?;
+                Some(NodeKind::SelectAnd(m, c))
+            }
+            Cmp::Ne => {
+                let m = out.add(main, span)?;
+                let c = cond(out, false)?;
+                Some(NodeKind::SelectOr(m, c))
+            }
+            _ => Some(main),
+        };
+    }
+    None
 }

@@ -6,6 +6,8 @@
 //! lowering changes) with `RASPC_RECORD_SIZES=1 cargo test -p raspc-tests --test sizes`; a row
 //! whose program did not compile then (or took over a minute) reads `refused`. Recording again is only for new
 //! programs: a row may be lowered by hand when a change makes a model smaller, never raised.
+//! `idioms/long_add_ref.rasp` was replaced by a different program (written in the reference's
+//! style instead of loading the corpus's long addition); its rows are that program's sizes.
 
 use raspc_tests::{compile, Case};
 use std::collections::BTreeMap;

@@ -80,8 +80,8 @@ pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, fl
                 let (g, _) = g.extract(root);
                 let _ = write!(out, "{}", g.dump());
             } else {
-                let sets = raspc_compiler::infer::infer(&g, root, &vocab, target.max_len);
-                let _ = write!(out, "{}", raspc_compiler::dump::values(&g, root, &sets));
+                let (sets, ivs) = raspc_compiler::infer::infer_with_intervals(&g, root, &vocab, target.max_len);
+                let _ = write!(out, "{}", raspc_compiler::dump::values(&g, root, &sets, &ivs, target.max_len));
             }
             Ok(())
         }
