@@ -85,6 +85,26 @@ pub struct Compiled {
     pub summary: Summary,
 }
 
+/// Names the output `name`: the readout's slot takes the name when the readout reads it
+/// unchanged (a slot that already holds the name gets the slot's old label), except `tokens`
+/// and `indices`, which keep theirs.
+fn rename_output(plan: &mut plan::Plan, name: &str) {
+    if plan.output_label == name {
+        return;
+    }
+    let out = plan.output.slot;
+    if plan.slots[out].label == plan.output_label {
+        if Some(out) == plan.tokens || Some(out) == plan.indices {
+            return;
+        }
+        let old = std::mem::replace(&mut plan.slots[out].label, name.to_string());
+        if let Some(other) = plan.slots.iter_mut().enumerate().find(|(i, s)| *i != out && s.label == name) {
+            other.1.label = old;
+        }
+    }
+    plan.output_label = name.to_string();
+}
+
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
@@ -105,6 +125,10 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
             (lower::lower(&graph, root, opts)?, None)
         }
     };
+    // The output is named after the entry as the caller's graph labels it (the user's name),
+    // not after whatever node simplification left at the root (`sequencemap_5`).
+    let mut plan = plan;
+    rename_output(&mut plan, &graph.node(root).label);
     let problems = plan.verify();
     if !problems.is_empty() {
         let node = graph.node(root);

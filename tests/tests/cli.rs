@@ -562,3 +562,25 @@ fn real_valued_programs_compile_verify_and_run() {
     assert_ne!(code, 0);
     assert!(err.contains("bad --input-bounds"), "{err}");
 }
+
+#[test]
+fn the_output_is_named_as_the_user_wrote_the_entry() {
+    // A helper's local `res` is assigned first and simplification replaces the root (a map of
+    // a map): the checkpoint, its layout and the message still name the output `res`.
+    let src = temp("shadowed_res.rasp");
+    std::fs::write(&src, "def has_a(t) {\n  res = t == \"a\";\n  return res;\n}\nx = has_a(tokens);\nres = x and (indices > 0);\n").unwrap();
+    let ck = temp("shadowed_res.safetensors");
+    let (s, c) = (src.to_str().unwrap(), ck.to_str().unwrap());
+    let (code, out, err) = cli(&["compile", s, "--vocab", "ab", "--max-len", "6", "-o", c]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("compiled `res` -> "), "{out}");
+    let loaded = raspc_checkpoint::Checkpoint::from_file(&ck, &raspc_checkpoint::Limits::default()).unwrap();
+    assert_eq!(loaded.output.label, "res");
+    assert!(loaded.layout.sops.iter().any(|e| e.label == "res"), "{:?}", loaded.layout.sops.iter().map(|e| &e.label).collect::<Vec<_>>());
+    for input in ["abab", "a", "bbaa"] {
+        let (_, want, _) = cli(&["eval", s, "--input", input, "--json"]);
+        let (code, got, err) = cli(&["run", c, "--input", input, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(got, want, "input {input}");
+    }
+}

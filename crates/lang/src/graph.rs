@@ -313,6 +313,25 @@ impl Graph {
         node.named = true;
     }
 
+    /// Gives node `id` exactly the label `name` (a user's name for the program's entry), moving
+    /// any other node that holds it to a fresh label: a helper's local variable assigned first
+    /// (`res` inside a function) must not turn the user's `res` into `res_109`.
+    pub fn claim_label(&mut self, id: NodeId, name: &str) {
+        if self.g[id.ix()].label == name || matches!(self.g[id.ix()].kind, NodeKind::Tokens | NodeKind::Indices | NodeKind::Length) {
+            return;
+        }
+        if let Some(&other) = self.labels.get(name) {
+            self.labels.remove(name);
+            let moved = self.fresh_label(name);
+            self.labels.insert(moved.clone(), other);
+            self.g[other.ix()].label = moved;
+        }
+        let old = std::mem::replace(&mut self.g[id.ix()].label, name.to_string());
+        self.labels.remove(&old);
+        self.labels.insert(name.to_string(), id);
+        self.g[id.ix()].named = true;
+    }
+
     /// Adds a node (or finds the identical one) and, if it is new, gives it `label` as it is
     /// (used when rebuilding a graph, so labels survive).
     pub fn add_labelled(&mut self, kind: NodeKind, span: Span, label: &str, named: bool) -> Option<NodeId> {

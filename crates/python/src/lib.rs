@@ -46,8 +46,9 @@ struct Source {
 fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId), String> {
     let name = src.path.clone().unwrap_or_else(|| "<source>".into());
     let (sources, r) = raspc_lang::evaluate_program(&name, src.path.as_deref().map(std::path::Path::new), &src.text, &DiskLoader);
-    let session = r.map_err(|d| raspc::render(&sources, &d, false))?;
-    let (_, root) = session.entry(src.entry.as_deref())?;
+    let mut session = r.map_err(|d| raspc::render(&sources, &d, false))?;
+    let (entry, root) = session.entry(src.entry.as_deref())?;
+    session.graph.claim_label(root, &entry);
     Ok((session, root))
 }
 
