@@ -59,6 +59,9 @@ fn one() -> Err2 {
 /// * so `|computed - w·f(x)| ≤ T_k = Δ_in·steep_k + rnd_k + |w|·e_k + sum_gamma·mag_k`, and when f keeps its
 ///   sign on the segment, `|w·f(x)| ≥ m_k = |w|·min|f|`: `T_k ≤ (T_k / m_k)·|w·f(x)|`.
 ///
+/// (Wide segments are cut into pieces and each piece is bounded the same way, with |f| on the
+/// piece at least the interpolant at its ends less e_k: the interpolant is linear there.)
+///
 /// Each segment is charged either relatively (`ρ ≥ T_k/m_k`) or absolutely (`α ≥ T_k`); the
 /// pairs returned are for thresholds τ on m_k (segments with `m_k ≥ τ` relative). With a
 /// relative input (more than one pair, or ρ_in > 0), one pair per input pair (τ = 0: every
@@ -94,31 +97,43 @@ pub(super) fn unary(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: 
         // Per segment: T_k and m_k.
         let mut tk = vec![];
         for (k, &(e, fiv)) in pl.segs.iter().enumerate() {
-            let (a, b) = (pl.knots[k], pl.knots[k + 1]);
-            let din = rho_in * a.abs().max(b.abs()) + alpha_in;
-            let delta = (din + pre_gamma * (pre_mag + Err2::both(tmax))).max();
-            // Units that can be active for an argument in [a - δ, b + δ].
-            let i = tp.partition_point(|&t| t < b + delta);
-            let j = tm.partition_point(|&t| t <= a - delta);
-            let sum_c = cp[i] + (cm[nm] - cm[j]);
-            let sum_ct = catp[i] + (catm[nm] - catm[j]);
-            // The steepest piece of the interpolant over the window (outside the domain the
-            // units continue the end pieces).
-            let (k0, k1) = (pl.knots.partition_point(|&t| t <= a - delta).saturating_sub(1), pl.knots.partition_point(|&t| t < b + delta).clamp(1, pl.knots.len() - 1));
-            let steep = (k0.min(k1 - 1)..k1).map(|j| ((pl.values[j + 1] - pl.values[j]) / (pl.knots[j + 1] - pl.knots[j])).abs()).fold(0.0f64, f64::max) * w.abs();
-            let rounding = pre_gamma * (pre_mag * sum_c + Err2::both(sum_ct));
-            let lip = din * steep + rounding;
-            let mag = Err2::both(c0.abs() + relu_sum(a - delta).max(relu_sum(b + delta))) + rounding;
-            let t = lip + Err2::both(w.abs() * e) + sum_gamma * mag;
-            let m = w.abs()
-                * if fiv.lo > 0.0 {
-                    fiv.lo
-                } else if fiv.hi < 0.0 {
-                    -fiv.hi
-                } else {
-                    0.0
-                };
-            tk.push((t, m));
+            let (sa, sb) = (pl.knots[k], pl.knots[k + 1]);
+            let (ya, yb) = (pl.values[k], pl.values[k + 1]);
+            // A wide segment (the reciprocal's, far from 1) is cut into pieces whose ends differ
+            // by at most about 1/16 of their size, so the argument's relative error and the
+            // window are taken where the argument is, not at the segment's far end.
+            let pieces = if sb > sa { (16.0 * (sb - sa) / sa.abs().min(sb.abs()).max(1e-300)).ceil().clamp(1.0, 64.0) as usize } else { 1 };
+            for p in 0..pieces {
+                let a = if p == 0 { sa } else { sa + (sb - sa) * p as f64 / pieces as f64 };
+                let b = if p + 1 == pieces { sb } else { sa + (sb - sa) * (p + 1) as f64 / pieces as f64 };
+                let din = rho_in * a.abs().max(b.abs()) + alpha_in;
+                let delta = (din + pre_gamma * (pre_mag + Err2::both(tmax))).max();
+                // Units that can be active for an argument in [a - δ, b + δ].
+                let i = tp.partition_point(|&t| t < b + delta);
+                let j = tm.partition_point(|&t| t <= a - delta);
+                let sum_c = cp[i] + (cm[nm] - cm[j]);
+                let sum_ct = catp[i] + (catm[nm] - catm[j]);
+                // The steepest piece of the interpolant over the window (outside the domain the
+                // units continue the end pieces).
+                let (k0, k1) = (pl.knots.partition_point(|&t| t <= a - delta).saturating_sub(1), pl.knots.partition_point(|&t| t < b + delta).clamp(1, pl.knots.len() - 1));
+                let steep = (k0.min(k1 - 1)..k1).map(|j| ((pl.values[j + 1] - pl.values[j]) / (pl.knots[j + 1] - pl.knots[j])).abs()).fold(0.0f64, f64::max) * w.abs();
+                let rounding = pre_gamma * (pre_mag * sum_c + Err2::both(sum_ct));
+                let lip = din * steep + rounding;
+                let mag = Err2::both(c0.abs() + relu_sum(a - delta).max(relu_sum(b + delta))) + rounding;
+                let t = lip + Err2::both(w.abs() * e) + sum_gamma * mag;
+                // |f| on the piece: at least the segment's bound, and at least the interpolant's
+                // (linear on the segment) at the piece's ends less the interpolation error.
+                let at = |x: f64| ya + (yb - ya) * (x - sa) / (sb - sa).max(1e-300);
+                let m = w.abs()
+                    * if fiv.lo > 0.0 {
+                        fiv.lo.max(at(a).min(at(b)) - e)
+                    } else if fiv.hi < 0.0 {
+                        (-fiv.hi).max((-at(a)).min(-at(b)) - e)
+                    } else {
+                        0.0
+                    };
+                tk.push((t, m));
+            }
         }
         let pair = |tau: f64| -> (Err2, Err2) {
             let (mut rho, mut alpha) = (Err2::default(), Err2::default());
