@@ -1770,7 +1770,8 @@ impl RealLowerer<'_> {
 
     /// `N·r` with N a [`WSum`] over gathers of E and `r = f(c·t)` a nonnegative unary of a mean
     /// head t of the same E whose keys, at every position, are exactly the gathered keys and
-    /// number c (or none): a softmax-weighted mean, certified by [`relative::Ratio`]. Returns
+    /// number c (or none): a softmax-weighted mean, certified by [`relative::Ratio`] (on a
+    /// shorter input, keys past its end drop out of both alike, and c·t ≥ Σ_j a_j). Returns
     /// (error before the product's own rounding, bound on |N'r'|, interval of N·r).
     fn ratio(&self, a: &Aff, b: &Aff, w: f64) -> Option<(Err2, Err2, Iv)> {
         let leaf = |a: &Aff| -> Option<usize> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };

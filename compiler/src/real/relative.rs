@@ -182,10 +182,13 @@ pub(super) fn weighted_sum(rho: Err2, alpha: Err2, m: f64, e_b: Err2, q: Err2, t
     (kappa, lambda)
 }
 
-/// What the ratio certificate needs of `Y = N·f(S)` (module documentation): N within `κS + λ`
+/// What the ratio certificate needs of `Y = N·f(x)` (module documentation): N within `κS + λ`
 /// of its exact value, `|N| ≤ M·S` (weights a_j ≥ 0 summing to S, `|b_j| ≤ M`), S in
-/// `[0, s_max]`, f's computed value within `σ·f(S) + α_r` of f(S), `0 ≤ f ≤ f_sup` and
-/// `x·f(x) ≤ phi` for x ≥ 0.
+/// `[0, s_max]`, f's argument `x ≥ S` (x = c·t, t the mean of the same E over the keys that
+/// exist: at full length exactly the gathered ones, c of them, so x = S; on a shorter input
+/// `|K_L| ≤ c` of them, the gathers of missing keys read 0, so x = (c/|K_L|)·S ≥ S), f's
+/// computed value within `σ·f(x) + α_r` of f(x), `0 ≤ f ≤ f_sup` and `x·f(x) ≤ phi` for x ≥ 0
+/// (so `S·f(x) ≤ x·f(x) ≤ phi`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ratio {
     pub kappa: Err2,
@@ -199,11 +202,11 @@ pub(super) struct Ratio {
 }
 
 impl Ratio {
-    /// `(bound on |N'·r' - N·f(S)|, bound on |N'·r'|)`. Proof: `N'r' - N f(S) = (N' - N)·r' +
-    /// N·(r' - f(S))`, `|r'| ≤ f(S)(1 + σ) + α_r`, S·f(S) ≤ phi, f(S) ≤ f_sup, S ≤ s_max:
+    /// `(bound on |N'·r' - N·f(x)|, bound on |N'·r'|)`. Proof: `N'r' - N f(x) = (N' - N)·r' +
+    /// N·(r' - f(x))`, `|r'| ≤ f(x)(1 + σ) + α_r`, S·f(x) ≤ phi, f(x) ≤ f_sup, S ≤ s_max:
     /// `|N' - N||r'| ≤ κ·phi·(1+σ) + κ·s_max·α_r + λ·f_sup·(1+σ) + λ·α_r` and
-    /// `|N||r' - f(S)| ≤ M·S·(σ f(S) + α_r) ≤ M·phi·σ + M·s_max·α_r`;
-    /// `|N'||r'| ≤ ((M + κ)S + λ)(f(S)(1+σ) + α_r) ≤ (M + κ)(phi(1+σ) + s_max α_r) + λ(f_sup(1+σ) + α_r)`.
+    /// `|N||r' - f(x)| ≤ M·S·(σ f(x) + α_r) ≤ M·phi·σ + M·s_max·α_r`;
+    /// `|N'||r'| ≤ ((M + κ)S + λ)(f(x)(1+σ) + α_r) ≤ (M + κ)(phi(1+σ) + s_max α_r) + λ(f_sup(1+σ) + α_r)`.
     /// No factor S (the row's length) multiplies κ, σ or M: the softmax-weighted mean of the
     /// b's moves by about 2·max|b|·(relative error of the weights).
     pub fn bound(&self) -> (Err2, Err2) {
