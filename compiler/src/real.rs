@@ -23,6 +23,7 @@
 //!   (γ_n = n·u/(1 - n·u) of the summed magnitudes).
 
 mod grid;
+mod relative;
 use grid::{grid_counts, looks_ahead};
 
 use crate::plan::*;
@@ -394,6 +395,9 @@ pub struct Pl {
     pub lipschitz: f64,
     /// Interval of f over the domain.
     pub range: Iv,
+    /// Per segment `[knots[i], knots[i + 1]]`: its certified interpolation error and the
+    /// interval of f on it (what the relative error analysis, `real/relative.rs`, divides by).
+    pub segs: Vec<(f64, Iv)>,
 }
 
 /// Interpolates `f` on `[lo, hi]` within `eps`, subdividing segments until the interval bound
@@ -419,6 +423,7 @@ pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
     let mut knots = vec![lo];
     let (mut err, mut lip) = (0.0f64, 0.0f64);
     let mut range = Iv::pt(f.eval(lo));
+    let mut segs = vec![];
     for w in cuts.windows(2) {
         let mut stack = vec![(w[0], w[1])];
         while let Some((a, b)) = stack.pop() {
@@ -441,6 +446,7 @@ pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
             err = err.max(e);
             lip = lip.max(j[1].mag());
             range = range.hull(j[0]);
+            segs.push((e, j[0]));
             knots.push(b);
             if knots.len() > MAX_KNOTS {
                 return Err(format!("more than {MAX_KNOTS} pieces would be needed for error {eps:e}"));
@@ -448,7 +454,7 @@ pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
         }
     }
     let values = knots.iter().map(|&t| f.eval(t)).collect();
-    Ok(Pl { knots, values, err, lipschitz: lip, range })
+    Ok(Pl { knots, values, err, lipschitz: lip, range, segs })
 }
 
 /// The interpolant as ReLU units around the split knot that keeps the summed magnitudes
@@ -617,6 +623,35 @@ struct RealLowerer<'a> {
     grid: crate::positional::Tables,
     grid_inputs: Option<(usize, usize)>,
     grid_cache: HashMap<Vec<u64>, usize>,
+    /// Relative error bounds of some residents (`real/relative.rs`), on top of `res[..].err`.
+    rel: HashMap<usize, relative::Rel>,
+    /// Heads (mean or one-key gathers) of a value that has relative bounds.
+    head_info: HashMap<usize, HeadInfo>,
+    /// MLPs that are `Σ_j gather_j(E)·b_j` for one E with relative bounds.
+    wsum: HashMap<usize, WSum>,
+    /// One-term unary MLPs of a nonnegative function: argument, `sup x·f(x)` and `sup f` (x ≥ 0).
+    unary_info: HashMap<usize, (Aff, f64, f64)>,
+}
+
+/// A head whose value is one slot with relative bounds, read with weight 1.
+#[derive(Clone, Debug)]
+enum HeadInfo {
+    /// Every query selects at most one key (u32::MAX: none).
+    Gather { value: usize, key: Vec<u32> },
+    /// A mean over the selected keys of each query.
+    Mean { value: usize, rows: Vec<Vec<u32>> },
+}
+
+/// `Σ_j a_j·b_j` with each a_j a one-key gather of `e` (the heads `gathers`): per index of
+/// `e`'s relative bounds, `(κ, λ)` of [`relative::weighted_sum`]; `m` bounds |b_j|, `b_iv`
+/// is the hull of the b_j.
+#[derive(Clone, Debug)]
+struct WSum {
+    e: usize,
+    gathers: Vec<usize>,
+    kl: Vec<(Err2, Err2)>,
+    m: f64,
+    b_iv: Iv,
 }
 
 /// Lowers a real-valued program. Returns the plan and the certified bounds (for f32 and for
@@ -643,6 +678,10 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         grid: crate::positional::Tables::new(g, &g.ancestors(root), max_len),
         grid_inputs: None,
         grid_cache: HashMap::new(),
+        rel: HashMap::new(),
+        head_info: HashMap::new(),
+        wsum: HashMap::new(),
+        unary_info: HashMap::new(),
     };
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
     lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
@@ -1266,6 +1305,20 @@ impl RealLowerer<'_> {
         let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
         let iv = if none { vi.hull(Iv::pt(0.0)) } else { vi };
         self.res.insert(out, Res { iv, err });
+        // Relative bounds pass through means of a nonnegative value (`relative::through_mean`).
+        if !is_max && ctx.is_none() && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) && vi.lo >= 0.0 {
+            let value = v.c.keys().next().copied().unwrap_or(usize::MAX);
+            if let Some(r) = self.rel.get(&value) {
+                let g = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) + Err2::gamma(widest + 2, true);
+                self.rel.insert(out, relative::through_mean(r, g));
+                let info = if m.iter().all(|r| r.len() <= 1) {
+                    HeadInfo::Gather { value, key: m.iter().map(|r| r.first().copied().unwrap_or(u32::MAX)).collect() }
+                } else {
+                    HeadInfo::Mean { value, rows: m.to_vec() }
+                };
+                self.head_info.insert(out, info);
+            }
+        }
         // Exact zeros: queries with no selected key read the default 0.
         let vz = self.aff_zero(v);
         let zero_rows: Vec<bool> = m.iter().map(|r| r.iter().all(|&k| vz[k as usize])).collect();
@@ -1641,6 +1694,141 @@ impl RealLowerer<'_> {
         (d.len() <= 16).then_some(vals)
     }
 
+    /// Relative bounds of a one-term unary block `out = w·f(u)` (`relative::unary`), and, for a
+    /// nonnegative f, what the ratio certificate needs of it.
+    #[allow(clippy::too_many_arguments)]
+    fn relative_unary(&mut self, out: usize, pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, u: &Aff, hidden: usize) {
+        // The argument's relative bounds: u = c·s with s's, or only its absolute error.
+        let input: relative::Rel = match (u.c.len(), u.c.iter().next()) {
+            (1, Some((s, &c))) if u.k == 0.0 && self.rel.contains_key(s) => self.rel[s].iter().map(|&(r, a)| (r, a * c.abs())).collect(),
+            _ => vec![(Err2::default(), self.aff_err(u))],
+        };
+        let rel = relative::unary(pl, units, w, c0, &input, Err2::gamma(u.c.len() + 2, false), self.aff_mag(u), Err2::gamma(hidden + 1, false));
+        self.rel.insert(out, rel);
+        if w == 1.0
+            && let Some((phi, sup)) = relative::nonneg_profile(pl)
+        {
+            self.unary_info.insert(out, (u.clone(), phi, sup));
+        }
+    }
+
+    /// Records `out = Σ_j a_j·b_j` (all terms products with weight 1, every a_j a one-key gather
+    /// of one value E with relative bounds) for the ratio certificate (`relative::weighted_sum`).
+    fn weighted_sum(&mut self, out: usize, terms: &[(f64, Term)], hidden: usize) {
+        let mut e = None;
+        let mut gathers = vec![];
+        let (mut mm, mut eb, mut q) = (0.0f64, Err2::default(), Err2::default());
+        let mut b_iv: Option<Iv> = None;
+        let gamma_h = Err2::gamma(hidden + 1, true);
+        let one = Err2::both(1.0);
+        for (w, t) in terms {
+            let Term::Prod(x, y) = t else { return };
+            if *w != 1.0 {
+                return;
+            }
+            let leaf = |a: &Aff| -> Option<usize> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
+            let gather_of = |a: &Aff| -> Option<(usize, usize)> {
+                let s = leaf(a)?;
+                match self.head_info.get(&s)? {
+                    HeadInfo::Gather { value, .. } => Some((s, *value)),
+                    HeadInfo::Mean { .. } => None,
+                }
+            };
+            let Some(((g, value), a, b)) = gather_of(x).map(|g| (g, x, y)).or_else(|| gather_of(y).map(|g| (g, y, x))) else { return };
+            if *e.get_or_insert(value) != value {
+                return;
+            }
+            gathers.push(g);
+            let (bi, be, bmag) = (self.aff_iv(b), self.aff_err(b), self.aff_mag(b));
+            let (ga, gb, g2) = (Err2::gamma(a.c.len() + 2, Self::aff_exact(a)), Err2::gamma(b.c.len() + 2, Self::aff_exact(b)), Err2::gamma(2, true));
+            let mb = Err2::both(bi.mag()) + be;
+            let grow = (one + ga) * (one + g2);
+            let r_b = mb * (grow - one) + gb * bmag * grow;
+            mm = mm.max(bi.mag());
+            eb = Err2 { f32: eb.f32.max(be.f32), f64: eb.f64.max(be.f64) };
+            let qj = r_b + gamma_h * (mb + r_b);
+            q = Err2 { f32: q.f32.max(qj.f32), f64: q.f64.max(qj.f64) };
+            b_iv = Some(b_iv.map_or(bi, |v| v.hull(bi)));
+        }
+        let (Some(e), Some(b_iv)) = (e, b_iv) else { return };
+        let lists: Vec<&relative::Rel> = gathers.iter().filter_map(|g| self.rel.get(g)).collect();
+        let Some(p) = lists.first().map(|l| l.len()) else { return };
+        if lists.len() != gathers.len() || lists.iter().any(|l| l.len() != p) {
+            return;
+        }
+        let kl = (0..p)
+            .map(|i| {
+                let (mut rho, mut alpha) = (Err2::default(), Err2::default());
+                for l in &lists {
+                    rho = Err2 { f32: rho.f32.max(l[i].0.f32), f64: rho.f64.max(l[i].0.f64) };
+                    alpha = Err2 { f32: alpha.f32.max(l[i].1.f32), f64: alpha.f64.max(l[i].1.f64) };
+                }
+                relative::weighted_sum(rho, alpha, mm, eb, q, gathers.len())
+            })
+            .collect();
+        self.wsum.insert(out, WSum { e, gathers, kl, m: mm, b_iv });
+    }
+
+    /// `N·r` with N a [`WSum`] over gathers of E and `r = f(c·t)` a nonnegative unary of a mean
+    /// head t of the same E whose keys, at every position, are exactly the gathered keys and
+    /// number c (or none): a softmax-weighted mean, certified by [`relative::Ratio`] (on a
+    /// shorter input, keys past its end drop out of both alike, and c·t ≥ Σ_j a_j). Returns
+    /// (error before the product's own rounding, bound on |N'r'|, interval of N·r).
+    fn ratio(&self, a: &Aff, b: &Aff, w: f64) -> Option<(Err2, Err2, Iv)> {
+        let leaf = |a: &Aff| -> Option<usize> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
+        if w != 1.0 {
+            return None;
+        }
+        let (x, y) = (leaf(a)?, leaf(b)?);
+        let (ws, r) = if self.wsum.contains_key(&x) { (&self.wsum[&x], y) } else { (self.wsum.get(&y)?, x) };
+        let (u, phi, f_sup) = self.unary_info.get(&r)?;
+        let (&t, &c) = u.c.iter().next()?;
+        if u.c.len() != 1 || u.k != 0.0 || c <= 0.0 {
+            return None;
+        }
+        let HeadInfo::Mean { value, rows } = self.head_info.get(&t)? else { return None };
+        if *value != ws.e {
+            return None;
+        }
+        // Per position: the gathered keys (as a multiset) are the mean's keys, c of them or none.
+        let keys: Vec<&Vec<u32>> = ws
+            .gathers
+            .iter()
+            .map(|g| match self.head_info.get(g) {
+                Some(HeadInfo::Gather { key, .. }) => Some(key),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let mut got = vec![];
+        for (q, row) in rows.iter().enumerate() {
+            if !(row.is_empty() || row.len() as f64 == c) {
+                return None;
+            }
+            got.clear();
+            got.extend(keys.iter().map(|k| k[q]).filter(|&k| k != u32::MAX));
+            got.sort_unstable();
+            if got != *row {
+                return None;
+            }
+        }
+        let (rr, rt) = (self.rel.get(&r)?, self.rel.get(&t)?);
+        if rr.len() != ws.kl.len() || rt.len() != ws.kl.len() {
+            return None;
+        }
+        let s_max = c * self.res[&ws.e].iv.hi.max(0.0);
+        let mut best: Option<(Err2, Err2)> = None;
+        for (i, &(kappa, lambda)) in ws.kl.iter().enumerate() {
+            let (e, p) = relative::Ratio { kappa, lambda, sigma: rr[i].0, alpha_r: rr[i].1, m: ws.m, s_max, phi: *phi, f_sup: *f_sup }.bound();
+            best = Some(match best {
+                None => (e, p),
+                Some((be, bp)) => (Err2 { f32: be.f32.min(e.f32), f64: be.f64.min(e.f64) }, Err2 { f32: bp.f32.min(p.f32), f64: bp.f64.min(p.f64) }),
+            });
+        }
+        let (e, p) = best?;
+        let iv = Iv { lo: (phi * ws.b_iv.lo).min(0.0), hi: (phi * ws.b_iv.hi).max(0.0) };
+        Some((e, p, iv))
+    }
+
     /// One MLP block computing `aff + Σ w·term` into a new slot, with its certified bounds.
     fn mlp(&mut self, label: &str, aff: &Aff, terms: &[(f64, Term)]) -> Result<usize, Diagnostic> {
         let gated = self.opts.mlp == MlpMode::Gated;
@@ -1709,6 +1897,11 @@ impl RealLowerer<'_> {
         };
         let mut constant = aff.k;
         let mut mag_exact = Err2::default();
+        // A block that is one unary term `w·f(u)` gets relative bounds too (after the loop).
+        let single_unary = expanded.len() == 1 && indicator_products.is_empty() && aff.is_const() && aff.k == 0.0;
+        // (interpolant, units (dir, t, output weight), term weight, argument)
+        type Capture = (Pl, Vec<(f64, f64, f64)>, f64, Aff);
+        let mut unary_capture: Option<Capture> = None;
         for (w, p, x) in &indicator_products {
             // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
             let Some(vals) = self.positional_values(p) else {
@@ -1771,6 +1964,9 @@ impl RealLowerer<'_> {
                     })?;
                     let (f0, pl_units, term_mag) = split_basis(&pl);
                     constant += w * f0;
+                    if single_unary && !product_half {
+                        unary_capture = Some((pl.clone(), pl_units.iter().map(|&(d, t, c)| (d, t, w * c)).collect(), *w, u.clone()));
+                    }
                     let nnz = u.c.len();
                     let mut pre_err = Err2::default();
                     // Kinks at representable points with representable slopes (relu, leaky
@@ -1800,15 +1996,28 @@ impl RealLowerer<'_> {
                     let ins = |u: &Aff, s: f64| -> Vec<(usize, f64)> { u.c.iter().map(|(&k, &x)| (k, s * x)).collect() };
                     unit(&mut m, ins(a, 1.0), a.k, Some((ins(b, 1.0), b.k)), *w);
                     unit(&mut m, ins(a, -1.0), -a.k, Some((ins(b, -1.0), -b.k)), *w);
-                    iv = iv.add(ai.mul(bi).scale(*w));
                     let rounding = Err2::gamma(a.c.len() + 2, Self::aff_exact(a)) * (self.aff_mag(a) * bm)
                         + Err2::gamma(b.c.len() + 2, Self::aff_exact(b)) * (self.aff_mag(b) * am)
                         + Err2::gamma(2, f32_exact(*w)) * (am * bm);
-                    err += w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding);
+                    let (mut term_iv, mut term_err, mut term_mag) = (ai.mul(bi).scale(*w), w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding), w.abs() * am * bm);
+                    // A softmax-weighted mean (gated): also certified by `relative::Ratio`, without
+                    // the factor n; each arithmetic keeps the smaller of the two valid bounds.
+                    if gated && let Some((rerr, p, riv)) = self.ratio(a, b, *w) {
+                        // The unit computes a'(1 + ε_a)·r'(1 + ε_b)(1 + ε_2): pre-activations
+                        // (one slot, weight 1) and the product round relative to |a'r'| ≤ p.
+                        let one = Err2::both(1.0);
+                        let g3 = (one + Err2::gamma(a.c.len() + 2, Self::aff_exact(a))) * (one + Err2::gamma(b.c.len() + 2, Self::aff_exact(b))) * (one + Err2::gamma(2, true)) - one;
+                        let (re, rm) = (rerr + g3 * p, (one + g3) * p);
+                        term_err = Err2 { f32: term_err.f32.min(re.f32), f64: term_err.f64.min(re.f64) };
+                        term_mag = Err2 { f32: term_mag.f32.min(rm.f32), f64: term_mag.f64.min(rm.f64) };
+                        term_iv = Iv { lo: term_iv.lo.max(riv.lo), hi: term_iv.hi.min(riv.hi) };
+                    }
+                    iv = iv.add(term_iv);
+                    err += term_err;
                     if f32_exact(*w) {
-                        mag_exact += w.abs() * am * bm;
+                        mag_exact += term_mag;
                     } else {
-                        mag_sum += w.abs() * am * bm;
+                        mag_sum += term_mag;
                     }
                 }
             }
@@ -1822,6 +2031,12 @@ impl RealLowerer<'_> {
         // weight is not an f32 also carry that weight's rounding.
         err += Err2::gamma(m.hidden + 1, true) * (mag_sum + mag_exact) + (Err2::gamma(m.hidden + 1, false) - Err2::gamma(m.hidden + 1, true)) * mag_sum;
         self.res.insert(out, Res { iv, err });
+        if let Some((pl, units, w, u)) = unary_capture {
+            self.relative_unary(out, &pl, &units, w, constant, &u, m.hidden);
+        }
+        if gated && indicator_products.is_empty() && aff.is_const() && aff.k == 0.0 && constant == 0.0 {
+            self.weighted_sum(out, terms, m.hidden);
+        }
         self.zero.insert(out, zero);
         self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
         let what = format!("{label} = {} MLP, {} units", if gated { "gated" } else { "ReLU" }, m.hidden);
@@ -1849,6 +2064,30 @@ mod tests {
         }
         assert!(worst <= pl.err * 1.0000001, "measured {worst} > certified {}", pl.err);
         assert!(pl.lipschitz >= 0.5f64.exp());
+    }
+
+    #[test]
+    fn relative_exp_bounds_hold_and_are_relative() {
+        // exp(min(x, 0)) as U's softmax numerators compute it, the argument off by up to 1e-3.
+        let x = F::Lin(1.0, 0.0);
+        let f = F::Exp(Box::new(F::Ter(Box::new(x.clone()), Box::new(F::Cmp(Box::new(x), BinOp::Lt, Box::new(F::C(0.0)))), Box::new(F::C(0.0)))));
+        let pl = build_pl(&f, -30.0, 0.01, 1e-7).unwrap();
+        let (f0, units, _) = split_basis(&pl);
+        let input_err = 1e-3;
+        let rel = relative::unary(&pl, &units, 1.0, f0, &vec![(Err2::default(), Err2::both(input_err))], Err2::gamma(4, false), Err2::both(10.0), Err2::gamma(units.len() + 1, false));
+        let net = |x: f64| f0 + units.iter().map(|&(d, t, c)| c * (d * (x - t)).max(0.0)).sum::<f64>();
+        for i in 0..=3000 {
+            let x = -30.0 + 0.01 * i as f64;
+            let exact = x.min(0.0).exp();
+            for dx in [-input_err, 0.0, input_err] {
+                let got = net(x + dx);
+                for &(rho, alpha) in &rel {
+                    assert!((got - exact).abs() <= rho.f32 * exact + alpha.f32, "x {x} dx {dx}: {got} vs {exact}, ({rho:?}, {alpha:?})");
+                }
+            }
+        }
+        // Some split is relative: about the argument's error, with a negligible absolute part.
+        assert!(rel.iter().any(|(r, a)| r.f32 < 2.0 * input_err && a.f32 < 1e-6), "{rel:?}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! shape of the simulated attention, up to n = d = dv = 64. Per shape (each in a child process,
 //! so the peak memory is its own): positions, layers, heads, d_model, parameters, nonzeros,
 //! checkpoint bytes, compile time, peak resident memory, the certified bounds (f64 and f32
-//! evaluation), and, where the dense forward is affordable (positions <= `RASPC_U_RUN_MAX`,
+//! evaluation; the f32 one also divided by d, the largest |W| = |XV| for entries in [-1, 1]), and, where the dense forward is affordable (positions <= `RASPC_U_RUN_MAX`,
 //! default 3000), the measured errors of U against T(X) computed directly (candle, f64) in f64
 //! and in f32 over `RASPC_U_TRIALS` (default 2) random T and X with entries in [-1, 1].
 //! Fits the exponents of sizes and compile time in n and d, writes the table into
@@ -109,13 +109,13 @@ fn main() {
     let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
     let e = |r: &serde_json::Value, k: &str| r.get(k).and_then(|x| x.as_f64()).map_or("-".to_string(), |x| format!("{x:.2e}"));
     let mut table = String::from(
-        "| n | d | dv | h | positions | heads | d_model | params | nonzero | checkpoint MB | compile s | peak MB (compile) | bound f64 | bound f32 | min max\\|T\\| | rel err f64 | rel err f32 | forward s (f64) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| n | d | dv | h | positions | heads | d_model | params | nonzero | checkpoint MB | compile s | peak MB (compile) | bound f64 | bound f32 | bound f32 / d | min max\\|T\\| | rel err f64 | rel err f32 | forward s (f64) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut violations = 0.0;
     for r in &rows {
         violations += r.get("violations_f64").and_then(|x| x.as_f64()).unwrap_or(0.0) + r.get("violations_f32").and_then(|x| x.as_f64()).unwrap_or(0.0);
         table += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2e} | {:.2e} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2e} | {:.2e} | {:.2e} | {} | {} | {} | {} |\n",
             r["n"],
             r["d"],
             r["dv"],
@@ -130,6 +130,9 @@ fn main() {
             f(r, "compile_rss_mb"),
             f(r, "bound_f64"),
             f(r, "bound_f32"),
+            // Relative to the largest |W| = |XV| (d for entries in [-1, 1]): what an
+            // input-independent bound on a softmax-weighted mean of W's rows can be relative to.
+            f(r, "bound_f32") / f(r, "d"),
             e(r, "min_max_t"),
             e(r, "rel_err_f64"),
             e(r, "rel_err_f32"),

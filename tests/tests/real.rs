@@ -261,6 +261,98 @@ fn universal_simulator_matches_attention_on_a_small_sweep() {
     }
 }
 
+/// Inputs that stress the softmax certificate (`compiler/src/real/relative.rs`): the largest
+/// scores (|S| = d², one key takes all the weight), exact ties (A = 0: every E is 1), near ties
+/// (A of 1e-6) with W of mixed signs (the mean nearly cancels), and two keys tied with opposite
+/// W rows.
+fn adversarial_instances(s: raspc::simulate::Shape, rng: &mut SplitMix) -> Vec<raspc::simulate::Instance> {
+    use raspc::simulate::Instance;
+    let sign = |rng: &mut SplitMix| if rng.next_u64().is_multiple_of(2) { 1.0 } else { -1.0 };
+    let mut out = vec![];
+    for case in 0..4 {
+        let mut inst = Instance::random(s, 1.0, rng);
+        match case {
+            0 => {
+                inst.x.iter_mut().flatten().for_each(|v| *v = sign(rng));
+                inst.a.iter_mut().flatten().flatten().for_each(|v| *v = sign(rng));
+            }
+            1 => inst.a.iter_mut().flatten().flatten().for_each(|v| *v = 0.0),
+            2 => {
+                inst.a.iter_mut().flatten().flatten().for_each(|v| *v *= 1e-6);
+                inst.v.iter_mut().flatten().flatten().for_each(|v| *v = sign(rng));
+            }
+            _ => {
+                // Rows 0 and 1 of X opposite: with A symmetric, x0 A x0 = x1 A x1, and W rows opposite.
+                let r0 = inst.x[0].clone();
+                if s.n > 1 {
+                    inst.x[1] = r0.iter().map(|v| -v).collect();
+                }
+                for a in &mut inst.a {
+                    let upper = a.clone();
+                    for (i, row) in a.iter_mut().enumerate() {
+                        for (j, v) in row.iter_mut().enumerate().take(i) {
+                            *v = upper[j][i];
+                        }
+                    }
+                }
+            }
+        }
+        out.push(inst);
+    }
+    out
+}
+
+#[test]
+fn universal_simulator_f32_certificate_holds_on_adversarial_inputs() {
+    use raspc::simulate::{build as build_u, run_trials, Instance, Shape};
+    for (n, d, dv, h) in [(4, 4, 4, 1), (3, 4, 2, 2)] {
+        let s = Shape { n, d, dv, h };
+        let u = build_u(s, MlpMode::Gated, 1.0, None).unwrap();
+        let report = u.compiled.report.clone().unwrap();
+        // The softmax is certified relatively (no factor n²): at d = 4 the f32 bound is within
+        // 1e-3 of the largest |W| = d (entries in [-1, 1]) a T(X) can reach.
+        if (n, d, dv) == (4, 4, 4) {
+            assert!(report.output_bound <= 1e-3 * d as f64, "{s:?}: f32 bound {}", report.output_bound);
+        }
+        let mut rng = SplitMix(77 + n as u64);
+        let mut trials: Vec<Instance> = (0..6).flat_map(|_| adversarial_instances(s, &mut rng)).collect();
+        trials.extend((0..8).map(|_| Instance::random(s, 1.0, &mut rng)));
+        for f64 in [false, true] {
+            let dtype = if f64 { raspc_runtime::DType::F64 } else { raspc_runtime::DType::F32 };
+            let model = Model::with_dtype(u.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
+            // Only the certified bound is checked: near-cancelling outputs make relative errors meaningless.
+            let o = run_trials(&model, &u, &trials, f64, f64::INFINITY, &mut |_| {}).unwrap();
+            assert_eq!((o.trials, o.bound_violations, o.failures), (trials.len(), 0, 0), "{s:?} f64={f64}: {o:?}");
+            assert!(o.max_abs_err <= o.bound, "{s:?} f64={f64}: {o:?}");
+        }
+    }
+}
+
+#[test]
+fn universal_simulator_certificate_holds_on_shorter_inputs() {
+    // On a shorter input the rows of the score block lose their keys past the end (gathers read
+    // 0, the row mean averages the keys that exist): the ratio certificate covers that too.
+    let b = build("u = universal(4, 4, 4, 1);", 48, -1.0, 1.0, MlpMode::Gated).unwrap();
+    let report = b.compiled.report.as_ref().unwrap();
+    // The relative certificate is the one in use (the absolute one is about 10x larger here).
+    assert!(report.output_bound <= 1e-3 * 4.0, "f32 bound {}", report.output_bound);
+    for len in [7, 20, 33, 41, 48] {
+        let inputs = random_inputs(len, -1.0, 1.0, 3, len as u64);
+        for (dtype, bound) in [(candle_core_dtype(false), report.output_bound), (candle_core_dtype(true), report.output_bound_f64)] {
+            let model = Model::with_dtype(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
+            let decoded = model.decode(&model.forward_real(&inputs, Attention::Hard).unwrap()).unwrap();
+            for (x, got) in inputs.iter().zip(decoded) {
+                let want = raspc::verify::expected(&b.session.graph, b.root, &x.iter().map(|&v| raspc_lang::Atom::Float(v)).collect::<Vec<_>>(), false).unwrap();
+                for p in 0..len {
+                    let raspc_runtime::Decoded::Number { raw, .. } = got[p] else { panic!("numeric output") };
+                    let w = want[p].as_f64().unwrap();
+                    assert!((raw - w).abs() <= bound, "{dtype:?} length {len}: {raw} vs {w} at {p} (bound {bound:e})");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn universal_simulator_checkpoints_are_deterministic_and_load_elsewhere() {
     let s = raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 2 };

@@ -1,0 +1,239 @@
+//! Relative error bounds, and the certificate of a ratio `Σ_j a_j·b_j · f(Σ_j a_j)` (a softmax:
+//! `a_j = exp(s_j - m)`, `f(x) = 1/max(x, 1)`), docs/compiler.md "Real-valued programs".
+//!
+//! The absolute analysis of `real.rs` bounds every resident by `|computed - exact| ≤ e`. For the
+//! softmax that loses a factor n twice: every `E_j = exp(..)` carries the absolute error of the
+//! score, the numerator `Σ_j E_j W_j` collects n of them, the reciprocal of the row sum another
+//! n, and the final product multiplies `max|numerator|` (n·max|W|) by the reciprocal's error.
+//! Here a resident may also carry *relative* bounds: a list of pairs `(ρ, α)`, each one valid on
+//! its own, meaning
+//!
+//! ```text
+//!     |computed - exact| ≤ ρ·|exact| + α        at every position.
+//! ```
+//!
+//! A list (not one pair) because how the error splits between ρ and α is a choice (the far tail
+//! of exp is better charged to α); the i-th pairs of residents derived from one source belong
+//! together, and the ratio certificate takes the best index. Every step below is proved in its
+//! comment; all quantities are `Err2` (the f32 and the f64 arithmetic side by side).
+
+use super::{Err2, Pl};
+
+/// Valid relative bounds `(ρ, α)`, see the module documentation.
+pub(super) type Rel = Vec<(Err2, Err2)>;
+
+fn max2(a: Err2, b: Err2) -> Err2 {
+    Err2 { f32: a.f32.max(b.f32), f64: a.f64.max(b.f64) }
+}
+
+fn div(a: Err2, x: f64) -> Err2 {
+    Err2 { f32: a.f32 / x, f64: a.f64 / x }
+}
+
+fn one() -> Err2 {
+    Err2::both(1.0)
+}
+
+/// One MLP block computing `y = c0 + Σ_i c_i·relu(dir_i·(u - t_i))` (`units` = `(dir_i, t_i,
+/// c_i)`, output weights included, `c0` the constant unit), the piecewise-linear interpolant of
+/// `w·f` on `pl`'s knots. `input` lists the relative bounds of the argument `u` (a single pair
+/// `(0, e)` when only its absolute error `e` is known); `pre_gamma·(pre_mag + |t_i|)` bounds the
+/// rounding of unit i's pre-activation (`pre_mag` = Σ|weights·inputs| + |bias part|) and
+/// `sum_gamma` the rounding of the block's output sum relative to Σ|unit outputs|.
+///
+/// Proof, for an exact argument x in the segment k = [t_k, t_k+1] and the exact value w·f(x):
+/// * every unit reads the same computed inputs, so unit i's computed pre-activation is
+///   `dir_i·(x̂ - t_i) + ε_i` with one `x̂ = x + Δ` (`|Δ| ≤ Δ_in(x) = ρ_in·|x| + α_in`) and its
+///   own rounding `|ε_i| ≤ pre_gamma·(pre_mag + |t_i|)` (weights stored in f32 included);
+/// * so the output is `g(x̂) + Σ_i c_i·(relu(p_i + ε_i) - relu(p_i))` with g the interpolant
+///   (`g = c0 + Σ c_i relu(p_i)`, `p_i = dir_i(x̂ - t_i)`). `|g(x̂) - g(x)| ≤ Δ_in·steep_k`,
+///   steep_k the largest |slope| of g over the window `[t_k - δ, t_k+1 + δ]` (δ ≥ Δ_in + every
+///   |ε_i|; outside the domain the units continue the end pieces); relu is 1-Lipschitz and only
+///   units that can be positive move (`dir = +1` with `t_i < t_k+1 + δ`, `dir = -1` with
+///   `t_i > t_k - δ`): `Σ|c_i||ε_i| ≤ rnd_k = pre_gamma·(pre_mag·Σ|c_i| + Σ|c_i||t_i|)` over them;
+/// * the interpolant differs from w·f by at most `|w|·e_k` (e_k: the segment's certified
+///   interpolation error, `Pl::segs`);
+/// * the computed output sum rounds by at most `sum_gamma·Σ|c_i·relu(..)|`, and that sum is at
+///   most `mag_k = |c0| + max(Σ|c_i| relu(dir_i(y - t_i)), y ∈ {t_k - δ, t_k+1 + δ}) + rnd_k`
+///   (a convex function of y is largest at an end of the window);
+/// * so `|computed - w·f(x)| ≤ T_k = Δ_in·steep_k + rnd_k + |w|·e_k + sum_gamma·mag_k`, and when f keeps its
+///   sign on the segment, `|w·f(x)| ≥ m_k = |w|·min|f|`: `T_k ≤ (T_k / m_k)·|w·f(x)|`.
+///
+/// (Wide segments are cut into pieces and each piece is bounded the same way, with |f| on the
+/// piece at least the interpolant at its ends less e_k: the interpolant is linear there.)
+///
+/// Each segment is charged either relatively (`ρ ≥ T_k/m_k`) or absolutely (`α ≥ T_k`); the
+/// pairs returned are for thresholds τ on m_k (segments with `m_k ≥ τ` relative). With a
+/// relative input (more than one pair, or ρ_in > 0), one pair per input pair (τ = 0: every
+/// segment where f keeps its sign is charged relatively), so indices stay aligned.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn unary(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre_gamma: Err2, pre_mag: Err2, sum_gamma: Err2) -> Rel {
+    // Units sorted by t, per direction, with prefix sums of |c| and |c|·t (signed) and |c|·|t|.
+    let side = |dir: f64| -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+        let mut u: Vec<(f64, f64)> = units.iter().filter(|x| x.0 == dir).map(|x| (x.1, x.2.abs())).collect();
+        u.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut t, mut c, mut ct, mut cat) = (vec![], vec![0.0], vec![0.0], vec![0.0]);
+        for (ti, ci) in u {
+            t.push(ti);
+            c.push(c.last().copied().unwrap_or(0.0) + ci);
+            ct.push(ct.last().copied().unwrap_or(0.0) + ci * ti);
+            cat.push(cat.last().copied().unwrap_or(0.0) + ci * ti.abs());
+        }
+        (t, c, ct, cat)
+    };
+    let (tp, cp, ctp, catp) = side(1.0);
+    let (tm, cm, ctm, catm) = side(-1.0);
+    let nm = tm.len();
+    // Σ|c| relu(y - t) over dir +1, Σ|c| relu(t - y) over dir -1.
+    let relu_sum = |y: f64| -> f64 {
+        let i = tp.partition_point(|&t| t < y);
+        let j = tm.partition_point(|&t| t <= y);
+        (y * cp[i] - ctp[i]) + ((ctm[nm] - ctm[j]) - y * (cm[nm] - cm[j]))
+    };
+    let tmax = units.iter().fold(0.0f64, |m, u| m.max(u.1.abs()));
+    let mut out = vec![];
+    let absolute_input = input.len() == 1 && input[0].0 == Err2::default();
+    for &(rho_in, alpha_in) in input {
+        // Per segment: T_k and m_k.
+        let mut tk = vec![];
+        for (k, &(e, fiv)) in pl.segs.iter().enumerate() {
+            let (sa, sb) = (pl.knots[k], pl.knots[k + 1]);
+            let (ya, yb) = (pl.values[k], pl.values[k + 1]);
+            // A wide segment (the reciprocal's, far from 1) is cut into pieces whose ends differ
+            // by at most about 1/16 of their size, so the argument's relative error and the
+            // window are taken where the argument is, not at the segment's far end.
+            let pieces = if sb > sa { (16.0 * (sb - sa) / sa.abs().min(sb.abs()).max(1e-300)).ceil().clamp(1.0, 64.0) as usize } else { 1 };
+            for p in 0..pieces {
+                let a = if p == 0 { sa } else { sa + (sb - sa) * p as f64 / pieces as f64 };
+                let b = if p + 1 == pieces { sb } else { sa + (sb - sa) * (p + 1) as f64 / pieces as f64 };
+                let din = rho_in * a.abs().max(b.abs()) + alpha_in;
+                let delta = (din + pre_gamma * (pre_mag + Err2::both(tmax))).max();
+                // Units that can be active for an argument in [a - δ, b + δ].
+                let i = tp.partition_point(|&t| t < b + delta);
+                let j = tm.partition_point(|&t| t <= a - delta);
+                let sum_c = cp[i] + (cm[nm] - cm[j]);
+                let sum_ct = catp[i] + (catm[nm] - catm[j]);
+                // The steepest piece of the interpolant over the window (outside the domain the
+                // units continue the end pieces).
+                let (k0, k1) = (pl.knots.partition_point(|&t| t <= a - delta).saturating_sub(1), pl.knots.partition_point(|&t| t < b + delta).clamp(1, pl.knots.len() - 1));
+                let steep = (k0.min(k1 - 1)..k1).map(|j| ((pl.values[j + 1] - pl.values[j]) / (pl.knots[j + 1] - pl.knots[j])).abs()).fold(0.0f64, f64::max) * w.abs();
+                let rounding = pre_gamma * (pre_mag * sum_c + Err2::both(sum_ct));
+                let lip = din * steep + rounding;
+                let mag = Err2::both(c0.abs() + relu_sum(a - delta).max(relu_sum(b + delta))) + rounding;
+                let t = lip + Err2::both(w.abs() * e) + sum_gamma * mag;
+                // |f| on the piece: at least the segment's bound, and at least the interpolant's
+                // (linear on the segment) at the piece's ends less the interpolation error.
+                let at = |x: f64| ya + (yb - ya) * (x - sa) / (sb - sa).max(1e-300);
+                let m = w.abs()
+                    * if fiv.lo > 0.0 {
+                        fiv.lo.max(at(a).min(at(b)) - e)
+                    } else if fiv.hi < 0.0 {
+                        (-fiv.hi).max((-at(a)).min(-at(b)) - e)
+                    } else {
+                        0.0
+                    };
+                tk.push((t, m));
+            }
+        }
+        let pair = |tau: f64| -> (Err2, Err2) {
+            let (mut rho, mut alpha) = (Err2::default(), Err2::default());
+            for &(t, m) in &tk {
+                if m > 0.0 && m >= tau {
+                    rho = max2(rho, div(t, m));
+                } else {
+                    alpha = max2(alpha, t);
+                }
+            }
+            (rho, alpha)
+        };
+        if absolute_input {
+            for tau in [f64::INFINITY, 1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-10, 1e-12, 0.0] {
+                out.push(pair(tau));
+            }
+        } else {
+            out.push(pair(0.0));
+        }
+    }
+    out
+}
+
+/// Through a mean (or one-key gather) head of a value `v ≥ 0` read with weight 1: the head
+/// returns `Σ_k p_k v'_k` (weights p_k ≥ 0 summing to 1, exact under hard attention) rounded by
+/// at most `g·Σ_k p_k|v'_k|` (`g`: the value projection's and the mean's rounding, as in the
+/// absolute bound). With `|v'_k - v_k| ≤ ρ v_k + α` and v_k ≥ 0:
+/// `|out' - mean v| ≤ ρ·mean v + α + g·((1 + ρ)·mean v + α)`, and mean v = |exact output|.
+pub(super) fn through_mean(rel: &Rel, g: Err2) -> Rel {
+    rel.iter().map(|&(rho, alpha)| (rho + g * (one() + rho), alpha * (one() + g))).collect()
+}
+
+/// `N = Σ_j a_j·b_j` over J product terms (one gated MLP, no other term), each a_j a one-key
+/// gather of a value `E ≥ 0` with `|a'_j - a_j| ≤ ρ·a_j + α`, each b_j with exact value
+/// `|b_j| ≤ M` and computed within `e_b`. `q` bounds a term's rounding relative to |a'_j|:
+/// the gated unit computes `a'(1 + ε_a)·(b' + η_b)·(1 + ε_2)` (pre-activations and product),
+/// so `|unit - a'b'| ≤ |a'|·r_b` with `r_b = (M + e_b)·((1+γ_a)(1+γ_2) - 1) + γ_b·mag_b·(1+γ_a)(1+γ_2)`,
+/// and the block's sum adds `γ_H·Σ|units| ≤ γ_H·Σ|a'_j|·(M + e_b + r_b)`: `q = r_b + γ_H·(M + e_b + r_b)`.
+/// Then, with `S = Σ_j a_j` and `|a'_j| ≤ (1 + ρ)a_j + α`:
+/// `|N' - N| ≤ Σ_j |a'_j - a_j||b'_j| + a_j|b'_j - b_j| + |a'_j|·q ≤ κ·S + λ` with
+/// `κ = ρ(M + e_b) + e_b + (1 + ρ)q` and `λ = J·α·(M + e_b + q)`.
+pub(super) fn weighted_sum(rho: Err2, alpha: Err2, m: f64, e_b: Err2, q: Err2, terms: usize) -> (Err2, Err2) {
+    let mb = Err2::both(m) + e_b;
+    let kappa = rho * mb + e_b + (one() + rho) * q;
+    let lambda = alpha * (mb + q) * terms as f64;
+    (kappa, lambda)
+}
+
+/// What the ratio certificate needs of `Y = N·f(x)` (module documentation): N within `κS + λ`
+/// of its exact value, `|N| ≤ M·S` (weights a_j ≥ 0 summing to S, `|b_j| ≤ M`), S in
+/// `[0, s_max]`, f's argument `x ≥ S` (x = c·t, t the mean of the same E over the keys that
+/// exist: at full length exactly the gathered ones, c of them, so x = S; on a shorter input
+/// `|K_L| ≤ c` of them, the gathers of missing keys read 0, so x = (c/|K_L|)·S ≥ S), f's
+/// computed value within `σ·f(x) + α_r` of f(x), `0 ≤ f ≤ f_sup` and `x·f(x) ≤ phi` for x ≥ 0
+/// (so `S·f(x) ≤ x·f(x) ≤ phi`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Ratio {
+    pub kappa: Err2,
+    pub lambda: Err2,
+    pub sigma: Err2,
+    pub alpha_r: Err2,
+    pub m: f64,
+    pub s_max: f64,
+    pub phi: f64,
+    pub f_sup: f64,
+}
+
+impl Ratio {
+    /// `(bound on |N'·r' - N·f(x)|, bound on |N'·r'|)`. Proof: `N'r' - N f(x) = (N' - N)·r' +
+    /// N·(r' - f(x))`, `|r'| ≤ f(x)(1 + σ) + α_r`, S·f(x) ≤ phi, f(x) ≤ f_sup, S ≤ s_max:
+    /// `|N' - N||r'| ≤ κ·phi·(1+σ) + κ·s_max·α_r + λ·f_sup·(1+σ) + λ·α_r` and
+    /// `|N||r' - f(x)| ≤ M·S·(σ f(x) + α_r) ≤ M·phi·σ + M·s_max·α_r`;
+    /// `|N'||r'| ≤ ((M + κ)S + λ)(f(x)(1+σ) + α_r) ≤ (M + κ)(phi(1+σ) + s_max α_r) + λ(f_sup(1+σ) + α_r)`.
+    /// No factor S (the row's length) multiplies κ, σ or M: the softmax-weighted mean of the
+    /// b's moves by about 2·max|b|·(relative error of the weights).
+    pub fn bound(&self) -> (Err2, Err2) {
+        let m = Err2::both(self.m);
+        let s1 = one() + self.sigma;
+        let t1 = self.kappa * self.phi * s1 + (self.kappa * self.s_max + self.lambda) * self.alpha_r + self.lambda * self.f_sup * s1;
+        let t2 = m * self.phi * self.sigma + m * self.s_max * self.alpha_r;
+        let p = (m + self.kappa) * (s1 * self.phi + self.alpha_r * self.s_max) + self.lambda * (s1 * self.f_sup + self.alpha_r);
+        (t1 + t2, p)
+    }
+}
+
+/// `phi = sup x·f(x)` and `f_sup = sup f` over x ≥ 0, and whether f ≥ 0 there, from the
+/// interval of f on each segment of the interpolant (a segment [a, b] with b ≥ 0 contributes
+/// `b·max f` and `max f`).
+pub(super) fn nonneg_profile(pl: &Pl) -> Option<(f64, f64)> {
+    let (mut phi, mut sup) = (0.0f64, 0.0f64);
+    for (k, &(_, fiv)) in pl.segs.iter().enumerate() {
+        let b = pl.knots[k + 1];
+        if b < 0.0 {
+            continue;
+        }
+        if fiv.lo < 0.0 || !fiv.hi.is_finite() {
+            return None;
+        }
+        phi = phi.max(b * fiv.hi);
+        sup = sup.max(fiv.hi);
+    }
+    Some((phi, sup))
+}
