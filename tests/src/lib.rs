@@ -62,8 +62,8 @@ pub struct Case {
 
 /// Compiles a corpus program for `max_len` (and causal masking).
 pub fn compile(case: &Case, max_len: usize, causal: bool) -> Result<(Session, raspc_lang::NodeId, Vec<Atom>, raspc_compiler::Compiled), String> {
-    let s = session(case.file);
-    let (_, root) = s.entry(case.entry)?;
+    let mut s = session(case.file);
+    let (_, root) = s.compile_entry(case.entry)?;
     let vocab = raspc_lang::parse_input(case.vocab)?;
     let opts = raspc_compiler::Options { vocab: vocab.clone(), max_len, causal, ..Default::default() };
     let compiled = raspc_compiler::compile(&s.graph, root, &opts, "test").map_err(|d| format!("{d:#?}"))?;

@@ -366,6 +366,14 @@ impl Session {
         self.assigned.iter().rev().find(|n| is_graph(n)).or(self.assigned.last()).cloned()
     }
 
+    /// [`entry`](Self::entry) for compiling: the entry's node also takes the entry's name as its
+    /// label (see [`Graph::claim_label`]), so the checkpoint names the output as the user did.
+    pub fn compile_entry(&mut self, name: Option<&str>) -> Result<(String, NodeId), String> {
+        let (entry, root) = self.entry(name)?;
+        self.graph.claim_label(root, &entry);
+        Ok((entry, root))
+    }
+
     /// Resolves the entry to a graph node, with an error message if it is not an s-op or selector.
     pub fn entry(&self, name: Option<&str>) -> Result<(String, NodeId), String> {
         let name = match name {

@@ -47,8 +47,7 @@ fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId),
     let name = src.path.clone().unwrap_or_else(|| "<source>".into());
     let (sources, r) = raspc_lang::evaluate_program(&name, src.path.as_deref().map(std::path::Path::new), &src.text, &DiskLoader);
     let mut session = r.map_err(|d| raspc::render(&sources, &d, false))?;
-    let (entry, root) = session.entry(src.entry.as_deref())?;
-    session.graph.claim_label(root, &entry);
+    let (_, root) = session.compile_entry(src.entry.as_deref())?;
     Ok((session, root))
 }
 

@@ -93,9 +93,7 @@ pub fn program_hash(session: &raspc_lang::Session) -> String {
 
 pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Result<Built, Failure> {
     let mut session = load(path, err, color)?;
-    let (entry, root) = session.entry(target.entry.as_deref())?;
-    // The checkpoint's output and the messages name the entry as the user wrote it.
-    session.graph.claim_label(root, &entry);
+    let (_, root) = session.compile_entry(target.entry.as_deref())?;
     let real = match &target.input_bounds {
         Some(b) => {
             let (lo, hi, blocks) = parse_bounds(b)?;
