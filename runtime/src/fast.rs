@@ -251,6 +251,11 @@ fn token_scores<T: Real>(h: &Head<T>, embed_token: &[f32], embed_pos: &[f32], d:
     scores
 }
 
+/// A memo stays on for at least this many misses (then only while it hits at least as often as
+/// it misses): a batch of categorical sequences can see a few hundred distinct MLP inputs, each
+/// many times.
+const MEMO_TRIAL: usize = 512;
+
 /// Intervals longer than this are summed from prefix sums of the values.
 const SHORT_SPAN: u32 = 8;
 
@@ -715,6 +720,8 @@ impl<T: Real> FastModel<T> {
     /// row by row, through the memo.
     fn mlp(&self, m: &Mlp<T>, t: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
         let d = self.d;
+        // The memo entry of the previous position's input (neighbours often repeat it: no hash).
+        let mut last: Option<[u32; 4]> = None;
         for p in 0..t {
             let xp = &ws.x[p * d..(p + 1) * d];
             let memo = &mut ws.memo[l];
@@ -728,22 +735,32 @@ impl<T: Real> FastModel<T> {
                         ws.key.push(v.bits());
                     }
                 }
-                let mut fx = Fx(0);
-                for &k in &ws.key {
-                    std::hash::Hasher::write_u64(&mut fx, k);
-                }
-                hash = fx.0;
-                match memo.map.get(&hash) {
-                    Some(&[ks, ke, s, e]) if same(&memo.keys[ks as usize..ke as usize], &ws.key) => {
-                        memo.hits += 1;
-                        let xr = &mut ws.x[p * d..(p + 1) * d];
-                        for &(c, v) in &memo.arena[s as usize..e as usize] {
-                            xr[c as usize] += v;
+                let found = match last {
+                    Some(entry @ [ks, ke, _, _]) if same(&memo.keys[ks as usize..ke as usize], &ws.key) => Some(entry),
+                    _ => {
+                        let mut fx = Fx(0);
+                        for &k in &ws.key {
+                            std::hash::Hasher::write_u64(&mut fx, k);
                         }
-                        continue;
+                        hash = fx.0;
+                        match memo.map.get(&hash) {
+                            Some(&entry @ [ks, ke, _, _]) if same(&memo.keys[ks as usize..ke as usize], &ws.key) => Some(entry),
+                            Some(_) => {
+                                collision = true;
+                                None
+                            }
+                            None => None,
+                        }
                     }
-                    Some(_) => collision = true,
-                    None => {}
+                };
+                last = found;
+                if let Some([_, _, s, e]) = found {
+                    memo.hits += 1;
+                    let xr = &mut ws.x[p * d..(p + 1) * d];
+                    for &(c, v) in &memo.arena[s as usize..e as usize] {
+                        xr[c as usize] += v;
+                    }
+                    continue;
                 }
                 memo.misses += 1;
             }
@@ -808,7 +825,7 @@ impl<T: Real> FastModel<T> {
                 }
             }
             if memo.on {
-                if memo.misses >= 64 && memo.hits < memo.misses {
+                if memo.misses >= MEMO_TRIAL && memo.hits < memo.misses {
                     // Inputs rarely repeat here: stop remembering.
                     memo.on = false;
                     memo.map = Default::default();
@@ -817,7 +834,9 @@ impl<T: Real> FastModel<T> {
                 } else if !collision {
                     let ks = memo.keys.len() as u32;
                     memo.keys.extend_from_slice(&ws.key);
-                    memo.map.insert(hash, [ks, memo.keys.len() as u32, start as u32, memo.arena.len() as u32]);
+                    let entry = [ks, memo.keys.len() as u32, start as u32, memo.arena.len() as u32];
+                    memo.map.insert(hash, entry);
+                    last = Some(entry);
                 }
             }
         }
