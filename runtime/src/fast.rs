@@ -547,6 +547,18 @@ impl<T: Real> FastModel<T> {
         self.threads = threads;
     }
 
+    /// The path each head's hard attention takes, by layer: "token", "position" or "rows" (see
+    /// [`HeadKind`]; tests check that the structured paths are found).
+    #[doc(hidden)]
+    pub fn head_kinds(&self) -> Vec<Vec<&'static str>> {
+        let kind = |h: &Head<T>| match h.kind {
+            HeadKind::General => "rows",
+            HeadKind::Token { .. } => "token",
+            HeadKind::Position { .. } => "position",
+        };
+        self.layers.iter().map(|l| l.heads.iter().map(kind).collect()).collect()
+    }
+
     /// Width of one readout row.
     pub fn readout_dims(&self) -> usize {
         self.readout.cols
