@@ -256,6 +256,9 @@ fn token_scores<T: Real>(h: &Head<T>, embed_token: &[f32], embed_pos: &[f32], d:
 /// many times.
 const MEMO_TRIAL: usize = 512;
 
+/// MLP inputs remembered per sequence without hashing (see [`FastModel::mlp`]).
+const RECENT: usize = 4;
+
 /// Intervals longer than this are summed from prefix sums of the values.
 const SHORT_SPAN: u32 = 8;
 
@@ -732,8 +735,10 @@ impl<T: Real> FastModel<T> {
     /// row by row, through the memo.
     fn mlp(&self, m: &Mlp<T>, t: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
         let d = self.d;
-        // The memo entry of the previous position's input (neighbours often repeat it: no hash).
-        let mut last: Option<[u32; 4]> = None;
+        // The memo entries of the last few distinct inputs (categorical sequences cycle through a
+        // few: checked before hashing), replaced round-robin.
+        let mut recent: [Option<[u32; 4]>; RECENT] = [None; RECENT];
+        let mut next = 0;
         for p in 0..t {
             let xp = &ws.x[p * d..(p + 1) * d];
             let memo = &mut ws.memo[l];
@@ -747,9 +752,10 @@ impl<T: Real> FastModel<T> {
                         ws.key.push(v.bits());
                     }
                 }
-                let found = match last {
-                    Some(entry @ [ks, ke, _, _]) if same(&memo.keys[ks as usize..ke as usize], &ws.key) => Some(entry),
-                    _ => {
+                let seen = recent.iter().position(|e| matches!(*e, Some([ks, ke, _, _]) if same(&memo.keys[ks as usize..ke as usize], &ws.key)));
+                let found = match seen {
+                    Some(at) => recent[at],
+                    None => {
                         let mut fx = Fx(0);
                         for &k in &ws.key {
                             std::hash::Hasher::write_u64(&mut fx, k);
@@ -765,7 +771,10 @@ impl<T: Real> FastModel<T> {
                         }
                     }
                 };
-                last = found;
+                if seen.is_none() && found.is_some() {
+                    recent[next % RECENT] = found;
+                    next += 1;
+                }
                 if let Some([_, _, s, e]) = found {
                     memo.hits += 1;
                     let xr = &mut ws.x[p * d..(p + 1) * d];
@@ -848,7 +857,8 @@ impl<T: Real> FastModel<T> {
                     memo.keys.extend_from_slice(&ws.key);
                     let entry = [ks, memo.keys.len() as u32, start as u32, memo.arena.len() as u32];
                     memo.map.insert(hash, entry);
-                    last = Some(entry);
+                    recent[next % RECENT] = Some(entry);
+                    next += 1;
                 }
             }
         }
