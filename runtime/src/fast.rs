@@ -17,13 +17,27 @@
 //!   its matches, not a scan of the key row (it falls back to the scan when that score ties the
 //!   maximum);
 //! - hard attention sums the values of the kept keys only (usually one: an index lookup);
-//! - MLP hidden units that are zero after the ReLU are skipped in `W_out`.
+//! - a head whose `W_Q` and `W_K` read only dims that no earlier block (nor the value
+//!   embedding) writes has scores that depend on the embeddings alone, found at load
+//!   ([`HeadKind`]): if those dims have no position embedding (non-causal models), the scores
+//!   are a `[vocab, vocab]` table and every query with the same token gets the same attention
+//!   row, computed once per token and sequence (`length`, `histogram`, `count`, `sort`'s
+//!   widths); if every token but BOS embeds them alike, then in a sequence with BOS at position
+//!   0 only the kept keys depend on the positions alone: computed once per length as key
+//!   intervals per query and cached (`shift_by`, `frac_prevs`' `<=` on indices), a long interval
+//!   summed as a difference of prefix sums of the values (O(1) per query instead of O(len));
+//!   other sequences (BOS elsewhere) take the general path;
+//! - MLP hidden units that are zero after the ReLU are skipped in `W_out`;
+//! - an MLP is a function of the dims it reads: its output for an input seen before in the
+//!   forward pass is looked up instead of computed (the last 4 distinct inputs are compared
+//!   first, then a hash map), while inputs repeat often enough.
 //!
 //! The arithmetic is the candle path's, term for term: the same products in the same precision
 //! (f32, or f64 on the stored f32 weights), `max - tie_tolerance` thresholds, `1/count` weights,
 //! `exp(β·(s - max))` softmax, biases added after the sums. Only the order in which the nonzero
 //! terms of a sum are added may differ (zeros are skipped), so results agree with the candle path
-//! to rounding (`tests/tests/fast_runtime.rs` states the tolerance). Buffers are allocated once
+//! to rounding (`tests/tests/fast_runtime.rs` states the tolerance); prefix sums change the
+//! order of a long mean's terms, within the same bound. Buffers are allocated once
 //! per forward call, not per operation. Long batches are split over threads when the work pays
 //! for them (see [`FastModel::forward`]).
 
@@ -622,10 +636,13 @@ impl<T: Real> FastModel<T> {
     /// `[batch, len, readout_dims]`. With `check_finite`, the first stage that produces a NaN or
     /// infinity is named in the error (the same stages as the candle path).
     ///
-    /// Batches whose work (sequences x positions x nonzero weights) exceeds about 2^21
+    /// Batches whose work (sequences x positions x nonzero weights) exceeds about 2^23
     /// multiply-adds are split over up to `available_parallelism` threads (see
     /// [`set_threads`](Self::set_threads)); smaller ones run on the calling thread (a thread
-    /// costs more than they do).
+    /// costs more than they do). The estimate counts every nonzero weight, although memo hits
+    /// and the token/position heads skip most of them: batches estimated at 2^21-2^23 take
+    /// well under a millisecond, where a second thread bought no wall-clock time on the shared
+    /// 2-core machine and cost a third more CPU time (docs/benchmarks.md).
     pub fn forward(&self, batch: &[Vec<u32>], values: Option<&[Vec<f64>]>, attention: Attention, check_finite: bool) -> Result<Vec<T>, RuntimeError> {
         let b = batch.len();
         let t = batch.first().map_or(0, Vec::len);
@@ -646,7 +663,7 @@ impl<T: Real> FastModel<T> {
         let r = self.readout.cols;
         let mut out = vec![T::ZERO; b * t * r];
         let work = b.saturating_mul(t).saturating_mul(self.work_per_position + t * if attention == Attention::Hard { self.row_heads } else { self.layers.len() });
-        let threads = if work > (1 << 21) && b > 1 { (if self.threads == 0 { parallelism() } else { self.threads }).min(b) } else { 1 };
+        let threads = if work > (1 << 23) && b > 1 { (if self.threads == 0 { parallelism() } else { self.threads }).min(b) } else { 1 };
         let run_chunk = |seqs: std::ops::Range<usize>, out: &mut [T]| -> Result<(), RuntimeError> {
             let mut ws = self.workspace(t);
             for (i, s) in seqs.enumerate() {
