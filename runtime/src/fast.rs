@@ -26,7 +26,9 @@
 //!   0 only the kept keys depend on the positions alone: computed once per length as key
 //!   intervals per query and cached (`shift_by`, `frac_prevs`' `<=` on indices), a long interval
 //!   summed as a difference of prefix sums of the values (O(1) per query instead of O(len));
-//!   other sequences (BOS elsewhere) take the general path;
+//!   other sequences (BOS elsewhere) and sequences longer than 512 positions (where computing
+//!   the O(len²) pattern once could cost more than the one-key lookups below) take the general
+//!   path;
 //! - MLP hidden units that are zero after the ReLU are skipped in `W_out`;
 //! - an MLP is a function of the dims it reads: its output for an input seen before in the
 //!   forward pass is looked up instead of computed (the last 4 distinct inputs are compared
@@ -272,6 +274,11 @@ const MEMO_TRIAL: usize = 512;
 
 /// MLP inputs remembered per sequence without hashing (see [`FastModel::mlp`]).
 const RECENT: usize = 4;
+
+/// Longest sequence whose [`Pattern`] is computed: a pattern scores every query against every
+/// key once (O(t²)), while the general path answers one-key queries from the key lists in
+/// O(matches); past this length (U's sequences) a one-off pattern could cost more than it saves.
+const PATTERN_MAX_LEN: usize = 512;
 
 /// Intervals longer than this are summed from prefix sums of the values.
 const SHORT_SPAN: u32 = 8;
@@ -928,7 +935,7 @@ impl<T: Real> FastModel<T> {
                     self.head_token(h, scores, ids, ws);
                     return Ok(());
                 }
-                HeadKind::Position { patterns } if ids[0] == self.bos && !ids[1..].contains(&self.bos) => {
+                HeadKind::Position { patterns } if t <= PATTERN_MAX_LEN && ids[0] == self.bos && !ids[1..].contains(&self.bos) => {
                     if let Some(pattern) = patterns[t].get_or_init(|| self.pattern(h, t)) {
                         self.values(h, t, ws);
                         self.head_position(h, pattern, t, ws);
