@@ -17,13 +17,29 @@
 //!   its matches, not a scan of the key row (it falls back to the scan when that score ties the
 //!   maximum);
 //! - hard attention sums the values of the kept keys only (usually one: an index lookup);
-//! - MLP hidden units that are zero after the ReLU are skipped in `W_out`.
+//! - a head whose `W_Q` and `W_K` read only dims that no earlier block (nor the value
+//!   embedding) writes has scores that depend on the embeddings alone, found at load
+//!   ([`HeadKind`]): if those dims have no position embedding (non-causal models), the scores
+//!   are a `[vocab, vocab]` table and every query with the same token gets the same attention
+//!   row, computed once per token and sequence (`length`, `histogram`, `count`, `sort`'s
+//!   widths); if every token but BOS embeds them alike, then in a sequence with BOS at position
+//!   0 only the kept keys depend on the positions alone: computed once per length as key
+//!   intervals per query and cached (`shift_by`, `frac_prevs`' `<=` on indices), a long interval
+//!   summed as a difference of prefix sums of the values (O(1) per query instead of O(len));
+//!   other sequences (BOS elsewhere) and sequences longer than 512 positions (where computing
+//!   the O(len²) pattern once could cost more than the one-key lookups below) take the general
+//!   path;
+//! - MLP hidden units that are zero after the ReLU are skipped in `W_out`;
+//! - an MLP is a function of the dims it reads: its output for an input seen before in the
+//!   forward pass is looked up instead of computed (the last 4 distinct inputs are compared
+//!   first, then a hash map), while inputs repeat often enough.
 //!
 //! The arithmetic is the candle path's, term for term: the same products in the same precision
 //! (f32, or f64 on the stored f32 weights), `max - tie_tolerance` thresholds, `1/count` weights,
 //! `exp(β·(s - max))` softmax, biases added after the sums. Only the order in which the nonzero
 //! terms of a sum are added may differ (zeros are skipped), so results agree with the candle path
-//! to rounding (`tests/tests/fast_runtime.rs` states the tolerance). Buffers are allocated once
+//! to rounding (`tests/tests/fast_runtime.rs` states the tolerance); prefix sums change the
+//! order of a long mean's terms, within the same bound. Buffers are allocated once
 //! per forward call, not per operation. Long batches are split over threads when the work pays
 //! for them (see [`FastModel::forward`]).
 
@@ -183,7 +199,89 @@ struct Head<T> {
     v: Sparse<T>,
     /// `v -> residual`.
     o: Sparse<T>,
+    /// What the scores depend on (decides the hard-attention path).
+    kind: HeadKind<T>,
 }
+
+/// What a head's scores depend on, found at load from the dims `W_Q` and `W_K` read: dims that
+/// no earlier block writes (nor the value embedding) hold `token embedding + position
+/// embedding`, so scores over them are a function of the tokens or the positions alone.
+#[derive(Debug, Clone)]
+enum HeadKind<T> {
+    /// Scores depend on the whole residual stream: one row per query.
+    General,
+    /// Every dim read has a zero position embedding (non-causal models): the score of a query
+    /// with token `a` for a key with token `b` is `scores[a * vocab + b]`, so every query with the
+    /// same token gets the same attention row (computed once per token and sequence).
+    Token { scores: Vec<T> },
+    /// Every dim read has the same token embedding for every id but BOS: in a sequence with BOS
+    /// at position 0 and nowhere else the scores depend on the positions alone, and so do the
+    /// keys each query keeps. Per length, computed on first use: `patterns[t]`.
+    Position { patterns: Vec<std::sync::OnceLock<Option<Pattern<T>>>> },
+}
+
+/// The keys each query of a [`HeadKind::Position`] head keeps under hard attention, at one
+/// length: query `i` averages, with weight `w[i]`, the keys of the intervals
+/// `spans[ptr[i]..ptr[i + 1]]` (increasing, disjoint `start..end`).
+#[derive(Debug, Clone)]
+struct Pattern<T> {
+    w: Vec<T>,
+    ptr: Vec<u32>,
+    spans: Vec<(u32, u32)>,
+}
+
+/// A query's score for one key, as the row scan adds it up: the first nonzero query dim's
+/// product, then the others in increasing dim order (0 without nonzero query dims).
+#[inline]
+fn score_of<T: Real>(qnz: &[(usize, T)], k: impl Fn(usize) -> T) -> T {
+    match qnz.split_first() {
+        None => T::ZERO,
+        Some((&(c, qc), rest)) => {
+            let mut s = qc * k(c);
+            for &(c, qc) in rest {
+                s += qc * k(c);
+            }
+            s
+        }
+    }
+}
+
+/// The score table of a [`HeadKind::Token`] head: `[vocab, vocab]`, query token by key token,
+/// each score computed as the row scan computes it from that token's embedding.
+fn token_scores<T: Real>(h: &Head<T>, embed_token: &[f32], embed_pos: &[f32], d: usize, vocab: usize) -> Vec<T> {
+    let dq = h.q.cols;
+    let (mut qs, mut ks) = (vec![T::ZERO; vocab * dq], vec![T::ZERO; vocab * dq]);
+    for a in 0..vocab {
+        // The position embedding is zero on every dim read; added as the forward pass adds it.
+        let x: Vec<T> = (0..d).map(|r| T::from_f32(embed_token[a * d + r]) + T::from_f32(embed_pos[r])).collect();
+        h.q.accumulate(&x, &mut qs[a * dq..(a + 1) * dq]);
+        h.k.accumulate(&x, &mut ks[a * dq..(a + 1) * dq]);
+    }
+    let mut scores = Vec::with_capacity(vocab * vocab);
+    for a in 0..vocab {
+        let qnz: Vec<(usize, T)> = qs[a * dq..(a + 1) * dq].iter().enumerate().filter(|&(_, &q)| q != T::ZERO).map(|(c, &q)| (c, q)).collect();
+        for b in 0..vocab {
+            scores.push(score_of(&qnz, |c| ks[b * dq + c]));
+        }
+    }
+    scores
+}
+
+/// A memo stays on for at least this many misses (then only while it hits at least as often as
+/// it misses): a batch of categorical sequences can see a few hundred distinct MLP inputs, each
+/// many times.
+const MEMO_TRIAL: usize = 512;
+
+/// MLP inputs remembered per sequence without hashing (see [`FastModel::mlp`]).
+const RECENT: usize = 4;
+
+/// Longest sequence whose [`Pattern`] is computed: a pattern scores every query against every
+/// key once (O(t²)), while the general path answers one-key queries from the key lists in
+/// O(matches); past this length (U's sequences) a one-off pattern could cost more than it saves.
+const PATTERN_MAX_LEN: usize = 512;
+
+/// Intervals longer than this are summed from prefix sums of the values.
+const SHORT_SPAN: u32 = 8;
 
 #[derive(Debug, Clone)]
 struct Mlp<T> {
@@ -220,6 +318,7 @@ pub struct FastModel<T> {
     causal: bool,
     tie_tolerance: T,
     beta: T,
+    bos: u32,
     embed_token: Vec<T>,
     embed_pos: Vec<T>,
     embed_value: Option<Vec<T>>,
@@ -227,6 +326,8 @@ pub struct FastModel<T> {
     readout: Sparse<T>,
     /// Nonzero weights visited per position (an estimate of the work; decides threading).
     work_per_position: usize,
+    /// Heads that may score a full row per query (hard attention: the [`HeadKind::General`] ones).
+    row_heads: usize,
     /// Most threads a batch may use (0: `available_parallelism`).
     threads: usize,
 }
@@ -251,6 +352,12 @@ struct Workspace<T> {
     vkeys: Vec<u32>,
     scores: Vec<T>,
     qnz: Vec<(usize, T)>,
+    /// Token heads: key tokens' counts, which query tokens have their row, and the rows.
+    cnt: Vec<u32>,
+    done: Vec<bool>,
+    tok_out: Vec<T>,
+    /// Position heads: prefix sums of the values, `[t + 1, dv]`.
+    pre: Vec<T>,
     outv: Vec<T>,
     hidden: Vec<T>,
     gate: Vec<T>,
@@ -327,8 +434,24 @@ impl<T: Real> FastModel<T> {
         let c = &ck.config;
         let d = c.d_model;
         let conv = |v: &[f32]| v.iter().map(|&x| T::from_f32(x)).collect::<Vec<T>>();
+        let embed_token = &tensor(ck, raspc_checkpoint::names::TOKEN_EMBEDDING)?.data;
+        let embed_pos = &tensor(ck, raspc_checkpoint::names::POSITION_EMBEDDING)?.data;
+        let embed_value = match c.real_input {
+            Some(_) => Some(&tensor(ck, raspc_checkpoint::names::VALUE_EMBEDDING)?.data),
+            None => None,
+        };
+        let (vocab, positions, bos) = (c.vocab.len(), c.max_seq_len + 1, c.bos_id);
+        // Dims some block of an earlier layer (or the value embedding) writes.
+        let mut written: Vec<bool> = (0..d).map(|r| embed_value.is_some_and(|ev| ev[r] != 0.0)).collect();
+        let token_only = |r: usize| (0..positions).all(|p| embed_pos[p * d + r] == 0.0);
+        let position_only = |r: usize| {
+            let mut non_bos = (0..vocab).filter(|&i| i != bos).map(|i| embed_token[i * d + r].to_bits());
+            let first = non_bos.next();
+            non_bos.all(|b| Some(b) == first)
+        };
         let mut layers = vec![];
         let mut work = 0;
+        let mut row_heads = 0;
         for (l, lc) in c.layers.iter().enumerate() {
             let mut heads = vec![];
             for (h, &dh) in lc.heads.iter().enumerate() {
@@ -339,13 +462,27 @@ impl<T: Real> FastModel<T> {
                 let score_dims: Vec<usize> = (0..dh).filter(|&i| uq[i] && uk[i]).collect();
                 let value_dims: Vec<usize> = (0..dh).filter(|&i| uv[i] && uo[i]).collect();
                 let o_rows: Vec<f32> = value_dims.iter().flat_map(|&r| wo.data[r * d..(r + 1) * d].iter().copied()).collect();
-                let head = Head {
+                let mut head = Head {
                     q: Sparse::new(&wq.data, d, dh, Some(&score_dims)),
                     k: Sparse::new(&wk.data, d, dh, Some(&score_dims)),
                     v: Sparse::new(&wv.data, d, dh, Some(&value_dims)),
                     o: Sparse::new(&o_rows, value_dims.len(), d, None),
+                    kind: HeadKind::General,
                 };
-                work += head.q.nnz() + head.k.nnz() + head.v.nnz() + head.o.nnz();
+                let reads: Vec<usize> = head.q.nz_rows.iter().chain(&head.k.nz_rows).map(|&(r, _, _)| r as usize).collect();
+                if reads.iter().all(|&r| !written[r]) {
+                    if !c.causal && reads.iter().all(|&r| token_only(r)) {
+                        head.kind = HeadKind::Token { scores: token_scores(&head, embed_token, embed_pos, d, vocab) };
+                    } else if reads.iter().all(|&r| position_only(r)) {
+                        head.kind = HeadKind::Position { patterns: (0..=positions).map(|_| std::sync::OnceLock::new()).collect() };
+                    }
+                }
+                work += head.v.nnz() + head.o.nnz();
+                if matches!(head.kind, HeadKind::General) {
+                    // Queries and keys, and a score row per query (O(t) more per position).
+                    work += head.q.nnz() + head.k.nnz();
+                    row_heads += 1;
+                }
                 heads.push(head);
             }
             let mlp = match &lc.mlp {
@@ -396,6 +533,14 @@ impl<T: Real> FastModel<T> {
                 }
             }
             let attn_cols = (0..d).filter(|&c| writes[c]).map(|c| c as u32).collect();
+            if let Some(m) = &mlp {
+                for &c in &m.out_cols {
+                    writes[c as usize] = true;
+                }
+            }
+            for (w, &n) in written.iter_mut().zip(&writes) {
+                *w |= n;
+            }
             layers.push(Layer { attn_cols, heads, mlp });
         }
         let ro = tensor(ck, raspc_checkpoint::names::READOUT)?;
@@ -408,15 +553,14 @@ impl<T: Real> FastModel<T> {
             causal: c.causal,
             tie_tolerance: T::from_f64(c.attention.tie_tolerance),
             beta: T::from_f64(c.attention.soft_beta),
-            embed_token: conv(&tensor(ck, raspc_checkpoint::names::TOKEN_EMBEDDING)?.data),
-            embed_pos: conv(&tensor(ck, raspc_checkpoint::names::POSITION_EMBEDDING)?.data),
-            embed_value: match c.real_input {
-                Some(_) => Some(conv(&tensor(ck, raspc_checkpoint::names::VALUE_EMBEDDING)?.data)),
-                None => None,
-            },
+            bos: bos as u32,
+            embed_token: conv(embed_token),
+            embed_pos: conv(embed_pos),
+            embed_value: embed_value.map(|ev| conv(ev)),
             layers,
             readout,
             work_per_position: work,
+            row_heads,
             threads: 0,
         })
     }
@@ -425,6 +569,18 @@ impl<T: Real> FastModel<T> {
     /// thread only).
     pub fn set_threads(&mut self, threads: usize) {
         self.threads = threads;
+    }
+
+    /// The path each head's hard attention takes, by layer: "token", "position" or "rows" (see
+    /// [`HeadKind`]; tests check that the structured paths are found).
+    #[doc(hidden)]
+    pub fn head_kinds(&self) -> Vec<Vec<&'static str>> {
+        let kind = |h: &Head<T>| match h.kind {
+            HeadKind::General => "rows",
+            HeadKind::Token { .. } => "token",
+            HeadKind::Position { .. } => "position",
+        };
+        self.layers.iter().map(|l| l.heads.iter().map(kind).collect()).collect()
     }
 
     /// Width of one readout row.
@@ -460,6 +616,10 @@ impl<T: Real> FastModel<T> {
             vkeys: Vec::with_capacity(t),
             scores: vec![T::ZERO; t],
             qnz: Vec::with_capacity(dq),
+            cnt: vec![0; self.vocab],
+            done: vec![false; self.vocab],
+            tok_out: vec![T::ZERO; self.vocab * dv],
+            pre: vec![],
             outv: vec![T::ZERO; dv],
             hidden: vec![T::ZERO; hid],
             gate: vec![T::ZERO; hid],
@@ -483,10 +643,13 @@ impl<T: Real> FastModel<T> {
     /// `[batch, len, readout_dims]`. With `check_finite`, the first stage that produces a NaN or
     /// infinity is named in the error (the same stages as the candle path).
     ///
-    /// Batches whose work (sequences x positions x nonzero weights) exceeds about 2^21
+    /// Batches whose work (sequences x positions x nonzero weights) exceeds about 2^23
     /// multiply-adds are split over up to `available_parallelism` threads (see
     /// [`set_threads`](Self::set_threads)); smaller ones run on the calling thread (a thread
-    /// costs more than they do).
+    /// costs more than they do). The estimate counts every nonzero weight, although memo hits
+    /// and the token/position heads skip most of them: batches estimated at 2^21-2^23 take
+    /// well under a millisecond, where a second thread bought no wall-clock time on the shared
+    /// 2-core machine and cost a third more CPU time (docs/benchmarks.md).
     pub fn forward(&self, batch: &[Vec<u32>], values: Option<&[Vec<f64>]>, attention: Attention, check_finite: bool) -> Result<Vec<T>, RuntimeError> {
         let b = batch.len();
         let t = batch.first().map_or(0, Vec::len);
@@ -506,8 +669,8 @@ impl<T: Real> FastModel<T> {
         }
         let r = self.readout.cols;
         let mut out = vec![T::ZERO; b * t * r];
-        let work = b.saturating_mul(t).saturating_mul(self.work_per_position + t * self.layers.len());
-        let threads = if work > (1 << 21) && b > 1 { (if self.threads == 0 { parallelism() } else { self.threads }).min(b) } else { 1 };
+        let work = b.saturating_mul(t).saturating_mul(self.work_per_position + t * if attention == Attention::Hard { self.row_heads } else { self.layers.len() });
+        let threads = if work > (1 << 23) && b > 1 { (if self.threads == 0 { parallelism() } else { self.threads }).min(b) } else { 1 };
         let run_chunk = |seqs: std::ops::Range<usize>, out: &mut [T]| -> Result<(), RuntimeError> {
             let mut ws = self.workspace(t);
             for (i, s) in seqs.enumerate() {
@@ -566,7 +729,7 @@ impl<T: Real> FastModel<T> {
         for (l, layer) in self.layers.iter().enumerate() {
             if !layer.heads.is_empty() {
                 for h in &layer.heads {
-                    self.head(h, t, attention, check, l, ws)?;
+                    self.head(h, ids, attention, check, l, ws)?;
                 }
                 // x += delta on the written columns; delta back to zeros.
                 for p in 0..t {
@@ -596,6 +759,10 @@ impl<T: Real> FastModel<T> {
     /// row by row, through the memo.
     fn mlp(&self, m: &Mlp<T>, t: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
         let d = self.d;
+        // The memo entries of the last few distinct inputs (categorical sequences cycle through a
+        // few: checked before hashing), replaced round-robin.
+        let mut recent: [Option<[u32; 4]>; RECENT] = [None; RECENT];
+        let mut next = 0;
         for p in 0..t {
             let xp = &ws.x[p * d..(p + 1) * d];
             let memo = &mut ws.memo[l];
@@ -609,22 +776,36 @@ impl<T: Real> FastModel<T> {
                         ws.key.push(v.bits());
                     }
                 }
-                let mut fx = Fx(0);
-                for &k in &ws.key {
-                    std::hash::Hasher::write_u64(&mut fx, k);
-                }
-                hash = fx.0;
-                match memo.map.get(&hash) {
-                    Some(&[ks, ke, s, e]) if same(&memo.keys[ks as usize..ke as usize], &ws.key) => {
-                        memo.hits += 1;
-                        let xr = &mut ws.x[p * d..(p + 1) * d];
-                        for &(c, v) in &memo.arena[s as usize..e as usize] {
-                            xr[c as usize] += v;
+                let seen = recent.iter().position(|e| matches!(*e, Some([ks, ke, _, _]) if same(&memo.keys[ks as usize..ke as usize], &ws.key)));
+                let found = match seen {
+                    Some(at) => recent[at],
+                    None => {
+                        let mut fx = Fx(0);
+                        for &k in &ws.key {
+                            std::hash::Hasher::write_u64(&mut fx, k);
                         }
-                        continue;
+                        hash = fx.0;
+                        match memo.map.get(&hash) {
+                            Some(&entry @ [ks, ke, _, _]) if same(&memo.keys[ks as usize..ke as usize], &ws.key) => Some(entry),
+                            Some(_) => {
+                                collision = true;
+                                None
+                            }
+                            None => None,
+                        }
                     }
-                    Some(_) => collision = true,
-                    None => {}
+                };
+                if seen.is_none() && found.is_some() {
+                    recent[next % RECENT] = found;
+                    next += 1;
+                }
+                if let Some([_, _, s, e]) = found {
+                    memo.hits += 1;
+                    let xr = &mut ws.x[p * d..(p + 1) * d];
+                    for &(c, v) in &memo.arena[s as usize..e as usize] {
+                        xr[c as usize] += v;
+                    }
+                    continue;
                 }
                 memo.misses += 1;
             }
@@ -689,7 +870,7 @@ impl<T: Real> FastModel<T> {
                 }
             }
             if memo.on {
-                if memo.misses >= 64 && memo.hits < memo.misses {
+                if memo.misses >= MEMO_TRIAL && memo.hits < memo.misses {
                     // Inputs rarely repeat here: stop remembering.
                     memo.on = false;
                     memo.map = Default::default();
@@ -698,7 +879,10 @@ impl<T: Real> FastModel<T> {
                 } else if !collision {
                     let ks = memo.keys.len() as u32;
                     memo.keys.extend_from_slice(&ws.key);
-                    memo.map.insert(hash, [ks, memo.keys.len() as u32, start as u32, memo.arena.len() as u32]);
+                    let entry = [ks, memo.keys.len() as u32, start as u32, memo.arena.len() as u32];
+                    memo.map.insert(hash, entry);
+                    recent[next % RECENT] = Some(entry);
+                    next += 1;
                 }
             }
         }
@@ -741,8 +925,188 @@ impl<T: Real> FastModel<T> {
         Ok(())
     }
 
-    /// One head over one sequence: adds its output to `ws.delta`.
-    fn head(&self, h: &Head<T>, t: usize, attention: Attention, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+    /// One head over the sequence `ids`: adds its output to `ws.delta`.
+    fn head(&self, h: &Head<T>, ids: &[u32], attention: Attention, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+        let t = ids.len();
+        if attention == Attention::Hard {
+            match &h.kind {
+                HeadKind::Token { scores } => {
+                    self.values(h, t, ws);
+                    self.head_token(h, scores, ids, ws);
+                    return Ok(());
+                }
+                HeadKind::Position { patterns } if t <= PATTERN_MAX_LEN && ids[0] == self.bos && !ids[1..].contains(&self.bos) => {
+                    if let Some(pattern) = patterns[t].get_or_init(|| self.pattern(h, t)) {
+                        self.values(h, t, ws);
+                        self.head_position(h, pattern, t, ws);
+                        return Ok(());
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.head_rows(h, t, attention, check, l, ws)
+    }
+
+    /// The value vectors of the `t` positions into `ws.v` (`[t, dv]`), and in `ws.vkeys` the
+    /// positions whose value vector is not all zeros.
+    fn values(&self, h: &Head<T>, t: usize, ws: &mut Workspace<T>) {
+        let (d, dv) = (self.d, h.v.cols);
+        let x = &ws.x[..t * d];
+        let v = &mut ws.v[..t * dv];
+        v.fill(T::ZERO);
+        ws.vkeys.clear();
+        for j in 0..t {
+            let vj = &mut v[j * dv..(j + 1) * dv];
+            h.v.accumulate(&x[j * d..(j + 1) * d], vj);
+            if vj.iter().any(|&a| a != T::ZERO) {
+                ws.vkeys.push(j as u32);
+            }
+        }
+    }
+
+    /// Hard attention of a [`HeadKind::Token`] head (non-causal): one attention row per distinct
+    /// query token, from the key tokens' counts. Same threshold, count, weight and summation
+    /// order (the keys with nonzero values, in order) as the row scan, so the same bits.
+    fn head_token(&self, h: &Head<T>, scores: &[T], ids: &[u32], ws: &mut Workspace<T>) {
+        let (d, dv, vocab) = (self.d, h.v.cols, self.vocab);
+        let t = ids.len();
+        let cnt = &mut ws.cnt[..vocab];
+        cnt.fill(0);
+        for &id in ids {
+            cnt[id as usize] += 1;
+        }
+        let done = &mut ws.done[..vocab];
+        done.fill(false);
+        let v = &ws.v[..t * dv];
+        for (i, &a) in ids.iter().enumerate() {
+            let a = a as usize;
+            let out = &mut ws.tok_out[a * dv..(a + 1) * dv];
+            if !done[a] {
+                done[a] = true;
+                let row = &scores[a * vocab..(a + 1) * vocab];
+                let mut max = row[ids[0] as usize];
+                for (&s, &n) in row.iter().zip(cnt.iter()) {
+                    if n > 0 && s > max {
+                        max = s;
+                    }
+                }
+                let thr = max - self.tie_tolerance;
+                let count: u32 = row.iter().zip(cnt.iter()).filter(|&(&s, _)| s >= thr).map(|(_, &n)| n).sum();
+                let w = T::ONE / T::from_usize(count as usize);
+                out.fill(T::ZERO);
+                for &j in &ws.vkeys {
+                    let j = j as usize;
+                    if row[ids[j] as usize] >= thr {
+                        for (o, &vv) in out.iter_mut().zip(&v[j * dv..(j + 1) * dv]) {
+                            *o += w * vv;
+                        }
+                    }
+                }
+            }
+            h.o.accumulate(out, &mut ws.delta[i * d..(i + 1) * d]);
+        }
+    }
+
+    /// The keys each query keeps at length `t` in a [`HeadKind::Position`] head, from a sequence
+    /// with BOS at position 0 and any other token elsewhere (the dims read do not tell the other
+    /// tokens apart), with the row scan's scores, maximum and threshold. None when the pattern
+    /// would not be much smaller than a dense one.
+    fn pattern(&self, h: &Head<T>, t: usize) -> Option<Pattern<T>> {
+        let (d, dq) = (self.d, h.q.cols);
+        let other = (0..self.vocab).find(|&i| i != self.bos as usize)?;
+        let row = |p: usize| -> Vec<T> {
+            let id = if p == 0 { self.bos as usize } else { other };
+            (0..d).map(|r| self.embed_token[id * d + r] + self.embed_pos[p * d + r]).collect()
+        };
+        let mut k = vec![T::ZERO; t * dq];
+        for j in 0..t {
+            h.k.accumulate(&row(j), &mut k[j * dq..(j + 1) * dq]);
+        }
+        let (mut w, mut ptr, mut spans) = (Vec::with_capacity(t), vec![0u32], vec![]);
+        let mut q = vec![T::ZERO; dq];
+        let mut s = vec![T::ZERO; t];
+        for i in 0..t {
+            let visible = if self.causal { i + 1 } else { t };
+            q.fill(T::ZERO);
+            h.q.accumulate(&row(i), &mut q);
+            let qnz: Vec<(usize, T)> = q.iter().enumerate().filter(|&(_, &qc)| qc != T::ZERO).map(|(c, &qc)| (c, qc)).collect();
+            for (j, sj) in s[..visible].iter_mut().enumerate() {
+                *sj = score_of(&qnz, |c| k[j * dq + c]);
+            }
+            let mut max = s[0];
+            for &sj in &s[..visible] {
+                if sj > max {
+                    max = sj;
+                }
+            }
+            let thr = max - self.tie_tolerance;
+            let mut count = 0;
+            let mut j = 0;
+            while j < visible {
+                if s[j] >= thr {
+                    let start = j;
+                    while j < visible && s[j] >= thr {
+                        j += 1;
+                    }
+                    count += j - start;
+                    spans.push((start as u32, j as u32));
+                } else {
+                    j += 1;
+                }
+            }
+            if spans.len() > 4 * t + 64 {
+                return None;
+            }
+            w.push(T::ONE / T::from_usize(count));
+            ptr.push(spans.len() as u32);
+        }
+        Some(Pattern { w, ptr, spans })
+    }
+
+    /// Hard attention of a [`HeadKind::Position`] head from its pattern: each query averages the
+    /// values of its intervals of keys, short ones summed key by key (as the row scan sums them),
+    /// long ones as a difference of prefix sums (O(1) per interval).
+    fn head_position(&self, h: &Head<T>, pattern: &Pattern<T>, t: usize, ws: &mut Workspace<T>) {
+        let (d, dv) = (self.d, h.v.cols);
+        let v = &ws.v[..t * dv];
+        let mut prefix = false;
+        let outv = &mut ws.outv[..dv];
+        for i in 0..t {
+            let w = pattern.w[i];
+            outv.fill(T::ZERO);
+            for &(a, b) in &pattern.spans[pattern.ptr[i] as usize..pattern.ptr[i + 1] as usize] {
+                if b - a <= SHORT_SPAN {
+                    for j in a as usize..b as usize {
+                        for (o, &vv) in outv.iter_mut().zip(&v[j * dv..(j + 1) * dv]) {
+                            *o += w * vv;
+                        }
+                    }
+                } else {
+                    let pre = &mut ws.pre;
+                    if !prefix {
+                        // pre[j * dv + c]: the sum of the values of keys 0..j in dim c.
+                        prefix = true;
+                        pre.clear();
+                        pre.resize((t + 1) * dv, T::ZERO);
+                        for j in 0..t {
+                            for c in 0..dv {
+                                pre[(j + 1) * dv + c] = pre[j * dv + c] + v[j * dv + c];
+                            }
+                        }
+                    }
+                    let (a, b) = (a as usize, b as usize);
+                    for (c, o) in outv.iter_mut().enumerate() {
+                        *o += w * (pre[b * dv + c] - pre[a * dv + c]);
+                    }
+                }
+            }
+            h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
+        }
+    }
+
+    /// One head over one sequence, one score row per query (any head, hard or soft attention).
+    fn head_rows(&self, h: &Head<T>, t: usize, attention: Attention, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
         let d = self.d;
         let (dq, dv) = (h.q.cols, h.v.cols);
         let x = &ws.x[..t * d];
@@ -784,17 +1148,11 @@ impl<T: Real> FastModel<T> {
             ws.kcol[stamp[c as usize] as usize] = j;
             stamp[c as usize] += 1;
         }
+        self.values(h, t, ws);
+        let x = &ws.x[..t * d];
+        let kt = &mut ws.kt[..dq * t];
         let q = &mut ws.q[..dq];
-        let v = &mut ws.v[..t * dv];
-        v.fill(T::ZERO);
-        ws.vkeys.clear();
-        for j in 0..t {
-            let vj = &mut v[j * dv..(j + 1) * dv];
-            h.v.accumulate(&x[j * d..(j + 1) * d], vj);
-            if vj.iter().any(|&a| a != T::ZERO) {
-                ws.vkeys.push(j as u32);
-            }
-        }
+        let v = &ws.v[..t * dv];
         ws.qkeys.clear();
         ws.qent.clear();
         ws.qouts.clear();
@@ -971,4 +1329,40 @@ fn lookup<T: Real>(list: &[u32], visible: usize, score: impl Fn(usize) -> T, zer
         }
     }
     true
+}
+
+impl<T: Real> FastModel<T> {
+    #[doc(hidden)]
+    pub fn describe(&self) -> String {
+        let mut s = format!("d {} vocab {} pos {} causal {} readout nnz {} cols {}\n", self.d, self.vocab, self.max_positions, self.causal, self.readout.nnz(), self.readout.cols);
+        for (l, layer) in self.layers.iter().enumerate() {
+            for (h, hd) in layer.heads.iter().enumerate() {
+                s += &format!(
+                    "L{l} head{h}: dq {} q nnz {} rows {} | k nnz {} rows {} | dv {} v nnz {} rows {} | o nnz {}\n",
+                    hd.q.cols,
+                    hd.q.nnz(),
+                    hd.q.nz_rows.len(),
+                    hd.k.nnz(),
+                    hd.k.nz_rows.len(),
+                    hd.v.cols,
+                    hd.v.nnz(),
+                    hd.v.nz_rows.len(),
+                    hd.o.nnz()
+                );
+            }
+            if let Some(m) = &layer.mlp {
+                s += &format!(
+                    "L{l} mlp: in_rows {} hidden {} out_cols {} w_in nnz {} w_out nnz {} gate {} pos_bias {}\n",
+                    m.in_rows.len(),
+                    m.b_in.len(),
+                    m.out_cols.len(),
+                    m.w_in.nnz(),
+                    m.w_out.nnz(),
+                    m.gate.is_some(),
+                    m.pos_bias.len()
+                );
+            }
+        }
+        s
+    }
 }

@@ -261,6 +261,18 @@ impl Model {
         Ok(Model { candle, fast, backend, vocab, dtype, device: device.clone(), checkpoint })
     }
 
+    /// The fast backend's path for each head's hard attention, by layer (None without a fast
+    /// backend): "token" (scores depend on the tokens alone), "position" (on the positions alone)
+    /// or "rows" (a score row per query).
+    #[doc(hidden)]
+    pub fn fast_head_kinds(&self) -> Option<Vec<Vec<&'static str>>> {
+        match &self.fast {
+            Some(FastKind::F32(m)) => Some(m.head_kinds()),
+            Some(FastKind::F64(m)) => Some(m.head_kinds()),
+            None => None,
+        }
+    }
+
     /// The implementation plain forward passes use.
     pub fn backend(&self) -> Backend {
         self.backend

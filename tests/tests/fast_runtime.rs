@@ -93,6 +93,46 @@ fn fast_backend_matches_candle_on_tracr_programs() {
     eprintln!("largest relative difference: f32 {:e}, f64 {:e}", worst.0, worst.1);
 }
 
+/// The structured hard-attention paths (runtime/src/fast.rs `HeadKind`) are found on the programs
+/// they are for and agree with candle; with BOS ids away from position 0 (which the positional
+/// path assumes absent) the fast backend falls back to score rows and still agrees. The raw
+/// readouts are compared there (such inputs need not decode).
+#[test]
+fn fast_backend_structured_heads_match_candle() {
+    // frac_prevs: `<=` on indices (long key intervals: prefix sums); shift_by: one key per query;
+    // length and histogram: scores over tokens only.
+    for (name, kind, causal) in
+        [("frac_prevs", "position", false), ("frac_prevs", "position", true), ("shift_by", "position", true), ("length", "token", false), ("histogram", "token", false)]
+    {
+        let &(_, vocab) = PROGRAMS.iter().find(|p| p.0 == name).unwrap();
+        let file: &'static str = Box::leak(format!("tracr/{name}.rasp").into_boxed_str());
+        let max_len = 12;
+        let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file, entry: None, vocab }, max_len, causal).unwrap();
+        for (dtype, rel) in [(DType::F32, 1e-4), (DType::F64, 1e-12)] {
+            let fast = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            let kinds = fast.fast_head_kinds().unwrap();
+            assert!(kinds.iter().flatten().any(|&k| k == kind), "{name}: head paths {kinds:?}, expected a {kind} head");
+            let candle = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
+            let what = format!("{name} causal {causal} {dtype:?}");
+            let batches = batches(&fast, &atoms, max_len);
+            compare(&what, &fast, &candle, &batches, rel);
+            let bos = fast.checkpoint.config.bos_id as u32;
+            for batch in &batches {
+                let t = batch[0].len();
+                // BOS again at the last position, at every position, and missing from position 0.
+                let mut odd: Vec<Vec<u32>> = batch.iter().map(|s| s.iter().enumerate().map(|(i, &id)| if i + 1 == t { bos } else { id }).collect()).collect();
+                odd.push(vec![bos; t]);
+                odd.push(batch[0].iter().map(|&id| if id == bos { batch[0].get(1).copied().unwrap_or(bos) } else { id }).collect());
+                let (a, b) = (flat(&fast.forward(&odd, Attention::Hard).unwrap()), flat(&candle.forward(&odd, Attention::Hard).unwrap()));
+                let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+                for (x, y) in a.iter().zip(&b) {
+                    assert!((x - y).abs() <= rel * scale, "{what} with BOS elsewhere, len {}: fast {x} vs candle {y}", t - 1);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn fast_backend_matches_candle_on_the_universal_simulator() {
     use raspc_compiler::real::MlpMode;
