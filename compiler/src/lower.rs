@@ -853,6 +853,16 @@ impl Lowerer<'_> {
         // The table over every combination (None: unreachable, or the map fails there), then
         // one unit per leaf of its decision tree (`lower/tree.rs`).
         let sizes: Vec<usize> = views.iter().map(|v| v.2.len()).collect();
+        // A numerical leaf's point may stand for floats that differ only by rounding; the map
+        // must give them the same result (the interpreter sees the exact float, a model only
+        // the number).
+        let alternatives: Vec<Option<Vec<Vec<Atom>>>> = leaves
+            .iter()
+            .map(|l| match self.rep.get(l) {
+                Some(Rep::Slot(s)) if matches!(self.slots[*s].enc, SlotEnc::Num { .. }) => self.num_atoms.get(s).cloned().filter(|g| g.iter().any(|x| x.len() > 1)),
+                _ => None,
+            })
+            .collect();
         let mut codes: Vec<Vec<f64>> = vec![];
         let mut class: Vec<Option<u32>> = vec![];
         let mut idx = vec![0usize; views.len()];
@@ -861,7 +871,37 @@ impl Lowerer<'_> {
             for (j, (l, _, vals)) in views.iter().enumerate() {
                 env.insert(*l, vals[idx[j]].clone());
             }
-            let code = if crate::positional::reachable(self.g, &env) { self.eval_inline(id, &env).and_then(|r| encode(&r)) } else { None };
+            let result = if crate::positional::reachable(self.g, &env) { self.eval_inline(id, &env) } else { None };
+            for (j, alts) in alternatives.iter().enumerate() {
+                let Some(group) = alts.as_ref().and_then(|g| g.get(idx[j])).filter(|g| g.len() > 1) else { continue };
+                let Some(r) = &result else { continue };
+                for a in &group[1..] {
+                    let mut e = env.clone();
+                    e.insert(views[j].0, a.clone());
+                    // A one-hot result must light the same dim (or an equal value's); a number
+                    // may be off within the tolerance that merges points (a later step that tells
+                    // such numbers apart checks its own inputs).
+                    let differs = |x: &Atom| match &enc.0 {
+                        SlotEnc::Cat(_) => !x.py_eq(r) && encode(x) != encode(r),
+                        SlotEnc::Num { .. } => match (x.is_str() || r.is_str(), x.as_f64(), r.as_f64()) {
+                            (false, Some(p), Some(q)) => (p - q).abs() > 1e-12 * p.abs().max(1.0),
+                            _ => !x.py_eq(r),
+                        },
+                    };
+                    if self.eval_inline(id, &e).is_some_and(|other| differs(&other)) {
+                        return Err(self
+                            .err(id, "compile::numeric_map", format!("{} gives different results for numbers that differ only by rounding", crate::names::describe(self.g, id)))
+                            .with_label("this map")
+                            .with_note(format!(
+                                "{} can be {} or {}, the same number computed two ways; the interpreter's result depends on which, a model cannot tell them apart. Round the values first, or compute with integers",
+                                crate::names::describe(self.g, views[j].0),
+                                group[0].repr(),
+                                a.repr()
+                            )));
+                    }
+                }
+            }
+            let code = result.and_then(|r| encode(&r));
             class.push(code.map(|c| match codes.iter().position(|x| *x == c) {
                 Some(i) => i as u32,
                 None => {
