@@ -17,7 +17,7 @@
 //!   a function equal to `λ·count(i, l)` on every grid pair (i, l) (`count` the keys `s` selects
 //!   there; `f(i, l) = 0` where it selects none) is the counted sum `λ·Σ v` over the selected
 //!   keys: `Σ_a λ·a·selector_width(s and select(v, a, ==))` over the (at most
-//!   [`MAX_WIDTH_TERMS`]) nonzero values `a` of `v`. The mean of a whole-input indicator times
+//!   [`MAX_WIDTH_TERMS`]) nonzero values `a` of `v` (integers, and λ an integer). The mean of a whole-input indicator times
 //!   `length` is one width head. Counted sums whose `f` is a function of `indices` alone keep the
 //!   product with positions of docs/compiler.md. Needs value sets.
 
@@ -114,7 +114,9 @@ fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: 
             continue;
         }
         let Some(ValueSet::Finite(vs)) = sets.get(values) else { continue };
-        if vs.iter().any(|a| !matches!(a, Atom::Int(_) | Atom::Float(_))) {
+        // Integer values (and λ below): the sum is an integer, which the interpreter's
+        // `mean * count` misses by rounding only, so `round` of it agrees exactly.
+        if vs.iter().any(|a| !matches!(a, Atom::Int(_) | Atom::Float(_)) || a.as_f64().is_none_or(|x| x.fract() != 0.0)) {
             continue;
         }
         let Some(counts) = crate::positional::grid_counts(g, *sel, max_len) else { continue };
@@ -136,7 +138,7 @@ fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: 
                 Some(x) => ok &= (x - r).abs() <= 1e-12 * x.abs().max(1.0),
             }
         }
-        let Some(lambda) = lambda.filter(|&x| ok && x != 0.0 && x.is_finite()) else { continue };
+        let Some(lambda) = lambda.filter(|&x| ok && x != 0.0 && x.is_finite() && x.fract() == 0.0) else { continue };
         let mut nonzero: Vec<(f64, Atom)> = vs.iter().filter_map(|a| a.as_f64().filter(|&x| x != 0.0).map(|x| (x, a.clone()))).collect();
         nonzero.sort_by(|x, y| x.0.total_cmp(&y.0));
         nonzero.dedup_by(|x, y| x.0 == y.0);
