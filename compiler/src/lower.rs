@@ -10,7 +10,8 @@
 //!   s-op is a relabelling of that s-op's one-hot dims, so it gets no MLP and no dims: selects,
 //!   aggregates and the readout read the underlying one-hot through the map. Constants are views
 //!   of `<tok>`. Maps of two or more s-ops (fused across chains) are one MLP with one hidden unit
-//!   per reachable combination of values, `relu(x_a + y_b + ... - (k - 1))`; maps of a numerical
+//!   per leaf of a decision tree over their reachable combinations (`lower/tree.rs`; at most
+//!   one per combination), `relu(x_a + y_b + ... - (k - 1))` over the leaf's literals; maps of a numerical
 //!   s-op are an exact staircase over its finite set of values.
 //! * **Numbers are affine forms** (`lower/affine.rs`): sums, differences and constant multiples of
 //!   numerical s-ops get a one-dim slot that the writers of their parts also write (no MLP), and
@@ -29,6 +30,7 @@
 //!   selector and needs no query or key weights at all.
 
 mod affine;
+mod tree;
 
 use crate::infer::{infer_with_intervals, ValueSet};
 use crate::numeric::Iv;
@@ -275,7 +277,7 @@ impl Lowerer<'_> {
     }
 
     fn err(&self, id: NodeId, code: &'static str, msg: String) -> Diagnostic {
-        Diagnostic::error(code, msg, self.g.node(id).span)
+        crate::names::error(self.g, id, code, msg)
     }
 
     /// A broken invariant of the lowering itself, reported instead of panicking.
@@ -380,14 +382,17 @@ impl Lowerer<'_> {
             for r in keys_read {
                 if !stable[&r] {
                     let what = if matches!(k, NodeKind::Select { .. }) { "compares the keys" } else { "averages the values" };
-                    self.diags.push(
-                        self.err(id, "compile::causal", format!("with --causal, this {what} `{}`, which depends on later positions", self.label(r)))
-                            .with_label("reads a value that is not fixed by the prefix")
-                            .with_secondary(self.g.node(r).span, format!("`{}` is defined here", self.label(r)))
-                            .with_note(
-                                "a causal model computes position i from positions <= i; every value read at key positions must not depend on `length` or on selectors that look ahead",
-                            ),
-                    );
+                    let mut d = self
+                        .err(id, "compile::causal", format!("with --causal, this {what} `{}`, which depends on later positions", self.label(r)))
+                        .with_label("reads a value that is not fixed by the prefix");
+                    // `length` and other library values have no definition in the program.
+                    let defined = crate::names::place(self.g, r);
+                    if defined != crate::names::place(self.g, id) {
+                        d = d.with_secondary(defined, format!("`{}` is defined here", self.label(r)));
+                    }
+                    self.diags.push(d.with_note(
+                        "a causal model computes position i from positions <= i; every value read at key positions must not depend on `length` or on selectors that look ahead",
+                    ));
                 }
             }
         }
@@ -601,7 +606,7 @@ impl Lowerer<'_> {
                     ));
                 for l in &leaves {
                     if !self.g.node(*l).named {
-                        d = d.with_secondary(self.g.node(*l).span, "one of its inputs");
+                        d = d.with_secondary(crate::names::place(self.g, *l), "one of its inputs");
                     }
                 }
                 return Err(d);
@@ -862,33 +867,90 @@ impl Lowerer<'_> {
         if let Some(gr) = enc.1 {
             self.num_atoms.insert(out, gr);
         }
-        let k = views.len();
-        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
-        let mut idx = vec![0usize; k];
+        // The table over every combination (None: unreachable, or the map fails there), then
+        // one unit per leaf of its decision tree (`lower/tree.rs`).
+        let sizes: Vec<usize> = views.iter().map(|v| v.2.len()).collect();
+        // A numerical leaf's point may stand for floats that differ only by rounding; the map
+        // must give them the same result (the interpreter sees the exact float, a model only
+        // the number).
+        let alternatives: Vec<Option<Vec<Vec<Atom>>>> = leaves
+            .iter()
+            .map(|l| match self.rep.get(l) {
+                Some(Rep::Slot(s)) if matches!(self.slots[*s].enc, SlotEnc::Num { .. }) => self.num_atoms.get(s).cloned().filter(|g| g.iter().any(|x| x.len() > 1)),
+                _ => None,
+            })
+            .collect();
+        let mut codes: Vec<Vec<f64>> = vec![];
+        let mut class: Vec<Option<u32>> = vec![];
+        let mut idx = vec![0usize; views.len()];
         let mut env = HashMap::new();
-        'combos: loop {
+        loop {
             for (j, (l, _, vals)) in views.iter().enumerate() {
                 env.insert(*l, vals[idx[j]].clone());
             }
-            if crate::positional::reachable(self.g, &env)
-                && let Some(r) = self.eval_inline(id, &env)
-                && let Some(code) = encode(&r)
-                && code.iter().any(|&x| x != 0.0)
-            {
-                let c = mlp.hidden;
-                mlp.hidden += 1;
-                for (j, (_, s, _)) in views.iter().enumerate() {
-                    mlp.w_in.push((*s, idx[j], c, 1.0));
-                }
-                mlp.b_in.push(-(k as f64 - 1.0));
-                for (d, &x) in code.iter().enumerate() {
-                    if x != 0.0 {
-                        mlp.w_out.push((c, out, d, x));
+            let result = if crate::positional::reachable(self.g, &env) { self.eval_inline(id, &env) } else { None };
+            for (j, alts) in alternatives.iter().enumerate() {
+                let Some(group) = alts.as_ref().and_then(|g| g.get(idx[j])).filter(|g| g.len() > 1) else { continue };
+                let Some(r) = &result else { continue };
+                for a in &group[1..] {
+                    let mut e = env.clone();
+                    e.insert(views[j].0, a.clone());
+                    // A one-hot result must light the same dim (or an equal value's); a number
+                    // may be off within the tolerance that merges points (a later step that tells
+                    // such numbers apart checks its own inputs).
+                    let differs = |x: &Atom| match &enc.0 {
+                        SlotEnc::Cat(_) => !x.py_eq(r) && encode(x) != encode(r),
+                        SlotEnc::Num { .. } => match (x.is_str() || r.is_str(), x.as_f64(), r.as_f64()) {
+                            (false, Some(p), Some(q)) => (p - q).abs() > 1e-12 * p.abs().max(1.0),
+                            _ => !x.py_eq(r),
+                        },
+                    };
+                    if self.eval_inline(id, &e).is_some_and(|other| differs(&other)) {
+                        return Err(self
+                            .err(id, "compile::numeric_map", format!("{} gives different results for numbers that differ only by rounding", crate::names::describe(self.g, id)))
+                            .with_label("this map")
+                            .with_note(format!(
+                                "{} can be {} or {}, the same number computed two ways; the interpreter's result depends on which, a model cannot tell them apart. Round the values first, or compute with integers",
+                                crate::names::describe(self.g, views[j].0),
+                                group[0].repr(),
+                                a.repr()
+                            )));
                     }
                 }
             }
-            if !next_combination(&mut idx, |j| views[j].2.len()) {
-                break 'combos;
+            let code = result.and_then(|r| encode(&r));
+            class.push(code.map(|c| match codes.iter().position(|x| *x == c) {
+                Some(i) => i as u32,
+                None => {
+                    codes.push(c);
+                    codes.len() as u32 - 1
+                }
+            }));
+            if !next_combination(&mut idx, |j| sizes[j]) {
+                break;
+            }
+        }
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
+        for (lits, c) in tree::leaves(&sizes, &class) {
+            let code = &codes[c as usize];
+            if code.iter().all(|&x| x == 0.0) {
+                continue;
+            }
+            let u = mlp.hidden;
+            mlp.hidden += 1;
+            if lits.is_empty() {
+                mlp.w_in.push((TOK, 0, u, 1.0));
+            }
+            for (j, vals) in &lits {
+                for &v in vals {
+                    mlp.w_in.push((views[*j].1, v, u, 1.0));
+                }
+            }
+            mlp.b_in.push(-(lits.len().max(1) as f64 - 1.0));
+            for (d, &x) in code.iter().enumerate() {
+                if x != 0.0 {
+                    mlp.w_out.push((u, out, d, x));
+                }
             }
         }
         self.push_block(BlockKind::Mlp(mlp), out, what);
@@ -1082,6 +1144,18 @@ impl Lowerer<'_> {
         for (keys, queries, subtrees) in groups {
             let ks = self.side(&keys)?;
             let mut qs = self.side(&queries)?;
+            // The atoms behind each dim or point of a side: a numerical point may stand for
+            // several floats that differ only by rounding (`4/3 + 2` and `10/3`).
+            let alternatives = |lw: &Self, s: &Side| -> Vec<Vec<Option<Vec<Atom>>>> {
+                match s {
+                    Side::Cat(_, t) => t.iter().map(|x| vec![x.clone()]).collect(),
+                    Side::Num(slot, _, atoms) => match lw.num_atoms.get(slot) {
+                        Some(groups) if groups.len() == atoms.len() => groups.iter().map(|g| g.iter().map(|a| Some(vec![a.clone()])).collect()).collect(),
+                        _ => atoms.iter().map(|a| vec![Some(vec![a.clone()])]).collect(),
+                    },
+                }
+            };
+            let (kalt, qalt) = (alternatives(self, &ks), alternatives(self, &qs));
             if let (Side::Num(..), Side::Num(slot, _, atoms)) = (&ks, &qs) {
                 // Both numerical: the queries become one-hot, the keys classes.
                 let c = self.categorical_of(*slot, queries[0])?;
@@ -1101,6 +1175,44 @@ impl Lowerer<'_> {
                 subtrees.iter().all(|&t| self.eval_selector(t, &kf, &qf))
             };
             let mut p: Vec<Vec<bool>> = (0..kvals.len()).map(|a| (0..qvals.len()).map(|b| holds(a, b)).collect()).collect();
+            // Floats a point stands for must agree: the interpreter compares the exact floats,
+            // the model only the number.
+            if kalt.iter().chain(&qalt).any(|x| x.len() > 1) && kalt.len() == kvals.len() && qalt.len() == qvals.len() {
+                let holds_for = |x: &Option<Vec<Atom>>, y: &Option<Vec<Atom>>| -> bool {
+                    let (Some(x), Some(y)) = (x, y) else { return false };
+                    let kf = |n: NodeId| keys.iter().position(|&m| m == n).map(|i| x[i].clone());
+                    let qf = |n: NodeId| queries.iter().position(|&m| m == n).map(|i| y[i].clone());
+                    subtrees.iter().all(|&t| self.eval_selector(t, &kf, &qf))
+                };
+                for (a, ka) in kalt.iter().enumerate() {
+                    for (b, qb) in qalt.iter().enumerate() {
+                        if ka.len() == 1 && qb.len() == 1 {
+                            continue;
+                        }
+                        for x in ka {
+                            for y in qb {
+                                if holds_for(x, y) != p[a][b] {
+                                    let show = |t: &Option<Vec<Atom>>| t.as_ref().map_or(String::new(), |t| t.iter().map(Atom::repr).collect::<Vec<_>>().join(", "));
+                                    let (kn, qn) = (
+                                        keys.iter().map(|&n| crate::names::describe(self.g, n)).collect::<Vec<_>>().join(", "),
+                                        queries.iter().map(|&n| crate::names::describe(self.g, n)).collect::<Vec<_>>().join(", "),
+                                    );
+                                    let (side, first, second, other, against) = if x != &ka[0] { (&kn, &ka[0], x, y, &qn) } else { (&qn, &qb[0], y, x, &kn) };
+                                    return Err(self
+                                        .err(sel, "compile::float_compare", format!("this selector compares {kn} with {qn} at numbers that differ only by rounding"))
+                                        .with_label("this selector")
+                                        .with_note(format!(
+                                            "{side} can be {} or {}, the same number computed two ways; compared with {against} at {}, the interpreter tells them apart by their exact floats, a model cannot. Compare integers instead (scale the values and `round` them first)",
+                                            show(first),
+                                            show(second),
+                                            show(other)
+                                        )));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             // A numerical side is read through the classes of values the predicate tells apart.
             let group_by = |rows: &[Vec<bool>]| -> (Vec<usize>, Vec<Vec<bool>>) {
                 let mut reps: Vec<Vec<bool>> = vec![];
@@ -1247,7 +1359,7 @@ impl Lowerer<'_> {
                                 return Err(self
                                     .err(id, "compile::mean", format!("`{label}` may average values that include the string {s:?}"))
                                     .with_label("this aggregate")
-                                    .with_secondary(self.g.node(values).span, "values defined here"));
+                                    .with_secondary(crate::names::place(self.g, values), "values defined here"));
                             }
                             Some(a) => a.as_f64().unwrap_or(0.0),
                             None => 0.0,
@@ -1304,8 +1416,14 @@ impl Lowerer<'_> {
         let v = self.view(root)?;
         match &self.slots[v.slot].enc {
             SlotEnc::Num { points } => Ok(OutputView { slot: v.slot, map: None, values: None, points: points.clone() }),
-            SlotEnc::Cat(_) => {
+            SlotEnc::Cat(vals) => {
                 let per_dim = self.view_values(&v);
+                // A relabelling that changes no value (`round` of an integer s-op): the readout
+                // reads that slot unchanged, so the slot carries the output's name.
+                let root_label = self.label(root).to_string();
+                if v.map.is_some() && per_dim.len() == vals.len() && per_dim.iter().zip(vals).all(|(p, a)| p.as_ref() == Some(a)) && !self.slots.iter().any(|s| s.label == root_label) {
+                    self.slots[v.slot].label = root_label;
+                }
                 let mut set = crate::infer::AtomSet::default();
                 for a in per_dim.iter().flatten() {
                     set.insert(a.clone());

@@ -2,7 +2,7 @@
 //! (`sequencemap_12`). An unnamed s-op is "this expression" (the diagnostic's span points at
 //! it), placed by the nearest named s-op that uses it.
 
-use raspc_lang::{Graph, NodeId};
+use raspc_lang::{Diagnostic, Graph, NodeId, Span};
 use std::collections::{BTreeSet, VecDeque};
 
 /// "`x`" for a named s-op; otherwise "this expression", or "an expression in `y`" when `y` is
@@ -34,4 +34,45 @@ pub fn named_user(g: &Graph, id: NodeId) -> Option<NodeId> {
         }
     }
     None
+}
+
+/// Where a diagnostic about `id` points: the node's place in the user's program (for a node a
+/// library function builds, the user's call of that function). A node the library builds by
+/// itself (`tokens_int`, `length`, `full_s`) has none: the nearest user of it that has one
+/// stands in (else the node's own span).
+pub fn place(g: &Graph, id: NodeId) -> Span {
+    let in_program = |x: NodeId| g.node(x).library.as_ref().is_none_or(|o| o.function.is_some());
+    if in_program(id) {
+        return g.node(id).span;
+    }
+    let mut seen = BTreeSet::from([id]);
+    let mut queue = VecDeque::from([id]);
+    while let Some(x) = queue.pop_front() {
+        for u in g.users(x) {
+            if !seen.insert(u) {
+                continue;
+            }
+            if in_program(u) {
+                return g.node(u).span;
+            }
+            queue.push_back(u);
+        }
+    }
+    g.node(id).span
+}
+
+/// A note for diagnostics about a node a library function built: which function, called where.
+pub fn library_note(g: &Graph, id: NodeId) -> Option<String> {
+    let f = g.node(id).library.as_ref()?.function.as_ref()?;
+    Some(format!("it is computed inside the library function `{f}`, called here"))
+}
+
+/// A compiler diagnostic about `id`, placed in the user's program ([`place`]), with the
+/// library note when library code built the node.
+pub fn error(g: &Graph, id: NodeId, code: &'static str, msg: String) -> Diagnostic {
+    let d = Diagnostic::error(code, msg, place(g, id));
+    match library_note(g, id) {
+        Some(n) => d.with_note(n),
+        None => d,
+    }
 }

@@ -214,3 +214,70 @@ pub fn per_position(n: usize, ctx: Option<&[(i64, i64)]>, rows: &[bool]) -> Vec<
         }
     }
 }
+
+/// Value at grid pair (i, l) of a function of `indices` and `length` (None: not such a
+/// function, or the map fails there).
+pub fn eval_at(graph: &Graph, x: NodeId, i: i64, l: i64) -> Option<Atom> {
+    match &graph.node(x).kind {
+        NodeKind::Indices => Some(Atom::Int(i)),
+        NodeKind::Length => Some(Atom::Int(l)),
+        NodeKind::Const(a) => Some(a.clone()),
+        NodeKind::Map { op, args } => {
+            let mut row = Vec::with_capacity(args.len());
+            for a in args {
+                row.push(match a {
+                    Operand::Const(c) => c.clone(),
+                    Operand::Sop(s) => eval_at(graph, *s, i, l)?,
+                });
+            }
+            apply_map(op, &row).ok()
+        }
+        _ => None,
+    }
+}
+
+/// True when `x` is a function of `indices`, `length` and constants only.
+pub fn is_positional(graph: &Graph, x: NodeId) -> bool {
+    match &graph.node(x).kind {
+        NodeKind::Indices | NodeKind::Length | NodeKind::Const(_) => true,
+        NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+            Operand::Const(_) => true,
+            Operand::Sop(s) => is_positional(graph, *s),
+        }),
+        _ => false,
+    }
+}
+
+/// Does a selector built from selects of positional s-ops select key `k` for query `q` on an
+/// input of length `l`? None when it is not such a selector.
+pub fn selects_at(graph: &Graph, sel: NodeId, k: i64, q: i64, l: i64) -> Option<bool> {
+    Some(match &graph.node(sel).kind {
+        NodeKind::Select { keys, queries, cmp } => {
+            if !is_positional(graph, *keys) || !is_positional(graph, *queries) {
+                return None;
+            }
+            match (eval_at(graph, *keys, k, l), eval_at(graph, *queries, q, l)) {
+                (Some(a), Some(b)) => Atom::compare(&a, *cmp, &b).unwrap_or(false),
+                _ => false,
+            }
+        }
+        NodeKind::SelectAnd(a, b) => selects_at(graph, *a, k, q, l)? && selects_at(graph, *b, k, q, l)?,
+        NodeKind::SelectOr(a, b) => selects_at(graph, *a, k, q, l)? || selects_at(graph, *b, k, q, l)?,
+        NodeKind::SelectNot(a) => !selects_at(graph, *a, k, q, l)?,
+        _ => return None,
+    })
+}
+
+/// Number of keys a positional selector selects at every grid pair (query i, length l), in
+/// [`grid`]'s order; None when it is not positional.
+pub fn grid_counts(graph: &Graph, sel: NodeId, max_len: usize) -> Option<Vec<usize>> {
+    let mut out = Vec::with_capacity(max_len * (max_len + 1) / 2);
+    for (q, l) in grid(max_len) {
+        let mut c = 0;
+        for k in 0..l {
+            c += selects_at(graph, sel, k, q, l)? as usize;
+        }
+        out.push(c);
+    }
+    Some(out)
+}

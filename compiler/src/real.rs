@@ -794,7 +794,7 @@ fn eq_key(a: &Atom) -> Option<EqKey> {
 
 impl RealLowerer<'_> {
     fn err(&self, id: NodeId, msg: impl Into<String>) -> Diagnostic {
-        Diagnostic::error("compile::real", msg, self.g.node(id).span)
+        crate::names::error(self.g, id, "compile::real", msg.into())
     }
 
     fn new_slot(&mut self, label: String, enc: SlotEnc) -> usize {
@@ -896,7 +896,7 @@ impl RealLowerer<'_> {
     fn lower_node(&mut self, id: NodeId) -> Result<Val, Diagnostic> {
         let node = self.g.node(id);
         let label = node.label.clone();
-        self.span = node.span;
+        self.span = crate::names::place(self.g, id);
         // Functions of `indices` alone are positional (maps of positional operands below).
         match &node.kind {
             NodeKind::Indices => return Ok(Val::Pos((0..self.n).map(|i| Some(Atom::Int(i as i64))).collect())),

@@ -17,6 +17,13 @@
 //!   a denominator up to max-len), in a map or a select, becomes a comparison with `floor(u)` or
 //!   `ceil(u)` (and "u is an integer" for `==`, `!=`): see `grid_compare`. Needs value sets
 //!   and intervals of what the comparison reads after earlier rewrites (`Facts`).
+//! * `aggregate(s, v, d) * f` with `s` comparing functions of `indices` and `length` and `f` such
+//!   a function equal to `λ·count(i, l)` on every grid pair (i, l) (`count` the keys `s` selects
+//!   there; `f(i, l) = 0` where it selects none) is the counted sum `λ·Σ v` over the selected
+//!   keys: `Σ_a λ·a·selector_width(s and select(v, a, ==))` over the (at most
+//!   [`MAX_WIDTH_TERMS`]) nonzero values `a` of `v` (integers, and λ an integer). The mean of a whole-input indicator times
+//!   `length` is one width head. Counted sums whose `f` is a function of `indices` alone keep the
+//!   product with positions of docs/compiler.md. Needs value sets.
 
 use crate::infer::{infer, infer_with_intervals, ValueSet};
 use crate::numeric::{mean_grid, Grid, Iv};
@@ -51,10 +58,17 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
     for id in g.ancestors(root) {
         let node = g.node(id);
         let kind = node.kind.remap(&|x| map[&x]);
-        let lex = facts.and_then(|f| lexicographic(g, id, f.sets, &map, &mut out, node.span).or_else(|| grid_compare(g, id, f, &map, &mut out, node.span)));
+        let lex = facts.and_then(|f| {
+            lexicographic(g, id, f.sets, &map, &mut out, node.span)
+                .or_else(|| grid_compare(g, id, f, &map, &mut out, node.span))
+                .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len))
+        });
         let kind = lex.unwrap_or(kind);
         let kind = rewrite(&mut out, &kind, node.span).unwrap_or(kind);
         let new = out.add_labelled(kind, node.span, &node.label, node.named)?;
+        if out.node(new).library.is_none() && node.library.is_some() {
+            out.set_origin(new, node.span, node.library.clone());
+        }
         map.insert(id, new);
     }
     let r = map[&root];
@@ -96,6 +110,86 @@ fn lexicographic(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: &
             let second = out.add(NodeKind::SelectAnd(tie, then), span)?;
             return Some(NodeKind::SelectOr(first, second));
         }
+    }
+    None
+}
+
+/// Most distinct nonzero values a counted sum is split into widths for (one head each).
+const MAX_WIDTH_TERMS: usize = 8;
+
+/// `aggregate(s, v, d) * f` (either order) with `s` a positional selector and `f` a function of
+/// `indices` and `length` equal to `λ·count(i, l)` at every grid pair (i, l), `count` the number
+/// of keys `s` selects there: the mean times the count is `λ·Σ v` over the selected keys, which
+/// is `Σ_a λ·a·selector_width(s and select(v, a, ==))` over the nonzero values `a` of `v`. Built
+/// in `out`; `None` when the pattern does not hold, or when the index-only counted sum of
+/// [`crate::numeric`] (a product with positions, cheaper for many values) applies.
+fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: &HashMap<NodeId, NodeId>, out: &mut Graph, span: raspc_lang::Span, max_len: usize) -> Option<NodeKind> {
+    let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return None };
+    let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
+    if crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
+        return None;
+    }
+    for (m, f) in [(*a, *b), (*b, *a)] {
+        let NodeKind::Aggregate { sel, values, default } = &g.node(m).kind else { continue };
+        if !matches!(default, Atom::Int(_) | Atom::Float(_)) || !default.as_f64().is_some_and(f64::is_finite) || !crate::positional::is_positional(g, f) {
+            continue;
+        }
+        let Some(ValueSet::Finite(vs)) = sets.get(values) else { continue };
+        // Integer values (and λ below): the sum is an integer, which the interpreter's
+        // `mean * count` misses by rounding only, so `round` of it agrees exactly.
+        if vs.iter().any(|a| !matches!(a, Atom::Int(_) | Atom::Float(_)) || a.as_f64().is_none_or(|x| x.fract() != 0.0)) {
+            continue;
+        }
+        let Some(counts) = crate::positional::grid_counts(g, *sel, max_len) else { continue };
+        let pairs = crate::positional::grid(max_len);
+        let mut lambda: Option<f64> = None;
+        let mut ok = true;
+        for (&(i, l), &c) in pairs.iter().zip(&counts) {
+            let Some(fi) = crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64()) else {
+                ok = false;
+                break;
+            };
+            if c == 0 {
+                ok &= fi == 0.0;
+                continue;
+            }
+            let r = fi / c as f64;
+            match lambda {
+                None => lambda = Some(r),
+                Some(x) => ok &= (x - r).abs() <= 1e-12 * x.abs().max(1.0),
+            }
+        }
+        let Some(lambda) = lambda.filter(|&x| ok && x != 0.0 && x.is_finite() && x.fract() == 0.0) else { continue };
+        let mut nonzero: Vec<(f64, Atom)> = vs.iter().filter_map(|a| a.as_f64().filter(|&x| x != 0.0).map(|x| (x, a.clone()))).collect();
+        nonzero.sort_by(|x, y| x.0.total_cmp(&y.0));
+        nonzero.dedup_by(|x, y| x.0 == y.0);
+        if nonzero.is_empty() || nonzero.len() > MAX_WIDTH_TERMS {
+            continue;
+        }
+        let (s, v) = (map[sel], map[values]);
+        let mut terms: Vec<(NodeId, f64)> = vec![];
+        for (x, atom) in &nonzero {
+            let q = out.add(NodeKind::Const(atom.clone()), span)?;
+            let pick = out.add(NodeKind::Select { keys: v, queries: q, cmp: Cmp::Eq }, span)?;
+            terms.push((out.add(NodeKind::SelectAnd(s, pick), span)?, lambda * x));
+        }
+        let weight = |k: f64| if k.fract() == 0.0 && k.abs() < 1e15 { Atom::Int(k as i64) } else { Atom::Float(k) };
+        // λ·a·width, the width node added unless it is the whole result (which keeps the label).
+        let term = |out: &mut Graph, both: NodeId, k: f64, last: bool| -> Option<NodeKind> {
+            if k == 1.0 && last {
+                return Some(NodeKind::SelectorWidth(both));
+            }
+            let w = out.add(NodeKind::SelectorWidth(both), span)?;
+            Some(if k == 1.0 { out.node(w).kind.clone() } else { NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args: vec![Operand::Sop(w), Operand::Const(weight(k))] } })
+        };
+        let mut kind = term(out, terms[0].0, terms[0].1, terms.len() == 1)?;
+        for &(both, k) in &terms[1..] {
+            let acc = out.add(kind, span)?;
+            let t = term(out, both, k, false)?;
+            let t = out.add(t, span)?;
+            kind = NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(acc), Operand::Sop(t)] };
+        }
+        return Some(kind);
     }
     None
 }

@@ -2,7 +2,9 @@
 //! interpreter. Random programs (chains of maps, selects with and/or/not, aggregates with
 //! defaults, selector widths, ternaries, and the numeric idioms people write: means of 0/1
 //! indicators, sums and differences of means and widths, means times positions rounded — the
-//! counting idiom —, linear combinations with constants, and functions of a `load`ed library) over the vocabulary 0..3 are compiled
+//! counting idiom —, means over positional selectors times the number of keys they select
+//! (`mean * length`, `mean * (length - indices)`), linear combinations with constants, and
+//! functions of a `load`ed library) over the vocabulary 0..3 are compiled
 //! for max-len 4; a
 //! refusal must be a diagnostic (never a panic), and a compiled model must agree with the
 //! interpreter on every input of length 1..=4 the interpreter accepts, hard and soft attention,
@@ -49,6 +51,9 @@ enum Step {
     },
     /// A linear combination of two s-ops.
     Affine(usize, i64, usize),
+    /// A mean over a positional selector times the number of keys it selects, a function of
+    /// `length` (and `indices`): a counted sum over the grid of (index, length) pairs.
+    Total(usize, usize),
 }
 
 /// The library every random program loads (`load "lib";`).
@@ -89,7 +94,8 @@ fn step() -> impl Strategy<Value = Step> {
         pick.clone().prop_map(Step::Count),
         (proptest::sample::select(&["running", "prefix_total", "width_sum", "from_end"][..]), pick.clone(), pick.clone()).prop_map(|(f, a, b)| Step::Lib(f, a, b)),
         (pick.clone(), any::<bool>()).prop_map(|(v, strict)| Step::Counted { v, strict }),
-        (pick.clone(), -3i64..4, pick).prop_map(|(a, c, b)| Step::Affine(a, c, b)),
+        (pick.clone(), -3i64..4, pick.clone()).prop_map(|(a, c, b)| Step::Affine(a, c, b)),
+        (pick, 0usize..4).prop_map(|(v, form)| Step::Total(v, form)),
     ]
 }
 
@@ -118,6 +124,10 @@ fn program(steps: &[Step]) -> String {
             Step::Counted { v, strict: true } => format!("round(aggregate(select(indices, indices, <), {}, 0) * indices)", n(v)),
             Step::Counted { v, strict: false } => format!("round(aggregate(select(indices, indices, <=), {}, 0) * (indices + 1))", n(v)),
             Step::Affine(a, c, b) => format!("{} * {c} - {} / 2", n(a), n(b)),
+            Step::Total(v, 0) => format!("aggregate(select(indices, indices, ==) or select(indices, indices, !=), {}, 0) * length", n(v)),
+            Step::Total(v, 1) => format!("round(aggregate(select(indices, indices, >=), {}, 0) * (length - indices))", n(v)),
+            Step::Total(v, 2) => format!("aggregate(select(indices, indices, >), {}, 1) * (length - indices - 1)", n(v)),
+            Step::Total(v, _) => format!("round(length * aggregate(select(0, 0, ==), {}, 1) * 2)", n(v)),
         };
         text += &format!("s{i} = {body};\n");
         names.push(format!("s{i}"));

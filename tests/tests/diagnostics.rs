@@ -69,3 +69,28 @@ fn refusals_name_user_variables_and_suggest_a_way_out() {
     assert!(!err.contains("sequencemap_") && !err.contains("map_") && !err.contains("<prelude>"), "{err}");
     assert!(err.contains("the 2 expressions marked") && err.contains("smaller --vocab or --max-len"), "{err}");
 }
+
+/// A refusal inside a library function points at the user's call of it (never into
+/// `<prelude>`), names the user's variables, and says which library function it is in; a
+/// problem with a value the library provides (`length`) points at where the program uses it.
+#[test]
+fn refusals_inside_the_library_point_at_the_call() {
+    let p = "cases/refusals/library_call.rasp";
+    let out = std::env::temp_dir().join(format!("raspc-refusal-lib-{}.safetensors", std::process::id()));
+    let (code, _, err) = run_cli(&["compile", p, "--vocab", "[0,1,2,3,4,5,6,7,8,9]", "--max-len", "64", "-o", out.to_str().unwrap()]);
+    assert!(!out.exists());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::too_many_combinations") && err.contains("`m`") && err.contains("`before`") && err.contains("`after`"), "{err}");
+    assert!(err.contains("library_call.rasp:5:5"), "the call `max(before, after)` is the place: {err}");
+    assert!(err.contains("library function `max`"), "{err}");
+    assert!(!err.contains("<prelude>") && !err.contains("sequencemap_"), "{err}");
+
+    let p = std::env::temp_dir().join(format!("raspc-length-key-{}.rasp", std::process::id()));
+    std::fs::write(&p, "last = aggregate(select(indices, length - 1, ==), tokens);\nfirst_last = aggregate(select(length, indices + 1, ==), tokens);\n").unwrap();
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "8", "--causal", "-o", out.to_str().unwrap()]);
+    std::fs::remove_file(&p).ok();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::causal"), "{err}");
+    assert!(!err.contains("<prelude>"), "{err}");
+    assert!(err.contains(".rasp:2:"), "{err}");
+}

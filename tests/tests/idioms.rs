@@ -4,7 +4,7 @@
 //! addition. Each compiles at max-len 16 and 64 and agrees with the interpreter on random
 //! inputs, hard and soft attention; programs whose header says `causal: yes` (their value at a
 //! position depends only on the prefix) are also compiled with `--causal` and checked on every
-//! prefix. One (program, max-len) pair is still refused; see `REFUSED`.
+//! prefix. No (program, max-len) pair is refused any more; `REFUSED` lists any that would be.
 
 use raspc::verify::Inputs;
 use raspc_tests::{verify, Case};
@@ -12,11 +12,11 @@ use raspc_tests::{verify, Case};
 /// Random inputs per (program, max-len, mode).
 const SAMPLES: usize = 200;
 
-/// (program, max-len) pairs the compiler still refuses (issue 12 is open for them): the mean of
-/// a whole-input indicator times `length` (the counting idiom with a multiplier that is not a
-/// function of `indices`). Each must be refused with a placed diagnostic naming the user's
-/// variable; when one compiles, this test fails so that it moves to the verified list.
-const REFUSED: &[(&str, usize, &str)] = &[("count_a_mean", 64, "count_a_mean")];
+/// (program, max-len) pairs the compiler refuses, each with the user's variable its diagnostic
+/// must name; empty since long addition (means of indices compared with integers) and
+/// `count_a_mean` (a mean times `length`) compile. When a listed pair compiles, this test fails
+/// so that it moves to the verified list.
+const REFUSED: &[(&str, usize, &str)] = &[];
 
 fn refused(name: &str, vocab: &str, max_len: usize, variable: &str) {
     let file: &'static str = Box::leak(format!("idioms/{name}.rasp").into_boxed_str());

@@ -210,10 +210,25 @@ impl NodeKind {
 #[derive(Clone, Debug)]
 pub struct Node {
     pub kind: NodeKind,
+    /// Where the user's program asks for this node: its expression, or for a node a library
+    /// function builds, the call of that function in the user's program (see [`Origin`]).
     pub span: Span,
     pub label: String,
     /// True once the label came from a user's name rather than being generated.
     pub named: bool,
+    /// Set when library code (the prelude, the matrix library) built the node.
+    pub library: Option<Origin>,
+}
+
+/// Where in the library a node was built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The expression in the library's source.
+    pub span: Span,
+    /// The library function the user's program called (the outermost one), whose call is the
+    /// node's `span`; None for nodes the library builds by itself (`tokens`, `length`, `full_s`),
+    /// which have no place in the user's program.
+    pub function: Option<String>,
 }
 
 /// Upper bound on nodes, so runaway host loops fail cleanly.
@@ -275,7 +290,7 @@ impl Graph {
             _ => format!("{}_{}", kind.short(), n),
         };
         let label = self.fresh_label(&base);
-        let ix = self.g.add_node(Node { kind: kind.clone(), span, label: label.clone(), named: false });
+        let ix = self.g.add_node(Node { kind: kind.clone(), span, label: label.clone(), named: false, library: None });
         let id = NodeId(ix.index() as u32);
         for (pos, op) in kind.operands().into_iter().enumerate() {
             self.g.add_edge(op.ix(), ix, pos as u8);
@@ -347,6 +362,13 @@ impl Graph {
         Some(id)
     }
 
+    /// Records that library code built `id`, placed at `span` in the user's program.
+    pub fn set_origin(&mut self, id: NodeId, span: Span, origin: Option<Origin>) {
+        let n = &mut self.g[id.ix()];
+        n.span = span;
+        n.library = origin;
+    }
+
     /// All nodes `root` depends on, itself included, in topological (ascending id) order.
     pub fn ancestors(&self, root: NodeId) -> Vec<NodeId> {
         let mut seen = BTreeSet::new();
@@ -373,6 +395,7 @@ impl Graph {
             out.labels.remove(&new.label);
             new.label = node.label.clone();
             new.named = node.named;
+            new.library = node.library.clone();
             out.labels.insert(node.label.clone(), id);
         }
         (out, map[&root])

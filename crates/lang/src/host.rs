@@ -295,6 +295,11 @@ struct Evaluator<'l> {
     assigned: Vec<String>,
     /// Bytes of host data built so far (see [`MAX_HOST_BYTES`]).
     host_bytes: u64,
+    /// The prelude's and the matrix library's files.
+    library_files: Vec<FileId>,
+    /// While a library function called from the user's code runs: that call and the function's
+    /// name (the place and the name of the nodes it builds; see [`crate::graph::Origin`]).
+    call_site: Option<(Span, String)>,
 }
 
 /// Evaluates a program text. `path` (if any) anchors relative `load`s. On failure returns
@@ -316,11 +321,14 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
         current_file: FileId(0),
         assigned: vec![],
         host_bytes: 0,
+        library_files: vec![],
+        call_site: None,
     };
     let (library, globals) = (ev.library.clone(), ev.globals.clone());
     ev.scopes.register(&library);
     ev.scopes.register(&globals);
     let prelude_file = ev.sources.add("<prelude>", None, PRELUDE);
+    ev.library_files.push(prelude_file);
     let main = ev.sources.add(name, path.map(Path::to_path_buf), text);
     ev.main_file = main;
     if let Err(d) = ev.install_builtins(prelude_file) {
@@ -390,9 +398,20 @@ impl Session {
 
 impl<'l> Evaluator<'l> {
     fn node(&mut self, kind: NodeKind, span: Span) -> R<NodeId> {
-        self.graph
+        let before = self.graph.len();
+        let id = self
+            .graph
             .add(kind, span)
-            .ok_or_else(|| Box::new(Diagnostic::error("eval::too-big", "program graph too large", span).with_label(format!("more than {} nodes", crate::graph::MAX_NODES))))
+            .ok_or_else(|| Box::new(Diagnostic::error("eval::too-big", "program graph too large", span).with_label(format!("more than {} nodes", crate::graph::MAX_NODES))))?;
+        // A new node built by library code is placed at the user's call of the library function.
+        if self.graph.len() > before && self.library_files.contains(&span.file) {
+            let (place, function) = match &self.call_site {
+                Some((site, name)) => (*site, Some(name.clone())),
+                None => (span, None),
+            };
+            self.graph.set_origin(id, place, Some(crate::graph::Origin { span, function }));
+        }
+        Ok(id)
     }
 
     fn install_builtins(&mut self, prelude: FileId) -> R<()> {
@@ -426,6 +445,7 @@ impl<'l> Evaluator<'l> {
         let g = self.library.clone();
         self.exec_block(&prog.stmts, &g, false)?;
         let matrix = self.sources.add("<matrix>", None, MATRIX);
+        self.library_files.push(matrix);
         let (prog, errs) = parse(matrix, MATRIX);
         if let Some(e) = errs.into_iter().next() {
             return Err(Box::new(e));
@@ -996,6 +1016,11 @@ impl<'l> Evaluator<'l> {
                     scope.borrow_mut().vars.insert(p.name.clone(), v);
                 }
                 self.depth += 1;
+                // The outermost call of a library function from the user's files.
+                let outer = self.call_site.is_none() && self.library_files.contains(&def.name.span.file) && !self.library_files.contains(&span.file);
+                if outer {
+                    self.call_site = Some((span, def.name.name.clone()));
+                }
                 let r = (|| {
                     self.exec_block(&def.body, &scope, false)?;
                     let mut out = Vec::with_capacity(def.ret.len());
@@ -1010,6 +1035,9 @@ impl<'l> Evaluator<'l> {
                         }
                     })
                 })();
+                if outer {
+                    self.call_site = None;
+                }
                 self.depth -= 1;
                 r
             }

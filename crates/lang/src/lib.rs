@@ -16,7 +16,7 @@ pub mod span;
 
 pub use atom::Atom;
 pub use diag::{Diagnostic, Severity};
-pub use graph::{Graph, NodeId, NodeKind};
+pub use graph::{Graph, NodeId, NodeKind, Origin};
 pub use host::{evaluate_program, DiskLoader, FileLoader, HostValue, MemoryLoader, Session};
 pub use interp::{evaluate, EvalError, Value};
 pub use span::{FileId, SourceMap, Span};
