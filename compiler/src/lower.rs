@@ -36,7 +36,6 @@ use crate::infer::{infer_with_intervals, ValueSet};
 use crate::numeric::Iv;
 use crate::plan::*;
 use raspc_lang::graph::Operand;
-use raspc_lang::interp::apply_map;
 use raspc_lang::{Atom, Diagnostic, Graph, NodeId, NodeKind};
 use std::collections::{BTreeSet, HashMap};
 
@@ -710,16 +709,7 @@ impl Lowerer<'_> {
         }
         match &self.g.node(id).kind {
             NodeKind::Const(a) => Some(a.clone()),
-            NodeKind::Map { op, args } => {
-                let mut row = Vec::with_capacity(args.len());
-                for a in args {
-                    row.push(match a {
-                        Operand::Const(c) => c.clone(),
-                        Operand::Sop(s) => self.eval_inline(*s, env)?,
-                    });
-                }
-                apply_map(op, &row).ok()
-            }
+            NodeKind::Map { op, args } => crate::positional::apply_with(op, args, |s| self.eval_inline(s, env)),
             _ => env.get(&id).cloned(),
         }
     }

@@ -20,6 +20,11 @@ pub fn describe(g: &Graph, id: NodeId) -> String {
 
 /// The nearest s-op (breadth first over users) that has a user's name.
 pub fn named_user(g: &Graph, id: NodeId) -> Option<NodeId> {
+    nearest_user(g, id, |u| g.node(u).named && !g.node(u).kind.is_selector())
+}
+
+/// The nearest user of `id` (breadth first, `id` itself excluded) for which `pred` holds.
+fn nearest_user(g: &Graph, id: NodeId, pred: impl Fn(NodeId) -> bool) -> Option<NodeId> {
     let mut seen = BTreeSet::from([id]);
     let mut queue = VecDeque::from([id]);
     while let Some(x) = queue.pop_front() {
@@ -27,7 +32,7 @@ pub fn named_user(g: &Graph, id: NodeId) -> Option<NodeId> {
             if !seen.insert(u) {
                 continue;
             }
-            if g.node(u).named && !g.node(u).kind.is_selector() {
+            if pred(u) {
                 return Some(u);
             }
             queue.push_back(u);
@@ -45,20 +50,7 @@ pub fn place(g: &Graph, id: NodeId) -> Span {
     if in_program(id) {
         return g.node(id).span;
     }
-    let mut seen = BTreeSet::from([id]);
-    let mut queue = VecDeque::from([id]);
-    while let Some(x) = queue.pop_front() {
-        for u in g.users(x) {
-            if !seen.insert(u) {
-                continue;
-            }
-            if in_program(u) {
-                return g.node(u).span;
-            }
-            queue.push_back(u);
-        }
-    }
-    g.node(id).span
+    nearest_user(g, id, in_program).map_or(g.node(id).span, |u| g.node(u).span)
 }
 
 /// A note for diagnostics about a node a library function built: which function, called where.

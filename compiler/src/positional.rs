@@ -7,7 +7,7 @@
 //! index with every length and every intermediate value with every other), and lowering gives
 //! no hidden unit to the pairs with i >= l, which no input reaches.
 
-use raspc_lang::graph::Operand;
+use raspc_lang::graph::{MapOp, Operand};
 use raspc_lang::interp::apply_map;
 use raspc_lang::{Atom, Graph, NodeId, NodeKind};
 use std::collections::HashMap;
@@ -222,18 +222,22 @@ pub fn eval_at(graph: &Graph, x: NodeId, i: i64, l: i64) -> Option<Atom> {
         NodeKind::Indices => Some(Atom::Int(i)),
         NodeKind::Length => Some(Atom::Int(l)),
         NodeKind::Const(a) => Some(a.clone()),
-        NodeKind::Map { op, args } => {
-            let mut row = Vec::with_capacity(args.len());
-            for a in args {
-                row.push(match a {
-                    Operand::Const(c) => c.clone(),
-                    Operand::Sop(s) => eval_at(graph, *s, i, l)?,
-                });
-            }
-            apply_map(op, &row).ok()
-        }
+        NodeKind::Map { op, args } => apply_with(op, args, |s| eval_at(graph, s, i, l)),
         _ => None,
     }
+}
+
+/// A map applied to its operands, each s-op operand's value given by `value` (None when one
+/// has none, or the map fails).
+pub fn apply_with(op: &MapOp, args: &[Operand], mut value: impl FnMut(NodeId) -> Option<Atom>) -> Option<Atom> {
+    let mut row = Vec::with_capacity(args.len());
+    for a in args {
+        row.push(match a {
+            Operand::Const(c) => c.clone(),
+            Operand::Sop(s) => value(*s)?,
+        });
+    }
+    apply_map(op, &row).ok()
 }
 
 /// True when `x` is a function of `indices`, `length` and constants only.
