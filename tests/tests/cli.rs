@@ -584,3 +584,16 @@ fn the_output_is_named_as_the_user_wrote_the_entry() {
         assert_eq!(got, want, "input {input}");
     }
 }
+
+#[test]
+fn simulate_runs_on_the_device_asked_for_and_refuses_unknown_ones() {
+    let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--trials", "2", "--json", "--device", "cpu"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(j["device"], "cpu");
+    assert_eq!(j["failures"], 0);
+    // Refused before U is built, with the device named.
+    let (code, _, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--device", "tpu"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown device `tpu` (expected cpu or cuda)"), "{err}");
+}

@@ -224,6 +224,10 @@ pub enum Command {
         /// With --target: X as a JSON array of rows.
         #[arg(long, requires = "target")]
         input: Option<PathBuf>,
+        /// Where U runs: cpu, or cuda (builds with the `cuda` feature; T(X) itself is always
+        /// computed on the CPU in f64, so the comparison checks the device's forward pass).
+        #[arg(long, default_value = "cpu")]
+        device: String,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,

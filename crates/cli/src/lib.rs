@@ -79,7 +79,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Plot { model, out: dir, json, format, symlog } => cmd::plot::plot_cmd(&model, &dir, format, symlog, json, out),
         Command::Export { model, to: ExportFormat::Onnx, output, attention, json } => cmd::export::export_cmd(&model, &output, attention, json, out),
         Command::Probe { kind } => cmd::probe::probe_cmd(kind, out, err, color),
-        Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, json } => {
+        Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, device, json } => {
             let a = cmd::simulate::SimArgs {
                 shape: simulate::Shape { n, d, dv, h: heads },
                 mlp,
@@ -92,6 +92,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
                 pl_error,
                 output,
                 force,
+                device,
                 json,
             };
             cmd::simulate::simulate_cmd(&a, target.as_deref().zip(input.as_deref()), out)

@@ -18,12 +18,15 @@ pub(crate) struct SimArgs {
     pub(crate) pl_error: Option<f64>,
     pub(crate) output: Option<PathBuf>,
     pub(crate) force: bool,
+    pub(crate) device: String,
     pub(crate) json: bool,
 }
 
 /// Flags of `simulate` checked before anything is built or allocated.
 pub(crate) fn check_sim_args(a: &SimArgs) -> Result<(), String> {
     check_sim_shape(a.shape)?;
+    // A device that cannot be opened is refused before U is built.
+    raspc_runtime::device(&a.device).map_err(|e| e.to_string())?;
     let l = limits()?;
     if a.trials as u64 > l.max_samples {
         return Err(format!("--trials {} is over the budget of {} (raise it with RASPC_LIMITS=samples=N)", a.trials, l.max_samples));
@@ -92,7 +95,8 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         write_checkpoint(o, &bytes, a.force)?;
     }
     let dtype = if a.f64 { candle_core::DType::F64 } else { candle_core::DType::F32 };
-    let model = raspc_runtime::Model::with_dtype(u.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).map_err(|e| format!("internal error: {e}"))?;
+    let device = raspc_runtime::device(&a.device).map_err(|e| e.to_string())?;
+    let model = raspc_runtime::Model::with_dtype(u.compiled.checkpoint.clone(), &device, dtype).map_err(|e| format!("cannot load U on {}: {e}", a.device))?;
     let bar = indicatif::ProgressBar::new(instances.len() as u64);
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -103,7 +107,7 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
     if a.json {
         let j = serde_json::json!({
             "n": s.n, "d": s.d, "dv": s.dv, "heads": s.h, "mlp": format!("{:?}", a.mlp).to_lowercase(),
-            "dtype": if a.f64 { "f64" } else { "f32" }, "input_bound": bound, "seq_len": s.seq_len(),
+            "dtype": if a.f64 { "f64" } else { "f32" }, "device": a.device, "input_bound": bound, "seq_len": s.seq_len(),
             "layers": sum.layers, "attention_heads": sum.heads, "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden,
             "params": sum.params, "nonzero": sum.nonzero, "compile_ms": u.compile_ms,
             "certified_bound_f32": report.output_bound, "certified_bound_f64": report.output_bound_f64,
