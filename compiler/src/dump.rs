@@ -68,7 +68,7 @@ pub fn plan(p: &Plan) -> String {
             BlockKind::Head(h) => &h.o,
             BlockKind::Mlp(m) => &m.w_out,
         };
-        let sums: std::collections::BTreeSet<usize> = outs.iter().map(|o| o.1).filter(|&t| t != block.writes).collect();
+        let sums: std::collections::BTreeSet<usize> = outs.iter().map(|o| o.slot).filter(|&t| t != block.writes).collect();
         let adds: String = sums.iter().map(|t| format!(" + s{t}")).collect();
         writeln!(out, "  b{b} {kind}, {weights} weights: reads [{}] -> s{}{adds}  # {}", reads.join(", "), block.writes, block.what).unwrap();
     }

@@ -75,7 +75,7 @@ fn written(block: &Block) -> impl Iterator<Item = usize> + '_ {
         BlockKind::Head(h) => &h.o,
         BlockKind::Mlp(m) => &m.w_out,
     };
-    std::iter::once(block.writes).chain(outs.iter().map(|e| e.1).filter(move |&s| s != block.writes))
+    std::iter::once(block.writes).chain(outs.iter().map(|e| e.slot).filter(move |&s| s != block.writes))
 }
 
 /// Soft-attention inverse temperature derived from the construction (docs/compiler.md).
@@ -91,7 +91,7 @@ fn written(block: &Block) -> impl Iterator<Item = usize> + '_ {
 /// weight; 1 for one-hot dims).
 fn head_vmax(plan: &Plan, h: &crate::plan::Head) -> f64 {
     h.v.iter()
-        .map(|&(s, _, _, w)| {
+        .map(|&In { slot: s, w, .. }| {
             w.abs()
                 * match &plan.slots[s].enc {
                     SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
@@ -125,7 +125,7 @@ fn head_budget(plan: &Plan, sched: &Schedule, b: usize, h: &crate::plan::Head) -
     }
     // Sum slots it also writes into: its share of their budget, scaled by its weight (an
     // integer output known only as a range has gap 1).
-    for &(_, t, _, w) in &h.o {
+    for &Out { slot: t, w, .. } in &h.o {
         let gap = match &plan.slots[t].enc {
             SlotEnc::Num { points: Some(p) } if p.len() > 1 => Some(min_gap(p)),
             _ if t == plan.output.slot && plan.output_ints.is_some() => Some(1.0),
@@ -143,11 +143,11 @@ fn head_budget(plan: &Plan, sched: &Schedule, b: usize, h: &crate::plan::Head) -
     let own = plan.blocks[b].writes;
     for &m in sched.time.keys() {
         if let BlockKind::Mlp(mlp) = &plan.blocks[m].kind {
-            for &(r, _, col, w) in &mlp.w_in {
+            for &In { slot: r, col, w, .. } in &mlp.w_in {
                 if r != own || w.abs() <= 1.0 {
                     continue;
                 }
-                for &(c, t, _, _) in &mlp.w_out {
+                for &Out { col: c, slot: t, .. } in &mlp.w_out {
                     if c == col
                         && let SlotEnc::Num { points: Some(p) } = &plan.slots[t].enc
                         && p.len() > 1
@@ -194,7 +194,7 @@ pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
 
 /// Number of live heads writing into slot `t`.
 fn head_writers(plan: &Plan, sched: &Schedule, t: usize) -> usize {
-    sched.time.keys().filter(|&&b| matches!(&plan.blocks[b].kind, BlockKind::Head(h) if h.o.iter().any(|e| e.1 == t))).count()
+    sched.time.keys().filter(|&&b| matches!(&plan.blocks[b].kind, BlockKind::Head(h) if h.o.iter().any(|e| e.slot == t))).count()
 }
 
 /// An estimate of the f32 (and soft attention) error of a numerical slot without a finite set:
@@ -232,7 +232,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: usize, depth: usize, memo: 
     for &b in sched.time.keys() {
         match &plan.blocks[b].kind {
             BlockKind::Head(h) => {
-                for &(_, t, _, w) in &h.o {
+                for &Out { slot: t, w, .. } in &h.o {
                     if t == s {
                         let vmax = head_vmax(plan, h);
                         e += w.abs() * (head_budget(plan, sched, b, h) + 8.0 * u * vmax);
@@ -240,12 +240,12 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: usize, depth: usize, memo: 
                 }
             }
             BlockKind::Mlp(m) => {
-                for &(c, t, _, w) in &m.w_out {
+                for &Out { col: c, slot: t, w, .. } in &m.w_out {
                     if t != s {
                         continue;
                     }
                     let (mut mag, mut err) = (m.b_in.get(c).map_or(0.0, |b| b.abs()), 0.0);
-                    for &(r, _, col, wi) in &m.w_in {
+                    for &In { slot: r, col, w: wi, .. } in &m.w_in {
                         if col == c {
                             mag += wi.abs() * slot_max(r);
                             err += wi.abs() * read_err(r);
@@ -290,7 +290,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
     // Residual rows a block reads, with BOS compensation: readers see zeros at BOS.
     let dense_in = |entries: &[In], cols: usize| -> Vec<f32> {
         let mut m = vec![0f64; d * cols];
-        for &(s, i, c, w) in entries {
+        for &In { slot: s, dim: i, col: c, w } in entries {
             m[(off(s) + i) * cols + c] += w;
             if let Some(&z) = plan.slots[s].at_bos.get(i)
                 && z != 0.0
@@ -302,7 +302,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
     };
     let dense_out = |entries: &[Out], cols: usize| -> Vec<f32> {
         let mut m = vec![0f64; cols * d];
-        for &(c, s, i, w) in entries {
+        for &Out { col: c, slot: s, dim: i, w } in entries {
             // Sum slots nobody reads are not allocated.
             if let Some(&o) = sched.offset.get(&s) {
                 m[c * d + o + i] += w;
@@ -329,15 +329,15 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
                 BlockKind::Mlp(m) if t == 2 * l + 1 => {
                     let base = mlp.hidden;
                     mlp_info.push(info(b, Some([base, base + m.hidden])));
-                    mlp.w_in.extend(m.w_in.iter().map(|&(s, i, c, w)| (s, i, c + base, w)));
-                    mlp.w_out.extend(m.w_out.iter().map(|&(c, s, i, w)| (c + base, s, i, w)));
+                    mlp.w_in.extend(m.w_in.iter().map(|&e| In { col: e.col + base, ..e }));
+                    mlp.w_out.extend(m.w_out.iter().map(|&e| Out { col: e.col + base, ..e }));
                     mlp.b_in.extend(&m.b_in);
                     // Gated layers: plain units get the constant gate 1.
                     if m.gate.is_some() || mlp.gate.is_some() {
                         let g = mlp.gate.get_or_insert_with(|| Gate { w: vec![], b: vec![1.0; base] });
                         match &m.gate {
                             Some(mg) => {
-                                g.w.extend(mg.w.iter().map(|&(s, i, c, w)| (s, i, c + base, w)));
+                                g.w.extend(mg.w.iter().map(|&e| In { col: e.col + base, ..e }));
                                 g.b.extend(&mg.b);
                             }
                             None => g.b.extend(std::iter::repeat_n(1.0, m.hidden)),

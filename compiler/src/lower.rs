@@ -291,8 +291,8 @@ impl Lowerer<'_> {
 
     fn push_block(&mut self, kind: BlockKind, writes: usize, what: String) {
         let mut reads: Vec<usize> = match &kind {
-            BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.0).collect(),
-            BlockKind::Mlp(m) => m.w_in.iter().map(|e| e.0).collect(),
+            BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.slot).collect(),
+            BlockKind::Mlp(m) => m.w_in.iter().map(|e| e.slot).collect(),
         };
         reads.sort();
         reads.dedup();
@@ -663,9 +663,9 @@ impl Lowerer<'_> {
                 {
                     let c = mlp.hidden;
                     mlp.hidden += 1;
-                    mlp.w_in.push((*slot, d, c, 1.0));
+                    mlp.w_in.push(In::new(*slot, d, c, 1.0));
                     mlp.b_in.push(0.0);
-                    mlp.w_out.push((c, out, 0, sign * x));
+                    mlp.w_out.push(Out::new(c, out, 0, sign * x));
                 }
             }
         }
@@ -929,17 +929,17 @@ impl Lowerer<'_> {
             let u = mlp.hidden;
             mlp.hidden += 1;
             if lits.is_empty() {
-                mlp.w_in.push((TOK, 0, u, 1.0));
+                mlp.w_in.push(In::new(TOK, 0, u, 1.0));
             }
             for (j, vals) in &lits {
                 for &v in vals {
-                    mlp.w_in.push((views[*j].1, v, u, 1.0));
+                    mlp.w_in.push(In::new(views[*j].1, v, u, 1.0));
                 }
             }
             mlp.b_in.push(-(lits.len().max(1) as f64 - 1.0));
             for (d, &x) in code.iter().enumerate() {
                 if x != 0.0 {
-                    mlp.w_out.push((u, out, d, x));
+                    mlp.w_out.push(Out::new(u, out, d, x));
                 }
             }
         }
@@ -1051,11 +1051,11 @@ impl Lowerer<'_> {
                 let c = mlp.hidden;
                 mlp.hidden += 1;
                 for (j, (_, s, _)) in views.iter().enumerate() {
-                    mlp.w_in.push((*s, ix[j], c, 1.0));
+                    mlp.w_in.push(In::new(*s, ix[j], c, 1.0));
                 }
                 mlp.b_in.push(-(k as f64 - 1.0));
                 let Some(j) = tuples.iter().position(|x| x == t) else { return Err(self.internal(nodes[0], "a tuple value is missing")) };
-                mlp.w_out.push((c, out, j, 1.0));
+                mlp.w_out.push(Out::new(c, out, j, 1.0));
             }
             self.push_block(BlockKind::Mlp(mlp), out, format!("{label} as one one-hot"));
             (out, tuples.into_iter().map(Some).collect())
@@ -1242,8 +1242,8 @@ impl Lowerer<'_> {
                     if rows.is_empty() {
                         continue;
                     }
-                    q.push((qslot, b, cols, 1.0));
-                    k.extend(rows.into_iter().map(|a| (kslot, a, cols, 1.0)));
+                    q.push(In::new(qslot, b, cols, 1.0));
+                    k.extend(rows.into_iter().map(|a| In::new(kslot, a, cols, 1.0)));
                     cols += 1;
                 }
             } else {
@@ -1252,8 +1252,8 @@ impl Lowerer<'_> {
                     if rows.is_empty() {
                         continue;
                     }
-                    k.push((kslot, a, cols, 1.0));
-                    q.extend(rows.into_iter().map(|b| (qslot, b, cols, 1.0)));
+                    k.push(In::new(kslot, a, cols, 1.0));
+                    q.extend(rows.into_iter().map(|b| In::new(qslot, b, cols, 1.0)));
                     cols += 1;
                 }
             }
@@ -1283,17 +1283,17 @@ impl Lowerer<'_> {
         let scratch = self.new_slot(format!("{label}:inverse"), SlotEnc::Num { points: Some(pts.clone()) }, vec![1.0]);
         if r > 0 {
             // BOS scores r, tying with fully selected keys.
-            q.push((BOS, 0, cols, 1.0));
-            q.push((TOK, 0, cols, 1.0));
-            k.push((BOS, 0, cols, r as f64));
+            q.push(In::new(BOS, 0, cols, 1.0));
+            q.push(In::new(TOK, 0, cols, 1.0));
+            k.push(In::new(BOS, 0, cols, r as f64));
         } else {
             // `length`: every key ties at 0; only the BOS query gets a preference (for itself),
             // so the value at BOS is known.
-            q.push((BOS, 0, cols, 1.0));
-            k.push((BOS, 0, cols, 1.0));
+            q.push(In::new(BOS, 0, cols, 1.0));
+            k.push(In::new(BOS, 0, cols, 1.0));
         }
         let width = cols + 1;
-        let head = Head { width, q, k, v: vec![(BOS, 0, 0, 1.0)], o: vec![(0, scratch, 0, 1.0)], gap: 1.0, qk_terms: cols };
+        let head = Head { width, q, k, v: vec![In::new(BOS, 0, 0, 1.0)], o: vec![Out::new(0, scratch, 0, 1.0)], gap: 1.0, qk_terms: cols };
         self.push_block(BlockKind::Head(head), scratch, format!("{label}:inverse = 1/(1 + selector_width({}))", self.selector_text(sel)));
         let vals = self.finite(id)?;
         let numerical = self.opts.numerical.contains(&label);
@@ -1328,9 +1328,9 @@ impl Lowerer<'_> {
         let want_cat = self.opts.categorical.contains(&label);
         let numerical = want_num || (can_mean && !single);
         let (mut q, mut k, cols, r) = self.scores(Some(sel))?;
-        q.push((BOS, 0, cols, 1.0));
-        q.push((TOK, 0, cols, 1.0));
-        k.push((BOS, 0, cols, r as f64 - 0.5));
+        q.push(In::new(BOS, 0, cols, 1.0));
+        q.push(In::new(TOK, 0, cols, 1.0));
+        k.push(In::new(BOS, 0, cols, r as f64 - 0.5));
         let what = format!("{label} = aggregate({}, {})", self.label(sel), self.label(values));
         if numerical {
             let d = default.as_f64().filter(|_| !default.is_str()).ok_or_else(|| {
@@ -1341,7 +1341,7 @@ impl Lowerer<'_> {
             let vv = self.view(values)?;
             let mut v = vec![];
             match &self.slots[vv.slot].enc {
-                SlotEnc::Num { .. } => v.push((vv.slot, 0, 0, 1.0)),
+                SlotEnc::Num { .. } => v.push(In::new(vv.slot, 0, 0, 1.0)),
                 SlotEnc::Cat(_) => {
                     for (a, val) in self.view_values(&vv).into_iter().enumerate() {
                         let x = match val {
@@ -1355,13 +1355,13 @@ impl Lowerer<'_> {
                             None => 0.0,
                         };
                         if x != 0.0 {
-                            v.push((vv.slot, a, 0, x));
+                            v.push(In::new(vv.slot, a, 0, x));
                         }
                     }
                 }
             }
             if d != 0.0 {
-                v.push((BOS, 0, 0, d));
+                v.push(In::new(BOS, 0, 0, d));
             }
             let atoms = self.finite(id).ok();
             let pg = atoms.as_ref().and_then(|a| points_of(a));
@@ -1369,7 +1369,7 @@ impl Lowerer<'_> {
             if let Some((_, groups)) = pg {
                 self.num_atoms.insert(s, groups);
             }
-            let head = Head { width: (cols + 1).max(1), q, k, v, o: vec![(0, s, 0, 1.0)], gap: 0.5, qk_terms: cols };
+            let head = Head { width: (cols + 1).max(1), q, k, v, o: vec![Out::new(0, s, 0, 1.0)], gap: 0.5, qk_terms: cols };
             self.push_block(BlockKind::Head(head), s, what);
             if want_cat {
                 return self.categorical_of(s, id);
@@ -1390,14 +1390,14 @@ impl Lowerer<'_> {
         for (a, val) in vvals.iter().enumerate() {
             if let Some(val) = val {
                 let Some(j) = index_of(&outs, val) else { return Err(self.internal(id, "an aggregated value is missing")) };
-                v.push((vv.slot, a, j, 1.0));
+                v.push(In::new(vv.slot, a, j, 1.0));
             }
         }
         let Some(di) = index_of(&outs, default) else { return Err(self.internal(id, "the default value is missing")) };
-        v.push((BOS, 0, di, 1.0));
+        v.push(In::new(BOS, 0, di, 1.0));
         let at_bos = (0..m).map(|j| (j == di) as u8 as f64).collect();
         let s = self.new_slot(label, SlotEnc::Cat(outs), at_bos);
-        let head = Head { width: (cols + 1).max(m), q, k, v, o: (0..m).map(|j| (j, s, j, 1.0)).collect(), gap: 0.5, qk_terms: cols };
+        let head = Head { width: (cols + 1).max(m), q, k, v, o: (0..m).map(|j| Out::new(j, s, j, 1.0)).collect(), gap: 0.5, qk_terms: cols };
         self.push_block(BlockKind::Head(head), s, what);
         Ok(s)
     }
@@ -1440,11 +1440,11 @@ pub fn staircase(input: usize, points: &[f64], outputs: &[Vec<f64>], out: usize)
     let unit = |mlp: &mut Mlp, w: f64, b: f64, out_w: Vec<f64>| {
         let c = mlp.hidden;
         mlp.hidden += 1;
-        mlp.w_in.push((input, 0, c, w));
+        mlp.w_in.push(In::new(input, 0, c, w));
         mlp.b_in.push(b);
         for (d, x) in out_w.into_iter().enumerate() {
             if x != 0.0 {
-                mlp.w_out.push((c, out, d, x));
+                mlp.w_out.push(Out::new(c, out, d, x));
             }
         }
     };
@@ -1471,11 +1471,11 @@ pub fn staircase(input: usize, points: &[f64], outputs: &[Vec<f64>], out: usize)
     if constant.iter().any(|&x| x != 0.0) {
         let c = mlp.hidden;
         mlp.hidden += 1;
-        mlp.w_in.push((TOK, 0, c, 1.0));
+        mlp.w_in.push(In::new(TOK, 0, c, 1.0));
         mlp.b_in.push(0.0);
         for (d, x) in constant.into_iter().enumerate() {
             if x != 0.0 {
-                mlp.w_out.push((c, out, d, x));
+                mlp.w_out.push(Out::new(c, out, d, x));
             }
         }
     }

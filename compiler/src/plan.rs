@@ -34,10 +34,35 @@ pub struct Slot {
     pub at_bos: Vec<f64>,
 }
 
-/// `(slot, dim within slot, column, weight)`: a weight from a residual dim to a block column.
-pub type In = (usize, usize, usize, f64);
-/// `(column, slot, dim within slot, weight)`: a weight from a block column to a residual dim.
-pub type Out = (usize, usize, usize, f64);
+/// A weight `w` from dim `dim` of residual slot `slot` to column `col` of a block.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct In {
+    pub slot: usize,
+    pub dim: usize,
+    pub col: usize,
+    pub w: f64,
+}
+
+impl In {
+    pub fn new(slot: usize, dim: usize, col: usize, w: f64) -> Self {
+        In { slot, dim, col, w }
+    }
+}
+
+/// A weight `w` from column `col` of a block to dim `dim` of residual slot `slot`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Out {
+    pub col: usize,
+    pub slot: usize,
+    pub dim: usize,
+    pub w: f64,
+}
+
+impl Out {
+    pub fn new(col: usize, slot: usize, dim: usize, w: f64) -> Self {
+        Out { col, slot, dim, w }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct Head {
@@ -175,14 +200,14 @@ impl Plan {
                 BlockKind::Head(h) => &h.o,
                 BlockKind::Mlp(m) => &m.w_out,
             };
-            for t in outs.iter().map(|o| o.1).chain(std::iter::once(block.writes)).filter(|&t| t < n) {
+            for t in outs.iter().map(|o| o.slot).chain(std::iter::once(block.writes)).filter(|&t| t < n) {
                 last_writer[t] = Some(b);
             }
         }
         for (b, block) in self.blocks.iter().enumerate() {
             let what = &block.what;
             let mut check_in = |ins: &[In], cols: usize, part: &str| {
-                for &(slot, dim, col, w) in ins {
+                for &In { slot, dim, col, w } in ins {
                     if !dim_ok(slot, dim) {
                         errs.push(format!("block {b} `{what}` {part}: slot {slot} dim {dim} does not exist"));
                     } else if slot > TOK && !block.reads.contains(&slot) {
@@ -217,7 +242,7 @@ impl Plan {
                     (&m.w_out, m.hidden)
                 }
             };
-            for &(col, slot, dim, w) in outs {
+            for &Out { col, slot, dim, w } in outs {
                 let target_ok = slot == block.writes || (slot < n && owner[slot].is_none());
                 if col >= cols || !dim_ok(slot, dim) || !target_ok || !w.is_finite() {
                     errs.push(format!(

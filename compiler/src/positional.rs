@@ -118,7 +118,7 @@ pub struct GridMlp {
 }
 
 pub fn grid_mlp(onehot: usize, inverse: usize, max_len: usize, pairs: &[(i64, i64)], table: &[Vec<f64>], out: usize) -> GridMlp {
-    use crate::plan::Mlp;
+    use crate::plan::{In, Mlp, Out};
     let dims = table.first().map_or(0, Vec::len);
     let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
     let (mut min_w, mut pre, mut sum, mut units_max) = (f64::INFINITY, 0.0f64, 0.0f64, 0usize);
@@ -140,11 +140,11 @@ pub fn grid_mlp(onehot: usize, inverse: usize, max_len: usize, pairs: &[(i64, i6
             let c = mlp.hidden;
             mlp.hidden += 1;
             units += 1;
-            mlp.w_in.push((onehot, i as usize, c, 1.0));
+            mlp.w_in.push(In::new(onehot, i as usize, c, 1.0));
             mlp.b_in.push(0.0);
             for (d, &v) in base.iter().enumerate() {
                 if v != 0.0 {
-                    mlp.w_out.push((c, out, d, v));
+                    mlp.w_out.push(Out::new(c, out, d, v));
                 }
             }
         }
@@ -165,12 +165,12 @@ pub fn grid_mlp(onehot: usize, inverse: usize, max_len: usize, pairs: &[(i64, i6
                 let c = mlp.hidden;
                 mlp.hidden += 1;
                 units += 1;
-                mlp.w_in.push((inverse, 0, c, 1.0 / w));
-                mlp.w_in.push((onehot, i as usize, c, big));
+                mlp.w_in.push(In::new(inverse, 0, c, 1.0 / w));
+                mlp.w_in.push(In::new(onehot, i as usize, c, big));
                 mlp.b_in.push(-t / w + shift - big);
                 for (d, &x) in delta.iter().enumerate() {
                     if x != 0.0 {
-                        mlp.w_out.push((c, out, d, sign * x));
+                        mlp.w_out.push(Out::new(c, out, d, sign * x));
                     }
                 }
             }

@@ -805,8 +805,8 @@ impl RealLowerer<'_> {
 
     fn push_block(&mut self, kind: BlockKind, writes: usize, what: String) {
         let mut reads: Vec<usize> = match &kind {
-            BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.0).collect(),
-            BlockKind::Mlp(m) => m.w_in.iter().chain(m.gate.iter().flat_map(|g| g.w.iter())).map(|e| e.0).collect(),
+            BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.slot).collect(),
+            BlockKind::Mlp(m) => m.w_in.iter().chain(m.gate.iter().flat_map(|g| g.w.iter())).map(|e| e.slot).collect(),
         };
         reads.sort();
         reads.dedup();
@@ -1214,17 +1214,17 @@ impl RealLowerer<'_> {
             for (j, (f, g)) in quad.iter().enumerate() {
                 let fs = self.pos_slot(&format!("{label}.key{j}"), f);
                 let gs = self.pos_slot(&format!("{label}.query{j}"), g);
-                q.push((gs, 0, col, 2.0));
-                k.push((fs, 0, col, 1.0));
+                q.push(In::new(gs, 0, col, 2.0));
+                k.push(In::new(fs, 0, col, 1.0));
                 col += 1;
                 fsq.push(self.pos_slot(&format!("{label}.key{j}^2"), &f.iter().map(|x| x * x).collect::<Vec<_>>()));
                 gsq.push(self.pos_slot(&format!("{label}.query{j}^2"), &g.iter().map(|x| x * x).collect::<Vec<_>>()));
             }
-            q.push((TOK, 0, col, -1.0));
-            k.extend(fsq.iter().map(|&s| (s, 0, col, 1.0)));
+            q.push(In::new(TOK, 0, col, -1.0));
+            k.extend(fsq.iter().map(|&s| In::new(s, 0, col, 1.0)));
             col += 1;
-            q.extend(gsq.iter().map(|&s| (s, 0, col, -1.0)));
-            k.push((TOK, 0, col, 1.0));
+            q.extend(gsq.iter().map(|&s| In::new(s, 0, col, -1.0)));
+            k.push(In::new(TOK, 0, col, 1.0));
             col += 1;
         } else {
             // Key groups: keys selected by the same queries.
@@ -1272,36 +1272,36 @@ impl RealLowerer<'_> {
                     }
                     self.positional.push((qn, gi, qv));
                 }
-                q.push((qn, gi, col, -scale));
-                k.push((kg, gi, col, 1.0));
+                q.push(In::new(qn, gi, col, -scale));
+                k.push(In::new(kg, gi, col, 1.0));
                 col += 1;
             }
         }
         // BOS: wins for a query with no selected key (-scale/2 beats every unselected key),
         // and BOS attends to itself.
-        q.push((TOK, 0, col, -scale / 2.0));
-        k.push((BOS, 0, col, 1.0));
+        q.push(In::new(TOK, 0, col, -scale / 2.0));
+        k.push(In::new(BOS, 0, col, 1.0));
         col += 1;
-        q.push((BOS, 0, col, scale));
-        k.push((BOS, 0, col, 1.0));
+        q.push(In::new(BOS, 0, col, scale));
+        k.push(In::new(BOS, 0, col, 1.0));
         col += 1;
-        q.push((BOS, 0, col, -scale));
-        k.push((TOK, 0, col, 1.0));
+        q.push(In::new(BOS, 0, col, -scale));
+        k.push(In::new(TOK, 0, col, 1.0));
         col += 1;
         if is_max {
-            q.push((TOK, 0, col, 1.0));
+            q.push(In::new(TOK, 0, col, 1.0));
             for (&s, &w) in &v.c {
-                k.push((s, 0, col, c * w));
+                k.push(In::new(s, 0, col, c * w));
             }
             if v.k != 0.0 {
-                k.push((TOK, 0, col, c * v.k));
+                k.push(In::new(TOK, 0, col, c * v.k));
             }
             col += 1;
             // Keys within the tie tolerance (1/8) or a rounding of the largest score of the
             // maximum are averaged in.
             err += Err2 { f32: (0.125 + 8.0 * U32 * scale) / c, f64: (0.125 + 8.0 * U64 * scale) / c };
         }
-        let vv: Vec<In> = v.c.iter().map(|(&s, &w)| (s, 0, 0, w)).chain((v.k != 0.0).then_some((TOK, 0, 0, v.k))).collect();
+        let vv: Vec<In> = v.c.iter().map(|(&s, &w)| In::new(s, 0, 0, w)).chain((v.k != 0.0).then_some(In::new(TOK, 0, 0, v.k))).collect();
         let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
         let iv = if none { vi.hull(Iv::pt(0.0)) } else { vi };
         self.res.insert(out, Res { iv, err });
@@ -1336,7 +1336,7 @@ impl RealLowerer<'_> {
             }
         }
         self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
-        let head = Head { width: col, q, k, v: vv, o: vec![(0, out, 0, 1.0)], gap: 0.5, qk_terms: 1 };
+        let head = Head { width: col, q, k, v: vv, o: vec![Out::new(0, out, 0, 1.0)], gap: 0.5, qk_terms: 1 };
         let what = format!("{label} = {}({}, {})", if is_max { "aggregate_max" } else { "aggregate" }, self.g.node(sel).label, self.describe(v));
         self.push_block(BlockKind::Head(head), out, what);
         Ok(out)
@@ -1885,14 +1885,14 @@ impl RealLowerer<'_> {
         // Constant part: one unit that is 1 off BOS.
         let unit = |m: &mut Mlp, ins: Vec<(usize, f64)>, b: f64, gate: Option<(Vec<(usize, f64)>, f64)>, w: f64| {
             let c = m.hidden;
-            m.w_in.extend(ins.into_iter().map(|(s, x)| (s, 0, c, x)));
+            m.w_in.extend(ins.into_iter().map(|(s, x)| In::new(s, 0, c, x)));
             m.b_in.push(b);
             if let Some(g) = m.gate.as_mut() {
                 let (gw, gb) = gate.unwrap_or((vec![], 1.0));
-                g.w.extend(gw.into_iter().map(|(s, x)| (s, 0, c, x)));
+                g.w.extend(gw.into_iter().map(|(s, x)| In::new(s, 0, c, x)));
                 g.b.push(gb);
             }
-            m.w_out.push((c, out, 0, w));
+            m.w_out.push(Out::new(c, out, 0, w));
             m.hidden += 1;
         };
         let mut constant = aff.k;

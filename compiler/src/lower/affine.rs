@@ -296,9 +296,9 @@ impl Lowerer<'_> {
                     BlockKind::Head(h) => &h.o,
                     BlockKind::Mlp(m) => &m.w_out,
                 };
-                for &(col, ts, td, w) in outs {
+                for &Out { col, slot: ts, dim: td, w } in outs {
                     if (ts, td) == (s, d) {
-                        extra.push((b, (col, out, 0, w * c)));
+                        extra.push((b, Out::new(col, out, 0, w * c)));
                     }
                 }
             }
@@ -359,10 +359,10 @@ impl Lowerer<'_> {
                     }
                     let c = mlp.hidden;
                     mlp.hidden += 1;
-                    mlp.w_in.push((xs, 0, c, sign * k));
-                    mlp.w_in.push((is, p, c, r));
+                    mlp.w_in.push(In::new(xs, 0, c, sign * k));
+                    mlp.w_in.push(In::new(is, p, c, r));
                     mlp.b_in.push(-r);
-                    mlp.w_out.push((c, out, 0, sign));
+                    mlp.w_out.push(Out::new(c, out, 0, sign));
                 }
             }
             self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} * {}", self.label(x), self.label(f)));

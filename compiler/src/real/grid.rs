@@ -201,7 +201,15 @@ impl RealLowerer<'_> {
         self.slots.push(Slot { label: "length:inverse".into(), enc: SlotEnc::Num { points: None }, at_bos: vec![1.0] });
         let err = Err2::gamma(n + 2, true);
         self.res.insert(inverse, Res { iv: Iv { lo: 1.0 / (n as f64 + 1.0), hi: 1.0 }, err });
-        let head = Head { width: 1, q: vec![(BOS, 0, 0, 1.0)], k: vec![(BOS, 0, 0, 1.0)], v: vec![(BOS, 0, 0, 1.0)], o: vec![(0, inverse, 0, 1.0)], gap: 1.0, qk_terms: 0 };
+        let head = Head {
+            width: 1,
+            q: vec![In::new(BOS, 0, 0, 1.0)],
+            k: vec![In::new(BOS, 0, 0, 1.0)],
+            v: vec![In::new(BOS, 0, 0, 1.0)],
+            o: vec![Out::new(0, inverse, 0, 1.0)],
+            gap: 1.0,
+            qk_terms: 0,
+        };
         self.push_block(BlockKind::Head(head), inverse, "length:inverse = 1/(1 + length)".into());
         self.grid_inputs = Some((onehot, inverse));
         (onehot, inverse)
