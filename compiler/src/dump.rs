@@ -5,7 +5,7 @@
 use crate::emit::Schedule;
 use crate::infer::ValueSet;
 use crate::numeric::Iv;
-use crate::plan::{BlockKind, Plan, SlotEnc};
+use crate::plan::{BlockKind, Plan, SlotEnc, SlotId};
 use raspc_lang::{Graph, NodeId};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -68,7 +68,7 @@ pub fn plan(p: &Plan) -> String {
             BlockKind::Head(h) => &h.o,
             BlockKind::Mlp(m) => &m.w_out,
         };
-        let sums: std::collections::BTreeSet<usize> = outs.iter().map(|o| o.slot).filter(|&t| t != block.writes).collect();
+        let sums: std::collections::BTreeSet<SlotId> = outs.iter().map(|o| o.slot).filter(|&t| t != block.writes).collect();
         let adds: String = sums.iter().map(|t| format!(" + s{t}")).collect();
         writeln!(out, "  b{b} {kind}, {weights} weights: reads [{}] -> s{}{adds}  # {}", reads.join(", "), block.writes, block.what).unwrap();
     }

@@ -15,7 +15,7 @@ pub struct Schedule {
     pub time: BTreeMap<usize, usize>,
     pub layers: usize,
     /// Offset of each live slot.
-    pub offset: BTreeMap<usize, usize>,
+    pub offset: BTreeMap<SlotId, usize>,
     pub d_model: usize,
 }
 
@@ -24,15 +24,15 @@ pub struct Schedule {
 /// schedule can beat). Heads of a layer run in parallel; MLPs of a layer are concatenated.
 pub fn schedule(plan: &Plan) -> Schedule {
     let mut live = vec![false; plan.slots.len()];
-    live[BOS] = true;
-    live[TOK] = true;
-    live[plan.output.slot] = true;
+    live[BOS.0] = true;
+    live[TOK.0] = true;
+    live[plan.output.slot.0] = true;
     let mut live_blocks = vec![false; plan.blocks.len()];
     for (b, block) in plan.blocks.iter().enumerate().rev() {
-        if written(block).any(|s| live[s]) {
+        if written(block).any(|s| live[s.0]) {
             live_blocks[b] = true;
             for &r in &block.reads {
-                live[r] = true;
+                live[r.0] = true;
             }
         }
     }
@@ -43,7 +43,7 @@ pub fn schedule(plan: &Plan) -> Schedule {
         if !live_blocks[b] {
             continue;
         }
-        let after = block.reads.iter().map(|&r| ready[r]).max().unwrap_or(-1);
+        let after = block.reads.iter().map(|&r| ready[r.0]).max().unwrap_or(-1);
         let parity = match block.kind {
             BlockKind::Head(_) => 0,
             BlockKind::Mlp(_) => 1,
@@ -53,7 +53,7 @@ pub fn schedule(plan: &Plan) -> Schedule {
             t += 1;
         }
         for s in written(block) {
-            ready[s] = ready[s].max(t);
+            ready[s.0] = ready[s.0].max(t);
         }
         time.insert(b, t as usize);
     }
@@ -62,7 +62,7 @@ pub fn schedule(plan: &Plan) -> Schedule {
     let mut d = 0;
     for (s, slot) in plan.slots.iter().enumerate() {
         if live[s] {
-            offset.insert(s, d);
+            offset.insert(SlotId(s), d);
             d += slot.enc.dims();
         }
     }
@@ -70,7 +70,7 @@ pub fn schedule(plan: &Plan) -> Schedule {
 }
 
 /// Every slot a block writes: its own, and the sum slots it also writes into.
-fn written(block: &Block) -> impl Iterator<Item = usize> + '_ {
+fn written(block: &Block) -> impl Iterator<Item = SlotId> + '_ {
     let outs: &[Out] = match &block.kind {
         BlockKind::Head(h) => &h.o,
         BlockKind::Mlp(m) => &m.w_out,
@@ -193,7 +193,7 @@ pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
 }
 
 /// Number of live heads writing into slot `t`.
-fn head_writers(plan: &Plan, sched: &Schedule, t: usize) -> usize {
+fn head_writers(plan: &Plan, sched: &Schedule, t: SlotId) -> usize {
     sched.time.keys().filter(|&&b| matches!(&plan.blocks[b].kind, BlockKind::Head(h) if h.o.iter().any(|e| e.slot == t))).count()
 }
 
@@ -201,17 +201,17 @@ fn head_writers(plan: &Plan, sched: &Schedule, t: usize) -> usize {
 /// heads contribute the budget β is derived for (relative to what they average), MLP units the
 /// rounding of their pre-activations (8 ulps of the summed magnitudes) plus the error of what
 /// they read when that has no finite set, each times the weight it is written with.
-fn slot_error(plan: &Plan, sched: &Schedule, s: usize, depth: usize) -> f64 {
+fn slot_error(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize) -> f64 {
     slot_error_memo(plan, sched, s, depth, &mut std::collections::HashMap::new())
 }
 
 /// [`slot_error`] with each slot's error computed once (the plan is a DAG, but the same slot is
 /// reached along many paths: without the memo the walk is exponential in the depth).
-fn slot_error_memo(plan: &Plan, sched: &Schedule, s: usize, depth: usize, memo: &mut std::collections::HashMap<usize, f64>) -> f64 {
+fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo: &mut std::collections::HashMap<SlotId, f64>) -> f64 {
     if let Some(&e) = memo.get(&s) {
         return e;
     }
-    let slot_max = |t: usize| -> f64 {
+    let slot_max = |t: SlotId| -> f64 {
         match &plan.slots[t].enc {
             SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
             SlotEnc::Num { .. } => plan.grid_reads.get(&t).map_or(1.0, |g| g.1.max(1.0)),
@@ -220,7 +220,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: usize, depth: usize, memo: 
     };
     // Inputs with a finite set of values are read exactly (staircases and one-hot units are
     // built to tolerate their errors); others pass their error on.
-    let mut read_err = |t: usize| -> f64 {
+    let mut read_err = |t: SlotId| -> f64 {
         match &plan.slots[t].enc {
             SlotEnc::Cat(_) | SlotEnc::Num { points: Some(_) } => 0.0,
             SlotEnc::Num { .. } if depth < 8 => slot_error_memo(plan, sched, t, depth + 1, memo),
@@ -285,7 +285,7 @@ fn enc_json(enc: &SlotEnc, values_json: Option<Vec<serde_json::Value>>) -> ck::E
 pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Checkpoint, String> {
     let num_values = &plan.num_values;
     let d = sched.d_model;
-    let off = |s: usize| sched.offset[&s];
+    let off = |s: SlotId| sched.offset[&s];
     let bos_dim = off(BOS);
     // Residual rows a block reads, with BOS compensation: readers see zeros at BOS.
     let dense_in = |entries: &[In], cols: usize| -> Vec<f32> {

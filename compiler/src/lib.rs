@@ -98,7 +98,7 @@ fn rename_output(plan: &mut plan::Plan, name: &str) {
             return;
         }
         let old = std::mem::replace(&mut plan.slots[out].label, name.to_string());
-        if let Some(other) = plan.slots.iter_mut().enumerate().find(|(i, s)| *i != out && s.label == name) {
+        if let Some(other) = plan.slots.iter_mut().enumerate().find(|(i, s)| *i != out.0 && s.label == name) {
             other.1.label = old;
         }
     }

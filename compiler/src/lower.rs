@@ -62,25 +62,25 @@ pub struct Options {
 #[derive(Clone, Debug)]
 enum Rep {
     /// Has its own slot.
-    Slot(usize),
+    Slot(SlotId),
     /// Computed by maps from nodes that have slots (see `leaves_of`); no slot of its own.
     Inline,
 }
 
 /// A slot and, per dim, the tuple of values it stands for (None: unreachable).
-type TupleView = (usize, Vec<Option<Vec<Atom>>>);
+type TupleView = (SlotId, Vec<Option<Vec<Atom>>>);
 
 /// One side of a score term.
 #[derive(Clone, Debug)]
 enum Side {
-    Cat(usize, Vec<Option<Vec<Atom>>>),
-    Num(usize, Vec<f64>, Vec<Atom>),
+    Cat(SlotId, Vec<Option<Vec<Atom>>>),
+    Num(SlotId, Vec<f64>, Vec<Atom>),
 }
 
 /// A way to read an s-op: a slot, and for a categorical slot the s-op's value per slot dim.
 #[derive(Clone, Debug)]
 struct View {
-    slot: usize,
+    slot: SlotId,
     map: Option<Vec<Option<Atom>>>,
 }
 
@@ -92,30 +92,30 @@ struct Lowerer<'a> {
     blocks: Vec<Block>,
     rep: HashMap<NodeId, Rep>,
     /// Numerical slot -> its categorical conversion slot.
-    conv: HashMap<usize, usize>,
+    conv: HashMap<SlotId, SlotId>,
     /// Numerical slot -> the atoms behind each point (for evaluating maps on it).
-    num_atoms: HashMap<usize, Vec<Vec<Atom>>>,
+    num_atoms: HashMap<SlotId, Vec<Vec<Atom>>>,
     diags: Vec<Diagnostic>,
-    tokens: Option<usize>,
-    indices: Option<usize>,
+    tokens: Option<SlotId>,
+    indices: Option<SlotId>,
     /// Tuple views already built, by their s-ops.
     tuples: HashMap<Vec<NodeId>, TupleView>,
     /// Class staircases already built: (numerical slot, class of each point) -> slot.
-    class_slots: HashMap<(usize, Vec<usize>), usize>,
+    class_slots: HashMap<(SlotId, Vec<usize>), SlotId>,
     /// The compiled s-op.
     root: NodeId,
     /// Intervals of numerical s-ops ([`crate::numeric`]).
     ivs: HashMap<NodeId, Iv>,
     /// Sum slots ([`affine`]): their affine forms over base dims.
-    sums: HashMap<usize, affine::Lin>,
+    sums: HashMap<SlotId, affine::Lin>,
     /// Users of each s-op (built on first use).
     users: HashMap<NodeId, Vec<NodeId>>,
     /// Extra token-embedding and position-embedding entries (sum slots).
-    token_values: Vec<(usize, usize, Vec<f64>)>,
-    positional: Vec<(usize, usize, Vec<f64>)>,
+    token_values: Vec<(SlotId, usize, Vec<f64>)>,
+    positional: Vec<(SlotId, usize, Vec<f64>)>,
     /// Numerical slots without a finite set read by staircases over a grid: (smallest step
     /// gap, largest magnitude).
-    grid_reads: std::collections::BTreeMap<usize, (f64, f64)>,
+    grid_reads: std::collections::BTreeMap<SlotId, (f64, f64)>,
 }
 
 /// Runs the support check and lowering. All problems are reported together.
@@ -192,6 +192,7 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
     }
     let mut num_values = std::collections::BTreeMap::new();
     for (s, slot) in lw.slots.iter().enumerate() {
+        let s = SlotId(s);
         if let SlotEnc::Num { points: Some(p) } = &slot.enc {
             let vals = match lw.num_atoms.get(&s) {
                 Some(groups) => groups.iter().map(|g| g[0].to_json()).collect(),
@@ -284,13 +285,13 @@ impl Lowerer<'_> {
         self.err(id, "compile::internal", format!("internal error while lowering `{}`: {what} (this is a bug in raspc; please report it with the program)", self.label(id)))
     }
 
-    fn new_slot(&mut self, label: String, enc: SlotEnc, at_bos: Vec<f64>) -> usize {
+    fn new_slot(&mut self, label: String, enc: SlotEnc, at_bos: Vec<f64>) -> SlotId {
         self.slots.push(Slot { label, enc, at_bos });
-        self.slots.len() - 1
+        SlotId(self.slots.len() - 1)
     }
 
-    fn push_block(&mut self, kind: BlockKind, writes: usize, what: String) {
-        let mut reads: Vec<usize> = match &kind {
+    fn push_block(&mut self, kind: BlockKind, writes: SlotId, what: String) {
+        let mut reads: Vec<SlotId> = match &kind {
             BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.slot).collect(),
             BlockKind::Mlp(m) => m.w_in.iter().map(|e| e.slot).collect(),
         };
@@ -475,7 +476,7 @@ impl Lowerer<'_> {
     // ---- nodes ---------------------------------------------------------------------------
 
     /// A slot the embeddings fill (`tokens`, `indices`): one-hot, or numerical on request.
-    fn embedded(&mut self, id: NodeId, label: String) -> Result<usize, Diagnostic> {
+    fn embedded(&mut self, id: NodeId, label: String) -> Result<SlotId, Diagnostic> {
         let vals = self.finite(id)?;
         let s = if self.opts.numerical.contains(&label) {
             let (pts, groups) = points_of(&vals).ok_or_else(|| self.err(id, "compile::encoding", format!("`{label}` has non-numeric values and cannot be numerical")))?;
@@ -622,7 +623,7 @@ impl Lowerer<'_> {
     /// `a + b` or `a - b` where `a` and `b` each read one categorical slot (different ones):
     /// a numerical slot computed as a sum of per-value lookups, one hidden unit per value,
     /// instead of one per combination.
-    fn separable_sum(&mut self, id: NodeId) -> Result<Option<usize>, Diagnostic> {
+    fn separable_sum(&mut self, id: NodeId) -> Result<Option<SlotId>, Diagnostic> {
         let NodeKind::Map { op: raspc_lang::graph::MapOp::Binary(op @ (raspc_lang::ast::BinOp::Add | raspc_lang::ast::BinOp::Sub)), args } = self.g.node(id).kind.clone() else {
             return Ok(None);
         };
@@ -754,7 +755,7 @@ impl Lowerer<'_> {
         Ok(View { slot: self.categorical_of(v.slot, id)?, map: None })
     }
 
-    fn categorical_of(&mut self, num: usize, id: NodeId) -> Result<usize, Diagnostic> {
+    fn categorical_of(&mut self, num: SlotId, id: NodeId) -> Result<SlotId, Diagnostic> {
         if let Some(&c) = self.conv.get(&num) {
             return Ok(c);
         }
@@ -780,7 +781,7 @@ impl Lowerer<'_> {
 
     /// Each leaf with the categorical slot that holds it (numerical leaves converted by a
     /// staircase) and that slot's values.
-    fn categorical_leaves<'l>(&mut self, leaves: impl IntoIterator<Item = &'l NodeId>) -> Result<Vec<(NodeId, usize, Vec<Atom>)>, Diagnostic> {
+    fn categorical_leaves<'l>(&mut self, leaves: impl IntoIterator<Item = &'l NodeId>) -> Result<Vec<(NodeId, SlotId, Vec<Atom>)>, Diagnostic> {
         let mut views = vec![];
         for &l in leaves {
             let Some(Rep::Slot(s)) = self.rep.get(&l).cloned() else { return Err(self.internal(l, "a leaf has no slot")) };
@@ -792,7 +793,7 @@ impl Lowerer<'_> {
     }
 
     /// Gives an inline map its own slot and MLP.
-    fn materialise(&mut self, id: NodeId) -> Result<usize, Diagnostic> {
+    fn materialise(&mut self, id: NodeId) -> Result<SlotId, Diagnostic> {
         let Some(Rep::Inline) = self.rep.get(&id) else { return Err(self.internal(id, "materialising what already has a slot")) };
         let leaves = self.leaf_list(id);
         let label = self.label(id).to_string();
@@ -1083,7 +1084,7 @@ impl Lowerer<'_> {
 
     /// A categorical slot holding which class of `classes` (one class id per point) a
     /// numerical slot's value falls in: a staircase with steps only where the class changes.
-    fn classes(&mut self, num: usize, points: &[f64], class_of: &[usize]) -> usize {
+    fn classes(&mut self, num: SlotId, points: &[f64], class_of: &[usize]) -> SlotId {
         if let Some(&c) = self.class_slots.get(&(num, class_of.to_vec())) {
             return c;
         }
@@ -1109,7 +1110,7 @@ impl Lowerer<'_> {
     /// ramps between true neighbours are the same), and the slot records the smallest gap a
     /// step spans and its largest value, from which emission derives the error its writers may
     /// leave ([`Plan::grid_reads`]).
-    fn grid_steps(&mut self, slot: usize, points: &[f64], outputs: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
+    fn grid_steps(&mut self, slot: SlotId, points: &[f64], outputs: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
         let n = points.len();
         let keep = |j: usize| j == 0 || j + 1 == n || outputs[j] != outputs[j - 1] || outputs[j] != outputs[j + 1];
         let mut gap = f64::INFINITY;
@@ -1275,7 +1276,7 @@ impl Lowerer<'_> {
 
     /// selector_width (or `length` when `sel` is None): a head computing 1/(w+1), then a
     /// staircase to w.
-    fn width(&mut self, id: NodeId, sel: Option<NodeId>) -> Result<usize, Diagnostic> {
+    fn width(&mut self, id: NodeId, sel: Option<NodeId>) -> Result<SlotId, Diagnostic> {
         let label = self.label(id).to_string();
         let (mut q, mut k, cols, r) = self.scores(sel)?;
         let n = self.opts.max_len;
@@ -1319,7 +1320,7 @@ impl Lowerer<'_> {
         Ok(out)
     }
 
-    fn aggregate(&mut self, id: NodeId, sel: NodeId, values: NodeId, default: &Atom) -> Result<usize, Diagnostic> {
+    fn aggregate(&mut self, id: NodeId, sel: NodeId, values: NodeId, default: &Atom) -> Result<SlotId, Diagnostic> {
         let label = self.label(id).to_string();
         let value_atoms = self.finite(values).ok();
         let can_mean = value_atoms.as_ref().is_none_or(|v| v.iter().any(is_mean_capable));
@@ -1429,7 +1430,7 @@ impl Lowerer<'_> {
 /// differ, two ReLUs make a ramp from 0 to 1 over the middle half of [p, p'], so the result is
 /// exact at every point and tolerates input errors up to a quarter of the gap. Each ramp opens
 /// towards the nearer end of the range, which keeps pre-activations (and f32 cancellation) small.
-pub fn staircase(input: usize, points: &[f64], outputs: &[Vec<f64>], out: usize) -> Mlp {
+pub fn staircase(input: SlotId, points: &[f64], outputs: &[Vec<f64>], out: SlotId) -> Mlp {
     let dims = outputs.first().map_or(0, Vec::len);
     let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
     if points.is_empty() {

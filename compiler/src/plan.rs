@@ -4,6 +4,29 @@
 
 use raspc_lang::Atom;
 
+/// The id of a residual slot: its index in [`Plan::slots`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SlotId(pub usize);
+
+impl std::fmt::Display for SlotId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::ops::Index<SlotId> for Vec<Slot> {
+    type Output = Slot;
+    fn index(&self, s: SlotId) -> &Slot {
+        &self[s.0]
+    }
+}
+
+impl std::ops::IndexMut<SlotId> for Vec<Slot> {
+    fn index_mut(&mut self, s: SlotId) -> &mut Slot {
+        &mut self[s.0]
+    }
+}
+
 /// How a slot holds its s-op.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SlotEnc {
@@ -37,14 +60,14 @@ pub struct Slot {
 /// A weight `w` from dim `dim` of residual slot `slot` to column `col` of a block.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct In {
-    pub slot: usize,
+    pub slot: SlotId,
     pub dim: usize,
     pub col: usize,
     pub w: f64,
 }
 
 impl In {
-    pub fn new(slot: usize, dim: usize, col: usize, w: f64) -> Self {
+    pub fn new(slot: SlotId, dim: usize, col: usize, w: f64) -> Self {
         In { slot, dim, col, w }
     }
 }
@@ -53,13 +76,13 @@ impl In {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Out {
     pub col: usize,
-    pub slot: usize,
+    pub slot: SlotId,
     pub dim: usize,
     pub w: f64,
 }
 
 impl Out {
-    pub fn new(col: usize, slot: usize, dim: usize, w: f64) -> Self {
+    pub fn new(col: usize, slot: SlotId, dim: usize, w: f64) -> Self {
         Out { col, slot, dim, w }
     }
 }
@@ -104,8 +127,8 @@ pub enum BlockKind {
 #[derive(Clone, Debug)]
 pub struct Block {
     pub kind: BlockKind,
-    pub reads: Vec<usize>,
-    pub writes: usize,
+    pub reads: Vec<SlotId>,
+    pub writes: SlotId,
     /// What it computes, for people: `aggregate(select(indices, opp, ==), tokens)`.
     pub what: String,
 }
@@ -114,9 +137,9 @@ pub struct Block {
 pub type BlockBounds = (usize, usize, f64, f64);
 
 /// Slot index of the BOS indicator (1 at position 0 only).
-pub const BOS: usize = 0;
+pub const BOS: SlotId = SlotId(0);
 /// Slot index of the token indicator (1 at every position but BOS).
-pub const TOK: usize = 1;
+pub const TOK: SlotId = SlotId(1);
 
 /// Everything lowering produces.
 #[derive(Clone, Debug)]
@@ -124,23 +147,23 @@ pub struct Plan {
     pub slots: Vec<Slot>,
     pub blocks: Vec<Block>,
     /// Slot of `tokens` and of `indices`, if created.
-    pub tokens: Option<usize>,
-    pub indices: Option<usize>,
+    pub tokens: Option<SlotId>,
+    pub indices: Option<SlotId>,
     /// The output: a slot, and for a categorical slot the value each of its dims decodes to
     /// (a view through maps folded into the readout).
     pub output: OutputView,
     /// For numerical slots with a known finite set: the values as JSON atoms (for the layout).
-    pub num_values: std::collections::BTreeMap<usize, Vec<serde_json::Value>>,
+    pub num_values: std::collections::BTreeMap<SlotId, Vec<serde_json::Value>>,
     /// The label of the compiled s-op.
     pub output_label: String,
     /// Slot dims the position embedding fills: (slot, dim, value per position, 0 = BOS).
-    pub positional: Vec<(usize, usize, Vec<f64>)>,
+    pub positional: Vec<(SlotId, usize, Vec<f64>)>,
     /// Slot dims the token embedding adds to: (slot, dim, value per vocabulary entry, in
     /// vocabulary order; BOS gets none).
-    pub token_values: Vec<(usize, usize, Vec<f64>)>,
+    pub token_values: Vec<(SlotId, usize, Vec<f64>)>,
     /// Real-valued inputs: the slot holding the input number, the declared bounds, and
     /// narrower bounds for blocks of positions `(start, end, lo, hi)`.
-    pub real_input: Option<(usize, f64, f64, Vec<BlockBounds>)>,
+    pub real_input: Option<(SlotId, f64, f64, Vec<BlockBounds>)>,
     /// Numerical output known to hold integers of this range (when too many to enumerate).
     pub output_ints: Option<(f64, f64)>,
     /// Numerical output: the certified bound on |model - program| (real-valued programs).
@@ -149,12 +172,12 @@ pub struct Plan {
     /// values they can take (means of integers): (smallest gap between neighbouring values a
     /// step lies between, largest magnitude). Their writers' error must stay within a quarter
     /// of that gap, like for slots with a finite set.
-    pub grid_reads: std::collections::BTreeMap<usize, (f64, f64)>,
+    pub grid_reads: std::collections::BTreeMap<SlotId, (f64, f64)>,
 }
 
 #[derive(Clone, Debug)]
 pub struct OutputView {
-    pub slot: usize,
+    pub slot: SlotId,
     /// For a categorical slot: per slot dim, the output value (None: unreachable).
     pub map: Option<Vec<Option<Atom>>>,
     /// The values the output can take, in readout order (categorical), or None (numerical).
@@ -175,23 +198,23 @@ impl Plan {
         let mut errs = vec![];
         let n = self.slots.len();
         for (i, s) in self.slots.iter().enumerate() {
-            if i > TOK && s.at_bos.len() != s.enc.dims() {
+            if i > TOK.0 && s.at_bos.len() != s.enc.dims() {
                 errs.push(format!("slot {i} `{}`: BOS vector has {} entries for {} dims", s.label, s.at_bos.len(), s.enc.dims()));
             }
         }
-        let dim_ok = |slot: usize, dim: usize| slot < n && dim < self.slots[slot].enc.dims();
+        let dim_ok = |slot: SlotId, dim: usize| slot.0 < n && dim < self.slots[slot].enc.dims();
         // Each slot has at most one owner (the block that `writes` it). A slot no block owns
         // may be a *sum slot*: blocks add their contributions into it through output entries.
         let mut owner: Vec<Option<usize>> = vec![None; n];
         for (b, block) in self.blocks.iter().enumerate() {
-            if block.writes >= n {
+            if block.writes.0 >= n {
                 errs.push(format!("block {b} `{}` writes slot {} of {n}", block.what, block.writes));
                 continue;
             }
-            if let Some(w) = owner[block.writes] {
+            if let Some(w) = owner[block.writes.0] {
                 errs.push(format!("slot {} `{}` is owned by blocks {w} and {b}", block.writes, self.slots[block.writes].label));
             }
-            owner[block.writes] = Some(b);
+            owner[block.writes.0] = Some(b);
         }
         // The last block writing each slot (owner or adder).
         let mut last_writer: Vec<Option<usize>> = vec![None; n];
@@ -200,8 +223,8 @@ impl Plan {
                 BlockKind::Head(h) => &h.o,
                 BlockKind::Mlp(m) => &m.w_out,
             };
-            for t in outs.iter().map(|o| o.slot).chain(std::iter::once(block.writes)).filter(|&t| t < n) {
-                last_writer[t] = Some(b);
+            for t in outs.iter().map(|o| o.slot).chain(std::iter::once(block.writes)).filter(|&t| t.0 < n) {
+                last_writer[t.0] = Some(b);
             }
         }
         for (b, block) in self.blocks.iter().enumerate() {
@@ -243,7 +266,7 @@ impl Plan {
                 }
             };
             for &Out { col, slot, dim, w } in outs {
-                let target_ok = slot == block.writes || (slot < n && owner[slot].is_none());
+                let target_ok = slot == block.writes || (slot.0 < n && owner[slot.0].is_none());
                 if col >= cols || !dim_ok(slot, dim) || !target_ok || !w.is_finite() {
                     errs.push(format!(
                         "block {b} `{what}` output: column {col} -> slot {slot} dim {dim} (weight {w}); the block owns slot {}, and may add only into slots no block owns",
@@ -252,9 +275,9 @@ impl Plan {
                 }
             }
             for &r in &block.reads {
-                if r >= n {
+                if r.0 >= n {
                     errs.push(format!("block {b} `{what}` reads slot {r} of {n}"));
-                } else if let Some(w) = last_writer[r]
+                } else if let Some(w) = last_writer[r.0]
                     && w >= b
                 {
                     errs.push(format!("block {b} `{what}` reads slot {r} `{}`, written by the later block {w}", self.slots[r].label));
@@ -276,7 +299,7 @@ impl Plan {
             }
         }
         let out = &self.output;
-        if out.slot >= n {
+        if out.slot.0 >= n {
             errs.push(format!("output slot {} of {n}", out.slot));
         } else if let Some(map) = &out.map
             && map.len() != self.slots[out.slot].enc.dims()

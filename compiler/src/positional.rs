@@ -7,6 +7,7 @@
 //! index with every length and every intermediate value with every other), and lowering gives
 //! no hidden unit to the pairs with i >= l, which no input reaches.
 
+use crate::plan::SlotId;
 use raspc_lang::graph::{MapOp, Operand};
 use raspc_lang::interp::apply_map;
 use raspc_lang::{Atom, Graph, NodeId, NodeKind};
@@ -117,7 +118,7 @@ pub struct GridMlp {
     pub units: usize,
 }
 
-pub fn grid_mlp(onehot: usize, inverse: usize, max_len: usize, pairs: &[(i64, i64)], table: &[Vec<f64>], out: usize) -> GridMlp {
+pub fn grid_mlp(onehot: SlotId, inverse: SlotId, max_len: usize, pairs: &[(i64, i64)], table: &[Vec<f64>], out: SlotId) -> GridMlp {
     use crate::plan::{In, Mlp, Out};
     let dims = table.first().map_or(0, Vec::len);
     let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };

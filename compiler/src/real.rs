@@ -508,7 +508,7 @@ pub fn split_basis(pl: &Pl) -> (f64, Vec<(f64, f64, f64)>, f64) {
 /// A real s-op as an expression over resident slots.
 #[derive(Clone, Debug)]
 enum Ex {
-    Leaf(usize),
+    Leaf(SlotId),
     C(f64),
     Add(Box<Ex>, Box<Ex>),
     Mul(Box<Ex>, Box<Ex>),
@@ -526,12 +526,12 @@ fn bx(e: Ex) -> Box<Ex> {
 /// An affine form `Σ c_s · slot_s + k`.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Aff {
-    c: BTreeMap<usize, f64>,
+    c: BTreeMap<SlotId, f64>,
     k: f64,
 }
 
 impl Aff {
-    fn leaf(s: usize) -> Aff {
+    fn leaf(s: SlotId) -> Aff {
         Aff { c: BTreeMap::from([(s, 1.0)]), k: 0.0 }
     }
     fn konst(k: f64) -> Aff {
@@ -600,20 +600,20 @@ struct RealLowerer<'a> {
     opts: &'a RealOptions,
     slots: Vec<Slot>,
     blocks: Vec<Block>,
-    res: HashMap<usize, Res>,
+    res: HashMap<SlotId, Res>,
     vals: HashMap<NodeId, Val>,
-    positional: Vec<(usize, usize, Vec<f64>)>,
-    pos_cache: HashMap<Vec<u64>, usize>,
-    mat_cache: HashMap<String, usize>,
-    input: Option<usize>,
+    positional: Vec<(SlotId, usize, Vec<f64>)>,
+    pos_cache: HashMap<Vec<u64>, SlotId>,
+    mat_cache: HashMap<String, SlotId>,
+    input: Option<SlotId>,
     report: Vec<SopBound>,
     /// Positional slots: value at each token position.
-    pos_vals: HashMap<usize, Vec<f64>>,
+    pos_vals: HashMap<SlotId, Vec<f64>>,
     /// Per slot, the token positions where its exact value is known to be 0.
-    zero: HashMap<usize, Vec<bool>>,
+    zero: HashMap<SlotId, Vec<bool>>,
     /// `m -> s`: m is a maximum over keys that always include the position itself (or m and s
     /// are both 0 there), so s - m <= 0 exactly.
-    max_of: HashMap<usize, usize>,
+    max_of: HashMap<SlotId, SlotId>,
     /// Source of the node being lowered (for diagnostics raised deep inside).
     span: raspc_lang::span::Span,
     /// Bounds of the input number at each token position.
@@ -621,25 +621,25 @@ struct RealLowerer<'a> {
     /// Values of the s-ops that depend on `length` over the (index, length) grid, and the slots
     /// that compute them (position one-hot, 1/(length+1)); see [`crate::positional`].
     grid: crate::positional::Tables,
-    grid_inputs: Option<(usize, usize)>,
-    grid_cache: HashMap<Vec<u64>, usize>,
+    grid_inputs: Option<(SlotId, SlotId)>,
+    grid_cache: HashMap<Vec<u64>, SlotId>,
     /// Relative error bounds of some residents (`real/relative.rs`), on top of `res[..].err`.
-    rel: HashMap<usize, relative::Rel>,
+    rel: HashMap<SlotId, relative::Rel>,
     /// Heads (mean or one-key gathers) of a value that has relative bounds.
-    head_info: HashMap<usize, HeadInfo>,
+    head_info: HashMap<SlotId, HeadInfo>,
     /// MLPs that are `Σ_j gather_j(E)·b_j` for one E with relative bounds.
-    wsum: HashMap<usize, WSum>,
+    wsum: HashMap<SlotId, WSum>,
     /// One-term unary MLPs of a nonnegative function: argument, `sup x·f(x)` and `sup f` (x ≥ 0).
-    unary_info: HashMap<usize, (Aff, f64, f64)>,
+    unary_info: HashMap<SlotId, (Aff, f64, f64)>,
 }
 
 /// A head whose value is one slot with relative bounds, read with weight 1.
 #[derive(Clone, Debug)]
 enum HeadInfo {
     /// Every query selects at most one key (u32::MAX: none).
-    Gather { value: usize, key: Vec<u32> },
+    Gather { value: SlotId, key: Vec<u32> },
     /// A mean over the selected keys of each query.
-    Mean { value: usize, rows: Vec<Vec<u32>> },
+    Mean { value: SlotId, rows: Vec<Vec<u32>> },
 }
 
 /// `Σ_j a_j·b_j` with each a_j a one-key gather of `e` (the heads `gathers`): per index of
@@ -647,8 +647,8 @@ enum HeadInfo {
 /// is the hull of the b_j.
 #[derive(Clone, Debug)]
 struct WSum {
-    e: usize,
-    gathers: Vec<usize>,
+    e: SlotId,
+    gathers: Vec<SlotId>,
     kl: Vec<(Err2, Err2)>,
     m: f64,
     b_iv: Iv,
@@ -797,14 +797,14 @@ impl RealLowerer<'_> {
         crate::names::error(self.g, id, "compile::real", msg.into())
     }
 
-    fn new_slot(&mut self, label: String, enc: SlotEnc) -> usize {
+    fn new_slot(&mut self, label: String, enc: SlotEnc) -> SlotId {
         let d = enc.dims();
         self.slots.push(Slot { label, enc, at_bos: vec![0.0; d] });
-        self.slots.len() - 1
+        SlotId(self.slots.len() - 1)
     }
 
-    fn push_block(&mut self, kind: BlockKind, writes: usize, what: String) {
-        let mut reads: Vec<usize> = match &kind {
+    fn push_block(&mut self, kind: BlockKind, writes: SlotId, what: String) {
+        let mut reads: Vec<SlotId> = match &kind {
             BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).map(|e| e.slot).collect(),
             BlockKind::Mlp(m) => m.w_in.iter().chain(m.gate.iter().flat_map(|g| g.w.iter())).map(|e| e.slot).collect(),
         };
@@ -814,7 +814,7 @@ impl RealLowerer<'_> {
     }
 
     /// A numerical slot the position embedding fills (cached by its values).
-    fn pos_slot(&mut self, label: &str, values: &[f64]) -> usize {
+    fn pos_slot(&mut self, label: &str, values: &[f64]) -> SlotId {
         let key: Vec<u64> = values.iter().map(|x| x.to_bits()).collect();
         if let Some(&s) = self.pos_cache.get(&key) {
             return s;
@@ -1175,7 +1175,7 @@ impl RealLowerer<'_> {
     /// One hard-attention head writing a new numerical slot: the mean (or the maximum) of the
     /// affine form `v` over the keys `m[q]` selects; 0 where none is.
     #[allow(clippy::too_many_arguments)]
-    fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<u32>], v: &Aff, is_max: bool, ctx: Option<&[(i64, i64)]>) -> Result<usize, Diagnostic> {
+    fn head(&mut self, id: NodeId, label: &str, sel: NodeId, m: &[Vec<u32>], v: &Aff, is_max: bool, ctx: Option<&[(i64, i64)]>) -> Result<SlotId, Diagnostic> {
         // The values of the keys some query selects (per-position bounds of the input and
         // positional values; other slots' intervals).
         let mut selected = vec![false; self.n];
@@ -1307,7 +1307,7 @@ impl RealLowerer<'_> {
         self.res.insert(out, Res { iv, err });
         // Relative bounds pass through means of a nonnegative value (`relative::through_mean`).
         if !is_max && ctx.is_none() && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) && vi.lo >= 0.0 {
-            let value = v.c.keys().next().copied().unwrap_or(usize::MAX);
+            let value = v.c.keys().next().copied().unwrap_or(SlotId(usize::MAX));
             if let Some(r) = self.rel.get(&value) {
                 let g = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) + Err2::gamma(widest + 2, true);
                 self.rel.insert(out, relative::through_mean(r, g));
@@ -1442,7 +1442,7 @@ impl RealLowerer<'_> {
     }
 
     /// Writes `ex` into a slot of its own (one MLP), unless it already is one.
-    fn resident(&mut self, ex: &Ex, label: &str) -> Result<usize, Diagnostic> {
+    fn resident(&mut self, ex: &Ex, label: &str) -> Result<SlotId, Diagnostic> {
         if let Ex::Leaf(s) = ex {
             return Ok(*s);
         }
@@ -1697,7 +1697,7 @@ impl RealLowerer<'_> {
     /// Relative bounds of a one-term unary block `out = w·f(u)` (`relative::unary`), and, for a
     /// nonnegative f, what the ratio certificate needs of it.
     #[allow(clippy::too_many_arguments)]
-    fn relative_unary(&mut self, out: usize, pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, u: &Aff, hidden: usize) {
+    fn relative_unary(&mut self, out: SlotId, pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, u: &Aff, hidden: usize) {
         // The argument's relative bounds: u = c·s with s's, or only its absolute error.
         let input: relative::Rel = match (u.c.len(), u.c.iter().next()) {
             (1, Some((s, &c))) if u.k == 0.0 && self.rel.contains_key(s) => self.rel[s].iter().map(|&(r, a)| (r, a * c.abs())).collect(),
@@ -1714,7 +1714,7 @@ impl RealLowerer<'_> {
 
     /// Records `out = Σ_j a_j·b_j` (all terms products with weight 1, every a_j a one-key gather
     /// of one value E with relative bounds) for the ratio certificate (`relative::weighted_sum`).
-    fn weighted_sum(&mut self, out: usize, terms: &[(f64, Term)], hidden: usize) {
+    fn weighted_sum(&mut self, out: SlotId, terms: &[(f64, Term)], hidden: usize) {
         let mut e = None;
         let mut gathers = vec![];
         let (mut mm, mut eb, mut q) = (0.0f64, Err2::default(), Err2::default());
@@ -1726,8 +1726,8 @@ impl RealLowerer<'_> {
             if *w != 1.0 {
                 return;
             }
-            let leaf = |a: &Aff| -> Option<usize> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
-            let gather_of = |a: &Aff| -> Option<(usize, usize)> {
+            let leaf = |a: &Aff| -> Option<SlotId> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
+            let gather_of = |a: &Aff| -> Option<(SlotId, SlotId)> {
                 let s = leaf(a)?;
                 match self.head_info.get(&s)? {
                     HeadInfo::Gather { value, .. } => Some((s, *value)),
@@ -1775,7 +1775,7 @@ impl RealLowerer<'_> {
     /// shorter input, keys past its end drop out of both alike, and c·t ≥ Σ_j a_j). Returns
     /// (error before the product's own rounding, bound on |N'r'|, interval of N·r).
     fn ratio(&self, a: &Aff, b: &Aff, w: f64) -> Option<(Err2, Err2, Iv)> {
-        let leaf = |a: &Aff| -> Option<usize> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
+        let leaf = |a: &Aff| -> Option<SlotId> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
         if w != 1.0 {
             return None;
         }
@@ -1830,7 +1830,7 @@ impl RealLowerer<'_> {
     }
 
     /// One MLP block computing `aff + Σ w·term` into a new slot, with its certified bounds.
-    fn mlp(&mut self, label: &str, aff: &Aff, terms: &[(f64, Term)]) -> Result<usize, Diagnostic> {
+    fn mlp(&mut self, label: &str, aff: &Aff, terms: &[(f64, Term)]) -> Result<SlotId, Diagnostic> {
         let gated = self.opts.mlp == MlpMode::Gated;
         let mut all: Vec<(f64, Term)> = terms.to_vec();
         if !aff.is_const() {
@@ -1883,7 +1883,7 @@ impl RealLowerer<'_> {
         let mut err = Err2::default();
         let mut mag_sum = Err2::both(aff.k.abs());
         // Constant part: one unit that is 1 off BOS.
-        let unit = |m: &mut Mlp, ins: Vec<(usize, f64)>, b: f64, gate: Option<(Vec<(usize, f64)>, f64)>, w: f64| {
+        let unit = |m: &mut Mlp, ins: Vec<(SlotId, f64)>, b: f64, gate: Option<(Vec<(SlotId, f64)>, f64)>, w: f64| {
             let c = m.hidden;
             m.w_in.extend(ins.into_iter().map(|(s, x)| In::new(s, 0, c, x)));
             m.b_in.push(b);
@@ -1916,10 +1916,10 @@ impl RealLowerer<'_> {
             for &v in distinct.iter().filter(|&&v| v != 0.0) {
                 let ind: Vec<f64> = vals.iter().map(|&y| (y == v) as i64 as f64).collect();
                 let is = self.pos_slot(&format!("{label}.is{v}"), &ind);
-                let mut ins: Vec<(usize, f64)> = x.c.iter().map(|(&s, &c)| (s, c)).collect();
+                let mut ins: Vec<(SlotId, f64)> = x.c.iter().map(|(&s, &c)| (s, c)).collect();
                 ins.push((is, r));
                 unit(&mut m, ins.clone(), x.k - r, None, w * v);
-                let neg: Vec<(usize, f64)> = x.c.iter().map(|(&s, &c)| (s, -c)).chain(std::iter::once((is, r))).collect();
+                let neg: Vec<(SlotId, f64)> = x.c.iter().map(|(&s, &c)| (s, -c)).chain(std::iter::once((is, r))).collect();
                 unit(&mut m, neg, -x.k - r, None, -w * v);
             }
             let values_iv = Iv { lo: distinct[0], hi: distinct[distinct.len() - 1] };
@@ -1974,7 +1974,7 @@ impl RealLowerer<'_> {
                     let exact = f32_exact(w * f0) && pl_units.iter().all(|&(_, _, c)| f32_exact(w * c));
                     for &(dir, t, coef) in &pl_units {
                         // dir +1: relu(u - t); dir -1: relu(t - u).
-                        let ins: Vec<(usize, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
+                        let ins: Vec<(SlotId, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
                         unit(&mut m, ins, dir * (u.k - t), None, w * coef);
                         let pre_exact = Self::aff_exact(u) && f32_exact(u.k - t);
                         pre_err += coef.abs() * Err2::gamma(nnz + 2, pre_exact) * (self.aff_mag(u) + Err2::both(t.abs()));
@@ -1993,7 +1993,7 @@ impl RealLowerer<'_> {
                     let (ai, bi) = (self.aff_iv(a), self.aff_iv(b));
                     let (ae, be) = (self.aff_err(a), self.aff_err(b));
                     let (am, bm) = (Err2::both(ai.mag()) + ae, Err2::both(bi.mag()) + be);
-                    let ins = |u: &Aff, s: f64| -> Vec<(usize, f64)> { u.c.iter().map(|(&k, &x)| (k, s * x)).collect() };
+                    let ins = |u: &Aff, s: f64| -> Vec<(SlotId, f64)> { u.c.iter().map(|(&k, &x)| (k, s * x)).collect() };
                     unit(&mut m, ins(a, 1.0), a.k, Some((ins(b, 1.0), b.k)), *w);
                     unit(&mut m, ins(a, -1.0), -a.k, Some((ins(b, -1.0), -b.k)), *w);
                     let rounding = Err2::gamma(a.c.len() + 2, Self::aff_exact(a)) * (self.aff_mag(a) * bm)

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 /// An affine form over base dims: `(slot, dim) -> coefficient`, plus a constant.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Lin {
-    pub terms: BTreeMap<(usize, usize), f64>,
+    pub terms: BTreeMap<(SlotId, usize), f64>,
     pub c0: f64,
 }
 
@@ -55,7 +55,7 @@ impl Lowerer<'_> {
     /// The affine form of an s-op that has a slot, or is a view of one categorical slot, or is
     /// constant. None when it is none of these, or has non-numeric values.
     pub(super) fn lin_of(&mut self, x: NodeId) -> Result<Option<Lin>, Diagnostic> {
-        let table = |vals: &[Option<Atom>], slot: usize| -> Option<Lin> {
+        let table = |vals: &[Option<Atom>], slot: SlotId| -> Option<Lin> {
             let mut l = Lin::default();
             for (d, v) in vals.iter().enumerate() {
                 let c = match v {
@@ -135,7 +135,7 @@ impl Lowerer<'_> {
 
     /// Lowers a linear map, or a product with a function of `indices`, without enumeration.
     /// None: not such a map (or enumeration is as cheap); the caller lowers it as before.
-    pub(super) fn affine_map(&mut self, id: NodeId) -> Result<Option<usize>, Diagnostic> {
+    pub(super) fn affine_map(&mut self, id: NodeId) -> Result<Option<SlotId>, Diagnostic> {
         let NodeKind::Map { op, args } = self.g.node(id).kind.clone() else { return Ok(None) };
         let label = self.label(id).to_string();
         if self.opts.categorical.contains(&label) {
@@ -246,7 +246,7 @@ impl Lowerer<'_> {
 
     /// The numerical slot of `id` (points and atoms from its value set) holding `lin`: every
     /// writer of a base dim also writes into it.
-    fn sum_slot(&mut self, id: NodeId, lin: Lin) -> usize {
+    fn sum_slot(&mut self, id: NodeId, lin: Lin) -> SlotId {
         let label = self.label(id).to_string();
         let pg = match self.sets.get(&id) {
             Some(ValueSet::Finite(s)) => points_of(&s.iter().cloned().collect::<Vec<_>>()),
@@ -321,7 +321,7 @@ impl Lowerer<'_> {
 
     /// `x * f(indices)` (either order) with `x` numerical and `f` a function of `indices` read
     /// from its one-hot: one MLP, one or two units per index value.
-    fn positional_product(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<usize>, Diagnostic> {
+    fn positional_product(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<SlotId>, Diagnostic> {
         let (MapOp::Binary(BinOp::Mul), [Operand::Sop(a), Operand::Sop(b)]) = (op, args) else { return Ok(None) };
         let Some(is) = self.indices else { return Ok(None) };
         if !matches!(self.slots[is].enc, SlotEnc::Cat(_)) {

@@ -185,7 +185,7 @@ impl RealLowerer<'_> {
     }
 
     /// The position one-hot (positional) and the 1/(length+1) head, made once.
-    fn grid_inputs(&mut self) -> (usize, usize) {
+    fn grid_inputs(&mut self) -> (SlotId, SlotId) {
         if let Some(x) = self.grid_inputs {
             return x;
         }
@@ -197,7 +197,7 @@ impl RealLowerer<'_> {
             self.positional.push((onehot, i, v));
         }
         // Every key ties at score 0; BOS alone prefers itself, so its own value (1) is known.
-        let inverse = self.slots.len();
+        let inverse = SlotId(self.slots.len());
         self.slots.push(Slot { label: "length:inverse".into(), enc: SlotEnc::Num { points: None }, at_bos: vec![1.0] });
         let err = Err2::gamma(n + 2, true);
         self.res.insert(inverse, Res { iv: Iv { lo: 1.0 / (n as f64 + 1.0), hi: 1.0 }, err });
@@ -217,7 +217,7 @@ impl RealLowerer<'_> {
 
     /// A slot holding `table[p]` at grid pair p (dims of `enc`), written by one MLP; with the
     /// certified error of its values.
-    pub(super) fn grid_table_slot(&mut self, id: NodeId, label: &str, enc: SlotEnc, table: &[Vec<f64>]) -> Result<(usize, Err2), Diagnostic> {
+    pub(super) fn grid_table_slot(&mut self, id: NodeId, label: &str, enc: SlotEnc, table: &[Vec<f64>]) -> Result<(SlotId, Err2), Diagnostic> {
         let (onehot, inverse) = self.grid_inputs();
         let pairs = crate::positional::grid(self.n);
         let out = self.new_slot(label.to_string(), enc);
@@ -243,7 +243,7 @@ impl RealLowerer<'_> {
     }
 
     /// A numerical slot holding a grid value (cached by its values).
-    pub(super) fn grid_slot(&mut self, id: NodeId, label: &str, nums: &[f64]) -> Result<usize, Diagnostic> {
+    pub(super) fn grid_slot(&mut self, id: NodeId, label: &str, nums: &[f64]) -> Result<SlotId, Diagnostic> {
         let key: Vec<u64> = nums.iter().map(|x| x.to_bits()).collect();
         if let Some(&s) = self.grid_cache.get(&key) {
             return Ok(s);
