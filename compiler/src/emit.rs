@@ -12,7 +12,7 @@ pub const MAX_INT_OUTPUTS: usize = 1 << 16;
 #[derive(Clone, Debug)]
 pub struct Schedule {
     /// Per live block: its sublayer index (2l = attention of layer l, 2l+1 = MLP of layer l).
-    pub time: BTreeMap<usize, usize>,
+    pub time: BTreeMap<BlockId, usize>,
     pub layers: usize,
     /// Offset of each live slot.
     pub offset: BTreeMap<SlotId, usize>,
@@ -55,7 +55,7 @@ pub fn schedule(plan: &Plan) -> Schedule {
         for s in written(block) {
             ready[s.0] = ready[s.0].max(t);
         }
-        time.insert(b, t as usize);
+        time.insert(BlockId(b), t as usize);
     }
     let layers = time.values().map(|t| t / 2 + 1).max().unwrap_or(0);
     let mut offset = BTreeMap::new();
@@ -112,7 +112,7 @@ pub fn numeric_budget(vmax: f64) -> f64 {
 /// The error a head's output may have under soft attention: 1/20 of a one-hot dim, 1/8 of the
 /// smallest gap of a numerical output's values (or 1e-3 of what it averages when they are not
 /// known), tightened for the sum slots it also writes into and for MLP units that read it scaled.
-fn head_budget(plan: &Plan, sched: &Schedule, b: usize, h: &crate::plan::Head) -> f64 {
+fn head_budget(plan: &Plan, sched: &Schedule, b: BlockId, h: &crate::plan::Head) -> f64 {
     let vmax = head_vmax(plan, h);
     let mut budget = match &plan.slots[plan.blocks[b].writes].enc {
         SlotEnc::Cat(_) => 0.05,
@@ -316,7 +316,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
         let mut heads = vec![];
         let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
         let (mut head_info, mut mlp_info) = (vec![], vec![]);
-        let info = |b: usize, hidden: Option<[usize; 2]>| {
+        let info = |b: BlockId, hidden: Option<[usize; 2]>| {
             let block = &plan.blocks[b];
             ck::BlockInfo { what: block.what.clone(), reads: block.reads.iter().map(|&r| plan.slots[r].label.clone()).collect(), writes: plan.slots[block.writes].label.clone(), hidden }
         };

@@ -14,6 +14,29 @@ impl std::fmt::Display for SlotId {
     }
 }
 
+/// The id of a block (attention head or MLP): its index in [`Plan::blocks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockId(pub usize);
+
+impl std::fmt::Display for BlockId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::ops::Index<BlockId> for Vec<Block> {
+    type Output = Block;
+    fn index(&self, b: BlockId) -> &Block {
+        &self[b.0]
+    }
+}
+
+impl std::ops::IndexMut<BlockId> for Vec<Block> {
+    fn index_mut(&mut self, b: BlockId) -> &mut Block {
+        &mut self[b.0]
+    }
+}
+
 impl std::ops::Index<SlotId> for Vec<Slot> {
     type Output = Slot;
     fn index(&self, s: SlotId) -> &Slot {

@@ -260,7 +260,7 @@ impl Lowerer<'_> {
         let n = self.opts.max_len;
         let mut tok = vec![lin.c0; self.opts.vocab.len()];
         let mut pos = vec![0.0; n + 1];
-        let mut extra: Vec<(usize, Out)> = vec![];
+        let mut extra: Vec<(BlockId, Out)> = vec![];
         for (&(s, d), &c) in &lin.terms {
             if s == TOK {
                 tok.iter_mut().for_each(|t| *t += c);
@@ -298,7 +298,7 @@ impl Lowerer<'_> {
                 };
                 for &Out { col, slot: ts, dim: td, w } in outs {
                     if (ts, td) == (s, d) {
-                        extra.push((b, Out::new(col, out, 0, w * c)));
+                        extra.push((BlockId(b), Out::new(col, out, 0, w * c)));
                     }
                 }
             }
