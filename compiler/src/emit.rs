@@ -406,7 +406,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
             }
         }
     }
-    for (slot, dim, values) in &plan.token_values {
+    for EmbedRow { slot, dim, values } in &plan.token_values {
         if let Some(&o) = sched.offset.get(slot) {
             for (i, &v) in values.iter().enumerate().take(vocab.len()) {
                 tok[(i + 1) * d + o + dim] += v as f32;
@@ -425,7 +425,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
             }
         }
     }
-    for (slot, dim, values) in &plan.positional {
+    for EmbedRow { slot, dim, values } in &plan.positional {
         if let Some(&o) = sched.offset.get(slot) {
             for (p, &v) in values.iter().enumerate().take(inp.max_len + 1) {
                 pos[p * d + o + dim] = v as f32;
@@ -433,7 +433,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
         }
     }
     tensors.insert(ck::names::POSITION_EMBEDDING.into(), ck::Tensor { shape: vec![inp.max_len + 1, d], data: pos });
-    let real_input = plan.real_input.as_ref().map(|(slot, lo, hi, blocks)| {
+    let real_input = plan.real_input.as_ref().map(|RealInput { slot, lo, hi, blocks }| {
         let mut v = vec![0f32; d];
         if let Some(&o) = sched.offset.get(slot) {
             v[o] = 1.0;

@@ -111,8 +111,8 @@ struct Lowerer<'a> {
     /// Users of each s-op (built on first use).
     users: HashMap<NodeId, Vec<NodeId>>,
     /// Extra token-embedding and position-embedding entries (sum slots).
-    token_values: Vec<(SlotId, usize, Vec<f64>)>,
-    positional: Vec<(SlotId, usize, Vec<f64>)>,
+    token_values: Vec<EmbedRow>,
+    positional: Vec<EmbedRow>,
     /// Numerical slots without a finite set read by staircases over a grid: (smallest step
     /// gap, largest magnitude).
     grid_reads: std::collections::BTreeMap<SlotId, (f64, f64)>,

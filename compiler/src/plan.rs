@@ -156,6 +156,26 @@ pub struct Block {
     pub what: String,
 }
 
+/// One embedding row: what an embedding adds to dim `dim` of slot `slot`, per position (0 =
+/// BOS) for the position embedding, per vocabulary entry (in vocabulary order; BOS gets none)
+/// for the token embedding.
+#[derive(Clone, Debug)]
+pub struct EmbedRow {
+    pub slot: SlotId,
+    pub dim: usize,
+    pub values: Vec<f64>,
+}
+
+/// A real-valued input: the slot holding the input number, its declared bounds `[lo, hi]`,
+/// and narrower bounds for blocks of token positions.
+#[derive(Clone, Debug)]
+pub struct RealInput {
+    pub slot: SlotId,
+    pub lo: f64,
+    pub hi: f64,
+    pub blocks: Vec<BlockBounds>,
+}
+
 /// Bounds `(start, end, lo, hi)` of the input numbers at token positions `start..end`.
 pub type BlockBounds = (usize, usize, f64, f64);
 
@@ -179,14 +199,13 @@ pub struct Plan {
     pub num_values: std::collections::BTreeMap<SlotId, Vec<serde_json::Value>>,
     /// The label of the compiled s-op.
     pub output_label: String,
-    /// Slot dims the position embedding fills: (slot, dim, value per position, 0 = BOS).
-    pub positional: Vec<(SlotId, usize, Vec<f64>)>,
-    /// Slot dims the token embedding adds to: (slot, dim, value per vocabulary entry, in
-    /// vocabulary order; BOS gets none).
-    pub token_values: Vec<(SlotId, usize, Vec<f64>)>,
-    /// Real-valued inputs: the slot holding the input number, the declared bounds, and
-    /// narrower bounds for blocks of positions `(start, end, lo, hi)`.
-    pub real_input: Option<(SlotId, f64, f64, Vec<BlockBounds>)>,
+    /// Slot dims the position embedding fills: one value per position, 0 = BOS.
+    pub positional: Vec<EmbedRow>,
+    /// Slot dims the token embedding adds to: one value per vocabulary entry, in vocabulary
+    /// order (BOS gets none).
+    pub token_values: Vec<EmbedRow>,
+    /// Real-valued inputs: the input number's slot and bounds.
+    pub real_input: Option<RealInput>,
     /// Numerical output known to hold integers of this range (when too many to enumerate).
     pub output_ints: Option<(f64, f64)>,
     /// Numerical output: the certified bound on |model - program| (real-valued programs).
@@ -307,14 +326,14 @@ impl Plan {
                 }
             }
         }
-        for (slot, dim, rows) in &self.token_values {
+        for EmbedRow { slot, dim, values: rows } in &self.token_values {
             if !dim_ok(*slot, *dim) {
                 errs.push(format!("token-embedding entry for slot {slot} dim {dim} does not exist"));
             } else if rows.iter().any(|x| !x.is_finite()) {
                 errs.push(format!("token-embedding entry for slot {slot} `{}` is not finite", self.slots[*slot].label));
             }
         }
-        for (slot, dim, rows) in &self.positional {
+        for EmbedRow { slot, dim, values: rows } in &self.positional {
             if !dim_ok(*slot, *dim) {
                 errs.push(format!("positional entry for slot {slot} dim {dim} does not exist"));
             } else if rows.iter().any(|x| !x.is_finite()) {

@@ -602,7 +602,7 @@ struct RealLowerer<'a> {
     blocks: Vec<Block>,
     res: HashMap<SlotId, Res>,
     vals: HashMap<NodeId, Val>,
-    positional: Vec<(SlotId, usize, Vec<f64>)>,
+    positional: Vec<EmbedRow>,
     pos_cache: HashMap<Vec<u64>, SlotId>,
     mat_cache: HashMap<String, SlotId>,
     input: Option<SlotId>,
@@ -757,7 +757,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         output_label: node.label.clone(),
         positional: lw.positional,
         token_values: vec![],
-        real_input: lw.input.map(|s| (s, opts.lo, opts.hi, opts.blocks.clone())),
+        real_input: lw.input.map(|slot| RealInput { slot, lo: opts.lo, hi: opts.hi, blocks: opts.blocks.clone() }),
         output_bound: Some(bound.f32),
         output_ints: None,
         grid_reads: BTreeMap::new(),
@@ -822,7 +822,7 @@ impl RealLowerer<'_> {
         let s = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
         let mut v = vec![0.0];
         v.extend_from_slice(values);
-        self.positional.push((s, 0, v));
+        self.positional.push(EmbedRow { slot: s, dim: 0, values: v });
         let lo = values.iter().cloned().fold(f64::INFINITY, f64::min);
         let hi = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         self.res.insert(s, Res { iv: Iv { lo, hi }, err: Err2::default() });
@@ -1263,14 +1263,14 @@ impl RealLowerer<'_> {
                         kv[key + 1] = 1.0;
                     }
                 }
-                self.positional.push((kg, gi, kv));
+                self.positional.push(EmbedRow { slot: kg, dim: gi, values: kv });
                 if ctx.is_none() {
                     let mut qv = vec![1.0; self.n + 1];
                     qv[0] = 0.0;
                     for &qi in group {
                         qv[qi as usize + 1] = 0.0;
                     }
-                    self.positional.push((qn, gi, qv));
+                    self.positional.push(EmbedRow { slot: qn, dim: gi, values: qv });
                 }
                 q.push(In::new(qn, gi, col, -scale));
                 k.push(In::new(kg, gi, col, 1.0));

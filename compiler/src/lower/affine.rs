@@ -284,7 +284,7 @@ impl Lowerer<'_> {
                 }
                 continue;
             }
-            for (ps, pd, vals) in &self.positional {
+            for EmbedRow { slot: ps, dim: pd, values: vals } in &self.positional {
                 if (*ps, *pd) == (s, d) {
                     for (p, v) in pos.iter_mut().enumerate() {
                         *v += c * vals.get(p).copied().unwrap_or(0.0);
@@ -310,10 +310,10 @@ impl Lowerer<'_> {
             }
         }
         if tok.iter().any(|&t| t != 0.0) {
-            self.token_values.push((out, 0, tok));
+            self.token_values.push(EmbedRow { slot: out, dim: 0, values: tok });
         }
         if pos.iter().any(|&p| p != 0.0) {
-            self.positional.push((out, 0, pos));
+            self.positional.push(EmbedRow { slot: out, dim: 0, values: pos });
         }
         self.sums.insert(out, lin);
         out

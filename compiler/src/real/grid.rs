@@ -194,7 +194,7 @@ impl RealLowerer<'_> {
         for i in 0..n {
             let mut v = vec![0.0; n + 1];
             v[i + 1] = 1.0;
-            self.positional.push((onehot, i, v));
+            self.positional.push(EmbedRow { slot: onehot, dim: i, values: v });
         }
         // Every key ties at score 0; BOS alone prefers itself, so its own value (1) is known.
         let inverse = SlotId(self.slots.len());
