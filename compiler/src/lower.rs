@@ -524,7 +524,8 @@ impl Lowerer<'_> {
                     .with_label("a maximum over selected keys")
                     .with_note("give the input's bounds with --input-bounds LO,HI; the maximum is then one hard-attention head"));
             }
-            _ => {}
+            // Selectors get no slot: heads read them through their operands.
+            NodeKind::Select { .. } | NodeKind::SelectAnd(..) | NodeKind::SelectOr(..) | NodeKind::SelectNot(_) => {}
         }
         Ok(())
     }

@@ -1033,7 +1033,9 @@ impl RealLowerer<'_> {
                 }
                 Val::Pos(m.iter().map(|r| Some(Atom::Int(r.len() as i64))).collect())
             }
-            _ => return Err(self.err(id, "not supported with real inputs").with_label("here")),
+            NodeKind::Select { .. } | NodeKind::SelectAnd(..) | NodeKind::SelectOr(..) | NodeKind::SelectNot(_) => {
+                return Err(self.err(id, "not supported with real inputs").with_label("here"));
+            }
         })
     }
 
