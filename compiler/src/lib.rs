@@ -85,18 +85,19 @@ pub struct Compiled {
     pub summary: Summary,
 }
 
-/// Names the output `name`: the readout's slot takes the name when the readout reads it
-/// unchanged (a slot that already holds the name gets the slot's old label), except `tokens`
-/// and `indices`, which keep theirs.
+/// Names the output `name`. When the readout reads its slot unchanged (no view, or a view that
+/// maps every dim to the slot's own value, like `round` of an integer s-op), the checkpoint
+/// contract wants the layout entry to carry the output's label: the slot takes the name (a slot
+/// that already holds it gets the slot's old label), except `tokens` and `indices`, which keep
+/// theirs.
 fn rename_output(plan: &mut plan::Plan, name: &str) {
-    if plan.output_label == name {
-        return;
-    }
     let out = plan.output.slot;
-    if plan.slots[out].label == plan.output_label {
-        if Some(out) == plan.tokens || Some(out) == plan.indices {
-            return;
-        }
+    let unchanged = match (&plan.output.map, &plan.slots[out].enc) {
+        (None, _) => true,
+        (Some(per_dim), plan::SlotEnc::Cat(vals)) => per_dim.len() == vals.len() && per_dim.iter().zip(vals).all(|(p, a)| p.as_ref() == Some(a)),
+        (Some(_), _) => false,
+    };
+    if unchanged && plan.slots[out].label != name && Some(out) != plan.tokens && Some(out) != plan.indices {
         let old = std::mem::replace(&mut plan.slots[out].label, name.to_string());
         if let Some(other) = plan.slots.iter_mut().enumerate().find(|(i, s)| *i != out.0 && s.label == name) {
             other.1.label = old;

@@ -1408,14 +1408,8 @@ impl Lowerer<'_> {
         let v = self.view(root)?;
         match &self.slots[v.slot].enc {
             SlotEnc::Num { points } => Ok(OutputView { slot: v.slot, map: None, values: None, points: points.clone() }),
-            SlotEnc::Cat(vals) => {
+            SlotEnc::Cat(_) => {
                 let per_dim = self.view_values(&v);
-                // A relabelling that changes no value (`round` of an integer s-op): the readout
-                // reads that slot unchanged, so the slot carries the output's name.
-                let root_label = self.label(root).to_string();
-                if v.map.is_some() && per_dim.len() == vals.len() && per_dim.iter().zip(vals).all(|(p, a)| p.as_ref() == Some(a)) && !self.slots.iter().any(|s| s.label == root_label) {
-                    self.slots[v.slot].label = root_label;
-                }
                 let mut set = crate::infer::AtomSet::default();
                 for a in per_dim.iter().flatten() {
                     set.insert(a.clone());

@@ -25,8 +25,6 @@ pub(crate) struct SimArgs {
 /// Flags of `simulate` checked before anything is built or allocated.
 pub(crate) fn check_sim_args(a: &SimArgs) -> Result<(), String> {
     check_sim_shape(a.shape)?;
-    // A device that cannot be opened is refused before U is built.
-    raspc_runtime::device(&a.device).map_err(|e| e.to_string())?;
     let l = limits()?;
     if a.trials as u64 > l.max_samples {
         return Err(format!("--trials {} is over the budget of {} (raise it with RASPC_LIMITS=samples=N)", a.trials, l.max_samples));
@@ -65,6 +63,8 @@ pub(crate) fn check_sim_shape(s: simulate::Shape) -> Result<(), String> {
 
 pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write) -> Result<(), Failure> {
     check_sim_args(a)?;
+    // A device that cannot be opened is refused before U is built (and opened only once).
+    let device = raspc_runtime::device(&a.device).map_err(|e| e.to_string())?;
     if let Some(o) = &a.output {
         check_output(o, a.force)?;
     }
@@ -95,7 +95,6 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         write_checkpoint(o, &bytes, a.force)?;
     }
     let dtype = if a.f64 { candle_core::DType::F64 } else { candle_core::DType::F32 };
-    let device = raspc_runtime::device(&a.device).map_err(|e| e.to_string())?;
     let model = raspc_runtime::Model::with_dtype(u.compiled.checkpoint.clone(), &device, dtype).map_err(|e| format!("cannot load U on {}: {e}", a.device))?;
     let bar = indicatif::ProgressBar::new(instances.len() as u64);
     if a.json {
