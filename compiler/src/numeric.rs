@@ -231,28 +231,35 @@ pub fn counted_sum_parts(g: &Graph, id: NodeId, max_len: usize) -> Option<(NodeI
             continue;
         }
         let Some(counts) = backward_counts(g, *sel, max_len) else { continue };
-        let mut lambda: Option<f64> = None;
-        let mut ok = true;
-        for (i, &c) in counts.iter().enumerate() {
-            let Some(fi) = index_value(g, f, i as i64).and_then(|x| if x.is_str() { None } else { x.as_f64() }) else {
-                ok = false;
-                break;
-            };
-            if c == 0 {
-                ok &= fi == 0.0;
-                continue;
-            }
-            let l = fi / c as f64;
-            match lambda {
-                None => lambda = Some(l),
-                Some(x) => ok &= (x - l).abs() <= 1e-12 * x.abs().max(1.0),
-            }
-        }
-        if ok {
-            return Some((*sel, *values, lambda.unwrap_or(0.0)));
+        let f_at = |i: usize| index_value(g, f, i as i64).and_then(|x| if x.is_str() { None } else { x.as_f64() });
+        if let Some(lambda) = count_multiple(counts.iter().enumerate().map(|(i, &c)| (f_at(i), c))) {
+            return Some((*sel, *values, lambda));
         }
     }
     None
+}
+
+/// The λ with f = λ·c at every point of `points` (pairs of f, None where it has no number, and
+/// a key count c; f must be 0 where c is 0), equal up to 1e-12 relative; 0 when every c is 0.
+/// None when some f is missing or no single λ fits.
+pub(crate) fn count_multiple(points: impl IntoIterator<Item = (Option<f64>, usize)>) -> Option<f64> {
+    let mut lambda: Option<f64> = None;
+    for (f, c) in points {
+        let f = f?;
+        if c == 0 {
+            if f != 0.0 {
+                return None;
+            }
+            continue;
+        }
+        let l = f / c as f64;
+        match lambda {
+            None => lambda = Some(l),
+            Some(x) if (x - l).abs() > 1e-12 * x.abs().max(1.0) => return None,
+            Some(_) => {}
+        }
+    }
+    Some(lambda.unwrap_or(0.0))
 }
 
 /// Interval of a counted sum (see the module docs).

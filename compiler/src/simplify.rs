@@ -142,24 +142,9 @@ fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: 
         }
         let Some(counts) = crate::positional::grid_counts(g, *sel, max_len) else { continue };
         let pairs = crate::positional::grid(max_len);
-        let mut lambda: Option<f64> = None;
-        let mut ok = true;
-        for (&(i, l), &c) in pairs.iter().zip(&counts) {
-            let Some(fi) = crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64()) else {
-                ok = false;
-                break;
-            };
-            if c == 0 {
-                ok &= fi == 0.0;
-                continue;
-            }
-            let r = fi / c as f64;
-            match lambda {
-                None => lambda = Some(r),
-                Some(x) => ok &= (x - r).abs() <= 1e-12 * x.abs().max(1.0),
-            }
-        }
-        let Some(lambda) = lambda.filter(|&x| ok && x != 0.0 && x.is_finite() && x.fract() == 0.0) else { continue };
+        let f_at = |i, l| crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64());
+        let lambda = crate::numeric::count_multiple(pairs.iter().zip(&counts).map(|(&(i, l), &c)| (f_at(i, l), c)));
+        let Some(lambda) = lambda.filter(|&x| x != 0.0 && x.is_finite() && x.fract() == 0.0) else { continue };
         let mut nonzero: Vec<(f64, Atom)> = vs.iter().filter_map(|a| a.as_f64().filter(|&x| x != 0.0).map(|x| (x, a.clone()))).collect();
         nonzero.sort_by(|x, y| x.0.total_cmp(&y.0));
         nonzero.dedup_by(|x, y| x.0 == y.0);
