@@ -43,6 +43,8 @@
 //! per forward call, not per operation. Long batches are split over threads when the work pays
 //! for them (see [`FastModel::forward`]).
 
+mod pl;
+
 use crate::{Attention, RuntimeError};
 use raspc_checkpoint::{Checkpoint, CheckpointError, MlpKind};
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
@@ -228,6 +230,8 @@ struct Pattern<T> {
     w: Vec<T>,
     ptr: Vec<u32>,
     spans: Vec<(u32, u32)>,
+    /// When every query keeps exactly one key (gathers): that key, per query.
+    single: Option<Vec<u32>>,
 }
 
 /// A query's score for one key, as the row scan adds it up: the first nonzero query dim's
@@ -275,10 +279,19 @@ const MEMO_TRIAL: usize = 512;
 /// MLP inputs remembered per sequence without hashing (see [`FastModel::mlp`]).
 const RECENT: usize = 4;
 
-/// Longest sequence whose [`Pattern`] is computed: a pattern scores every query against every
-/// key once (O(t²)), while the general path answers one-key queries from the key lists in
-/// O(matches); past this length (U's sequences) a one-off pattern could cost more than it saves.
+/// A [`Pattern`] scores every distinct query row against every key once (O(distinct · t)),
+/// while the general path answers one-key queries from the key lists in O(matches). Up to this
+/// length a pattern is always computed; past it only while its queries have at most
+/// [`PATTERN_MAX_ROWS`] distinct rows (U's gather heads: a few hundred at most, whatever the
+/// length), so a one-off pattern never costs more than a few hundred row scans.
 const PATTERN_MAX_LEN: usize = 512;
+const PATTERN_MAX_ROWS: usize = 512;
+
+/// From this length on, a layer's missing patterns are computed on several threads.
+const PATTERN_PARALLEL_LEN: usize = 256;
+
+/// Most distinct query rows a general head remembers per sequence (their attention outputs).
+const SHARE_MAX_ROWS: usize = 1024;
 
 /// Intervals longer than this are summed from prefix sums of the values.
 const SHORT_SPAN: u32 = 8;
@@ -289,6 +302,16 @@ struct Mlp<T> {
     in_rows: Vec<u32>,
     /// Residual dims W_out or b_out write (the others receive exact zeros).
     out_cols: Vec<u32>,
+    /// Every hidden unit.
+    units: Units<T>,
+    /// Piecewise-linear groups of units ([`pl`]) and the units in none of them.
+    pl: Option<(pl::Part<T>, Units<T>)>,
+    b_out: Vec<T>,
+}
+
+/// Some hidden units of an MLP, renumbered `0..len`.
+#[derive(Debug, Clone)]
+struct Units<T> {
     w_in: Sparse<T>,
     b_in: Vec<T>,
     /// Units whose bias is positive (ReLU MLPs: the only units besides those a nonzero input
@@ -298,13 +321,47 @@ struct Mlp<T> {
     out_ptr: Vec<u32>,
     gate: Option<(Sparse<T>, Vec<T>)>,
     w_out: Sparse<T>,
-    b_out: Vec<T>,
+}
+
+impl<T: Real> Units<T> {
+    /// The units `keep` (every unit when None) of an MLP.
+    fn new(w: &pl::Weights, keep: Option<&[usize]>) -> Units<T> {
+        let (d, hid) = (w.d, w.hid);
+        let all: Vec<usize> = match keep {
+            Some(k) => k.to_vec(),
+            None => (0..hid).collect(),
+        };
+        let out_rows: Vec<f32> = all.iter().flat_map(|&u| w.w_out[u * d..(u + 1) * d].iter().copied()).collect();
+        let w_out = Sparse::new(&out_rows, all.len(), d, None);
+        let mut out_ptr = vec![0u32; all.len() + 1];
+        for &(r, _, e) in &w_out.nz_rows {
+            out_ptr[r as usize + 1] = e;
+        }
+        for u in 0..all.len() {
+            out_ptr[u + 1] = out_ptr[u + 1].max(out_ptr[u]);
+        }
+        Units {
+            w_in: Sparse::new(w.w_in, d, hid, Some(&all)),
+            b_in: all.iter().map(|&u| T::from_f32(w.b_in[u])).collect(),
+            pos_bias: all.iter().enumerate().filter(|&(_, &u)| w.b_in[u] > 0.0).map(|(i, _)| i as u32).collect(),
+            out_ptr,
+            gate: w.gate.map(|(wg, bg)| (Sparse::new(wg, d, hid, Some(&all)), all.iter().map(|&u| T::from_f32(bg[u])).collect())),
+            w_out,
+        }
+    }
+
+    fn work(&self) -> usize {
+        self.w_in.nnz() + self.w_out.nnz() + self.b_in.len() + self.gate.as_ref().map_or(0, |g| g.0.nnz())
+    }
 }
 
 #[derive(Debug, Clone)]
 struct Layer<T> {
     /// Residual dims some head's W_O writes.
     attn_cols: Vec<u32>,
+    /// No head of the layer reads a dim one of them writes (compiled layers write fresh
+    /// slots): position heads add their output to the residual stream directly.
+    direct: bool,
     heads: Vec<Head<T>>,
     mlp: Option<Mlp<T>>,
 }
@@ -322,6 +379,13 @@ pub struct FastModel<T> {
     embed_token: Vec<T>,
     embed_pos: Vec<T>,
     embed_value: Option<Vec<T>>,
+    /// Per token id, the dims its embedding is nonzero in.
+    token_dims: Vec<Vec<u32>>,
+    /// The value embedding's nonzero dims.
+    value_dims: Vec<(u32, T)>,
+    /// Workspaces of earlier forward passes, reused: allocating and zeroing U-sized buffers
+    /// costs more than the rest of a forward pass.
+    pool: Pool<T>,
     layers: Vec<Layer<T>>,
     readout: Sparse<T>,
     /// Nonzero weights visited per position (an estimate of the work; decides threading).
@@ -332,8 +396,35 @@ pub struct FastModel<T> {
     threads: usize,
 }
 
-/// Per-thread buffers of a forward pass, sized once.
+impl<T: Real> Workspace<T> {
+    /// Memos as a forward pass starts them: on where the MLP reads few enough dims, empty.
+    fn reset_memo(&mut self, m: &FastModel<T>) {
+        self.memo = m
+            .layers
+            .iter()
+            .map(|l| Memo { on: l.mlp.as_ref().is_some_and(|m| m.in_rows.len() <= 4096), hits: 0, misses: 0, map: Default::default(), keys: vec![], arena: vec![] })
+            .collect();
+    }
+}
+
+/// Workspaces kept for the next forward pass (a clone of the model starts with none).
+struct Pool<T>(std::sync::Mutex<Vec<Workspace<T>>>);
+
+impl<T> Clone for Pool<T> {
+    fn clone(&self) -> Pool<T> {
+        Pool(Default::default())
+    }
+}
+
+impl<T> std::fmt::Debug for Pool<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pool")
+    }
+}
+
+/// Per-thread buffers of a forward pass, sized once (for sequences of up to `len` positions).
 struct Workspace<T> {
+    len: usize,
     x: Vec<T>,
     /// The attention sublayer's output; zero outside the columns being written.
     delta: Vec<T>,
@@ -373,6 +464,8 @@ struct Workspace<T> {
     qkeys: Vec<u64>,
     qent: Vec<(u32, u32, u32)>,
     qouts: Vec<T>,
+    /// Hash of a query key -> its index in `qent`.
+    qmap: std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<Fx>>,
 }
 
 /// The outputs an MLP produced for the inputs seen so far in this forward pass: the MLP is a
@@ -434,6 +527,9 @@ impl<T: Real> FastModel<T> {
         let c = &ck.config;
         let d = c.d_model;
         let conv = |v: &[f32]| v.iter().map(|&x| T::from_f32(x)).collect::<Vec<T>>();
+        // Embeddings without -0 (`-0 + 0` is `+0`): a row is built from the position embedding
+        // plus the token's nonzero dims, which then equals `token + position` bit for bit.
+        let conv0 = |v: &[f32]| v.iter().map(|&x| T::from_f32(x) + T::ZERO).collect::<Vec<T>>();
         let embed_token = &tensor(ck, raspc_checkpoint::names::TOKEN_EMBEDDING)?.data;
         let embed_pos = &tensor(ck, raspc_checkpoint::names::POSITION_EMBEDDING)?.data;
         let embed_value = match c.real_input {
@@ -485,44 +581,54 @@ impl<T: Real> FastModel<T> {
                 }
                 heads.push(head);
             }
+            // Dims this layer's heads write (the MLP reads them after the heads).
+            let mut head_writes = vec![false; d];
+            for h in &heads {
+                for &c in &h.o.col {
+                    head_writes[c as usize] = true;
+                }
+            }
             let mlp = match &lc.mlp {
                 Some(mc) => {
                     let n = |w: &str| raspc_checkpoint::names::mlp(l, w);
                     let hid = mc.hidden;
+                    let (wi, bin, wout, bout) = (tensor(ck, &n("w_in"))?, tensor(ck, &n("b_in"))?, tensor(ck, &n("w_out"))?, tensor(ck, &n("b_out"))?);
                     let gate = match mc.kind {
-                        MlpKind::Reglu => Some((Sparse::new(&tensor(ck, &n("w_gate"))?.data, d, hid, None), conv(&tensor(ck, &n("b_gate"))?.data))),
+                        MlpKind::Reglu => Some((&tensor(ck, &n("w_gate"))?.data[..], &tensor(ck, &n("b_gate"))?.data[..])),
                         MlpKind::Relu => None,
                     };
-                    let (wi, bin, wout, bout) = (tensor(ck, &n("w_in"))?, tensor(ck, &n("b_in"))?, tensor(ck, &n("w_out"))?, tensor(ck, &n("b_out"))?);
                     let mut reads = used_rows(&wi.data, d, hid);
-                    if mc.kind == MlpKind::Reglu {
-                        for (r, u) in used_rows(&tensor(ck, &n("w_gate"))?.data, d, hid).into_iter().enumerate() {
+                    if let Some((wg, _)) = gate {
+                        for (r, u) in used_rows(wg, d, hid).into_iter().enumerate() {
                             reads[r] |= u;
                         }
                     }
                     let writes = used_cols(&wout.data, hid, d);
-                    let m = Mlp {
+                    let w = pl::Weights { d, hid, w_in: &wi.data, b_in: &bin.data, gate, w_out: &wout.data };
+                    // Constant dims: no block writes them and every non-BOS position holds the
+                    // same value there (as the forward pass adds it up: token + position).
+                    let konst: Vec<(u32, T)> = (0..d)
+                        .filter(|&r| {
+                            reads[r] && !written[r] && !head_writes[r] && position_only(r) && (2..positions).all(|p| embed_pos[p * d + r].to_bits() == embed_pos[d + r].to_bits())
+                        })
+                        .filter_map(|r| (0..vocab).find(|&i| i != bos).map(|i| (r as u32, (T::from_f32(embed_token[i * d + r]) + T::ZERO) + (T::from_f32(embed_pos[d + r]) + T::ZERO))))
+                        .collect();
+                    let units = Units::new(&w, None);
+                    let pl = pl::Part::find(&w, &konst).map(|part| {
+                        let rest = Units::new(&w, Some(&part.rest));
+                        (part, rest)
+                    });
+                    work += match &pl {
+                        Some((part, rest)) => rest.work() + part.groups.len() * 16,
+                        None => units.work(),
+                    };
+                    Some(Mlp {
                         in_rows: (0..d).filter(|&r| reads[r]).map(|r| r as u32).collect(),
                         out_cols: (0..d).filter(|&c| writes[c] || bout.data[c] != 0.0).map(|c| c as u32).collect(),
-                        w_in: Sparse::new(&wi.data, d, hid, None),
-                        b_in: conv(&bin.data),
-                        gate,
-                        pos_bias: (0..hid).filter(|&u| bin.data[u] > 0.0).map(|u| u as u32).collect(),
-                        out_ptr: vec![],
-                        w_out: Sparse::new(&wout.data, hid, d, None),
+                        units,
+                        pl,
                         b_out: conv(&bout.data),
-                    };
-                    let mut m = m;
-                    let mut ptr = vec![0u32; hid + 1];
-                    for &(r, _, e) in &m.w_out.nz_rows {
-                        ptr[r as usize + 1] = e;
-                    }
-                    for u in 0..hid {
-                        ptr[u + 1] = ptr[u + 1].max(ptr[u]);
-                    }
-                    m.out_ptr = ptr;
-                    work += m.w_in.nnz() + m.w_out.nnz() + hid + m.gate.as_ref().map_or(0, |g| g.0.nnz());
-                    Some(m)
+                    })
                 }
                 None => None,
             };
@@ -541,7 +647,8 @@ impl<T: Real> FastModel<T> {
             for (w, &n) in written.iter_mut().zip(&writes) {
                 *w |= n;
             }
-            layers.push(Layer { attn_cols, heads, mlp });
+            let direct = !heads.iter().any(|h| h.q.nz_rows.iter().chain(&h.k.nz_rows).chain(&h.v.nz_rows).any(|&(r, _, _)| head_writes[r as usize]));
+            layers.push(Layer { attn_cols, direct, heads, mlp });
         }
         let ro = tensor(ck, raspc_checkpoint::names::READOUT)?;
         let readout = Sparse::new(&ro.data, d, c.readout_dims, None);
@@ -554,9 +661,12 @@ impl<T: Real> FastModel<T> {
             tie_tolerance: T::from_f64(c.attention.tie_tolerance),
             beta: T::from_f64(c.attention.soft_beta),
             bos: bos as u32,
-            embed_token: conv(embed_token),
-            embed_pos: conv(embed_pos),
+            token_dims: (0..vocab).map(|i| (0..d).filter(|&r| embed_token[i * d + r] != 0.0).map(|r| r as u32).collect()).collect(),
+            value_dims: embed_value.map_or(vec![], |ev| (0..d).filter(|&r| ev[r] != 0.0).map(|r| (r as u32, T::from_f32(ev[r]))).collect()),
+            embed_token: conv0(embed_token),
+            embed_pos: conv0(embed_pos),
             embed_value: embed_value.map(|ev| conv(ev)),
+            pool: Pool(Default::default()),
             layers,
             readout,
             work_per_position: work,
@@ -583,12 +693,25 @@ impl<T: Real> FastModel<T> {
         self.layers.iter().map(|l| l.heads.iter().map(kind).collect()).collect()
     }
 
+    /// Per layer, the MLP's units evaluated as piecewise-linear groups ([`pl`]) and all its units
+    /// (tests check that the groups are found).
+    #[doc(hidden)]
+    pub fn mlp_groups(&self) -> Vec<(usize, usize)> {
+        self.layers.iter().map(|l| l.mlp.as_ref().map_or((0, 0), |m| (m.pl.as_ref().map_or(0, |(p, _)| p.grouped()), m.units.b_in.len()))).collect()
+    }
+
     /// Width of one readout row.
     pub fn readout_dims(&self) -> usize {
         self.readout.cols
     }
 
     fn workspace(&self, t: usize) -> Workspace<T> {
+        let mut ws = self.fresh_workspace(t);
+        ws.reset_memo(self);
+        ws
+    }
+
+    fn fresh_workspace(&self, t: usize) -> Workspace<T> {
         let d = self.d;
         let mut dq = 0;
         let mut dv = 0;
@@ -599,10 +722,11 @@ impl<T: Real> FastModel<T> {
                 dv = dv.max(h.v.cols);
             }
             if let Some(m) = &l.mlp {
-                hid = hid.max(m.b_in.len());
+                hid = hid.max(m.units.b_in.len());
             }
         }
         Workspace {
+            len: t,
             x: vec![T::ZERO; t * d],
             delta: vec![T::ZERO; t * d],
             q: vec![T::ZERO; dq],
@@ -630,11 +754,8 @@ impl<T: Real> FastModel<T> {
             qkeys: vec![],
             qent: vec![],
             qouts: vec![],
-            memo: self
-                .layers
-                .iter()
-                .map(|l| Memo { on: l.mlp.as_ref().is_some_and(|m| m.in_rows.len() <= 4096), hits: 0, misses: 0, map: Default::default(), keys: vec![], arena: vec![] })
-                .collect(),
+            qmap: Default::default(),
+            memo: vec![],
         }
     }
 
@@ -672,10 +793,23 @@ impl<T: Real> FastModel<T> {
         let work = b.saturating_mul(t).saturating_mul(self.work_per_position + t * if attention == Attention::Hard { self.row_heads } else { self.layers.len() });
         let threads = if work > (1 << 23) && b > 1 { (if self.threads == 0 { parallelism() } else { self.threads }).min(b) } else { 1 };
         let run_chunk = |seqs: std::ops::Range<usize>, out: &mut [T]| -> Result<(), RuntimeError> {
-            let mut ws = self.workspace(t);
+            let pooled = self.pool.0.lock().ok().and_then(|mut p| p.iter().position(|w| w.len >= t).map(|i| p.swap_remove(i)));
+            let mut ws = match pooled {
+                Some(mut ws) => {
+                    ws.reset_memo(self);
+                    ws
+                }
+                None => self.workspace(t),
+            };
             for (i, s) in seqs.enumerate() {
                 let vals = values.map(|v| v[s].as_slice());
+                // On an error the buffers may hold partial sums: that workspace is dropped.
                 self.sequence(&batch[s], vals, attention, check_finite, &mut ws, &mut out[i * t * r..(i + 1) * t * r])?;
+            }
+            if let Ok(mut p) = self.pool.0.lock()
+                && p.len() < parallelism()
+            {
+                p.push(ws);
             }
             Ok(())
         };
@@ -710,29 +844,35 @@ impl<T: Real> FastModel<T> {
         };
         let x = &mut ws.x[..t * d];
         for (p, &id) in ids.iter().enumerate() {
-            // id < vocab and p < max_positions were checked by `forward`.
+            // id < vocab and p < max_positions were checked by `forward`. The row is
+            // `token + position`: the position's row plus the token's nonzero dims.
             let tok = &self.embed_token[id as usize * d..(id as usize + 1) * d];
-            let pos = &self.embed_pos[p * d..(p + 1) * d];
             let row = &mut x[p * d..(p + 1) * d];
-            for ((o, &a), &b) in row.iter_mut().zip(tok).zip(pos) {
-                *o = a + b;
+            row.copy_from_slice(&self.embed_pos[p * d..(p + 1) * d]);
+            for &r in &self.token_dims[id as usize] {
+                let r = r as usize;
+                row[r] += tok[r];
             }
-            if let (Some(vals), Some(ev)) = (values, &self.embed_value) {
-                // BOS (position 0) carries no number.
-                let v = if p == 0 { T::ZERO } else { T::from_f64(vals[p - 1]) };
-                for (o, &e) in row.iter_mut().zip(ev) {
-                    *o += v * e;
+            if values.is_some() && self.embed_value.is_some() {
+                // BOS (position 0) carries no number; the other dims add exact zeros.
+                let v = if p == 0 { T::ZERO } else { values.map_or(T::ZERO, |vals| T::from_f64(vals[p - 1])) };
+                for &(r, e) in &self.value_dims {
+                    row[r as usize] += v * e;
                 }
             }
         }
         finite(x, &|| "the embeddings".into())?;
         for (l, layer) in self.layers.iter().enumerate() {
             if !layer.heads.is_empty() {
+                if t >= PATTERN_PARALLEL_LEN && ids[0] == self.bos && !ids[1..].contains(&self.bos) {
+                    self.prepare_patterns(layer, t);
+                }
+                let mut delta = false;
                 for h in &layer.heads {
-                    self.head(h, ids, attention, check, l, ws)?;
+                    delta |= self.head(h, ids, attention, check, l, layer.direct, ws)?;
                 }
                 // x += delta on the written columns; delta back to zeros.
-                for p in 0..t {
+                for p in (0..t).filter(|_| delta) {
                     let (xr, dr) = (&mut ws.x[p * d..(p + 1) * d], &mut ws.delta[p * d..(p + 1) * d]);
                     for &c in &layer.attn_cols {
                         let c = c as usize;
@@ -809,17 +949,22 @@ impl<T: Real> FastModel<T> {
                 }
                 memo.misses += 1;
             }
-            if m.gate.is_none() {
+            // Piecewise-linear groups where they apply, then the other units one by one.
+            let u = match &m.pl {
+                Some((part, rest)) if part.eval(xp, &mut ws.tmp[..d]) => rest,
+                _ => &m.units,
+            };
+            if u.gate.is_none() {
                 // ReLU: only units a nonzero input reaches, or with a positive bias, can fire;
                 // the others are ReLU(0 + b) = 0 and are skipped. Each unit's sum runs in input
                 // order as before; the units' outputs are added in the order they were reached.
                 let (hidden, mark, active) = (&mut ws.hidden, &mut ws.mark, &mut ws.active);
                 active.clear();
-                for &(r, s0, e) in &m.w_in.nz_rows {
+                for &(r, s0, e) in &u.w_in.nz_rows {
                     let xi = xp[r as usize];
                     if xi != T::ZERO {
                         let (s0, e) = (s0 as usize, e as usize);
-                        for (&c, &w) in m.w_in.col[s0..e].iter().zip(&m.w_in.val[s0..e]) {
+                        for (&c, &w) in u.w_in.col[s0..e].iter().zip(&u.w_in.val[s0..e]) {
                             let c = c as usize;
                             if !mark[c] {
                                 mark[c] = true;
@@ -829,7 +974,7 @@ impl<T: Real> FastModel<T> {
                         }
                     }
                 }
-                for &c in &m.pos_bias {
+                for &c in &u.pos_bias {
                     if !mark[c as usize] {
                         mark[c as usize] = true;
                         active.push(c);
@@ -839,13 +984,13 @@ impl<T: Real> FastModel<T> {
                 let mut bad = false;
                 for &c in active.iter() {
                     let c = c as usize;
-                    let h = hidden[c] + m.b_in[c];
+                    let h = hidden[c] + u.b_in[c];
                     bad |= !h.is_finite();
                     hidden[c] = T::ZERO;
                     mark[c] = false;
                     if h > T::ZERO {
-                        let (s0, e) = (m.out_ptr[c] as usize, m.out_ptr[c + 1] as usize);
-                        for (&o, &w) in m.w_out.col[s0..e].iter().zip(&m.w_out.val[s0..e]) {
+                        let (s0, e) = (u.out_ptr[c] as usize, u.out_ptr[c + 1] as usize);
+                        for (&o, &w) in u.w_out.col[s0..e].iter().zip(&u.w_out.val[s0..e]) {
                             tmp[o as usize] += h * w;
                         }
                     }
@@ -854,7 +999,7 @@ impl<T: Real> FastModel<T> {
                     return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} mlp (hidden units)") });
                 }
             } else {
-                self.dense_hidden(m, p, check, l, ws)?;
+                self.dense_hidden(u, p, check, l, ws)?;
             }
             let memo = &mut ws.memo[l];
             let start = memo.arena.len();
@@ -891,7 +1036,7 @@ impl<T: Real> FastModel<T> {
 
     /// The hidden units of one position, every unit computed (gated MLPs): adds `W_out · h` to
     /// `ws.tmp`.
-    fn dense_hidden(&self, m: &Mlp<T>, p: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+    fn dense_hidden(&self, m: &Units<T>, p: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
         let d = self.d;
         let hid = m.b_in.len();
         let xp = &ws.x[p * d..(p + 1) * d];
@@ -926,26 +1071,34 @@ impl<T: Real> FastModel<T> {
     }
 
     /// One head over the sequence `ids`: adds its output to `ws.delta`.
-    fn head(&self, h: &Head<T>, ids: &[u32], attention: Attention, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+    /// `direct`: the layer's heads write no dim any of them reads, so the position heads may add
+    /// their output to the residual stream at once. Returns whether `ws.delta` was written.
+    #[allow(clippy::too_many_arguments)]
+    fn head(&self, h: &Head<T>, ids: &[u32], attention: Attention, check: bool, l: usize, direct: bool, ws: &mut Workspace<T>) -> Result<bool, RuntimeError> {
         let t = ids.len();
         if attention == Attention::Hard {
             match &h.kind {
                 HeadKind::Token { scores } => {
                     self.values(h, t, ws);
                     self.head_token(h, scores, ids, ws);
-                    return Ok(());
+                    return Ok(true);
                 }
-                HeadKind::Position { patterns } if t <= PATTERN_MAX_LEN && ids[0] == self.bos && !ids[1..].contains(&self.bos) => {
+                HeadKind::Position { patterns } if ids[0] == self.bos && !ids[1..].contains(&self.bos) => {
                     if let Some(pattern) = patterns[t].get_or_init(|| self.pattern(h, t)) {
+                        if let Some(single) = &pattern.single {
+                            self.head_single(h, single, direct, ws);
+                            return Ok(!direct);
+                        }
                         self.values(h, t, ws);
-                        self.head_position(h, pattern, t, ws);
-                        return Ok(());
+                        self.head_position(h, pattern, t, direct, ws);
+                        return Ok(!direct);
                     }
                 }
                 _ => {}
             }
         }
-        self.head_rows(h, t, attention, check, l, ws)
+        self.head_rows(h, t, attention, check, l, ws)?;
+        Ok(true)
     }
 
     /// The value vectors of the `t` positions into `ws.v` (`[t, dv]`), and in `ws.vkeys` the
@@ -1015,22 +1168,51 @@ impl<T: Real> FastModel<T> {
     fn pattern(&self, h: &Head<T>, t: usize) -> Option<Pattern<T>> {
         let (d, dq) = (self.d, h.q.cols);
         let other = (0..self.vocab).find(|&i| i != self.bos as usize)?;
-        let row = |p: usize| -> Vec<T> {
+        // Only the dims the head reads matter: one residual row, those dims rewritten per position.
+        let mut reads: Vec<usize> = h.q.nz_rows.iter().chain(&h.k.nz_rows).map(|&(r, _, _)| r as usize).collect();
+        reads.sort_unstable();
+        reads.dedup();
+        let mut x = vec![T::ZERO; d];
+        let set = |p: usize, x: &mut [T]| {
             let id = if p == 0 { self.bos as usize } else { other };
-            (0..d).map(|r| self.embed_token[id * d + r] + self.embed_pos[p * d + r]).collect()
+            for &r in &reads {
+                x[r] = self.embed_token[id * d + r] + self.embed_pos[p * d + r];
+            }
         };
         let mut k = vec![T::ZERO; t * dq];
         for j in 0..t {
-            h.k.accumulate(&row(j), &mut k[j * dq..(j + 1) * dq]);
+            set(j, &mut x);
+            h.k.accumulate(&x, &mut k[j * dq..(j + 1) * dq]);
         }
         let (mut w, mut ptr, mut spans) = (Vec::with_capacity(t), vec![0u32], vec![]);
         let mut q = vec![T::ZERO; dq];
         let mut s = vec![T::ZERO; t];
+        // Queries with the same nonzero dims (and, causal, the same visible keys) keep the same
+        // keys: their spans are copied instead of scanning the row again.
+        let mut seen: std::collections::HashMap<Vec<u64>, (u32, u32, T), std::hash::BuildHasherDefault<Fx>> = Default::default();
+        let mut key = vec![];
         for i in 0..t {
             let visible = if self.causal { i + 1 } else { t };
             q.fill(T::ZERO);
-            h.q.accumulate(&row(i), &mut q);
+            set(i, &mut x);
+            h.q.accumulate(&x, &mut q);
             let qnz: Vec<(usize, T)> = q.iter().enumerate().filter(|&(_, &qc)| qc != T::ZERO).map(|(c, &qc)| (c, qc)).collect();
+            key.clear();
+            key.push(visible as u64);
+            for &(c, qc) in &qnz {
+                key.push(c as u64);
+                key.push(qc.bits());
+            }
+            if let Some(&(a, b, wi)) = seen.get(&key) {
+                spans.extend_from_within(a as usize..b as usize);
+                w.push(wi);
+                ptr.push(spans.len() as u32);
+                continue;
+            }
+            if t > PATTERN_MAX_LEN && seen.len() >= PATTERN_MAX_ROWS {
+                // Long and irregular: scanning every distinct row costs more than the key lists.
+                return None;
+            }
             for (j, sj) in s[..visible].iter_mut().enumerate() {
                 *sj = score_of(&qnz, |c| k[j * dq + c]);
             }
@@ -1043,6 +1225,7 @@ impl<T: Real> FastModel<T> {
             let thr = max - self.tie_tolerance;
             let mut count = 0;
             let mut j = 0;
+            let start = spans.len();
             while j < visible {
                 if s[j] >= thr {
                     let start = j;
@@ -1058,16 +1241,55 @@ impl<T: Real> FastModel<T> {
             if spans.len() > 4 * t + 64 {
                 return None;
             }
-            w.push(T::ONE / T::from_usize(count));
+            let wi = T::ONE / T::from_usize(count);
+            seen.insert(key.clone(), (start as u32, spans.len() as u32, wi));
+            w.push(wi);
             ptr.push(spans.len() as u32);
         }
-        Some(Pattern { w, ptr, spans })
+        let single = (spans.len() == t && spans.iter().all(|&(a, b)| b == a + 1)).then(|| spans.iter().map(|&(a, _)| a).collect());
+        Some(Pattern { w, ptr, spans, single })
+    }
+
+    /// Computes the patterns at length `t` that the layer's position heads lack, on up to
+    /// `available_parallelism` threads (each pattern is the same whichever thread makes it).
+    fn prepare_patterns(&self, layer: &Layer<T>, t: usize) {
+        let missing: Vec<&Head<T>> = layer.heads.iter().filter(|h| matches!(&h.kind, HeadKind::Position { patterns } if patterns[t].get().is_none())).collect();
+        let threads = (if self.threads == 0 { parallelism() } else { self.threads }).min(missing.len());
+        if threads < 2 {
+            return;
+        }
+        std::thread::scope(|sc| {
+            for chunk in missing.chunks(missing.len().div_ceil(threads)) {
+                sc.spawn(move || {
+                    for h in chunk {
+                        if let HeadKind::Position { patterns } = &h.kind {
+                            patterns[t].get_or_init(|| self.pattern(h, t));
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    /// Hard attention of a [`HeadKind::Position`] head whose queries each keep one key `single[i]`
+    /// (weight 1): the key's value vector, computed where it is read (the row scan's `0 + 1·v`
+    /// is `v`, so the same bits).
+    fn head_single(&self, h: &Head<T>, single: &[u32], direct: bool, ws: &mut Workspace<T>) {
+        let (d, dv) = (self.d, h.v.cols);
+        let outv = &mut ws.outv[..dv];
+        for (i, &j) in single.iter().enumerate() {
+            let j = j as usize;
+            outv.fill(T::ZERO);
+            h.v.accumulate(&ws.x[j * d..(j + 1) * d], outv);
+            let to = if direct { &mut ws.x } else { &mut ws.delta };
+            h.o.accumulate(outv, &mut to[i * d..(i + 1) * d]);
+        }
     }
 
     /// Hard attention of a [`HeadKind::Position`] head from its pattern: each query averages the
     /// values of its intervals of keys, short ones summed key by key (as the row scan sums them),
     /// long ones as a difference of prefix sums (O(1) per interval).
-    fn head_position(&self, h: &Head<T>, pattern: &Pattern<T>, t: usize, ws: &mut Workspace<T>) {
+    fn head_position(&self, h: &Head<T>, pattern: &Pattern<T>, t: usize, direct: bool, ws: &mut Workspace<T>) {
         let (d, dv) = (self.d, h.v.cols);
         let v = &ws.v[..t * dv];
         let mut prefix = false;
@@ -1101,7 +1323,7 @@ impl<T: Real> FastModel<T> {
                     }
                 }
             }
-            h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
+            h.o.accumulate(outv, &mut (if direct { &mut ws.x } else { &mut ws.delta })[i * d..(i + 1) * d]);
         }
     }
 
@@ -1156,6 +1378,7 @@ impl<T: Real> FastModel<T> {
         ws.qkeys.clear();
         ws.qent.clear();
         ws.qouts.clear();
+        ws.qmap.clear();
         // Causal rows see different keys: no sharing between queries there.
         let mut share = !self.causal;
         let mut hits = 0;
@@ -1165,24 +1388,34 @@ impl<T: Real> FastModel<T> {
             h.q.accumulate(&x[i * d..(i + 1) * d], q);
             ws.qnz.clear();
             ws.qnz.extend(q.iter().enumerate().filter(|&(_, &qc)| qc != T::ZERO).map(|(c, &qc)| (c, qc)));
+            let mut hash = None;
             if share {
                 let key_start = ws.qkeys.len();
+                let mut fx = Fx(0);
                 for &(c, qc) in &ws.qnz {
                     ws.qkeys.push(c as u64);
                     ws.qkeys.push(qc.bits());
+                    std::hash::Hasher::write_u64(&mut fx, c as u64);
+                    std::hash::Hasher::write_u64(&mut fx, qc.bits());
                 }
                 let (keys, new) = ws.qkeys.split_at(key_start);
-                if let Some(&(_, _, o)) = ws.qent.iter().find(|&&(a, b, _)| same(&keys[a as usize..b as usize], new)) {
-                    hits += 1;
-                    ws.qkeys.truncate(key_start);
-                    h.o.accumulate(&ws.qouts[o as usize..o as usize + dv], &mut ws.delta[i * d..(i + 1) * d]);
-                    continue;
-                }
-                if ws.qent.len() >= 16 || (ws.qent.len() >= 6 && hits * 2 < ws.qent.len()) {
-                    // Queries rarely repeat in this head: stop looking.
-                    share = false;
-                } else {
-                    ws.qent.push((key_start as u32, ws.qkeys.len() as u32, ws.qouts.len() as u32));
+                match ws.qmap.get(&fx.0).map(|&e| ws.qent[e as usize]) {
+                    Some((a, b, o)) if same(&keys[a as usize..b as usize], new) => {
+                        hits += 1;
+                        ws.qkeys.truncate(key_start);
+                        h.o.accumulate(&ws.qouts[o as usize..o as usize + dv], &mut ws.delta[i * d..(i + 1) * d]);
+                        continue;
+                    }
+                    // Another key with the same hash: this one is computed, not remembered.
+                    Some(_) => ws.qkeys.truncate(key_start),
+                    None if ws.qent.len() >= SHARE_MAX_ROWS || (ws.qent.len() >= 16 && hits * 2 < ws.qent.len()) => {
+                        // Queries rarely repeat in this head: stop looking.
+                        share = false;
+                    }
+                    None => {
+                        hash = Some(fx.0);
+                        ws.qent.push((key_start as u32, ws.qkeys.len() as u32, ws.qouts.len() as u32));
+                    }
                 }
             }
             let outv = &mut ws.outv[..dv];
@@ -1210,7 +1443,8 @@ impl<T: Real> FastModel<T> {
                         zero += qc * T::ZERO;
                     }
                     if lookup(&ws.union, visible, score, zero, self.tie_tolerance, v, dv, outv) {
-                        if share && ws.qent.len() * dv > ws.qouts.len() {
+                        if let Some(hash) = hash {
+                            ws.qmap.insert(hash, ws.qent.len() as u32 - 1);
                             ws.qouts.extend_from_slice(outv);
                         }
                         h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
@@ -1219,7 +1453,31 @@ impl<T: Real> FastModel<T> {
                 }
             }
             let s = &mut ws.scores[..visible];
+            // Keys listed under the query's nonzero dims (the others add exact zeros there).
+            let listed: usize = ws.qnz.iter().map(|&(c, _)| ws.kcol[ws.kptr[c] as usize..ws.kptr[c + 1] as usize].partition_point(|&j| (j as usize) < visible)).sum();
+            let sparse = ws.qnz.len() >= 2 && listed * 2 < visible * ws.qnz.len() && ws.qnz.iter().all(|&(_, qc)| qc.is_finite());
             let max = match ws.qnz.split_first() {
+                _ if sparse => {
+                    // Per dim, over its listed keys: the same sums as the scan below, less the
+                    // exact zeros (in the same dim order).
+                    s.fill(T::ZERO);
+                    for &(c, qc) in &ws.qnz {
+                        for &j in &ws.kcol[ws.kptr[c] as usize..ws.kptr[c + 1] as usize] {
+                            let j = j as usize;
+                            if j >= visible {
+                                break;
+                            }
+                            s[j] += qc * kt[c * t + j];
+                        }
+                    }
+                    let mut max = s[0];
+                    for &sj in s.iter() {
+                        if sj > max {
+                            max = sj;
+                        }
+                    }
+                    max
+                }
                 None => {
                     s.fill(T::ZERO);
                     T::ZERO
@@ -1285,7 +1543,8 @@ impl<T: Real> FastModel<T> {
                     }
                 }
             }
-            if share && ws.qent.len() * dv > ws.qouts.len() {
+            if let Some(hash) = hash {
+                ws.qmap.insert(hash, ws.qent.len() as u32 - 1);
                 ws.qouts.extend_from_slice(outv);
             }
             h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
@@ -1354,13 +1613,16 @@ impl<T: Real> FastModel<T> {
                 s += &format!(
                     "L{l} mlp: in_rows {} hidden {} out_cols {} w_in nnz {} w_out nnz {} gate {} pos_bias {}\n",
                     m.in_rows.len(),
-                    m.b_in.len(),
+                    m.units.b_in.len(),
                     m.out_cols.len(),
-                    m.w_in.nnz(),
-                    m.w_out.nnz(),
-                    m.gate.is_some(),
-                    m.pos_bias.len()
+                    m.units.w_in.nnz(),
+                    m.units.w_out.nnz(),
+                    m.units.gate.is_some(),
+                    m.units.pos_bias.len()
                 );
+                if let Some((part, _)) = &m.pl {
+                    s += &format!("L{l} mlp: {} piecewise-linear groups of {} units\n", part.groups.len(), part.grouped());
+                }
             }
         }
         s

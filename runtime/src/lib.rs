@@ -273,6 +273,17 @@ impl Model {
         }
     }
 
+    /// The fast backend's MLP units evaluated as piecewise-linear groups, and all of them, by
+    /// layer (None without a fast backend).
+    #[doc(hidden)]
+    pub fn fast_mlp_groups(&self) -> Option<Vec<(usize, usize)>> {
+        match &self.fast {
+            Some(FastKind::F32(m)) => Some(m.mlp_groups()),
+            Some(FastKind::F64(m)) => Some(m.mlp_groups()),
+            None => None,
+        }
+    }
+
     /// The implementation plain forward passes use.
     pub fn backend(&self) -> Backend {
         self.backend

@@ -154,6 +154,55 @@ fn fast_backend_matches_candle_on_the_universal_simulator() {
     }
 }
 
+/// U past 512 positions (n = 4, d = dv = 16, 576 positions): the position heads get their
+/// attention patterns (gathers: one key per query), most MLP units run as piecewise-linear
+/// groups, the max head shares rows between equal queries, and workspaces are reused between
+/// calls. The fast backend matches candle (same tolerance as above: the groups change only the
+/// rounding, see runtime/src/fast/pl.rs), a second call gives the same bits, and so does a call
+/// after one on other inputs and one on a shorter sequence. Also: a sequence whose constant
+/// dims are off (no BOS first) takes the unit-by-unit path and still matches candle.
+#[test]
+fn fast_backend_structured_u_matches_candle_past_512_positions() {
+    use raspc_compiler::real::MlpMode;
+    let s = raspc::simulate::Shape { n: 4, d: 16, dv: 16, h: 1 };
+    assert!(s.seq_len() > 512, "{}", s.seq_len());
+    let u = raspc::simulate::build(s, MlpMode::Gated, 1.0, None).unwrap();
+    let mut rng = raspc::verify::SplitMix(9);
+    let inputs: Vec<Vec<f64>> = (0..2).map(|_| raspc::simulate::Instance::random(s, 1.0, &mut rng).encode()).collect();
+    let other: Vec<Vec<f64>> = vec![raspc::simulate::Instance::random(s, 1.0, &mut rng).encode()];
+    for (dtype, rel) in [(DType::F32, 1e-4), (DType::F64, 1e-12)] {
+        let fast = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+        let candle = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
+        let kinds = fast.fast_head_kinds().unwrap();
+        let position = kinds.iter().flatten().filter(|&&k| k == "position").count();
+        assert!(position * 10 >= kinds.iter().flatten().count() * 9, "{kinds:?}");
+        let (grouped, units) = fast.fast_mlp_groups().unwrap().iter().fold((0, 0), |(g, n), &(a, b)| (g + a, n + b));
+        assert!(grouped * 10 >= units * 9, "{grouped} of {units} units in groups");
+        let first = flat(&fast.forward_real(&inputs, Attention::Hard).unwrap());
+        let want = flat(&candle.forward_real(&inputs, Attention::Hard).unwrap());
+        let scale = want.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+        for (x, y) in first.iter().zip(&want) {
+            assert!((x - y).abs() <= rel * scale, "U {dtype:?}: fast {x} vs candle {y}");
+        }
+        let _ = fast.forward_real(&other, Attention::Hard).unwrap();
+        let short: Vec<Vec<f64>> = vec![inputs[0][..100].to_vec()];
+        let (a, b) = (flat(&fast.forward_real(&short, Attention::Hard).unwrap()), flat(&candle.forward_real(&short, Attention::Hard).unwrap()));
+        let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= rel * scale, "U {dtype:?} at 100 positions: fast {x} vs candle {y}");
+        }
+        assert_eq!(flat(&fast.forward_real(&inputs, Attention::Hard).unwrap()), first, "{dtype:?}: a second call differs");
+        // Token ids without BOS first: the position heads scan rows and the MLPs evaluate
+        // every unit (the constant dims differ at position 0).
+        let ids: Vec<Vec<u32>> = vec![std::iter::repeat_n(1u32, s.seq_len() + 1).collect()];
+        let (a, b) = (flat(&fast.forward(&ids, Attention::Hard).unwrap()), flat(&candle.forward(&ids, Attention::Hard).unwrap()));
+        let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= rel * scale || (x.is_nan() && y.is_nan()), "U {dtype:?} without BOS: fast {x} vs candle {y}");
+        }
+    }
+}
+
 #[test]
 fn fast_backend_reports_bad_ids_and_ragged_batches() {
     let (_, _, _, compiled) = raspc_tests::compile(&Case { file: "tracr/reverse.rasp", entry: None, vocab: "abc" }, 5, false).unwrap();

@@ -161,6 +161,13 @@ pub struct Outcome {
     /// Largest max|U - T| / max|T| of a trial.
     pub max_rel_err: f64,
     pub bound: f64,
+    /// Wall-clock ms per instance of U's forward pass, the first time (it prepares what the
+    /// runtime caches per length: the attention patterns of position-only heads).
+    pub forward_ms: f64,
+    /// The same, run again on the first batch (the caches warm): the cost of one more instance.
+    pub forward_warm_ms: f64,
+    /// Wall-clock ms of the direct computation of T(X) (candle, f64; the fastest instance).
+    pub direct_ms: f64,
 }
 
 /// Runs U on `instances` (batched) and compares with the reference. A trial fails when its
@@ -172,12 +179,31 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
     let mut o = Outcome { bound, ..Default::default() };
     let out_len = u.shape.output_len();
     let batch = (200_000 / (u.compiled.summary.mlp_hidden.max(1) + u.compiled.summary.d_model)).clamp(1, 32);
+    let mut forward = std::time::Duration::ZERO;
+    let mut direct = f64::INFINITY;
     for (ci, chunk) in instances.chunks(batch).enumerate() {
         let inputs: Vec<Vec<f64>> = chunk.iter().map(Instance::encode).collect();
+        let t0 = std::time::Instant::now();
         let readout = model.forward_real(&inputs, raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
         let rows: Vec<Vec<Vec<f64>>> = readout.to_dtype(DType::F64).and_then(|t| t.to_vec3()).map_err(|e| e.to_string())?;
+        forward += t0.elapsed();
+        if ci == 0 {
+            let t0 = std::time::Instant::now();
+            let again = model.forward_real(&inputs, raspc_runtime::Attention::Hard).and_then(|t| Ok(t.to_dtype(DType::F64)?.to_vec3::<f64>()?)).map_err(|e| e.to_string())?;
+            o.forward_warm_ms = t0.elapsed().as_secs_f64() * 1e3 / chunk.len() as f64;
+            if again != rows {
+                return Err("internal error: a second forward pass of U gave different numbers".into());
+            }
+        }
         for (inst, row) in chunk.iter().zip(rows) {
-            let want = reference(inst).map_err(|e| e.to_string())?;
+            // The direct computation's time: the fastest of a few runs (the first pays for
+            // candle's one-off setup).
+            let mut want = vec![];
+            for _ in 0..if o.trials == 0 { 5 } else { 1 } {
+                let t0 = std::time::Instant::now();
+                want = reference(inst).map_err(|e| e.to_string())?;
+                direct = direct.min(t0.elapsed().as_secs_f64() * 1e3);
+            }
             // Skip BOS; the output block is the first h*n*dv positions.
             let got: Vec<f64> = row.iter().skip(1).take(out_len).map(|r| r[0]).collect();
             let abs = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f64, f64::max);
@@ -193,6 +219,10 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
             o.trials += 1;
         }
         progress((ci + 1) * batch);
+    }
+    if o.trials > 0 {
+        o.forward_ms = forward.as_secs_f64() * 1e3 / o.trials as f64;
+        o.direct_ms = direct;
     }
     Ok(o)
 }

@@ -112,6 +112,7 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             "certified_bound_f32": report.output_bound, "certified_bound_f64": report.output_bound_f64,
             "trials": o.trials, "failures": o.failures, "bound_violations": o.bound_violations,
             "max_abs_err": o.max_abs_err, "max_rel_err": o.max_rel_err, "bound": o.bound, "tolerance": a.tolerance,
+            "forward_ms": o.forward_ms, "forward_warm_ms": o.forward_warm_ms, "direct_ms": o.direct_ms,
         });
         let _ = writeln!(out, "{j}");
     } else {
@@ -143,6 +144,16 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             }
         }
         let _ = writeln!(out, "{} trials ({}): max_abs_err {:.3e}, max_rel_err {:.3e}", o.trials, if a.f64 { "f64" } else { "f32" }, o.max_abs_err, o.max_rel_err);
+        if o.trials > 0 {
+            let _ = writeln!(
+                out,
+                "time per instance: U forward {:.2} ms ({:.2} ms warm, {:.0}x T(X) computed directly in {:.3} ms)",
+                o.forward_ms,
+                o.forward_warm_ms,
+                o.forward_warm_ms / o.direct_ms,
+                o.direct_ms
+            );
+        }
         let _ = writeln!(out, "simulate: {} trials, {} failures, max_abs_err {:.3e}, bound {:.3e}", o.trials, o.failures, o.max_abs_err, o.bound);
     }
     if o.failures > 0 {
