@@ -26,10 +26,14 @@
 //!   0 only the kept keys depend on the positions alone: computed once per length as key
 //!   intervals per query and cached (`shift_by`, `frac_prevs`' `<=` on indices), a long interval
 //!   summed as a difference of prefix sums of the values (O(1) per query instead of O(len));
-//!   other sequences (BOS elsewhere) and sequences longer than 512 positions (where computing
-//!   the O(len²) pattern once could cost more than the one-key lookups below) take the general
-//!   path;
+//!   other sequences (BOS elsewhere) take the general path, and so do heads past 512
+//!   positions whose queries have more than 512 distinct vectors (each distinct one scans the
+//!   key row once); a pattern that keeps one key per query (U's gathers) reads that key's value
+//!   vector directly;
 //! - MLP hidden units that are zero after the ReLU are skipped in `W_out`;
+//! - units that are one-input piecewise-linear functions of a common linear form (U's exp and
+//!   reciprocal) are evaluated as groups: a binary search among their breakpoints and one
+//!   `a·z + b` per output dim ([`pl`]);
 //! - an MLP is a function of the dims it reads: its output for an input seen before in the
 //!   forward pass is looked up instead of computed (the last 4 distinct inputs are compared
 //!   first, then a hash map), while inputs repeat often enough.
@@ -39,8 +43,9 @@
 //! `exp(β·(s - max))` softmax, biases added after the sums. Only the order in which the nonzero
 //! terms of a sum are added may differ (zeros are skipped), so results agree with the candle path
 //! to rounding (`tests/tests/fast_runtime.rs` states the tolerance); prefix sums change the
-//! order of a long mean's terms, within the same bound. Buffers are allocated once
-//! per forward call, not per operation. Long batches are split over threads when the work pays
+//! order of a long mean's terms, within the same bound, and the piecewise-linear groups round
+//! once where the units round each (see [`pl`]). Buffers are sized once and kept for the next
+//! call, never allocated per operation. Long batches are split over threads when the work pays
 //! for them (see [`FastModel::forward`]).
 
 mod pl;
@@ -290,6 +295,22 @@ const PATTERN_MAX_ROWS: usize = 512;
 /// From this length on, a layer's missing patterns are computed on several threads.
 const PATTERN_PARALLEL_LEN: usize = 256;
 
+/// Remembered rows up to this many are searched in order, not by hash.
+const SHARE_LINEAR: usize = 16;
+
+/// Indexes the last row of `qent` by its hash once there are more than [`SHARE_LINEAR`] (all of
+/// them when the count passes it).
+fn remember(qmap: &mut std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<Fx>>, qent: &[(u32, u32, u32, u64)], hash: u64) {
+    let n = qent.len();
+    if n == SHARE_LINEAR + 1 {
+        for (i, e) in qent.iter().enumerate() {
+            qmap.entry(e.3).or_insert(i as u32);
+        }
+    } else if n > SHARE_LINEAR {
+        qmap.entry(hash).or_insert(n as u32 - 1);
+    }
+}
+
 /// Most distinct query rows a general head remembers per sequence (their attention outputs).
 const SHARE_MAX_ROWS: usize = 1024;
 
@@ -462,7 +483,7 @@ struct Workspace<T> {
     /// Per head and sequence: the query keys seen (`qkeys` ranges) and their value sums
     /// (`qouts`): queries with the same nonzero query dims get the same attention row.
     qkeys: Vec<u64>,
-    qent: Vec<(u32, u32, u32)>,
+    qent: Vec<(u32, u32, u32, u64)>,
     qouts: Vec<T>,
     /// Hash of a query key -> its index in `qent`.
     qmap: std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<Fx>>,
@@ -1276,6 +1297,22 @@ impl<T: Real> FastModel<T> {
     /// is `v`, so the same bits).
     fn head_single(&self, h: &Head<T>, single: &[u32], direct: bool, ws: &mut Workspace<T>) {
         let (d, dv) = (self.d, h.v.cols);
+        if let ([(r, _, _)], [vw], [(_, _, _)], [c], [ow]) = (&h.v.nz_rows[..], &h.v.val[..], &h.o.nz_rows[..], &h.o.col[..], &h.o.val[..]) {
+            // One value dim read from one residual dim, written to one: a scalar gather (the
+            // same products and zero tests as the general loop).
+            let (r, c) = (*r as usize, *c as usize);
+            for (i, &j) in single.iter().enumerate() {
+                let xj = ws.x[j as usize * d + r];
+                if xj != T::ZERO {
+                    let v = T::ZERO + xj * *vw;
+                    if v != T::ZERO {
+                        let to = if direct { &mut ws.x } else { &mut ws.delta };
+                        to[i * d + c] += v * *ow;
+                    }
+                }
+            }
+            return;
+        }
         let outv = &mut ws.outv[..dv];
         for (i, &j) in single.iter().enumerate() {
             let j = j as usize;
@@ -1399,8 +1436,10 @@ impl<T: Real> FastModel<T> {
                     std::hash::Hasher::write_u64(&mut fx, qc.bits());
                 }
                 let (keys, new) = ws.qkeys.split_at(key_start);
-                match ws.qmap.get(&fx.0).map(|&e| ws.qent[e as usize]) {
-                    Some((a, b, o)) if same(&keys[a as usize..b as usize], new) => {
+                // A few rows are searched in order; past that, by hash.
+                let found = if ws.qent.len() <= SHARE_LINEAR { ws.qent.iter().find(|e| e.3 == fx.0).copied() } else { ws.qmap.get(&fx.0).map(|&e| ws.qent[e as usize]) };
+                match found {
+                    Some((a, b, o, _)) if same(&keys[a as usize..b as usize], new) => {
                         hits += 1;
                         ws.qkeys.truncate(key_start);
                         h.o.accumulate(&ws.qouts[o as usize..o as usize + dv], &mut ws.delta[i * d..(i + 1) * d]);
@@ -1408,13 +1447,13 @@ impl<T: Real> FastModel<T> {
                     }
                     // Another key with the same hash: this one is computed, not remembered.
                     Some(_) => ws.qkeys.truncate(key_start),
-                    None if ws.qent.len() >= SHARE_MAX_ROWS || (ws.qent.len() >= 16 && hits * 2 < ws.qent.len()) => {
+                    None if ws.qent.len() >= SHARE_MAX_ROWS || (ws.qent.len() >= 6 && hits * 2 < ws.qent.len()) => {
                         // Queries rarely repeat in this head: stop looking.
                         share = false;
                     }
                     None => {
                         hash = Some(fx.0);
-                        ws.qent.push((key_start as u32, ws.qkeys.len() as u32, ws.qouts.len() as u32));
+                        ws.qent.push((key_start as u32, ws.qkeys.len() as u32, ws.qouts.len() as u32, fx.0));
                     }
                 }
             }
@@ -1444,7 +1483,7 @@ impl<T: Real> FastModel<T> {
                     }
                     if lookup(&ws.union, visible, score, zero, self.tie_tolerance, v, dv, outv) {
                         if let Some(hash) = hash {
-                            ws.qmap.insert(hash, ws.qent.len() as u32 - 1);
+                            remember(&mut ws.qmap, &ws.qent, hash);
                             ws.qouts.extend_from_slice(outv);
                         }
                         h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
@@ -1544,7 +1583,7 @@ impl<T: Real> FastModel<T> {
                 }
             }
             if let Some(hash) = hash {
-                ws.qmap.insert(hash, ws.qent.len() as u32 - 1);
+                remember(&mut ws.qmap, &ws.qent, hash);
                 ws.qouts.extend_from_slice(outv);
             }
             h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);

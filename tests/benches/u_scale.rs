@@ -2,9 +2,13 @@
 //! shape of the simulated attention, up to n = d = dv = 64. Per shape (each in a child process,
 //! so the peak memory is its own): positions, layers, heads, d_model, parameters, nonzeros,
 //! checkpoint bytes, compile time, peak resident memory, the certified bounds (f64 and f32
-//! evaluation; the f32 one also divided by d, the largest |W| = |XV| for entries in [-1, 1]), and, where the dense forward is affordable (positions <= `RASPC_U_RUN_MAX`,
-//! default 3000), the measured errors of U against T(X) computed directly (candle, f64) in f64
-//! and in f32 over `RASPC_U_TRIALS` (default 2) random T and X with entries in [-1, 1].
+//! evaluation; the f32 one also divided by d, the largest |W| = |XV| for entries in [-1, 1]), and,
+//! for sequences of at most `RASPC_U_RUN_MAX` positions (default 20,000: every shape), the
+//! measured errors of U against T(X) computed directly (candle, f64) in f64
+//! and in f32 over `RASPC_U_TRIALS` (default 2) random T and X with entries in [-1, 1], with
+//! the forward pass's time per instance (the first pass, which prepares the attention patterns
+//! of the position heads, and a second one: `warm`), against T(X) computed directly (candle,
+//! f64, the fastest of a few runs).
 //! Fits the exponents of sizes and compile time in n and d, writes the table into
 //! docs/benchmarks.md between the `u-scale-bench` markers and prints it.
 //!
@@ -38,7 +42,7 @@ fn peak_rss_mb() -> f64 {
 fn one(spec: &str) {
     let v: Vec<usize> = spec.split(',').map(|x| x.trim().parse().unwrap()).collect();
     let s = Shape { n: v[0], d: v[1], dv: v[2], h: v[3] };
-    let run_max: usize = std::env::var("RASPC_U_RUN_MAX").ok().and_then(|x| x.parse().ok()).unwrap_or(3000);
+    let run_max: usize = std::env::var("RASPC_U_RUN_MAX").ok().and_then(|x| x.parse().ok()).unwrap_or(20_000);
     let trials: usize = std::env::var("RASPC_U_TRIALS").ok().and_then(|x| x.parse().ok()).unwrap_or(2);
     let u = build(s, MlpMode::Gated, 1.0, None).unwrap();
     let compile_rss = peak_rss_mb();
@@ -59,6 +63,9 @@ fn one(spec: &str) {
             let t0 = std::time::Instant::now();
             let o = run_trials(&model, &u, &inst, f64_, 1.0, &mut |_| {}).unwrap();
             row[format!("run_{name}_s")] = serde_json::json!(t0.elapsed().as_secs_f64() / trials as f64);
+            row[format!("forward_{name}_ms")] = serde_json::json!(o.forward_ms);
+            row[format!("warm_{name}_ms")] = serde_json::json!(o.forward_warm_ms);
+            row["direct_ms"] = serde_json::json!(o.direct_ms);
             row[format!("rel_err_{name}")] = serde_json::json!(o.max_rel_err);
             row[format!("violations_{name}")] = serde_json::json!(o.bound_violations);
         }
@@ -109,13 +116,14 @@ fn main() {
     let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
     let e = |r: &serde_json::Value, k: &str| r.get(k).and_then(|x| x.as_f64()).map_or("-".to_string(), |x| format!("{x:.2e}"));
     let mut table = String::from(
-        "| n | d | dv | h | positions | heads | d_model | params | nonzero | checkpoint MB | compile s | peak MB (compile) | bound f64 | bound f32 | bound f32 / d | min max\\|T\\| | rel err f64 | rel err f32 | forward s (f64) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| n | d | dv | h | positions | heads | d_model | params | nonzero | checkpoint MB | compile s | peak MB (compile) | bound f64 | bound f32 | bound f32 / d | min max\\|T\\| | rel err f64 | rel err f32 | forward ms f64 (first / warm) | forward ms f32 (warm) | direct T(X) ms | warm f64 / direct |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
+    let ms = |r: &serde_json::Value, k: &str| r.get(k).and_then(|x| x.as_f64());
     let mut violations = 0.0;
     for r in &rows {
         violations += r.get("violations_f64").and_then(|x| x.as_f64()).unwrap_or(0.0) + r.get("violations_f32").and_then(|x| x.as_f64()).unwrap_or(0.0);
         table += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2e} | {:.2e} | {:.2e} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2e} | {:.2e} | {:.2e} | {} | {} | {} | {} | {} | {} | {} |\n",
             r["n"],
             r["d"],
             r["dv"],
@@ -136,7 +144,10 @@ fn main() {
             e(r, "min_max_t"),
             e(r, "rel_err_f64"),
             e(r, "rel_err_f32"),
-            r.get("run_f64_s").and_then(|x| x.as_f64()).map_or("-".to_string(), |x| format!("{x:.2}")),
+            ms(r, "forward_f64_ms").map_or("-".to_string(), |a| format!("{a:.1} / {}", ms(r, "warm_f64_ms").map_or("-".to_string(), |b| format!("{b:.2}")))),
+            ms(r, "warm_f32_ms").map_or("-".to_string(), |x| format!("{x:.2}")),
+            ms(r, "direct_ms").map_or("-".to_string(), |x| format!("{x:.3}")),
+            ms(r, "warm_f64_ms").zip(ms(r, "direct_ms")).map_or("-".to_string(), |(a, b)| format!("{:.0}x", a / b)),
         );
     }
     // Exponents: h = 1, dv = d; in n at d = 8, in d at n = 8, along n = d. Each cell: the
@@ -151,7 +162,7 @@ fn main() {
         format!("{:.2} ({:.2})", slope(&pts), slope(&pts[pts.len() - 2..]))
     };
     let mut fit = String::from("\n| quantity | exponent in n (d = dv = 8) | exponent in d = dv (n = 8) | exponent along n = d = dv |\n|---|---|---|---|\n");
-    for k in ["positions", "heads", "d_model", "params", "nonzero", "bytes", "compile_s", "compile_rss_mb", "run_f64_s"] {
+    for k in ["positions", "heads", "d_model", "params", "nonzero", "bytes", "compile_s", "compile_rss_mb", "warm_f64_ms"] {
         fit += &format!("| {k} | {} | {} | {} |\n", series(&|r| r["d"] == 8, "n", k), series(&|r| r["n"] == 8, "d", k), series(&|r| r["n"] == r["d"], "n", k));
     }
     fit += "| direct attention n²d + nd² (for comparison) | 1 to 2 (2 when n ≫ d) | 1 to 2 (2 when d ≫ n) | 3 |\n";
