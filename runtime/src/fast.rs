@@ -1212,12 +1212,14 @@ impl<T: Real> FastModel<T> {
         // keys: their spans are copied instead of scanning the row again.
         let mut seen: std::collections::HashMap<Vec<u64>, (u32, u32, T), std::hash::BuildHasherDefault<Fx>> = Default::default();
         let mut key = vec![];
+        let mut qnz: Vec<(usize, T)> = Vec::with_capacity(dq);
         for i in 0..t {
             let visible = if self.causal { i + 1 } else { t };
             q.fill(T::ZERO);
             set(i, &mut x);
             h.q.accumulate(&x, &mut q);
-            let qnz: Vec<(usize, T)> = q.iter().enumerate().filter(|&(_, &qc)| qc != T::ZERO).map(|(c, &qc)| (c, qc)).collect();
+            qnz.clear();
+            qnz.extend(q.iter().enumerate().filter(|&(_, &qc)| qc != T::ZERO).map(|(c, &qc)| (c, qc)));
             key.clear();
             key.push(visible as u64);
             for &(c, qc) in &qnz {
