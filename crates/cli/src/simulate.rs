@@ -161,8 +161,8 @@ pub struct Outcome {
     /// Largest max|U - T| / max|T| of a trial.
     pub max_rel_err: f64,
     pub bound: f64,
-    /// Wall-clock ms per instance of U's forward pass, the first time (it prepares what the
-    /// runtime caches per length: the attention patterns of position-only heads).
+    /// Wall-clock ms per instance of U's forward passes over the trials (the first pass also
+    /// prepares what the runtime caches per length: the attention patterns of position heads).
     pub forward_ms: f64,
     /// One instance run again on its own (one thread, the caches warm): the cost of one more
     /// instance.

@@ -147,7 +147,7 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         if o.trials > 0 {
             let _ = writeln!(
                 out,
-                "time per instance: U forward {:.2} ms ({:.2} ms warm, {:.0}x T(X) computed directly in {:.3} ms)",
+                "U's forward pass: {:.2} ms per instance over the trials (the first pass also prepares what the runtime caches per length), {:.2} ms for one more ({:.2}x T(X) computed directly: {:.3} ms)",
                 o.forward_ms,
                 o.forward_warm_ms,
                 o.forward_warm_ms / o.direct_ms,
