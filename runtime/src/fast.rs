@@ -1200,10 +1200,17 @@ impl<T: Real> FastModel<T> {
                 x[r] = self.embed_token[id * d + r] + self.embed_pos[p * d + r];
             }
         };
-        let mut k = vec![T::ZERO; t * dq];
+        // Keys transposed (`kt[c * t + j]`): a row's scores are one pass over the keys per
+        // nonzero query dim.
+        let mut kt = vec![T::ZERO; t * dq];
+        let mut kj = vec![T::ZERO; dq];
         for j in 0..t {
             set(j, &mut x);
-            h.k.accumulate(&x, &mut k[j * dq..(j + 1) * dq]);
+            kj.fill(T::ZERO);
+            h.k.accumulate(&x, &mut kj);
+            for (c, &v) in kj.iter().enumerate() {
+                kt[c * t + j] = v;
+            }
         }
         let (mut w, mut ptr, mut spans) = (Vec::with_capacity(t), vec![0u32], vec![]);
         let mut q = vec![T::ZERO; dq];
@@ -1236,8 +1243,20 @@ impl<T: Real> FastModel<T> {
                 // Long and irregular: scanning every distinct row costs more than the key lists.
                 return None;
             }
-            for (j, sj) in s[..visible].iter_mut().enumerate() {
-                *sj = score_of(&qnz, |c| k[j * dq + c]);
+            // As `score_of` adds them up: the first nonzero dim's product, then the others in
+            // increasing dim order.
+            match qnz.split_first() {
+                None => s[..visible].fill(T::ZERO),
+                Some((&(c, qc), rest)) => {
+                    for (sj, &kv) in s[..visible].iter_mut().zip(&kt[c * t..c * t + visible]) {
+                        *sj = qc * kv;
+                    }
+                    for &(c, qc) in rest {
+                        for (sj, &kv) in s[..visible].iter_mut().zip(&kt[c * t..c * t + visible]) {
+                            *sj += qc * kv;
+                        }
+                    }
+                }
             }
             let mut max = s[0];
             for &sj in &s[..visible] {
