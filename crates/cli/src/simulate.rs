@@ -224,7 +224,7 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
             }
             o.trials += 1;
         }
-        progress((ci + 1) * batch);
+        progress(((ci + 1) * batch).min(instances.len()));
     }
     if o.trials > 0 {
         o.forward_ms = forward.as_secs_f64() * 1e3 / o.trials as f64;

@@ -61,6 +61,17 @@ pub(crate) fn check_sim_shape(s: simulate::Shape) -> Result<(), String> {
     Ok(())
 }
 
+/// A ratio with two significant digits or more (`0.52`, `5.6`, `42`, `368`).
+fn ratio(r: f64) -> String {
+    if r >= 10.0 {
+        format!("{r:.0}")
+    } else if r >= 1.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
 pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write) -> Result<(), Failure> {
     check_sim_args(a)?;
     // A device that cannot be opened is refused before U is built (and opened only once).
@@ -147,10 +158,10 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         if o.trials > 0 {
             let _ = writeln!(
                 out,
-                "U's forward pass: {:.2} ms per instance over the trials (the first pass also prepares what the runtime caches per length), {:.2} ms for one more ({:.2}x T(X) computed directly: {:.3} ms)",
+                "U's forward pass: {:.2} ms per instance over the trials (the first pass also prepares what the runtime caches per length), {:.2} ms for one more ({}x T(X) computed directly: {:.3} ms)",
                 o.forward_ms,
                 o.forward_warm_ms,
-                o.forward_warm_ms / o.direct_ms,
+                ratio(o.forward_warm_ms / o.direct_ms),
                 o.direct_ms
             );
         }
