@@ -1360,7 +1360,9 @@ impl RealLowerer<'_> {
         if !is_max && ctx.is_none() && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) && vi.lo >= 0.0 {
             let value = v.c.keys().next().copied().unwrap_or(SlotId(usize::MAX));
             if let Some(r) = self.rel.get(&value) {
-                let g = Self::dot_gamma(v, v.k) + mean_gamma;
+                // (Relative to the mean of |v'|, not to max|v'|: a mean of c values of different
+                // sizes can round like γ_{c-1} of it, so the full factor.)
+                let g = Self::dot_gamma(v, v.k) + if widest <= 1 { Err2::default() } else { Err2::gamma(widest + 2, true) };
                 self.rel.insert(out, relative::through_mean(r, g));
                 if let Some(sh) = self.shifted.get(&value) {
                     let sh = relative::Shifted { rel: relative::through_mean(&sh.rel, g), ..sh.clone() };
@@ -1733,7 +1735,8 @@ impl RealLowerer<'_> {
     /// `u·Σ_nodes |node| ≤ u(1+u)^c·max|t|·Σ_leaves depth`, `Σ depth ≤ (c-1)(c+2)/2` (a chain is the
     /// worst tree): about `u·V·(c+1)/2`, plus `2u·V` for w and the products, so
     /// `γ_{⌈(c+1)/2⌉+3}·V` (one more u·V covers the (1+u)^{c+2} factors). Half of `γ_{c+2}`, which
-    /// charges every addition at the full |sum|. (Keys not kept add exact zeros.)
+    /// charges every addition at the full |sum|. (Keys not kept add exact zeros.) Relative to
+    /// max|v| only: against the mean of |v| (`relative::through_mean`) the full γ stays.
     fn mean_gamma(widest: usize) -> Err2 {
         if widest <= 1 {
             return Err2::default();
