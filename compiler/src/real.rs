@@ -649,7 +649,7 @@ struct RealLowerer<'a> {
     max_info: HashMap<SlotId, MaxInfo>,
     /// Relative bounds against a row-shifted reference (`relative::Shifted`).
     shifted: HashMap<SlotId, relative::Shifted>,
-    /// One-term unary MLPs `k / max(x, θ)`-like: θ such that f(x) = f(1)/x for x ≥ θ.
+    /// One-term unary MLPs `k / max(x, θ)`-like: θ such that f(x) = k/x for x ≥ θ.
     homogeneous: HashMap<SlotId, f64>,
 }
 
@@ -1344,8 +1344,8 @@ impl RealLowerer<'_> {
                 // two, and every other product of its row is an exact zero: its own group's
                 // query dim is 0, the other groups' key dims are 0, BOS dims are 0 off BOS), and
                 // unselected keys and BOS score below -2c·max|v| < every selected key. So the
-                // kept keys are the selected ones with c·v'_k ≥ fl(c·M' - 1/8) ≥ (c·M' - 1/8)(1 -
-                // u): v'_k ≥ M' - (1/8)(1 + u)/c - u·|M'|, with M' the largest selected v'.
+                // kept keys are the selected ones with c·v'_k ≥ fl(c·M' - 1/8) ≥ c·M' - 1/8 -
+                // u·|c·M' - 1/8|: v'_k ≥ M' - (1/8)(1 + u)/c - u·|M'|, M' the largest selected v'.
                 let e = |u: f64| 0.125 * (1.0 + u) / c + u * vmag;
                 err += Err2 { f32: e(U32) + U32 * ve.f32, f64: e(U64) + U64 * ve.f64 };
             } else {
@@ -1748,7 +1748,8 @@ impl RealLowerer<'_> {
     /// Rounding of a gated unit's product `relu(p)·g` (one rounding) times its output weight
     /// `w`, relative to |p·g·w|: exact output weights ±2^k add nothing.
     fn prod_gamma(w: f64) -> Err2 {
-        let pow2 = w != 0.0 && w.abs().log2().fract() == 0.0 && w.abs() >= 2f64.powi(-100) && w.abs() <= 2f64.powi(100);
+        let k = w.abs().log2().round();
+        let pow2 = (-100.0..=100.0).contains(&k) && w.abs() == 2f64.powi(k as i32);
         if pow2 {
             Err2::gamma_sum(2)
         } else {

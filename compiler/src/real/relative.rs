@@ -247,7 +247,7 @@ pub(super) fn nonneg_profile(pl: &Pl) -> Option<(f64, f64)> {
 /// r of the maximum head `max` (the keys its query at j selects), `|ln C_r| ≤ log_c`.
 ///
 /// Where it comes from: `E = w·exp(κ·u)` with `u = λ(s - m) + k`, m the row maximum of s
-/// (`aggregate_max` of s with exact scores, [`MaxInfo`](super) in `real.rs`). The computed
+/// (`aggregate_max` of s with exact scores, `MaxInfo` in `real.rs`). The computed
 /// argument at position j is `u'_j = u_j + λ(ε_j - D_r - η_j)` (plus the units' own rounding,
 /// charged by [`unary`]), where `ε_j = s'_j - s_j` (|ε_j| ≤ e_s), `D_r = max_{k∈r} s'_k -
 /// max_{k∈r} s_k` and `η_j = m'_j - max_{k∈r} s'_k` (the head's own error, |η_j| ≤ e_own: its tie
@@ -263,8 +263,11 @@ pub(super) fn nonneg_profile(pl: &Pl) -> Option<(f64, f64)> {
 /// mean t of it (bounds relative to `f(c·t~)`, t~ the mean of the reference). The ratio
 /// certificate then uses it where every key read at a position lies in one row r, and that row is
 /// exactly the keys read: `Ñ = Σ_j C_r E_j b_j = C_r·N`, `x~ = c·t~ = C_r·x`, and when
-/// `f(y) = f(1)/y` for `y ≥ θ` and `C_r·x ≥ θ` (x ≥ floor: the row's maximum contributes
-/// `floor = w·exp(κk)` to the sum), `Ñ·f(x~) = C_r N f(1)/(C_r x) = N·f(x)`: the exact value.
+/// `f(y) = k/y` for `y ≥ θ` and `C_r·x ≥ θ` (x ≥ floor: the row's maximum, a key of the row,
+/// contributes `floor = w·exp(κk)` to the sum; checked as `e^{-log_c}·floor ≥ θ`),
+/// `Ñ·f(x~) = C_r N k/(C_r x) = N·f(x)`: the exact value. (On a shorter input the keys past its
+/// end drop out of the row, of the gathers and of the mean alike, and D_r is taken over the
+/// keys that exist: the same argument.)
 /// So [`Ratio::bound`] with the shifted κ, λ, σ (and s_max scaled by `e^{log_c}`) bounds
 /// `|N'r' - N f(x)|`; the common part of the max head's error costs nothing.
 #[derive(Clone, Debug)]
