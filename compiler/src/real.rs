@@ -1848,7 +1848,7 @@ impl RealLowerer<'_> {
         // Row-shifted bounds (`relative::Shifted`): an exp of λ(s - m) + k with m a maximum of s
         // with exact scores...
         let mut pair = u.c.iter();
-        if let (2, Some(rate), Some((&s1, &c1)), Some((&s2, &c2))) = (u.c.len(), relative::exp_rate(f), pair.next(), pair.next())
+        if let (2, Some((rate, x_max)), Some((&s1, &c1)), Some((&s2, &c2))) = (u.c.len(), relative::exp_rate(f), pair.next(), pair.next())
             && w > 0.0
             && c1 == -c2
         {
@@ -1859,7 +1859,7 @@ impl RealLowerer<'_> {
                 // The reference arguments u - λD lie within |λ|·e_s of u's exact range.
                 let iv = self.aff_iv(u);
                 let d = lam.abs() * es.max();
-                if iv.lo - d >= lo && iv.hi + d <= hi {
+                if iv.lo - d >= lo && iv.hi + d <= hi.min(x_max) {
                     let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
                     self.shifted.insert(out, relative::Shifted { rel, max: m, log_c: (rate * lam).abs() * es, floor: w * f.eval(u.k) });
                 }
@@ -2314,9 +2314,15 @@ mod tests {
         let x = || Box::new(F::Lin(1.0, 0.0));
         // 2.718 ^ u as the lowering writes it, and exp(min(u, 0)) (not a pure exponential).
         let e = F::Exp(Box::new(F::Mul(Box::new(F::C(2.0f64.ln())), x())));
-        assert_eq!(relative::exp_rate(&e), Some(2.0f64.ln()));
-        let clamped = F::Exp(Box::new(F::Ter(x(), Box::new(F::Cmp(x(), BinOp::Lt, Box::new(F::C(0.0)))), Box::new(F::C(0.0)))));
-        assert_eq!(relative::exp_rate(&clamped), None);
+        assert_eq!(relative::exp_rate(&e), Some((2.0f64.ln(), f64::INFINITY)));
+        // exp(min(u, 1/16)): an exponential below 1/16; exp(max(u, 0)) is not one below anything.
+        let clamped = F::Exp(Box::new(F::Mul(Box::new(F::C(1.0)), Box::new(F::Ter(x(), Box::new(F::Cmp(x(), BinOp::Lt, Box::new(F::C(0.0625)))), Box::new(F::C(0.0625)))))));
+        assert_eq!(relative::exp_rate(&clamped), Some((1.0, 0.0625)));
+        for u in [-3.0, 0.0, 0.0625] {
+            assert_eq!(clamped.eval(u), u.exp());
+        }
+        let floored = F::Exp(Box::new(F::Ter(x(), Box::new(F::Cmp(x(), BinOp::Gt, Box::new(F::C(0.0)))), Box::new(F::C(0.0)))));
+        assert_eq!(relative::exp_rate(&floored), None);
         // 3 / max(y, 0.875) in both of the prelude's orders; 3 / min(y, 1) is not k / y above anything.
         let max_a = F::Ter(x(), Box::new(F::Cmp(x(), BinOp::Gt, Box::new(F::C(0.875)))), Box::new(F::C(0.875)));
         let max_b = F::Ter(Box::new(F::C(0.875)), Box::new(F::Cmp(Box::new(F::C(0.875)), BinOp::Gt, x())), x());

@@ -255,8 +255,9 @@ pub(super) fn nonneg_profile(pl: &Pl) -> Option<(f64, f64)> {
 /// keys), and `|D_r| ≤ e_s`. So against the reference argument `x_j = u_j - λD_r` the argument's
 /// error is at most `|λ|(e_s + e_own)`, not `|λ|(e_s + e_m) = |λ|(2e_s + e_own)`, and the
 /// reference value is `w·exp(κ x_j) = C_r·E_j` with `C_r = exp(-κλD_r)`:
-/// `log_c = |κλ|·e_s`. (exp is continued past 0, no clamp: x_j may exceed u's exact range by
-/// |λ|e_s, inside the interpolated domain, which is widened by u's whole error.)
+/// `log_c = |κλ|·e_s`. (x_j may exceed u's exact range by |λ|e_s: exp must go on past 0 that far,
+/// a clamp `min(·, x_max)` only above it, checked, and x_j lies inside the interpolated domain,
+/// which is widened by u's whole error.)
 ///
 /// The reference passes through mean and one-key gather heads like exact values do
 /// ([`through_mean`] holds for any nonnegative reference), and through a unary `r = f(c·t)` of a
@@ -278,17 +279,33 @@ pub(super) struct Shifted {
     pub floor: f64,
 }
 
-/// `κ` when `f(x) = exp(κx + b)` (`F::Exp` of an affine function of x), the only functions whose
-/// shifted argument is a common factor.
-pub(super) fn exp_rate(f: &F) -> Option<f64> {
+/// `(κ, x_max)` when `f(x) = exp(κx + b)` for every `x ≤ x_max`: `F::Exp` of an affine function
+/// of x (x_max = ∞), or of `κ·min(x, x_max)` as the prelude writes `min` (`x if x < x_max else
+/// x_max`; `<=` alike). Only exponentials turn a shifted argument into a common factor.
+pub(super) fn exp_rate(f: &F) -> Option<(f64, f64)> {
     let F::Exp(inner) = f else { return None };
+    let is_x = |g: &F| matches!(g, F::Lin(a, b) if *a == 1.0 && *b == 0.0);
+    // g(x) = a·x + b for x ≤ x_max: (a, x_max).
+    let affine_below = |g: &F| -> Option<(f64, f64)> {
+        match g {
+            F::Lin(a, _) => Some((*a, f64::INFINITY)),
+            F::Ter(then, cond, other) => match (then.as_ref(), cond.as_ref(), other.as_ref()) {
+                (t, F::Cmp(a, op, b), F::C(top))
+                    if is_x(t) && is_x(a) && matches!(op, raspc_lang::ast::BinOp::Lt | raspc_lang::ast::BinOp::Le) && matches!(b.as_ref(), F::C(c) if c == top) =>
+                {
+                    Some((1.0, *top))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    };
     match inner.as_ref() {
-        F::Lin(a, _) => Some(*a),
         F::Mul(x, y) => match (x.as_ref(), y.as_ref()) {
-            (F::C(k), F::Lin(a, _)) | (F::Lin(a, _), F::C(k)) => Some(k * a),
+            (F::C(k), g) | (g, F::C(k)) => affine_below(g).map(|(a, top)| (k * a, top)),
             _ => None,
         },
-        _ => None,
+        g => affine_below(g),
     }
 }
 
