@@ -133,6 +133,13 @@ impl Err2 {
     fn gamma(n: usize, exact_weights: bool) -> Err2 {
         Err2 { f32: gamma_u(n + 1, U32), f64: if exact_weights { 0.0 } else { 2.0 * U32 } + gamma_u(n + 1, U64) }
     }
+    /// Rounding of a sum of `terms` numbers relative to Σ|terms|, when the terms themselves are
+    /// exact (inputs times weights ±1, or an exact bias): only the additions between nonzero
+    /// terms round, at most `terms - 1` on any path of any summation order (adding an exact
+    /// zero, as the products of zero weights are, does not round), so `γ_{terms-1}`.
+    fn gamma_sum(terms: usize) -> Err2 {
+        Err2 { f32: gamma_u(terms.saturating_sub(1), U32), f64: gamma_u(terms.saturating_sub(1), U64) }
+    }
 }
 
 impl std::ops::Add for Err2 {
@@ -403,6 +410,12 @@ pub struct Pl {
 /// Interpolates `f` on `[lo, hi]` within `eps`, subdividing segments until the interval bound
 /// on the second derivative certifies it.
 pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
+    build_pl_with(f, lo, hi, &|_| eps)
+}
+
+/// [`build_pl`] with a target per segment: `target(interval of f on the segment)` (a relative
+/// target `max(ρ·min|f|, α)` needs few knots where |f| is small).
+pub fn build_pl_with(f: &F, lo: f64, hi: f64, target: &dyn Fn(Iv) -> f64) -> Result<Pl, String> {
     let mut cuts = vec![lo, hi];
     let mut bps = vec![];
     f.breakpoints(&mut bps)?;
@@ -437,7 +450,7 @@ pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
             if !(e.is_finite() && j[1].mag().is_finite()) {
                 return Err(format!("the function is not bounded near {mid}"));
             }
-            if e > eps && width > 1e-12 * (1.0 + mid.abs()) {
+            if e > target(j[0]) && width > 1e-12 * (1.0 + mid.abs()) {
                 // Left half last, so it is handled first: knots stay in order.
                 stack.push((mid, b));
                 stack.push((a, mid));
@@ -449,7 +462,7 @@ pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
             segs.push((e, j[0]));
             knots.push(b);
             if knots.len() > MAX_KNOTS {
-                return Err(format!("more than {MAX_KNOTS} pieces would be needed for error {eps:e}"));
+                return Err(format!("more than {MAX_KNOTS} pieces would be needed for error {:e}", target(j[0])));
             }
         }
     }
@@ -631,6 +644,21 @@ struct RealLowerer<'a> {
     wsum: HashMap<SlotId, WSum>,
     /// One-term unary MLPs of a nonnegative function: argument, `sup x·f(x)` and `sup f` (x ≥ 0).
     unary_info: HashMap<SlotId, (Aff, f64, f64)>,
+    /// Maxima `m = aggregate_max(sel, s)` of one slot with exact scores: s, each query's
+    /// selected keys, and the head's own error (its bound less s's).
+    max_info: HashMap<SlotId, MaxInfo>,
+    /// Relative bounds against a row-shifted reference (`relative::Shifted`).
+    shifted: HashMap<SlotId, relative::Shifted>,
+    /// One-term unary MLPs `k / max(x, θ)`-like: θ such that f(x) = k/x for x ≥ θ.
+    homogeneous: HashMap<SlotId, f64>,
+}
+
+/// See [`RealLowerer::max_info`].
+#[derive(Clone, Debug)]
+struct MaxInfo {
+    value: SlotId,
+    rows: Vec<Vec<u32>>,
+    own: Err2,
 }
 
 /// A head whose value is one slot with relative bounds, read with weight 1.
@@ -650,6 +678,8 @@ struct WSum {
     e: SlotId,
     gathers: Vec<SlotId>,
     kl: Vec<(Err2, Err2)>,
+    /// The same from the gathers' shifted bounds (`relative::Shifted`), when they have them.
+    kl_shift: Option<Vec<(Err2, Err2)>>,
     m: f64,
     b_iv: Iv,
 }
@@ -682,6 +712,9 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         head_info: HashMap::new(),
         wsum: HashMap::new(),
         unary_info: HashMap::new(),
+        max_info: HashMap::new(),
+        shifted: HashMap::new(),
+        homogeneous: HashMap::new(),
     };
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
     lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
@@ -1196,7 +1229,12 @@ impl RealLowerer<'_> {
         };
         let widest = m.iter().map(Vec::len).max().unwrap_or(0);
         // Value path: one dot product with nnz terms, then a mean of `widest` values.
-        let value_fp = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) * self.aff_mag(v) + Err2::gamma(widest + 2, true) * (Err2::both(vmag) + ve);
+        // Value path: the projection (a dot product), then the mean of the kept keys. A query
+        // keeps at most one key when each selects at most one (the selected key scores at least
+        // the gap above every other, BOS included): its weight is 1/1 and the output is that
+        // key's value exactly (the output weight is 1, and the head's slot is 0 before it).
+        let mean_gamma = Self::mean_gamma(widest);
+        let value_fp = Self::dot_gamma(v, v.k) * self.aff_mag(v) + mean_gamma * (Err2::both(vmag) + ve);
         let (mut q, mut k): (Vec<In>, Vec<In>) = (vec![], vec![]);
         let mut col = 0;
         let mut quad = vec![];
@@ -1301,7 +1339,18 @@ impl RealLowerer<'_> {
             col += 1;
             // Keys within the tie tolerance (1/8) or a rounding of the largest score of the
             // maximum are averaged in.
-            err += Err2 { f32: (0.125 + 8.0 * U32 * scale) / c, f64: (0.125 + 8.0 * U64 * scale) / c };
+            if ctx.is_none() && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w.abs() == 1.0) {
+                // Exact scores: a selected key's score is c·v' exactly (c·(±1) is a power of
+                // two, and every other product of its row is an exact zero: its own group's
+                // query dim is 0, the other groups' key dims are 0, BOS dims are 0 off BOS), and
+                // unselected keys and BOS score below -2c·max|v| < every selected key. So the
+                // kept keys are the selected ones with c·v'_k ≥ fl(c·M' - 1/8) ≥ c·M' - 1/8 -
+                // u·|c·M' - 1/8|: v'_k ≥ M' - (1/8)(1 + u)/c - u·|M'|, M' the largest selected v'.
+                let e = |u: f64| 0.125 * (1.0 + u) / c + u * vmag;
+                err += Err2 { f32: e(U32) + U32 * ve.f32, f64: e(U64) + U64 * ve.f64 };
+            } else {
+                err += Err2 { f32: (0.125 + 8.0 * U32 * scale) / c, f64: (0.125 + 8.0 * U64 * scale) / c };
+            }
         }
         let vv: Vec<In> = v.c.iter().map(|(&s, &w)| In::new(s, 0, 0, w)).chain((v.k != 0.0).then_some(In::new(TOK, 0, 0, v.k))).collect();
         let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
@@ -1311,8 +1360,14 @@ impl RealLowerer<'_> {
         if !is_max && ctx.is_none() && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) && vi.lo >= 0.0 {
             let value = v.c.keys().next().copied().unwrap_or(SlotId(usize::MAX));
             if let Some(r) = self.rel.get(&value) {
-                let g = Err2::gamma(v.c.len() + 1, Self::aff_exact(v)) + Err2::gamma(widest + 2, true);
+                // (Relative to the mean of |v'|, not to max|v'|: a mean of c values of different
+                // sizes can round like γ_{c-1} of it, so the full factor.)
+                let g = Self::dot_gamma(v, v.k) + if widest <= 1 { Err2::default() } else { Err2::gamma(widest + 2, true) };
                 self.rel.insert(out, relative::through_mean(r, g));
+                if let Some(sh) = self.shifted.get(&value) {
+                    let sh = relative::Shifted { rel: relative::through_mean(&sh.rel, g), ..sh.clone() };
+                    self.shifted.insert(out, sh);
+                }
                 let info = if m.iter().all(|r| r.len() <= 1) {
                     HeadInfo::Gather { value, key: m.iter().map(|r| r.first().copied().unwrap_or(u32::MAX)).collect() }
                 } else {
@@ -1335,6 +1390,9 @@ impl RealLowerer<'_> {
             };
             if crate::positional::per_position(self.n, ctx, &covers).iter().all(|&b| b) {
                 self.max_of.insert(out, s);
+            }
+            if ctx.is_none() {
+                self.max_info.insert(out, MaxInfo { value: s, rows: m.to_vec(), own: err - ve });
             }
         }
         self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
@@ -1658,11 +1716,82 @@ impl RealLowerer<'_> {
         f32_exact(a.k) && a.c.values().all(|&w| f32_exact(w))
     }
 
+    /// Rounding, relative to `aff_mag(a) + |bias|`, of computing `Σ c·x + bias` (a unit's
+    /// pre-activation, or a head's value projection with the constant as a term on the
+    /// constant dim): when every coefficient is ±1 and the bias an f32, every term is exact
+    /// and only the additions round ([`Err2::gamma_sum`]); otherwise products and stored
+    /// weights round too.
+    fn dot_gamma(a: &Aff, bias: f64) -> Err2 {
+        if a.c.values().all(|w| w.abs() == 1.0) && f32_exact(bias) {
+            Err2::gamma_sum(a.c.len() + (bias != 0.0) as usize)
+        } else {
+            Err2::gamma(a.c.len() + 2, Self::aff_exact(a) && f32_exact(bias))
+        }
+    }
+
+    /// Rounding of a head's mean of at most `widest` kept keys' values, relative to V = max|value|.
+    /// One key: exact (weight 1/1). c ≥ 2 keys: the weights are `w = fl(1/c)`, the terms
+    /// `t_k = fl(w·v_k)` with `|t_k| ≤ (1+u)²V/c`, and any summation tree of them rounds by at most
+    /// `u·Σ_nodes |node| ≤ u(1+u)^c·max|t|·Σ_leaves depth`, `Σ depth ≤ (c-1)(c+2)/2` (a chain is the
+    /// worst tree): about `u·V·(c+1)/2`, plus `2u·V` for w and the products, so
+    /// `γ_{⌈(c+1)/2⌉+3}·V` (one more u·V covers the (1+u)^{c+2} factors). Half of `γ_{c+2}`, which
+    /// charges every addition at the full |sum|. (Keys not kept add exact zeros.) Relative to
+    /// max|v| only: against the mean of |v| (`relative::through_mean`) the full γ stays.
+    fn mean_gamma(widest: usize) -> Err2 {
+        if widest <= 1 {
+            return Err2::default();
+        }
+        let k = (widest + 1).div_ceil(2) + 3;
+        Err2 { f32: gamma_u(k, U32), f64: gamma_u(k, U64) }
+    }
+
+    /// Rounding of a gated unit's product `relu(p)·g` (one rounding) times its output weight
+    /// `w`, relative to |p·g·w|: exact output weights ±2^k add nothing.
+    fn prod_gamma(w: f64) -> Err2 {
+        let k = w.abs().log2().round();
+        let pow2 = (-100.0..=100.0).contains(&k) && w.abs() == 2f64.powi(k as i32);
+        if pow2 {
+            Err2::gamma_sum(2)
+        } else {
+            Err2::gamma(2, f32_exact(w))
+        }
+    }
+
     /// The interpolant of `f` on [lo, hi]: at the requested error, or (auto) at the error among
     /// 1e-2, 2.5e-3, ... chosen as below.
     fn choose_pl(&self, f: &F, lo: f64, hi: f64) -> Result<Pl, String> {
         if let Some(e) = self.opts.pl_error {
             return build_pl(f, lo, hi, e);
+        }
+        // exp and reciprocals (the softmax's): a relative target `max(ρ·|f|, ρ/1024)`, the ρ
+        // that minimises 8ρ + γ_{units} (interpolation against the f32 rounding of summing the
+        // units, every one of which can be active: `relative::unary`; the interpolation error is
+        // weighted 8x because it is what a run actually sees, the rounding a worst case). Far fewer knots than an
+        // absolute target fine enough near f's largest values, and relative error everywhere
+        // but the far tail (which the relative bounds charge absolutely, times the row length).
+        if relative::exp_rate(f).is_some() || relative::reciprocal_above(f).is_some() {
+            let mut best: Option<(f64, Pl)> = None;
+            let mut rho = 1e-3;
+            while rho > 1e-7 {
+                let floor = rho / 1024.0;
+                let pl = build_pl_with(f, lo, hi, &|fv: Iv| {
+                    if fv.lo > 0.0 {
+                        (rho * fv.lo).max(floor)
+                    } else if fv.hi < 0.0 {
+                        (-rho * fv.hi).max(floor)
+                    } else {
+                        floor
+                    }
+                })?;
+                let score = 8.0 * rho + gamma_u(pl.knots.len() + 2, U32);
+                if best.as_ref().is_none_or(|b| score < b.0) {
+                    best = Some((score, pl));
+                }
+                rho /= 2.0;
+            }
+            if let Some((_, pl)) = best {
+                return Ok(pl);
+            }
         }
         // The coarsest interpolant whose error is within twice what storing the weights in
         // f32 costs anyway (so f64 evaluation is not wasted); the same whatever the precision.
@@ -1699,14 +1828,60 @@ impl RealLowerer<'_> {
     /// Relative bounds of a one-term unary block `out = w·f(u)` (`relative::unary`), and, for a
     /// nonnegative f, what the ratio certificate needs of it.
     #[allow(clippy::too_many_arguments)]
-    fn relative_unary(&mut self, out: SlotId, pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, u: &Aff, hidden: usize) {
+    fn relative_unary(&mut self, out: SlotId, f: &F, pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, u: &Aff) {
         // The argument's relative bounds: u = c·s with s's, or only its absolute error.
         let input: relative::Rel = match (u.c.len(), u.c.iter().next()) {
             (1, Some((s, &c))) if u.k == 0.0 && self.rel.contains_key(s) => self.rel[s].iter().map(|&(r, a)| (r, a * c.abs())).collect(),
             _ => vec![(Err2::default(), self.aff_err(u))],
         };
-        let rel = relative::unary(pl, units, w, c0, &input, Err2::gamma(u.c.len() + 2, false), self.aff_mag(u), Err2::gamma(hidden + 1, false));
+        // Every unit's pre-activation `dir·(u - t)` rounds like its dot product (the largest
+        // factor over the units); the output sums the units active in a window, the constant
+        // unit and the residual add (`Err2::gamma(k)` = γ_{k+1}).
+        let pre_gamma = units.iter().fold(Err2::default(), |g, &(dir, t, _)| {
+            let x = Self::dot_gamma(u, dir * (u.k - t));
+            Err2 { f32: g.f32.max(x.f32), f64: g.f64.max(x.f64) }
+        });
+        let sum_gamma = |active: usize| Err2::gamma(active + (c0 != 0.0) as usize, false);
+        let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
         self.rel.insert(out, rel);
+        let (lo, hi) = (pl.knots[0], pl.knots[pl.knots.len() - 1]);
+        // Row-shifted bounds (`relative::Shifted`): an exp of λ(s - m) + k with m a maximum of s
+        // with exact scores...
+        let mut pair = u.c.iter();
+        if let (2, Some((rate, x_max)), Some((&s1, &c1)), Some((&s2, &c2))) = (u.c.len(), relative::exp_rate(f), pair.next(), pair.next())
+            && w > 0.0
+            && c1 == -c2
+        {
+            let (s, m, lam) = if self.max_info.get(&s2).is_some_and(|i| i.value == s1) { (s1, s2, c1) } else { (s2, s1, c2) };
+            if let Some(info) = self.max_info.get(&m).filter(|i| i.value == s) {
+                let es = self.res[&s].err;
+                let input = vec![(Err2::default(), lam.abs() * (es + info.own))];
+                // The reference arguments u - λD lie within |λ|·e_s of u's exact range.
+                let iv = self.aff_iv(u);
+                let d = lam.abs() * es.max();
+                if iv.lo - d >= lo && iv.hi + d <= hi.min(x_max) {
+                    let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
+                    self.shifted.insert(out, relative::Shifted { rel, max: m, log_c: (rate * lam).abs() * es, floor: w * f.eval(u.k) });
+                }
+            }
+        }
+        // ... or a unary of c·t, t with shifted bounds (references within e^{±log_c} of exact).
+        if let (1, Some((t, &c))) = (u.c.len(), u.c.iter().next())
+            && u.k == 0.0
+            && let Some(sh) = self.shifted.get(t).cloned()
+        {
+            let iv = self.aff_iv(u);
+            let (cmin, cmax) = ((-sh.log_c.max()).exp(), sh.log_c.max().exp());
+            let ends = [iv.lo * cmin, iv.lo * cmax, iv.hi * cmin, iv.hi * cmax];
+            if ends.iter().all(|&x| x >= lo && x <= hi) {
+                let input: relative::Rel = sh.rel.iter().map(|&(r, a)| (r, a * c.abs())).collect();
+                let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
+                self.shifted.insert(out, relative::Shifted { rel, ..sh });
+            }
+        }
+        if let Some(theta) = relative::reciprocal_above(f) {
+            self.homogeneous.insert(out, theta);
+        }
         if w == 1.0
             && let Some((phi, sup)) = relative::nonneg_profile(pl)
         {
@@ -1716,12 +1891,12 @@ impl RealLowerer<'_> {
 
     /// Records `out = Σ_j a_j·b_j` (all terms products with weight 1, every a_j a one-key gather
     /// of one value E with relative bounds) for the ratio certificate (`relative::weighted_sum`).
-    fn weighted_sum(&mut self, out: SlotId, terms: &[(f64, Term)], hidden: usize) {
+    fn weighted_sum(&mut self, out: SlotId, terms: &[(f64, Term)], active: usize) {
         let mut e = None;
         let mut gathers = vec![];
         let (mut mm, mut eb, mut q) = (0.0f64, Err2::default(), Err2::default());
         let mut b_iv: Option<Iv> = None;
-        let gamma_h = Err2::gamma(hidden + 1, true);
+        let gamma_h = Err2::gamma(active, true);
         let one = Err2::both(1.0);
         for (w, t) in terms {
             let Term::Prod(x, y) = t else { return };
@@ -1742,7 +1917,7 @@ impl RealLowerer<'_> {
             }
             gathers.push(g);
             let (bi, be, bmag) = (self.aff_iv(b), self.aff_err(b), self.aff_mag(b));
-            let (ga, gb, g2) = (Err2::gamma(a.c.len() + 2, Self::aff_exact(a)), Err2::gamma(b.c.len() + 2, Self::aff_exact(b)), Err2::gamma(2, true));
+            let (ga, gb, g2) = (Self::dot_gamma(a, a.k), Self::dot_gamma(b, b.k), Self::prod_gamma(*w));
             let mb = Err2::both(bi.mag()) + be;
             let grow = (one + ga) * (one + g2);
             let r_b = mb * (grow - one) + gb * bmag * grow;
@@ -1758,17 +1933,25 @@ impl RealLowerer<'_> {
         if lists.len() != gathers.len() || lists.iter().any(|l| l.len() != p) {
             return;
         }
-        let kl = (0..p)
-            .map(|i| {
-                let (mut rho, mut alpha) = (Err2::default(), Err2::default());
-                for l in &lists {
-                    rho = Err2 { f32: rho.f32.max(l[i].0.f32), f64: rho.f64.max(l[i].0.f64) };
-                    alpha = Err2 { f32: alpha.f32.max(l[i].1.f32), f64: alpha.f64.max(l[i].1.f64) };
-                }
-                relative::weighted_sum(rho, alpha, mm, eb, q, gathers.len())
-            })
-            .collect();
-        self.wsum.insert(out, WSum { e, gathers, kl, m: mm, b_iv });
+        let combine = |lists: &[&relative::Rel]| -> Vec<(Err2, Err2)> {
+            (0..p)
+                .map(|i| {
+                    let (mut rho, mut alpha) = (Err2::default(), Err2::default());
+                    for l in lists {
+                        rho = Err2 { f32: rho.f32.max(l[i].0.f32), f64: rho.f64.max(l[i].0.f64) };
+                        alpha = Err2 { f32: alpha.f32.max(l[i].1.f32), f64: alpha.f64.max(l[i].1.f64) };
+                    }
+                    relative::weighted_sum(rho, alpha, mm, eb, q, gathers.len())
+                })
+                .collect()
+        };
+        let kl = combine(&lists);
+        // Against the shifted reference (`relative::Shifted`): the gathers of E all carry it, one
+        // row structure; the same weighted-sum argument holds for the references C_r·E_j ≥ 0.
+        let shifted: Vec<&relative::Shifted> = gathers.iter().filter_map(|g| self.shifted.get(g)).collect();
+        let kl_shift = (shifted.len() == gathers.len() && shifted.iter().all(|x| x.max == shifted[0].max && x.rel.len() == p))
+            .then(|| combine(&shifted.iter().map(|x| &x.rel).collect::<Vec<_>>()));
+        self.wsum.insert(out, WSum { e, gathers, kl, kl_shift, m: mm, b_iv });
     }
 
     /// `N·r` with N a [`WSum`] over gathers of E and `r = f(c·t)` a nonnegative unary of a mean
@@ -1825,6 +2008,27 @@ impl RealLowerer<'_> {
                 None => (e, p),
                 Some((be, bp)) => (Err2 { f32: be.f32.min(e.f32), f64: be.f64.min(e.f64) }, Err2 { f32: bp.f32.min(p.f32), f64: bp.f64.min(p.f64) }),
             });
+        }
+        // The same against the row-shifted reference (`relative::Shifted`): valid when every key
+        // read at a position lies in one row of the maximum head and that row is exactly the keys
+        // read, and f(y) = k/y from the smallest shifted argument on.
+        if let (Some(kl), Some(sr), Some(st), Some(sg), Some(&theta)) =
+            (ws.kl_shift.as_ref(), self.shifted.get(&r), self.shifted.get(&t), ws.gathers.first().and_then(|g| self.shifted.get(g)), self.homogeneous.get(&r))
+            && sr.max == st.max
+            && sr.max == sg.max
+            && sr.rel.len() == kl.len()
+            && let Some(info) = self.max_info.get(&sr.max)
+            && (-sr.log_c.max()).exp() * sr.floor >= theta
+            && rows.iter().all(|row| row.iter().all(|&j| info.rows.get(j as usize) == Some(row)))
+        {
+            let grow = sr.log_c.max().exp();
+            for (i, &(kappa, lambda)) in kl.iter().enumerate() {
+                let (e, p) = relative::Ratio { kappa, lambda, sigma: sr.rel[i].0, alpha_r: sr.rel[i].1, m: ws.m, s_max: s_max * grow, phi: *phi, f_sup: *f_sup }.bound();
+                best = Some(match best {
+                    None => (e, p),
+                    Some((be, bp)) => (Err2 { f32: be.f32.min(e.f32), f64: be.f64.min(e.f64) }, Err2 { f32: bp.f32.min(p.f32), f64: bp.f64.min(p.f64) }),
+                });
+            }
         }
         let (e, p) = best?;
         let iv = Iv { lo: (phi * ws.b_iv.lo).min(0.0), hi: (phi * ws.b_iv.hi).max(0.0) };
@@ -1899,10 +2103,13 @@ impl RealLowerer<'_> {
         };
         let mut constant = aff.k;
         let mut mag_exact = Err2::default();
+        // Units that can be nonzero at one position (the block's output sum rounds only between
+        // those: [`Err2::gamma_sum`]).
+        let mut active = 0usize;
         // A block that is one unary term `w·f(u)` gets relative bounds too (after the loop).
         let single_unary = expanded.len() == 1 && indicator_products.is_empty() && aff.is_const() && aff.k == 0.0;
         // (interpolant, units (dir, t, output weight), term weight, argument)
-        type Capture = (Pl, Vec<(f64, f64, f64)>, f64, Aff);
+        type Capture = (F, Pl, Vec<(f64, f64, f64)>, f64, Aff);
         let mut unary_capture: Option<Capture> = None;
         for (w, p, x) in &indicator_products {
             // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
@@ -1924,6 +2131,8 @@ impl RealLowerer<'_> {
                 let neg: Vec<(SlotId, f64)> = x.c.iter().map(|(&s, &c)| (s, -c)).chain(std::iter::once((is, r))).collect();
                 unit(&mut m, neg, -x.k - r, None, -w * v);
             }
+            // Only the units of the position's own value can be nonzero.
+            active += 2;
             let values_iv = Iv { lo: distinct[0], hi: distinct[distinct.len() - 1] };
             iv = iv.add(values_iv.mul(xi).scale(*w).hull(Iv::pt(0.0)));
             err += w.abs() * pmag * (xe + Err2::gamma(x.c.len() + 3, Self::aff_exact(x)) * (self.aff_mag(x) + Err2::both(2.0 * r)));
@@ -1967,10 +2176,10 @@ impl RealLowerer<'_> {
                     let (f0, pl_units, term_mag) = split_basis(&pl);
                     constant += w * f0;
                     if single_unary && !product_half {
-                        unary_capture = Some((pl.clone(), pl_units.iter().map(|&(d, t, c)| (d, t, w * c)).collect(), *w, u.clone()));
+                        unary_capture = Some((f.clone(), pl.clone(), pl_units.iter().map(|&(d, t, c)| (d, t, w * c)).collect(), *w, u.clone()));
                     }
-                    let nnz = u.c.len();
                     let mut pre_err = Err2::default();
+                    active += pl_units.len();
                     // Kinks at representable points with representable slopes (relu, leaky
                     // relu, max, min) lose nothing when stored.
                     let exact = f32_exact(w * f0) && pl_units.iter().all(|&(_, _, c)| f32_exact(w * c));
@@ -1978,8 +2187,7 @@ impl RealLowerer<'_> {
                         // dir +1: relu(u - t); dir -1: relu(t - u).
                         let ins: Vec<(SlotId, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
                         unit(&mut m, ins, dir * (u.k - t), None, w * coef);
-                        let pre_exact = Self::aff_exact(u) && f32_exact(u.k - t);
-                        pre_err += coef.abs() * Err2::gamma(nnz + 2, pre_exact) * (self.aff_mag(u) + Err2::both(t.abs()));
+                        pre_err += coef.abs() * Self::dot_gamma(u, dir * (u.k - t)) * (self.aff_mag(u) + Err2::both(t.abs()));
                     }
                     if !product_half {
                         iv = iv.add(pl.range.scale(*w));
@@ -1998,9 +2206,13 @@ impl RealLowerer<'_> {
                     let ins = |u: &Aff, s: f64| -> Vec<(SlotId, f64)> { u.c.iter().map(|(&k, &x)| (k, s * x)).collect() };
                     unit(&mut m, ins(a, 1.0), a.k, Some((ins(b, 1.0), b.k)), *w);
                     unit(&mut m, ins(a, -1.0), -a.k, Some((ins(b, -1.0), -b.k)), *w);
-                    let rounding = Err2::gamma(a.c.len() + 2, Self::aff_exact(a)) * (self.aff_mag(a) * bm)
-                        + Err2::gamma(b.c.len() + 2, Self::aff_exact(b)) * (self.aff_mag(b) * am)
-                        + Err2::gamma(2, f32_exact(*w)) * (am * bm);
+                    // Both pre-activations round (relative to what they sum), then the product
+                    // and its output weight.
+                    let (ga, gb) = (Self::dot_gamma(a, a.k), Self::dot_gamma(b, b.k));
+                    let rounding = ga * (self.aff_mag(a) * bm) + gb * (self.aff_mag(b) * am) + Self::prod_gamma(*w) * (am * bm);
+                    // The units relu(a)·b and relu(-a)·b: when a's pre-activation is exact they
+                    // read a' and -a' exactly, so at most one is nonzero.
+                    active += if ga == Err2::default() { 1 } else { 2 };
                     let (mut term_iv, mut term_err, mut term_mag) = (ai.mul(bi).scale(*w), w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding), w.abs() * am * bm);
                     // A softmax-weighted mean (gated): also certified by `relative::Ratio`, without
                     // the factor n; each arithmetic keeps the smaller of the two valid bounds.
@@ -2008,7 +2220,7 @@ impl RealLowerer<'_> {
                         // The unit computes a'(1 + ε_a)·r'(1 + ε_b)(1 + ε_2): pre-activations
                         // (one slot, weight 1) and the product round relative to |a'r'| ≤ p.
                         let one = Err2::both(1.0);
-                        let g3 = (one + Err2::gamma(a.c.len() + 2, Self::aff_exact(a))) * (one + Err2::gamma(b.c.len() + 2, Self::aff_exact(b))) * (one + Err2::gamma(2, true)) - one;
+                        let g3 = (one + Self::dot_gamma(a, a.k)) * (one + Self::dot_gamma(b, b.k)) * (one + Self::prod_gamma(*w)) - one;
                         let (re, rm) = (rerr + g3 * p, (one + g3) * p);
                         term_err = Err2 { f32: term_err.f32.min(re.f32), f64: term_err.f64.min(re.f64) };
                         term_mag = Err2 { f32: term_mag.f32.min(rm.f32), f64: term_mag.f64.min(rm.f64) };
@@ -2026,18 +2238,22 @@ impl RealLowerer<'_> {
         }
         if constant != 0.0 {
             unit(&mut m, vec![], 1.0, None, constant);
+            active += 1;
         }
         iv = iv.add(square_ranges);
         // The final sum over all units of this block.
         // Summing the block's units: every term rounds (γ over all of them); terms whose output
         // weight is not an f32 also carry that weight's rounding.
-        err += Err2::gamma(m.hidden + 1, true) * (mag_sum + mag_exact) + (Err2::gamma(m.hidden + 1, false) - Err2::gamma(m.hidden + 1, true)) * mag_sum;
+        // (Err2::gamma(k) = γ_{k+1}: the additions between the k nonzero units, their output
+        // weights, and the residual add.)
+        let active = active.min(m.hidden);
+        err += Err2::gamma(active, true) * (mag_sum + mag_exact) + (Err2::gamma(active, false) - Err2::gamma(active, true)) * mag_sum;
         self.res.insert(out, Res { iv, err });
-        if let Some((pl, units, w, u)) = unary_capture {
-            self.relative_unary(out, &pl, &units, w, constant, &u, m.hidden);
+        if let Some((f, pl, units, w, u)) = unary_capture {
+            self.relative_unary(out, &f, &pl, &units, w, constant, &u);
         }
         if gated && indicator_products.is_empty() && aff.is_const() && aff.k == 0.0 && constant == 0.0 {
-            self.weighted_sum(out, terms, m.hidden);
+            self.weighted_sum(out, terms, active);
         }
         self.zero.insert(out, zero);
         self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
@@ -2076,7 +2292,8 @@ mod tests {
         let pl = build_pl(&f, -30.0, 0.01, 1e-7).unwrap();
         let (f0, units, _) = split_basis(&pl);
         let input_err = 1e-3;
-        let rel = relative::unary(&pl, &units, 1.0, f0, &vec![(Err2::default(), Err2::both(input_err))], Err2::gamma(4, false), Err2::both(10.0), Err2::gamma(units.len() + 1, false));
+        let rel =
+            relative::unary(&pl, &units, 1.0, f0, &vec![(Err2::default(), Err2::both(input_err))], Err2::gamma(4, false), Err2::both(10.0), &|_| Err2::gamma(units.len() + 1, false));
         let net = |x: f64| f0 + units.iter().map(|&(d, t, c)| c * (d * (x - t)).max(0.0)).sum::<f64>();
         for i in 0..=3000 {
             let x = -30.0 + 0.01 * i as f64;
@@ -2090,6 +2307,73 @@ mod tests {
         }
         // Some split is relative: about the argument's error, with a negligible absolute part.
         assert!(rel.iter().any(|(r, a)| r.f32 < 2.0 * input_err && a.f32 < 1e-6), "{rel:?}");
+    }
+
+    #[test]
+    fn exp_and_reciprocals_are_recognised_and_interpolated_relatively() {
+        let x = || Box::new(F::Lin(1.0, 0.0));
+        // 2.718 ^ u as the lowering writes it, and exp(min(u, 0)) (not a pure exponential).
+        let e = F::Exp(Box::new(F::Mul(Box::new(F::C(2.0f64.ln())), x())));
+        assert_eq!(relative::exp_rate(&e), Some((2.0f64.ln(), f64::INFINITY)));
+        // exp(min(u, 1/16)): an exponential below 1/16; exp(max(u, 0)) is not one below anything.
+        let clamped = F::Exp(Box::new(F::Mul(Box::new(F::C(1.0)), Box::new(F::Ter(x(), Box::new(F::Cmp(x(), BinOp::Lt, Box::new(F::C(0.0625)))), Box::new(F::C(0.0625)))))));
+        assert_eq!(relative::exp_rate(&clamped), Some((1.0, 0.0625)));
+        for u in [-3.0, 0.0, 0.0625] {
+            assert_eq!(clamped.eval(u), u.exp());
+        }
+        let floored = F::Exp(Box::new(F::Ter(x(), Box::new(F::Cmp(x(), BinOp::Gt, Box::new(F::C(0.0)))), Box::new(F::C(0.0)))));
+        assert_eq!(relative::exp_rate(&floored), None);
+        // 3 / max(y, 0.875) in both of the prelude's orders; 3 / min(y, 1) is not k / y above anything.
+        let max_a = F::Ter(x(), Box::new(F::Cmp(x(), BinOp::Gt, Box::new(F::C(0.875)))), Box::new(F::C(0.875)));
+        let max_b = F::Ter(Box::new(F::C(0.875)), Box::new(F::Cmp(Box::new(F::C(0.875)), BinOp::Gt, x())), x());
+        let min = F::Ter(x(), Box::new(F::Cmp(x(), BinOp::Lt, Box::new(F::C(1.0)))), Box::new(F::C(1.0)));
+        for (g, want) in [(max_a, Some(0.875)), (max_b, Some(0.875)), (min, None)] {
+            let f = F::Div(Box::new(F::C(3.0)), Box::new(g));
+            assert_eq!(relative::reciprocal_above(&f), want);
+            if want.is_some() {
+                for y in [0.875, 1.0, 2.5, 64.0] {
+                    assert_eq!(f.eval(y), 3.0 / y);
+                }
+            }
+        }
+        // A relative target holds relatively (checked densely against f itself), with few knots
+        // in the far tail.
+        let rho = 1e-4;
+        let pl = build_pl_with(&e, -60.0, 0.01, &|fv: Iv| (rho * fv.lo).max(rho / 1024.0)).unwrap();
+        let at = |u: f64| {
+            let k = pl.knots.partition_point(|&t| t <= u).clamp(1, pl.knots.len() - 1);
+            let (a, b) = (pl.knots[k - 1], pl.knots[k]);
+            pl.values[k - 1] + (pl.values[k] - pl.values[k - 1]) * (u - a) / (b - a)
+        };
+        for i in 0..=60_000 {
+            let u = -60.0 + 0.001 * i as f64;
+            let want = e.eval(u);
+            assert!((at(u) - want).abs() <= (rho * want).max(rho / 1024.0) * (1.0 + 1e-9), "u {u}: {} vs {want}", at(u));
+        }
+        assert!(pl.knots.iter().filter(|&&t| t < -20.0).count() < 20, "{}", pl.knots.len());
+    }
+
+    #[test]
+    fn sums_of_exact_terms_round_only_between_nonzero_terms() {
+        // k exact terms: at most k - 1 roundings on any path; one term: exact.
+        assert_eq!(Err2::gamma_sum(1), Err2::default());
+        assert_eq!(Err2::gamma_sum(0), Err2::default());
+        assert!((Err2::gamma_sum(3).f32 - gamma_u(2, U32)).abs() < 1e-20);
+        // An f32 sum of 1000 values in [0, 1] in the worst order stays within γ_999·Σ.
+        let xs: Vec<f32> = (0..1000).map(|i| ((i * 7919) % 1000) as f32 / 999.0 + 1e-3).collect();
+        let exact: f64 = xs.iter().map(|&v| f64::from(v)).sum();
+        let mut sorted = xs.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        for order in [xs, sorted] {
+            let got = order.iter().fold(0.0f32, |a, &b| a + b);
+            assert!((f64::from(got) - exact).abs() <= Err2::gamma_sum(1000).f32 * exact);
+        }
+        // Weights ±1 with an exact bias: the dot product's factor is γ_{k-1} (k = 3 here).
+        let mut a = Aff::leaf(SlotId(1));
+        a = a.add(&Aff::leaf(SlotId(2)), -1.0);
+        assert_eq!(RealLowerer::dot_gamma(&a, 0.25), Err2::gamma_sum(3));
+        assert_eq!(RealLowerer::dot_gamma(&a, 0.0), Err2::gamma_sum(2));
+        assert_eq!(RealLowerer::dot_gamma(&a.scale(3.0), 0.0), Err2::gamma(4, true));
     }
 
     #[test]

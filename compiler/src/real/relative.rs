@@ -17,7 +17,8 @@
 //! together, and the ratio certificate takes the best index. Every step below is proved in its
 //! comment; all quantities are `Err2` (the f32 and the f64 arithmetic side by side).
 
-use super::{Err2, Pl};
+use super::{Err2, Pl, F};
+use crate::plan::SlotId;
 
 /// Valid relative bounds `(ρ, α)`, see the module documentation.
 pub(super) type Rel = Vec<(Err2, Err2)>;
@@ -39,7 +40,8 @@ fn one() -> Err2 {
 /// `w·f` on `pl`'s knots. `input` lists the relative bounds of the argument `u` (a single pair
 /// `(0, e)` when only its absolute error `e` is known); `pre_gamma·(pre_mag + |t_i|)` bounds the
 /// rounding of unit i's pre-activation (`pre_mag` = Σ|weights·inputs| + |bias part|) and
-/// `sum_gamma` the rounding of the block's output sum relative to Σ|unit outputs|.
+/// `sum_gamma(k)` the rounding of the block's output sum relative to Σ|unit outputs| when at most
+/// k units (of `units`) are nonzero.
 ///
 /// Proof, for an exact argument x in the segment k = [t_k, t_k+1] and the exact value w·f(x):
 /// * every unit reads the same computed inputs, so unit i's computed pre-activation is
@@ -53,10 +55,11 @@ fn one() -> Err2 {
 ///   `t_i > t_k - δ`): `Σ|c_i||ε_i| ≤ rnd_k = pre_gamma·(pre_mag·Σ|c_i| + Σ|c_i||t_i|)` over them;
 /// * the interpolant differs from w·f by at most `|w|·e_k` (e_k: the segment's certified
 ///   interpolation error, `Pl::segs`);
-/// * the computed output sum rounds by at most `sum_gamma·Σ|c_i·relu(..)|`, and that sum is at
+/// * the computed output sum rounds by at most `sum_gamma(k)·Σ|c_i·relu(..)|` with k the units that
+///   can be positive over the window (the others are exact zeros, which add no rounding), and that sum is at
 ///   most `mag_k = |c0| + max(Σ|c_i| relu(dir_i(y - t_i)), y ∈ {t_k - δ, t_k+1 + δ}) + rnd_k`
 ///   (a convex function of y is largest at an end of the window);
-/// * so `|computed - w·f(x)| ≤ T_k = Δ_in·steep_k + rnd_k + |w|·e_k + sum_gamma·mag_k`, and when f keeps its
+/// * so `|computed - w·f(x)| ≤ T_k = Δ_in·steep_k + rnd_k + |w|·e_k + sum_gamma(k)·mag_k`, and when f keeps its
 ///   sign on the segment, `|w·f(x)| ≥ m_k = |w|·min|f|`: `T_k ≤ (T_k / m_k)·|w·f(x)|`.
 ///
 /// (Wide segments are cut into pieces and each piece is bounded the same way, with |f| on the
@@ -67,7 +70,7 @@ fn one() -> Err2 {
 /// relative input (more than one pair, or ρ_in > 0), one pair per input pair (τ = 0: every
 /// segment where f keeps its sign is charged relatively), so indices stay aligned.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn unary(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre_gamma: Err2, pre_mag: Err2, sum_gamma: Err2) -> Rel {
+pub(super) fn unary(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre_gamma: Err2, pre_mag: Err2, sum_gamma: &dyn Fn(usize) -> Err2) -> Rel {
     // Units sorted by t, per direction, with prefix sums of |c| and |c|·t (signed) and |c|·|t|.
     let side = |dir: f64| -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
         let mut u: Vec<(f64, f64)> = units.iter().filter(|x| x.0 == dir).map(|x| (x.1, x.2.abs())).collect();
@@ -120,7 +123,8 @@ pub(super) fn unary(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: 
                 let rounding = pre_gamma * (pre_mag * sum_c + Err2::both(sum_ct));
                 let lip = din * steep + rounding;
                 let mag = Err2::both(c0.abs() + relu_sum(a - delta).max(relu_sum(b + delta))) + rounding;
-                let t = lip + Err2::both(w.abs() * e) + sum_gamma * mag;
+                // Only the units that can be active round in the output sum.
+                let t = lip + Err2::both(w.abs() * e) + sum_gamma(i + (nm - j)) * mag;
                 // |f| on the piece: at least the segment's bound, and at least the interpolant's
                 // (linear on the segment) at the piece's ends less the interpolation error.
                 let at = |x: f64| ya + (yb - ya) * (x - sa) / (sb - sa).max(1e-300);
@@ -236,4 +240,93 @@ pub(super) fn nonneg_profile(pl: &Pl) -> Option<(f64, f64)> {
         sup = sup.max(fiv.hi);
     }
     Some((phi, sup))
+}
+
+/// Relative bounds against a **row-shifted reference**: `|computed_j - C_r·v_j| ≤ ρ·C_r·v_j + α`
+/// (each pair of `rel`), with v_j the exact value at position j and `C_r > 0` one number per row
+/// r of the maximum head `max` (the keys its query at j selects), `|ln C_r| ≤ log_c`.
+///
+/// Where it comes from: `E = w·exp(κ·u)` with `u = λ(s - m) + k`, m the row maximum of s
+/// (`aggregate_max` of s with exact scores, `MaxInfo` in `real.rs`). The computed
+/// argument at position j is `u'_j = u_j + λ(ε_j - D_r - η_j)` (plus the units' own rounding,
+/// charged by [`unary`]), where `ε_j = s'_j - s_j` (|ε_j| ≤ e_s), `D_r = max_{k∈r} s'_k -
+/// max_{k∈r} s_k` and `η_j = m'_j - max_{k∈r} s'_k` (the head's own error, |η_j| ≤ e_own: its tie
+/// tolerance and rounding). `D_r` depends on the row only (every query of the row reads the same
+/// keys), and `|D_r| ≤ e_s`. So against the reference argument `x_j = u_j - λD_r` the argument's
+/// error is at most `|λ|(e_s + e_own)`, not `|λ|(e_s + e_m) = |λ|(2e_s + e_own)`, and the
+/// reference value is `w·exp(κ x_j) = C_r·E_j` with `C_r = exp(-κλD_r)`:
+/// `log_c = |κλ|·e_s`. (x_j may exceed u's exact range by |λ|e_s: exp must go on past 0 that far,
+/// a clamp `min(·, x_max)` only above it, checked, and x_j lies inside the interpolated domain,
+/// which is widened by u's whole error.)
+///
+/// The reference passes through mean and one-key gather heads like exact values do
+/// ([`through_mean`] holds for any nonnegative reference), and through a unary `r = f(c·t)` of a
+/// mean t of it (bounds relative to `f(c·t~)`, t~ the mean of the reference). The ratio
+/// certificate then uses it where every key read at a position lies in one row r, and that row is
+/// exactly the keys read: `Ñ = Σ_j C_r E_j b_j = C_r·N`, `x~ = c·t~ = C_r·x`, and when
+/// `f(y) = k/y` for `y ≥ θ` and `C_r·x ≥ θ` (x ≥ floor: the row's maximum, a key of the row,
+/// contributes `floor = w·exp(κk)` to the sum; checked as `e^{-log_c}·floor ≥ θ`),
+/// `Ñ·f(x~) = C_r N k/(C_r x) = N·f(x)`: the exact value. (On a shorter input the keys past its
+/// end drop out of the row, of the gathers and of the mean alike, and D_r is taken over the
+/// keys that exist: the same argument.)
+/// So [`Ratio::bound`] with the shifted κ, λ, σ (and s_max scaled by `e^{log_c}`) bounds
+/// `|N'r' - N f(x)|`; the common part of the max head's error costs nothing.
+#[derive(Clone, Debug)]
+pub(super) struct Shifted {
+    pub rel: Rel,
+    pub max: SlotId,
+    pub log_c: Err2,
+    pub floor: f64,
+}
+
+/// `(κ, x_max)` when `f(x) = exp(κx + b)` for every `x ≤ x_max`: `F::Exp` of an affine function
+/// of x (x_max = ∞), or of `κ·min(x, x_max)` as the prelude writes `min` (`x if x < x_max else
+/// x_max`; `<=` alike). Only exponentials turn a shifted argument into a common factor.
+pub(super) fn exp_rate(f: &F) -> Option<(f64, f64)> {
+    let F::Exp(inner) = f else { return None };
+    let is_x = |g: &F| matches!(g, F::Lin(a, b) if *a == 1.0 && *b == 0.0);
+    // g(x) = a·x + b for x ≤ x_max: (a, x_max).
+    let affine_below = |g: &F| -> Option<(f64, f64)> {
+        match g {
+            F::Lin(a, _) => Some((*a, f64::INFINITY)),
+            F::Ter(then, cond, other) => match (then.as_ref(), cond.as_ref(), other.as_ref()) {
+                (t, F::Cmp(a, op, b), F::C(top))
+                    if is_x(t) && is_x(a) && matches!(op, raspc_lang::ast::BinOp::Lt | raspc_lang::ast::BinOp::Le) && matches!(b.as_ref(), F::C(c) if c == top) =>
+                {
+                    Some((1.0, *top))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    match inner.as_ref() {
+        F::Mul(x, y) => match (x.as_ref(), y.as_ref()) {
+            (F::C(k), g) | (g, F::C(k)) => affine_below(g).map(|(a, top)| (k * a, top)),
+            _ => None,
+        },
+        g => affine_below(g),
+    }
+}
+
+/// θ when `f(y) = k / y` for every `y ≥ θ` (k > 0): `k / y` (θ = the smallest positive
+/// number), or `k / max(y, θ)` as the prelude writes `max` (`y if y > θ else θ`, or `θ if θ > y
+/// else y`; `>=` alike: at y = θ both branches are θ).
+pub(super) fn reciprocal_above(f: &F) -> Option<f64> {
+    let F::Div(num, den) = f else { return None };
+    let F::C(k) = num.as_ref() else { return None };
+    if *k <= 0.0 {
+        return None;
+    }
+    let is_x = |g: &F| matches!(g, F::Lin(a, b) if *a == 1.0 && *b == 0.0);
+    let cmp_ok = |op: &raspc_lang::ast::BinOp| matches!(op, raspc_lang::ast::BinOp::Gt | raspc_lang::ast::BinOp::Ge);
+    match den.as_ref() {
+        g if is_x(g) => Some(f64::MIN_POSITIVE),
+        F::Ter(then, cond, other) => match (then.as_ref(), cond.as_ref(), other.as_ref()) {
+            (t, F::Cmp(a, op, b), F::C(th)) if is_x(t) && is_x(a) && cmp_ok(op) && matches!(b.as_ref(), F::C(c) if c == th) => Some(*th),
+            (F::C(th), F::Cmp(a, op, b), o) if is_x(o) && is_x(b) && cmp_ok(op) && matches!(a.as_ref(), F::C(c) if c == th) => Some(*th),
+            _ => None,
+        },
+        _ => None,
+    }
 }
