@@ -44,8 +44,8 @@
 //! terms of a sum are added may differ (zeros are skipped), so results agree with the candle path
 //! to rounding (`tests/tests/fast_runtime.rs` states the tolerance); prefix sums change the
 //! order of a long mean's terms, within the same bound, and the piecewise-linear groups round
-//! once where the units round each (see [`pl`]). Buffers are sized once and kept for the next
-//! call, never allocated per operation. Long batches are split over threads when the work pays
+//! once where the units round each (see [`pl`]). The large buffers are sized once and kept for
+//! the next call, never allocated per operation. Long batches are split over threads when the work pays
 //! for them (see [`FastModel::forward`]).
 
 mod pl;
@@ -237,6 +237,8 @@ struct Pattern<T> {
     spans: Vec<(u32, u32)>,
     /// When every query keeps exactly one key (gathers): that key, per query.
     single: Option<Vec<u32>>,
+    /// Every weight is finite (some query keeps no key when its scores are NaN).
+    finite: bool,
 }
 
 /// A query's score for one key, as the row scan adds it up: the first nonzero query dim's
@@ -288,7 +290,8 @@ const RECENT: usize = 4;
 /// while the general path answers one-key queries from the key lists in O(matches). Up to this
 /// length a pattern is always computed; past it only while its queries have at most
 /// [`PATTERN_MAX_ROWS`] distinct rows (U's gather heads: a few hundred at most, whatever the
-/// length), so a one-off pattern never costs more than a few hundred row scans.
+/// length), so a one-off pattern never costs more than a few hundred row scans; and only while
+/// it keeps at most `4t + 64` key intervals in all (copied rows included).
 const PATTERN_MAX_LEN: usize = 512;
 const PATTERN_MAX_ROWS: usize = 512;
 
@@ -478,6 +481,8 @@ struct Workspace<T> {
     mark: Vec<bool>,
     /// MLP output; zero outside the columns being written.
     tmp: Vec<T>,
+    /// The linear forms of an MLP's piecewise-linear groups at one position.
+    zs: Vec<f64>,
     key: Vec<u64>,
     memo: Vec<Memo<T>>,
     /// Per head and sequence: the query keys seen (`qkeys` ranges) and their value sums
@@ -771,6 +776,7 @@ impl<T: Real> FastModel<T> {
             active: Vec::with_capacity(hid),
             mark: vec![false; hid],
             tmp: vec![T::ZERO; d],
+            zs: vec![],
             key: vec![],
             qkeys: vec![],
             qent: vec![],
@@ -814,7 +820,8 @@ impl<T: Real> FastModel<T> {
         let work = b.saturating_mul(t).saturating_mul(self.work_per_position + t * if attention == Attention::Hard { self.row_heads } else { self.layers.len() });
         let threads = if work > (1 << 23) && b > 1 { (if self.threads == 0 { parallelism() } else { self.threads }).min(b) } else { 1 };
         let run_chunk = |seqs: std::ops::Range<usize>, out: &mut [T]| -> Result<(), RuntimeError> {
-            let pooled = self.pool.0.lock().ok().and_then(|mut p| p.iter().position(|w| w.len >= t).map(|i| p.swap_remove(i)));
+            // The smallest kept workspace that fits.
+            let pooled = self.pool.0.lock().ok().and_then(|mut p| (0..p.len()).filter(|&i| p[i].len >= t).min_by_key(|&i| p[i].len).map(|i| p.swap_remove(i)));
             let mut ws = match pooled {
                 Some(mut ws) => {
                     ws.reset_memo(self);
@@ -827,10 +834,13 @@ impl<T: Real> FastModel<T> {
                 // On an error the buffers may hold partial sums: that workspace is dropped.
                 self.sequence(&batch[s], vals, attention, check_finite, &mut ws, &mut out[i * t * r..(i + 1) * t * r])?;
             }
-            if let Ok(mut p) = self.pool.0.lock()
-                && p.len() < parallelism()
-            {
-                p.push(ws);
+            if let Ok(mut p) = self.pool.0.lock() {
+                if p.len() < parallelism() {
+                    p.push(ws);
+                } else if let Some(i) = (0..p.len()).filter(|&i| p[i].len < ws.len).min_by_key(|&i| p[i].len) {
+                    // Full: a longer workspace replaces the shortest.
+                    p[i] = ws;
+                }
             }
             Ok(())
         };
@@ -877,15 +887,22 @@ impl<T: Real> FastModel<T> {
             if values.is_some() && self.embed_value.is_some() {
                 // BOS (position 0) carries no number; the other dims add exact zeros.
                 let v = if p == 0 { T::ZERO } else { values.map_or(T::ZERO, |vals| T::from_f64(vals[p - 1])) };
-                for &(r, e) in &self.value_dims {
-                    row[r as usize] += v * e;
+                if v.is_finite() {
+                    for &(r, e) in &self.value_dims {
+                        row[r as usize] += v * e;
+                    }
+                } else if let Some(ev) = &self.embed_value {
+                    // NaN or ±inf times the zero dims is NaN, as the candle path computes it.
+                    for (o, &e) in row.iter_mut().zip(ev) {
+                        *o += v * e;
+                    }
                 }
             }
         }
         finite(x, &|| "the embeddings".into())?;
         for (l, layer) in self.layers.iter().enumerate() {
             if !layer.heads.is_empty() {
-                if t >= PATTERN_PARALLEL_LEN && ids[0] == self.bos && !ids[1..].contains(&self.bos) {
+                if attention == Attention::Hard && t >= PATTERN_PARALLEL_LEN && ids[0] == self.bos && !ids[1..].contains(&self.bos) {
                     self.prepare_patterns(layer, t);
                 }
                 let mut delta = false;
@@ -972,7 +989,7 @@ impl<T: Real> FastModel<T> {
             }
             // Piecewise-linear groups where they apply, then the other units one by one.
             let u = match &m.pl {
-                Some((part, rest)) if part.eval(xp, &mut ws.tmp[..d]) => rest,
+                Some((part, rest)) if part.eval(xp, &mut ws.tmp[..d], &mut ws.zs) => rest,
                 _ => &m.units,
             };
             if u.gate.is_none() {
@@ -1106,6 +1123,9 @@ impl<T: Real> FastModel<T> {
                 }
                 HeadKind::Position { patterns } if ids[0] == self.bos && !ids[1..].contains(&self.bos) => {
                     if let Some(pattern) = patterns[t].get_or_init(|| self.pattern(h, t)) {
+                        if check && !pattern.finite {
+                            return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention weights)") });
+                        }
                         if let Some(single) = &pattern.single {
                             self.head_single(h, single, direct, ws);
                             return Ok(!direct);
@@ -1235,6 +1255,9 @@ impl<T: Real> FastModel<T> {
             }
             if let Some(&(a, b, wi)) = seen.get(&key) {
                 spans.extend_from_within(a as usize..b as usize);
+                if spans.len() > 4 * t + 64 {
+                    return None;
+                }
                 w.push(wi);
                 ptr.push(spans.len() as u32);
                 continue;
@@ -1288,8 +1311,9 @@ impl<T: Real> FastModel<T> {
             w.push(wi);
             ptr.push(spans.len() as u32);
         }
-        let single = (spans.len() == t && spans.iter().all(|&(a, b)| b == a + 1)).then(|| spans.iter().map(|&(a, _)| a).collect());
-        Some(Pattern { w, ptr, spans, single })
+        let single = (ptr.windows(2).all(|p| p[1] == p[0] + 1) && spans.iter().all(|&(a, b)| b == a + 1)).then(|| spans.iter().map(|&(a, _)| a).collect());
+        let finite = w.iter().all(|x: &T| x.is_finite());
+        Some(Pattern { w, ptr, spans, single, finite })
     }
 
     /// Computes the patterns at length `t` that the layer's position heads lack, on up to

@@ -203,6 +203,34 @@ fn fast_backend_structured_u_matches_candle_past_512_positions() {
     }
 }
 
+/// Non-finite numbers in a real-valued input (without `check_finite`, which stops both backends
+/// at "the embeddings"): the fast backend skips exact-zero weights, so NaN reaches fewer outputs
+/// than in candle's dense products (0·NaN is NaN there), but every output the fast backend
+/// makes NaN is NaN in candle too, some are, and the outputs both compute agree.
+#[test]
+fn fast_backend_spreads_non_finite_inputs_like_candle() {
+    use raspc_compiler::real::MlpMode;
+    let s = raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 1 };
+    let u = raspc::simulate::build(s, MlpMode::Gated, 1.0, None).unwrap();
+    let mut rng = raspc::verify::SplitMix(3);
+    let mut inputs: Vec<Vec<f64>> = (0..3).map(|_| raspc::simulate::Instance::random(s, 1.0, &mut rng).encode()).collect();
+    inputs[0][1] = f64::NAN;
+    inputs[1][2] = f64::INFINITY;
+    inputs[2][0] = f64::NEG_INFINITY;
+    for dtype in [DType::F32, DType::F64] {
+        let fast = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+        let candle = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
+        let (a, b) = (flat(&fast.forward_real(&inputs, Attention::Hard).unwrap()), flat(&candle.forward_real(&inputs, Attention::Hard).unwrap()));
+        assert!(a.iter().any(|x| x.is_nan()), "{dtype:?}: the fast backend has no NaN output");
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert!(!x.is_nan() || y.is_nan(), "{dtype:?} output {i}: fast {x} vs candle {y}");
+            if !x.is_nan() && !y.is_nan() {
+                assert!(x == y || (x - y).abs() <= 1e-4 * y.abs().max(1.0), "{dtype:?} output {i}: fast {x} vs candle {y}");
+            }
+        }
+    }
+}
+
 #[test]
 fn fast_backend_reports_bad_ids_and_ragged_batches() {
     let (_, _, _, compiled) = raspc_tests::compile(&Case { file: "tracr/reverse.rasp", entry: None, vocab: "abc" }, 5, false).unwrap();

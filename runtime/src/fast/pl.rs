@@ -13,11 +13,15 @@
 //! sorted and each piece's slope and intercept summed (compensated sums in f64); a position
 //! then costs one binary search and one `a·z + b` per column instead of a product per unit.
 //!
-//! The value differs from a unit-by-unit evaluation only by rounding: it is `F_o` evaluated
-//! exactly at the rounded `z`, rounded once. Every unit's pre-activation `α_u·z + β_u` carries
-//! at least the rounding of `z` scaled by `|α_u|` in a unit-by-unit evaluation, so this error
-//! is within what the compiler's certificate charges for those units (it bounds each unit's
-//! dot product and the output sum separately). Positions where a constant dim differs (BOS, a
+//! The value differs from a unit-by-unit evaluation only by rounding: it is `F_o` at the rounded
+//! `z`, from the piece's slope and intercept (compensated f64 sums of the units' terms) in f64,
+//! then rounded to the model's precision: off from `F_o(z)` by about `ε₆₄·(|a·z| + |b|)` plus
+//! that last rounding. Every unit's pre-activation `α_u·z + β_u` carries at least the rounding
+//! of `z` scaled by `|α_u|` in a unit-by-unit evaluation, and each unit's terms are charged
+//! their own rounding, so this error is within what the compiler's certificate charges for
+//! those units (it bounds each unit's dot product and the output sum separately). (With foreign
+//! weights, a unit whose pre-activation would overflow the model's precision while `z` does not
+//! is evaluated in f64 here, so the result may be finite where a unit-by-unit pass overflows.) Positions where a constant dim differs (BOS, a
 //! sequence without BOS first) or where some `z` is not finite take the unit-by-unit path.
 
 use super::Real;
@@ -66,7 +70,8 @@ pub(super) struct Group<T> {
 /// The piecewise-linear groups of one MLP.
 #[derive(Debug, Clone)]
 pub(super) struct Part<T> {
-    /// Constant dims the MLP reads and the value they hold at every non-BOS position.
+    /// Constant dims (the caller passes those the MLP reads) and the value they hold at every
+    /// non-BOS position.
     konst: Vec<(u32, T)>,
     pub(super) groups: Vec<Group<T>>,
     /// The hidden units in no group (increasing), evaluated unit by unit.
@@ -201,30 +206,29 @@ impl<T: Real> Part<T> {
         if groups.is_empty() {
             return None;
         }
-        let used: Vec<bool> = (0..d).map(|r| (0..hid).any(|u| w.w_in[r * hid + u] != 0.0 || w.gate.is_some_and(|(wg, _)| wg[r * hid + u] != 0.0))).collect();
-        Some(Part { konst: konst.iter().copied().filter(|&(r, _)| used[r as usize]).collect(), groups, rest: (0..hid).filter(|&u| !grouped[u]).collect() })
+        Some(Part { konst: konst.to_vec(), groups, rest: (0..hid).filter(|&u| !grouped[u]).collect() })
     }
 
     /// Adds every group's output at a position with residual row `x` to `out`. False (nothing
     /// added) when a constant dim differs from its usual value or some `z` is not finite: the
     /// caller then evaluates every unit.
     #[inline]
-    pub(super) fn eval(&self, x: &[T], out: &mut [T]) -> bool {
+    pub(super) fn eval(&self, x: &[T], out: &mut [T], zs: &mut Vec<f64>) -> bool {
         if !self.konst.iter().all(|&(r, y)| x[r as usize].bits() == y.bits()) {
             return false;
         }
-        let z = |g: &Group<T>| {
+        zs.clear();
+        for g in &self.groups {
             let mut z = T::ZERO;
             for &(r, wv) in &g.v {
                 z += x[r as usize] * wv;
             }
-            z
-        };
-        if !self.groups.iter().all(|g| z(g).is_finite()) {
-            return false;
+            if !z.is_finite() {
+                return false;
+            }
+            zs.push(z.to_f64());
         }
-        for g in &self.groups {
-            let z = z(g).to_f64();
+        for (g, &z) in self.groups.iter().zip(zs.iter()) {
             let k = g.breaks.partition_point(|&b| b < z);
             let nc = g.cols.len();
             for (&c, &(a, b)) in g.cols.iter().zip(&g.ab[k * nc..(k + 1) * nc]) {
