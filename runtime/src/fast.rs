@@ -257,6 +257,37 @@ fn score_of<T: Real>(qnz: &[(usize, T)], k: impl Fn(usize) -> T) -> T {
     }
 }
 
+/// The scores of the first `s.len()` keys for a query with nonzero dims `qnz`, from keys
+/// transposed (`kt[c * t + j]`), as [`score_of`] adds them up: the first nonzero dim's product,
+/// then the others in increasing dim order (all zeros without nonzero dims).
+fn scan_scores<T: Real>(qnz: &[(usize, T)], kt: &[T], t: usize, s: &mut [T]) {
+    let n = s.len();
+    match qnz.split_first() {
+        None => s.fill(T::ZERO),
+        Some((&(c, qc), rest)) => {
+            for (sj, &kv) in s.iter_mut().zip(&kt[c * t..c * t + n]) {
+                *sj = qc * kv;
+            }
+            for &(c, qc) in rest {
+                for (sj, &kv) in s.iter_mut().zip(&kt[c * t..c * t + n]) {
+                    *sj += qc * kv;
+                }
+            }
+        }
+    }
+}
+
+/// The largest score of a row (the first one when none is larger: NaN scores never win).
+fn row_max<T: Real>(s: &[T]) -> T {
+    let mut max = s[0];
+    for &sj in s {
+        if sj > max {
+            max = sj;
+        }
+    }
+    max
+}
+
 /// The score table of a [`HeadKind::Token`] head: `[vocab, vocab]`, query token by key token,
 /// each score computed as the row scan computes it from that token's embedding.
 fn token_scores<T: Real>(h: &Head<T>, embed_token: &[f32], embed_pos: &[f32], d: usize, vocab: usize) -> Vec<T> {
@@ -701,6 +732,15 @@ impl<T: Real> FastModel<T> {
         })
     }
 
+    /// The most threads a call may use ([`set_threads`](Self::set_threads), 0: every core).
+    fn max_threads(&self) -> usize {
+        if self.threads == 0 {
+            parallelism()
+        } else {
+            self.threads
+        }
+    }
+
     /// Caps the threads a batch may use (0: as many as `available_parallelism`; 1: the calling
     /// thread only).
     pub fn set_threads(&mut self, threads: usize) {
@@ -818,7 +858,7 @@ impl<T: Real> FastModel<T> {
         let r = self.readout.cols;
         let mut out = vec![T::ZERO; b * t * r];
         let work = b.saturating_mul(t).saturating_mul(self.work_per_position + t * if attention == Attention::Hard { self.row_heads } else { self.layers.len() });
-        let threads = if work > (1 << 23) && b > 1 { (if self.threads == 0 { parallelism() } else { self.threads }).min(b) } else { 1 };
+        let threads = if work > (1 << 23) && b > 1 { self.max_threads().min(b) } else { 1 };
         let run_chunk = |seqs: std::ops::Range<usize>, out: &mut [T]| -> Result<(), RuntimeError> {
             // The smallest kept workspace that fits.
             let pooled = self.pool.0.lock().ok().and_then(|mut p| (0..p.len()).filter(|&i| p[i].len >= t).min_by_key(|&i| p[i].len).map(|i| p.swap_remove(i)));
@@ -1266,27 +1306,8 @@ impl<T: Real> FastModel<T> {
                 // Long and irregular: scanning every distinct row costs more than the key lists.
                 return None;
             }
-            // As `score_of` adds them up: the first nonzero dim's product, then the others in
-            // increasing dim order.
-            match qnz.split_first() {
-                None => s[..visible].fill(T::ZERO),
-                Some((&(c, qc), rest)) => {
-                    for (sj, &kv) in s[..visible].iter_mut().zip(&kt[c * t..c * t + visible]) {
-                        *sj = qc * kv;
-                    }
-                    for &(c, qc) in rest {
-                        for (sj, &kv) in s[..visible].iter_mut().zip(&kt[c * t..c * t + visible]) {
-                            *sj += qc * kv;
-                        }
-                    }
-                }
-            }
-            let mut max = s[0];
-            for &sj in &s[..visible] {
-                if sj > max {
-                    max = sj;
-                }
-            }
+            scan_scores(&qnz, &kt, t, &mut s[..visible]);
+            let max = row_max(&s[..visible]);
             let thr = max - self.tie_tolerance;
             let mut count = 0;
             let mut j = 0;
@@ -1320,7 +1341,7 @@ impl<T: Real> FastModel<T> {
     /// `available_parallelism` threads (each pattern is the same whichever thread makes it).
     fn prepare_patterns(&self, layer: &Layer<T>, t: usize) {
         let missing: Vec<&Head<T>> = layer.heads.iter().filter(|h| matches!(&h.kind, HeadKind::Position { patterns } if patterns[t].get().is_none())).collect();
-        let threads = (if self.threads == 0 { parallelism() } else { self.threads }).min(missing.len());
+        let threads = self.max_threads().min(missing.len());
         if threads < 2 {
             return;
         }
@@ -1540,56 +1561,23 @@ impl<T: Real> FastModel<T> {
             // Keys listed under the query's nonzero dims (the others add exact zeros there).
             let listed: usize = ws.qnz.iter().map(|&(c, _)| ws.kcol[ws.kptr[c] as usize..ws.kptr[c + 1] as usize].partition_point(|&j| (j as usize) < visible)).sum();
             let sparse = ws.qnz.len() >= 2 && listed * 2 < visible * ws.qnz.len() && ws.qnz.iter().all(|&(_, qc)| qc.is_finite());
-            let max = match ws.qnz.split_first() {
-                _ if sparse => {
-                    // Per dim, over its listed keys: the same sums as the scan below, less the
-                    // exact zeros (in the same dim order).
-                    s.fill(T::ZERO);
-                    for &(c, qc) in &ws.qnz {
-                        for &j in &ws.kcol[ws.kptr[c] as usize..ws.kptr[c + 1] as usize] {
-                            let j = j as usize;
-                            if j >= visible {
-                                break;
-                            }
-                            s[j] += qc * kt[c * t + j];
+            if sparse {
+                // Per dim, over its listed keys: the same sums as the scan, less the exact zeros
+                // (in the same dim order).
+                s.fill(T::ZERO);
+                for &(c, qc) in &ws.qnz {
+                    for &j in &ws.kcol[ws.kptr[c] as usize..ws.kptr[c + 1] as usize] {
+                        let j = j as usize;
+                        if j >= visible {
+                            break;
                         }
+                        s[j] += qc * kt[c * t + j];
                     }
-                    let mut max = s[0];
-                    for &sj in s.iter() {
-                        if sj > max {
-                            max = sj;
-                        }
-                    }
-                    max
                 }
-                None => {
-                    s.fill(T::ZERO);
-                    T::ZERO
-                }
-                Some((&(c, qc), rest)) => {
-                    let mut max = qc * kt[c * t];
-                    for (sj, &kj) in s.iter_mut().zip(&kt[c * t..c * t + visible]) {
-                        *sj = qc * kj;
-                        if rest.is_empty() && *sj > max {
-                            max = *sj;
-                        }
-                    }
-                    for &(c, qc) in rest {
-                        for (sj, &kj) in s.iter_mut().zip(&kt[c * t..c * t + visible]) {
-                            *sj += qc * kj;
-                        }
-                    }
-                    if !rest.is_empty() {
-                        max = s[0];
-                        for &sj in s.iter() {
-                            if sj > max {
-                                max = sj;
-                            }
-                        }
-                    }
-                    max
-                }
-            };
+            } else {
+                scan_scores(&ws.qnz, kt, t, s);
+            }
+            let max = row_max(s);
             outv.fill(T::ZERO);
             // Keys with an all-zero value vector add exact zeros: only `vkeys` are summed.
             match attention {
