@@ -193,6 +193,9 @@ impl std::iter::Sum for Err2 {
 const MAX_KNOTS: usize = 200_000;
 /// Most key groups a group-scored head may use.
 const MAX_GROUPS: usize = 2048;
+/// The fewest terms a head's value needs before it is written as partial sums
+/// ([`RealLowerer::blocked_resident`]).
+const BLOCK_MIN_TERMS: usize = 9;
 
 // ---- intervals and jets -------------------------------------------------------------------
 
@@ -564,6 +567,21 @@ impl Aff {
     fn is_const(&self) -> bool {
         self.c.is_empty()
     }
+    /// `(λ, rest)` with `self = λ·(s - m) + rest` and rest free of m and of s's slots, when self
+    /// holds m with coefficient -λ and every slot of s with λ times its coefficient.
+    fn split_max(&self, m: SlotId, s: &Aff) -> Option<(f64, Aff)> {
+        let lam = -*self.c.get(&m)?;
+        if lam == 0.0 || s.c.contains_key(&m) || !s.c.iter().all(|(x, &c)| self.c.get(x) == Some(&(lam * c))) {
+            return None;
+        }
+        let mut rest = self.clone();
+        rest.c.remove(&m);
+        for x in s.c.keys() {
+            rest.c.remove(x);
+        }
+        rest.k -= lam * s.k;
+        Some((lam, rest))
+    }
     /// `self = λ·u + κ`?
     fn in_direction(&self, u: &Aff) -> Option<(f64, f64)> {
         if self.c.len() != u.c.len() {
@@ -624,9 +642,11 @@ struct RealLowerer<'a> {
     pos_vals: HashMap<SlotId, Vec<f64>>,
     /// Per slot, the token positions where its exact value is known to be 0.
     zero: HashMap<SlotId, Vec<bool>>,
-    /// `m -> s`: m is a maximum over keys that always include the position itself (or m and s
-    /// are both 0 there), so s - m <= 0 exactly.
-    max_of: HashMap<SlotId, SlotId>,
+    /// `m -> s`: m is a maximum of the affine form s over keys that always include the position
+    /// itself (or m and s are both 0 there), so s - m <= 0 exactly.
+    max_of: HashMap<SlotId, Aff>,
+    /// Sums written as several partial-sum slots ([`Self::blocked_resident`]), by expression.
+    blk_cache: HashMap<String, Aff>,
     /// Source of the node being lowered (for diagnostics raised deep inside).
     span: raspc_lang::span::Span,
     /// Bounds of the input number at each token position.
@@ -644,8 +664,10 @@ struct RealLowerer<'a> {
     wsum: HashMap<SlotId, WSum>,
     /// One-term unary MLPs of a nonnegative function: argument, `sup x·f(x)` and `sup f` (x ≥ 0).
     unary_info: HashMap<SlotId, (Aff, f64, f64)>,
-    /// Maxima `m = aggregate_max(sel, s)` of one slot with exact scores: s, each query's
-    /// selected keys, and the head's own error (its bound less s's).
+    /// Maxima `m = aggregate_max(sel, s)` of an affine form s, and one-key gathers of them that
+    /// read, for every query, a key whose row is the query's own: s, each query's row (the
+    /// keys the maximum takes), and the error beyond s's, split into the part that may differ
+    /// between the queries of one row and the part common to the row.
     max_info: HashMap<SlotId, MaxInfo>,
     /// Relative bounds against a row-shifted reference (`relative::Shifted`).
     shifted: HashMap<SlotId, relative::Shifted>,
@@ -656,9 +678,12 @@ struct RealLowerer<'a> {
 /// See [`RealLowerer::max_info`].
 #[derive(Clone, Debug)]
 struct MaxInfo {
-    value: SlotId,
+    value: Aff,
     rows: Vec<Vec<u32>>,
+    /// `|m'_q - max_{k∈rows[q]} s'_k - c_r| ≤ own` with `|c_r| ≤ common` one number per row r
+    /// (s' the exact value of the computed affine form).
     own: Err2,
+    common: Err2,
 }
 
 /// A head whose value is one slot with relative bounds, read with weight 1.
@@ -703,6 +728,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         pos_vals: HashMap::new(),
         zero: HashMap::new(),
         max_of: HashMap::new(),
+        blk_cache: HashMap::new(),
         span: g.node(root).span,
         input_iv: vec![Iv { lo: opts.lo, hi: opts.hi }; max_len],
         grid: crate::positional::Tables::new(g, &g.ancestors(root), max_len),
@@ -1045,10 +1071,22 @@ impl RealLowerer<'_> {
                     return Err(self.err(id, format!("the default of a real aggregate must be 0, got {}", default.repr())).with_label("here"));
                 }
                 let vex = self.ex_of(values)?;
-                let v = self.affine_or_resident(&vex, &self.g.node(values).label.clone())?;
-                if v.c.len() == 1 && v.k == 0.0 && v.c.values().all(|&w| w == 1.0) {
-                    let Some(&slot) = v.c.keys().next() else { return Err(self.err(id, "internal error: an empty affine form").with_label("here")) };
-                    self.vals.insert(values, Val::Real(Ex::Leaf(slot)));
+                let v = self.blocked_resident(&vex, &self.g.node(values).label.clone())?;
+                if Self::affine(&vex).is_none() {
+                    // Later readers of the value read the slots just written.
+                    let ex = v.c.iter().fold(None, |acc: Option<Ex>, (&s, &w)| {
+                        let t = if w == 1.0 { Ex::Leaf(s) } else { Ex::Mul(bx(Ex::C(w)), bx(Ex::Leaf(s))) };
+                        Some(match acc {
+                            None => t,
+                            Some(a) => Ex::Add(bx(a), bx(t)),
+                        })
+                    });
+                    let ex = match ex {
+                        None => Ex::C(v.k),
+                        Some(e) if v.k != 0.0 => Ex::Add(bx(e), bx(Ex::C(v.k))),
+                        Some(e) => e,
+                    };
+                    self.vals.insert(values, Val::Real(ex));
                 }
                 let s = self.head(id, &label, sel, &m, &v, is_max, None)?;
                 Val::Real(Ex::Leaf(s))
@@ -1380,19 +1418,44 @@ impl RealLowerer<'_> {
         let vz = self.aff_zero(v);
         let zero_rows: Vec<bool> = m.iter().map(|r| r.iter().all(|&k| vz[k as usize])).collect();
         self.zero.insert(out, crate::positional::per_position(self.n, ctx, &zero_rows));
-        if is_max && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) {
-            let Some(&s) = v.c.keys().next() else { return Err(self.err(id, "internal error: an empty affine form").with_label("here")) };
-            let zs = self.zero.get(&s).cloned().unwrap_or_else(|| vec![false; self.n]);
+        if is_max && v.k == 0.0 && !v.c.is_empty() {
+            let zs = vz;
             let selects_itself = |r: &Vec<u32>, q: usize| r.binary_search(&(q as u32)).is_ok();
             let covers: Vec<bool> = match ctx {
                 Some(pairs) => pairs.iter().zip(m).map(|(&(q, _), r)| selects_itself(r, q as usize) || (r.is_empty() && zs[q as usize])).collect(),
                 None => (0..self.n).map(|q| selects_itself(&m[q], q) || (m[q].is_empty() && zs[q])).collect(),
             };
             if crate::positional::per_position(self.n, ctx, &covers).iter().all(|&b| b) {
-                self.max_of.insert(out, s);
+                self.max_of.insert(out, v.clone());
             }
             if ctx.is_none() {
-                self.max_info.insert(out, MaxInfo { value: s, rows: m.to_vec(), own: err - ve });
+                self.max_info.insert(out, MaxInfo { value: v.clone(), rows: m.to_vec(), own: err - ve, common: Err2::default() });
+            }
+        }
+        // A one-key gather of such a maximum that reads, at every query, the maximum of the
+        // query's own row, from one key per row (a row's representative): the maximum head's own
+        // error at that key is one number for the whole row, so it becomes common to the row
+        // (`MaxInfo::common`); only the gather's rounding may differ between queries. A query
+        // that reads nothing must have an empty row (both are 0 there).
+        if !is_max
+            && ctx.is_none()
+            && v.k == 0.0
+            && v.c.len() == 1
+            && v.c.values().all(|&w| w == 1.0)
+            && m.iter().all(|r| r.len() <= 1)
+            && let Some(info) = v.c.keys().next().and_then(|s| self.max_info.get(s)).cloned()
+        {
+            let mut rep: HashMap<&[u32], u32> = HashMap::new();
+            let consistent = m.iter().enumerate().all(|(q, r)| match r.first() {
+                None => info.rows[q].is_empty(),
+                Some(&k) => !info.rows[q].is_empty() && info.rows[k as usize] == info.rows[q] && *rep.entry(&info.rows[q]).or_insert(k) == k,
+            });
+            if consistent {
+                let src = v.c.keys().next().copied().unwrap_or(SlotId(usize::MAX));
+                if let Some(s) = self.max_of.get(&src).cloned() {
+                    self.max_of.insert(out, s);
+                }
+                self.max_info.insert(out, MaxInfo { value: info.value.clone(), rows: info.rows.clone(), own: err - ve, common: info.own + info.common });
             }
         }
         self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
@@ -1415,14 +1478,10 @@ impl RealLowerer<'_> {
     fn aff_iv(&self, a: &Aff) -> Iv {
         let naive = a.c.iter().fold(Iv::pt(a.k), |acc, (s, &w)| acc.add(self.res[s].iv.scale(w)));
         // λ(s - m) <= 0 when m is a maximum that covers s.
-        for (&m, &s) in &self.max_of {
-            if let (Some(&wm), Some(&ws)) = (a.c.get(&m), a.c.get(&s))
-                && ws > 0.0
-                && wm == -ws
+        for (&m, s) in &self.max_of {
+            if let Some((lam, rest)) = a.split_max(m, s)
+                && lam > 0.0
             {
-                let mut rest = a.clone();
-                rest.c.remove(&m);
-                rest.c.remove(&s);
                 let r = self.aff_iv(&rest);
                 return Iv { lo: naive.lo, hi: naive.hi.min(r.hi) };
             }
@@ -1499,6 +1558,41 @@ impl RealLowerer<'_> {
             Some(a) => Ok(a),
             None => Ok(Aff::leaf(self.resident(ex, label)?)),
         }
+    }
+
+    /// `ex` as an affine form of slots, like [`Self::affine_or_resident`], except that a sum of
+    /// k ≥ 9 terms is written as B = ⌈√k⌉ slots (one MLP each, the same layer) of about k/B
+    /// terms, returned as their sum. Every reader then adds the B partial sums in its own
+    /// projection: a worst-case rounding of about (k/B + B)·u·Σ|terms| instead of k·u·Σ|terms|
+    /// (docs/compiler.md, "Blocked sums").
+    fn blocked_resident(&mut self, ex: &Ex, label: &str) -> Result<Aff, Diagnostic> {
+        if let Some(a) = Self::affine(ex) {
+            return Ok(a);
+        }
+        let key = format!("{ex:?}");
+        if let Some(a) = self.blk_cache.get(&key) {
+            return Ok(a.clone());
+        }
+        if let Some(&s) = self.mat_cache.get(&key) {
+            return Ok(Aff::leaf(s));
+        }
+        let (aff, terms) = self.decompose(ex, label)?;
+        let k = terms.len();
+        if k < BLOCK_MIN_TERMS {
+            let s = self.mlp(label, &aff, &terms)?;
+            self.mat_cache.insert(key, s);
+            return Ok(Aff::leaf(s));
+        }
+        let b = (k as f64).sqrt().ceil() as usize;
+        let per = k.div_ceil(b);
+        let mut out = Aff::default();
+        for (i, chunk) in terms.chunks(per).enumerate() {
+            let part = if i == 0 { aff.clone() } else { Aff::default() };
+            let s = self.mlp(&format!("{label}.part{i}"), &part, chunk)?;
+            out = out.add(&Aff::leaf(s), 1.0);
+        }
+        self.blk_cache.insert(key, out.clone());
+        Ok(out)
     }
 
     /// Writes `ex` into a slot of its own (one MLP), unless it already is one.
@@ -1847,22 +1941,25 @@ impl RealLowerer<'_> {
         let (lo, hi) = (pl.knots[0], pl.knots[pl.knots.len() - 1]);
         // Row-shifted bounds (`relative::Shifted`): an exp of λ(s - m) + k with m a maximum of s
         // with exact scores...
-        let mut pair = u.c.iter();
-        if let (2, Some((rate, x_max)), Some((&s1, &c1)), Some((&s2, &c2))) = (u.c.len(), relative::exp_rate(f), pair.next(), pair.next())
+        let found = u.c.keys().find_map(|&m| {
+            let info = self.max_info.get(&m)?;
+            let (lam, rest) = u.split_max(m, &info.value)?;
+            rest.c.is_empty().then(|| (m, lam, info.clone()))
+        });
+        if let (Some((rate, x_max)), Some((m, lam, info))) = (relative::exp_rate(f), found)
             && w > 0.0
-            && c1 == -c2
         {
-            let (s, m, lam) = if self.max_info.get(&s2).is_some_and(|i| i.value == s1) { (s1, s2, c1) } else { (s2, s1, c2) };
-            if let Some(info) = self.max_info.get(&m).filter(|i| i.value == s) {
-                let es = self.res[&s].err;
-                let input = vec![(Err2::default(), lam.abs() * (es + info.own))];
-                // The reference arguments u - λD lie within |λ|·e_s of u's exact range.
-                let iv = self.aff_iv(u);
-                let d = lam.abs() * es.max();
-                if iv.lo - d >= lo && iv.hi + d <= hi.min(x_max) {
-                    let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
-                    self.shifted.insert(out, relative::Shifted { rel, max: m, log_c: (rate * lam).abs() * es, floor: w * f.eval(u.k) });
-                }
+            // The argument's error against the reference u - λD_r (D_r the row's common shift,
+            // |D_r| ≤ e_s + common): |λ|·(e_s + own).
+            let es = self.aff_err(&info.value);
+            let input = vec![(Err2::default(), lam.abs() * (es + info.own))];
+            // The reference arguments u - λD lie within |λ|·(e_s + common) of u's exact range.
+            let iv = self.aff_iv(u);
+            let shift = es + info.common;
+            let d = lam.abs() * shift.max();
+            if iv.lo - d >= lo && iv.hi + d <= hi.min(x_max) {
+                let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
+                self.shifted.insert(out, relative::Shifted { rel, max: m, log_c: (rate * lam).abs() * shift, floor: w * f.eval(u.k) });
             }
         }
         // ... or a unary of c·t, t with shifted bounds (references within e^{±log_c} of exact).

@@ -406,7 +406,7 @@ fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
     assert_eq!(code, 0, "{out}{err}");
     let last = out.lines().last().unwrap();
     assert!(last.starts_with("simulate: 100 trials, 0 failures, max_abs_err "), "{out}");
-    assert!(out.contains("layers 5"), "{out}");
+    assert!(out.contains("layers 6"), "{out}");
     // JSON: one object with the sizes, errors and bounds.
     let (code, out, _) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--mlp", "relu", "--trials", "20", "--json"]);
     assert_eq!(code, 0);

@@ -246,18 +246,22 @@ pub(super) fn nonneg_profile(pl: &Pl) -> Option<(f64, f64)> {
 /// (each pair of `rel`), with v_j the exact value at position j and `C_r > 0` one number per row
 /// r of the maximum head `max` (the keys its query at j selects), `|ln C_r| ≤ log_c`.
 ///
-/// Where it comes from: `E = w·exp(κ·u)` with `u = λ(s - m) + k`, m the row maximum of s
-/// (`aggregate_max` of s with exact scores, `MaxInfo` in `real.rs`). The computed
-/// argument at position j is `u'_j = u_j + λ(ε_j - D_r - η_j)` (plus the units' own rounding,
-/// charged by [`unary`]), where `ε_j = s'_j - s_j` (|ε_j| ≤ e_s), `D_r = max_{k∈r} s'_k -
-/// max_{k∈r} s_k` and `η_j = m'_j - max_{k∈r} s'_k` (the head's own error, |η_j| ≤ e_own: its tie
-/// tolerance and rounding). `D_r` depends on the row only (every query of the row reads the same
-/// keys), and `|D_r| ≤ e_s`. So against the reference argument `x_j = u_j - λD_r` the argument's
-/// error is at most `|λ|(e_s + e_own)`, not `|λ|(e_s + e_m) = |λ|(2e_s + e_own)`, and the
-/// reference value is `w·exp(κ x_j) = C_r·E_j` with `C_r = exp(-κλD_r)`:
-/// `log_c = |κλ|·e_s`. (x_j may exceed u's exact range by |λ|e_s: exp must go on past 0 that far,
-/// a clamp `min(·, x_max)` only above it, checked, and x_j lies inside the interpolated domain,
-/// which is widened by u's whole error.)
+/// Where it comes from: `E = w·exp(κ·u)` with `u = λ(s - m) + k`, m the row maximum of an
+/// affine form s (`aggregate_max` of s, or a one-key gather of one that reads each row's
+/// maximum from one key of the row: `MaxInfo` in `real.rs`). The computed argument at position
+/// j is `u'_j = u_j + λ(ε_j - D_r - η_j)` (plus the units' own rounding, charged by
+/// [`unary`]), where `ε_j = s'_j - s_j` (|ε_j| ≤ e_s, s' the exact value of the computed form),
+/// `D_r = max_{k∈r} s'_k - max_{k∈r} s_k + c_r` and `η_j = m'_j - max_{k∈r} s'_k - c_r`: the
+/// head's own error (tie tolerance, score and mean rounding) split into `c_r`, one number per
+/// row (|c_r| ≤ e_common: the maximum head's own error when its value is read from one key per
+/// row), and the rest (|η_j| ≤ e_own). `D_r` depends on the row only (every query of the row
+/// reads the same keys), and `|D_r| ≤ e_s + e_common`. So against the reference argument
+/// `x_j = u_j - λD_r` the argument's error is at most `|λ|(e_s + e_own)`, not
+/// `|λ|(e_s + e_m) = |λ|(2e_s + e_own + e_common)`, and the reference value is
+/// `w·exp(κ x_j) = C_r·E_j` with `C_r = exp(-κλD_r)`: `log_c = |κλ|·(e_s + e_common)`. (x_j may
+/// exceed u's exact range by |λ|(e_s + e_common): exp must go on past 0 that far, a clamp
+/// `min(·, x_max)` only above it, checked, and x_j lies inside the interpolated domain, which is
+/// widened by u's whole error.)
 ///
 /// The reference passes through mean and one-key gather heads like exact values do
 /// ([`through_mean`] holds for any nonnegative reference), and through a unary `r = f(c·t)` of a
