@@ -112,6 +112,43 @@ fn gamma_u(n: usize, u: f64) -> f64 {
     nu / (1.0 - nu)
 }
 
+/// Rounding of a sum of nonzero terms whose computed values are bounded by `mags`, in any
+/// summation order: `u·(1 + γ_k)·Σ_i m_(i)·c_i` with the bounds sorted in decreasing order and
+/// `c = (k-1, k-1, k-2, ..., 1)` (k terms), about half of `γ_{k-1}·Σ m` for equal bounds.
+///
+/// Proof: the computed sum is a binary tree of k leaves; each of its k - 1 additions rounds once,
+/// by at most u·|its computed value|, and that error reaches the root unchanged (later additions
+/// add it exactly). A node's computed value is at most `(1+u)^k` times the sum of the bounds of
+/// the leaves below it, so the total is at most `u(1+γ_k)·Σ_leaves m_l·depth_l` (depth: the
+/// additions above the leaf). Internal nodes whose subtree holds at least s leaves form a
+/// subtree of i nodes; it has i + 1 hanging children, two of them (below one of its lowest
+/// nodes) together holding at least s leaves and the other i - 1 at least one each, so
+/// `k ≥ s + i - 1`: the i-th largest subtree size is at most `k - i + 1`, a chain's. So the sum
+/// of the j largest depths, `Σ_nodes min(j, size)`, is at most the chain's for every j; with
+/// the bounds paired in decreasing order (rearrangement) and decreasing (Abel summation), the
+/// chain's depths `c` give the largest `Σ m·depth`. A term bounded by 0 is an exact zero
+/// (adds no rounding).
+fn chain_err(mags: &[f64], u: f64) -> f64 {
+    let mut m: Vec<f64> = mags.iter().copied().filter(|&x| x > 0.0).collect();
+    m.sort_by(|a, b| b.total_cmp(a));
+    let k = m.len();
+    if k < 2 {
+        return 0.0;
+    }
+    let s: f64 = m.iter().enumerate().map(|(i, x)| x * (k - i.max(1)) as f64).sum();
+    u * (1.0 + gamma_u(k, u)) * s
+}
+
+/// [`chain_err`] under both arithmetics (bounds per arithmetic).
+fn chain_err2(mags: &[Err2]) -> Err2 {
+    let (a, b): (Vec<f64>, Vec<f64>) = mags.iter().map(|e| (e.f32, e.f64)).unzip();
+    Err2 { f32: chain_err(&a, U32), f64: chain_err(&b, U64) }
+}
+
+fn min2(a: Err2, b: Err2) -> Err2 {
+    Err2 { f32: a.f32.min(b.f32), f64: a.f64.min(b.f64) }
+}
+
 /// An error bound under each arithmetic the certificate covers: f32, and f64 on the stored f32
 /// weights. The network never depends on it; only the bounds do.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -1272,7 +1309,7 @@ impl RealLowerer<'_> {
         // the gap above every other, BOS included): its weight is 1/1 and the output is that
         // key's value exactly (the output weight is 1, and the head's slot is 0 before it).
         let mean_gamma = Self::mean_gamma(widest);
-        let value_fp = Self::dot_gamma(v, v.k) * self.aff_mag(v) + mean_gamma * (Err2::both(vmag) + ve);
+        let value_fp = self.dot_err(v, v.k, self.aff_mag(v)) + mean_gamma * (Err2::both(vmag) + ve);
         let (mut q, mut k): (Vec<In>, Vec<In>) = (vec![], vec![]);
         let mut col = 0;
         let mut quad = vec![];
@@ -1823,6 +1860,19 @@ impl RealLowerer<'_> {
         }
     }
 
+    /// Rounding of the dot product `a + bias` (the bias one more term), given `base`, the
+    /// magnitude [`Self::dot_gamma`] is relative to: the smaller of that and, when every term
+    /// is exact (weights ±1, an f32 bias), [`chain_err`] of the terms' bounds.
+    fn dot_err(&self, a: &Aff, bias: f64, base: Err2) -> Err2 {
+        let g = Self::dot_gamma(a, bias) * base;
+        if !(a.c.values().all(|w| w.abs() == 1.0) && f32_exact(bias)) {
+            return g;
+        }
+        let mut mags: Vec<Err2> = a.c.keys().map(|s| Err2::both(self.res[s].iv.mag()) + self.res[s].err).collect();
+        mags.push(Err2::both(bias.abs()));
+        min2(g, chain_err2(&mags))
+    }
+
     /// Rounding of a head's mean of at most `widest` kept keys' values, relative to V = max|value|.
     /// One key: exact (weight 1/1). c ≥ 2 keys: the weights are `w = fl(1/c)`, the terms
     /// `t_k = fl(w·v_k)` with `|t_k| ≤ (1+u)²V/c`, and any summation tree of them rounds by at most
@@ -1931,8 +1981,12 @@ impl RealLowerer<'_> {
         // Every unit's pre-activation `dir·(u - t)` rounds like its dot product (the largest
         // factor over the units); the output sums the units active in a window, the constant
         // unit and the residual add (`Err2::gamma(k)` = γ_{k+1}).
+        // (As a factor of `pre_mag + |t|`: [`Self::dot_err`] over that magnitude.)
+        let mag = self.aff_mag(u);
         let pre_gamma = units.iter().fold(Err2::default(), |g, &(dir, t, _)| {
-            let x = Self::dot_gamma(u, dir * (u.k - t));
+            let base = mag + Err2::both(t.abs());
+            let e = self.dot_err(u, dir * (u.k - t), base);
+            let x = Err2 { f32: if base.f32 > 0.0 { e.f32 / base.f32 } else { 0.0 }, f64: if base.f64 > 0.0 { e.f64 / base.f64 } else { 0.0 } };
             Err2 { f32: g.f32.max(x.f32), f64: g.f64.max(x.f64) }
         });
         let sum_gamma = |active: usize| Err2::gamma(active + (c0 != 0.0) as usize, false);
@@ -2200,6 +2254,9 @@ impl RealLowerer<'_> {
         };
         let mut constant = aff.k;
         let mut mag_exact = Err2::default();
+        // Per unit that can be nonzero, a bound on its output (products only; a block with other
+        // terms sums with the plain γ bound).
+        let mut unit_mags: Vec<Err2> = vec![];
         // Units that can be nonzero at one position (the block's output sum rounds only between
         // those: [`Err2::gamma_sum`]).
         let mut active = 0usize;
@@ -2284,7 +2341,7 @@ impl RealLowerer<'_> {
                         // dir +1: relu(u - t); dir -1: relu(t - u).
                         let ins: Vec<(SlotId, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
                         unit(&mut m, ins, dir * (u.k - t), None, w * coef);
-                        pre_err += coef.abs() * Self::dot_gamma(u, dir * (u.k - t)) * (self.aff_mag(u) + Err2::both(t.abs()));
+                        pre_err += coef.abs() * self.dot_err(u, dir * (u.k - t), self.aff_mag(u) + Err2::both(t.abs()));
                     }
                     if !product_half {
                         iv = iv.add(pl.range.scale(*w));
@@ -2305,11 +2362,12 @@ impl RealLowerer<'_> {
                     unit(&mut m, ins(a, -1.0), -a.k, Some((ins(b, -1.0), -b.k)), *w);
                     // Both pre-activations round (relative to what they sum), then the product
                     // and its output weight.
-                    let (ga, gb) = (Self::dot_gamma(a, a.k), Self::dot_gamma(b, b.k));
-                    let rounding = ga * (self.aff_mag(a) * bm) + gb * (self.aff_mag(b) * am) + Self::prod_gamma(*w) * (am * bm);
+                    let ga = Self::dot_gamma(a, a.k);
+                    let rounding = self.dot_err(a, a.k, self.aff_mag(a)) * bm + self.dot_err(b, b.k, self.aff_mag(b)) * am + Self::prod_gamma(*w) * (am * bm);
                     // The units relu(a)·b and relu(-a)·b: when a's pre-activation is exact they
                     // read a' and -a' exactly, so at most one is nonzero.
-                    active += if ga == Err2::default() { 1 } else { 2 };
+                    let units = if ga == Err2::default() { 1 } else { 2 };
+                    active += units;
                     let (mut term_iv, mut term_err, mut term_mag) = (ai.mul(bi).scale(*w), w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding), w.abs() * am * bm);
                     // A softmax-weighted mean (gated): also certified by `relative::Ratio`, without
                     // the factor n; each arithmetic keeps the smaller of the two valid bounds.
@@ -2325,6 +2383,9 @@ impl RealLowerer<'_> {
                     }
                     iv = iv.add(term_iv);
                     err += term_err;
+                    for _ in 0..units {
+                        unit_mags.push(term_mag);
+                    }
                     if f32_exact(*w) {
                         mag_exact += term_mag;
                     } else {
@@ -2344,7 +2405,18 @@ impl RealLowerer<'_> {
         // (Err2::gamma(k) = γ_{k+1}: the additions between the k nonzero units, their output
         // weights, and the residual add.)
         let active = active.min(m.hidden);
-        err += Err2::gamma(active, true) * (mag_sum + mag_exact) + (Err2::gamma(active, false) - Err2::gamma(active, true)) * mag_sum;
+        let mut sum_err = Err2::gamma(active, true) * (mag_sum + mag_exact);
+        if indicator_products.is_empty() && expanded.iter().all(|(_, t)| matches!(t, Term::Prod(..))) && unit_mags.len() + (constant != 0.0) as usize == active {
+            // Only products (and the constant unit): the additions between them by
+            // [`chain_err`], plus one rounding of each output weight's product and of the
+            // residual add, each at most u·(1 + γ)·Σ bounds.
+            unit_mags.push(Err2::both(constant.abs()));
+            let total = unit_mags.iter().copied().sum::<Err2>();
+            let k = unit_mags.len();
+            let two = Err2 { f32: 2.0 * U32 * (1.0 + gamma_u(k + 2, U32)), f64: 2.0 * U64 * (1.0 + gamma_u(k + 2, U64)) };
+            sum_err = min2(sum_err, chain_err2(&unit_mags) + two * total);
+        }
+        err += sum_err + (Err2::gamma(active, false) - Err2::gamma(active, true)) * mag_sum;
         self.res.insert(out, Res { iv, err });
         if let Some((f, pl, units, w, u)) = unary_capture {
             self.relative_unary(out, &f, &pl, &units, w, constant, &u);
@@ -2448,6 +2520,81 @@ mod tests {
             assert!((at(u) - want).abs() <= (rho * want).max(rho / 1024.0) * (1.0 + 1e-9), "u {u}: {} vs {want}", at(u));
         }
         assert!(pl.knots.iter().filter(|&&t| t < -20.0).count() < 20, "{}", pl.knots.len());
+    }
+
+    #[test]
+    fn chain_bound_holds_for_f32_sums_in_any_tree_and_halves_gamma() {
+        // Deterministic pseudo-random f32 terms and summation trees (random pairings, chains in
+        // both orders, balanced): the computed f32 sum stays within chain_err of the exact one.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut worst = 0.0f64;
+        for case in 0..400 {
+            let k = 2 + (next() % 40) as usize;
+            // Terms of mixed signs and sizes (some cancelling), or all near 1 (the worst for γ).
+            let terms: Vec<f32> = (0..k)
+                .map(|_| {
+                    let r = (next() >> 40) as f32 / (1u64 << 24) as f32;
+                    if case % 2 == 0 {
+                        1.0 - r * 1e-3
+                    } else {
+                        (r - 0.5) * 2f32.powi((next() % 12) as i32)
+                    }
+                })
+                .collect();
+            let mags: Vec<f64> = terms.iter().map(|&t| f64::from(t.abs())).collect();
+            let exact: f64 = terms.iter().map(|&t| f64::from(t)).sum();
+            let bound = chain_err(&mags, U32);
+            let mut nodes = terms.clone();
+            while nodes.len() > 1 {
+                let n = nodes.len();
+                let (i, j) = match case % 3 {
+                    0 => (0, 1),
+                    1 => (n - 2, n - 1),
+                    _ => {
+                        let i = (next() % n as u64) as usize;
+                        (i, (i + 1 + (next() % (n as u64 - 1)) as usize) % n)
+                    }
+                };
+                let (lo, hi) = (i.min(j), i.max(j));
+                let v = nodes[lo] + nodes[hi];
+                nodes.remove(hi);
+                nodes[lo] = v;
+            }
+            let err = (f64::from(nodes[0]) - exact).abs();
+            assert!(err <= bound, "case {case}: |{} - {exact}| = {err} > {bound}", nodes[0]);
+            worst = worst.max(err / bound.max(1e-300));
+            // Never above the plain γ bound (up to its higher-order factor), and about half of it
+            // for equal terms.
+            assert!(bound <= gamma_u(k - 1, U32) * mags.iter().sum::<f64>() * (1.0 + gamma_u(k, U32)));
+        }
+        assert!(worst > 0.0);
+        let ones = vec![1.0; 64];
+        let ratio = chain_err(&ones, U32) / (gamma_u(63, U32) * 64.0);
+        assert!(ratio > 0.5 && ratio < 0.52, "{ratio}");
+        // Exact zeros add nothing; one term is exact.
+        assert_eq!(chain_err(&[0.0, 3.0, 0.0], U32), 0.0);
+        assert_eq!(chain_err(&[1.0, 1.0], U32), U32 * (1.0 + gamma_u(2, U32)) * 2.0);
+    }
+
+    #[test]
+    fn affine_forms_split_around_a_maximum() {
+        let (s1, s2, m) = (SlotId(1), SlotId(2), SlotId(3));
+        let s = Aff::leaf(s1).add(&Aff::leaf(s2), 1.0);
+        // u = 2(s1 + s2 - m) + 5.
+        let u = s.scale(2.0).add(&Aff::leaf(m), -2.0).add(&Aff::konst(5.0), 1.0);
+        let (lam, rest) = u.split_max(m, &s).unwrap();
+        assert_eq!(lam, 2.0);
+        assert!(rest.c.is_empty() && rest.k == 5.0);
+        // Not λ(s - m): one slot of s with another weight, or m missing.
+        let skew = Aff::leaf(s1).scale(2.0).add(&Aff::leaf(s2), 3.0).add(&Aff::leaf(m), -2.0);
+        assert!(skew.split_max(m, &s).is_none());
+        assert!(s.split_max(m, &s).is_none());
     }
 
     #[test]
