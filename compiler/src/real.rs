@@ -233,6 +233,8 @@ const MAX_GROUPS: usize = 2048;
 /// The fewest terms a head's value needs before it is written as partial sums
 /// ([`RealLowerer::blocked_resident`]).
 const BLOCK_MIN_TERMS: usize = 9;
+/// The fewest units an exp or reciprocal block needs before it writes partial sums ([`Group`]).
+const GROUP_MIN_UNITS: usize = 16;
 
 // ---- intervals and jets -------------------------------------------------------------------
 
@@ -684,6 +686,11 @@ struct RealLowerer<'a> {
     max_of: HashMap<SlotId, Aff>,
     /// Sums written as several partial-sum slots ([`Self::blocked_resident`]), by expression.
     blk_cache: HashMap<String, Aff>,
+    /// Set by [`Self::blocked_resident`] for the next [`Self::mlp`]: a block that is one unary
+    /// term of exp or a reciprocal writes its units as partial sums ([`Group`]).
+    group_next: bool,
+    /// Grouped unary blocks, by the slot of their first group.
+    groups: HashMap<SlotId, Group>,
     /// Source of the node being lowered (for diagnostics raised deep inside).
     span: raspc_lang::span::Span,
     /// Bounds of the input number at each token position.
@@ -710,6 +717,19 @@ struct RealLowerer<'a> {
     shifted: HashMap<SlotId, relative::Shifted>,
     /// One-term unary MLPs `k / max(x, θ)`-like: θ such that f(x) = k/x for x ≥ θ.
     homogeneous: HashMap<SlotId, f64>,
+}
+
+/// A unary block `w·f(u)` whose K units write G ≈ √K partial sums (`slots`, the first owned
+/// by the block, the others sum slots only it writes), so that the f32 sum of its units rounds
+/// like `γ_{K/G}` within a group and `γ_G` when a reader adds the groups, not like `γ_K`
+/// (docs/compiler.md, "Grouped exp"). The value is the sum of the slots; `iv` is its interval
+/// (each slot has its own, wider in sum). Exact value of slot g ≥ 1: its units at the exact
+/// argument; of slot 0: its units and the constant there, plus the interpolation error, so the
+/// slots' errors add up to the block's.
+#[derive(Clone, Debug)]
+struct Group {
+    slots: Vec<SlotId>,
+    iv: Iv,
 }
 
 /// See [`RealLowerer::max_info`].
@@ -766,6 +786,8 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         zero: HashMap::new(),
         max_of: HashMap::new(),
         blk_cache: HashMap::new(),
+        group_next: false,
+        groups: HashMap::new(),
         span: g.node(root).span,
         input_iv: vec![Iv { lo: opts.lo, hi: opts.hi }; max_len],
         grid: crate::positional::Tables::new(g, &g.ancestors(root), max_len),
@@ -1432,12 +1454,16 @@ impl RealLowerer<'_> {
         let iv = if none { vi.hull(Iv::pt(0.0)) } else { vi };
         self.res.insert(out, Res { iv, err });
         // Relative bounds pass through means of a nonnegative value (`relative::through_mean`).
-        if !is_max && ctx.is_none() && v.k == 0.0 && v.c.len() == 1 && v.c.values().all(|&w| w == 1.0) && vi.lo >= 0.0 {
-            let value = v.c.keys().next().copied().unwrap_or(SlotId(usize::MAX));
+        // A grouped block's sum ([`Group`]) counts as its value: its relative bounds already
+        // charge the value projection's sum of the groups.
+        let group = self.group_of(v);
+        if !is_max && ctx.is_none() && v.k == 0.0 && (group.is_some() || (v.c.len() == 1 && v.c.values().all(|&w| w == 1.0))) && vi.lo >= 0.0 {
+            let value = group.or_else(|| v.c.keys().next().copied()).unwrap_or(SlotId(usize::MAX));
             if let Some(r) = self.rel.get(&value) {
                 // (Relative to the mean of |v'|, not to max|v'|: a mean of c values of different
                 // sizes can round like γ_{c-1} of it, so the full factor.)
-                let g = Self::dot_gamma(v, v.k) + if widest <= 1 { Err2::default() } else { Err2::gamma(widest + 2, true) };
+                let projection = if group.is_some() { Err2::default() } else { Self::dot_gamma(v, v.k) };
+                let g = projection + if widest <= 1 { Err2::default() } else { Err2::gamma(widest + 2, true) };
                 self.rel.insert(out, relative::through_mean(r, g));
                 if let Some(sh) = self.shifted.get(&value) {
                     let sh = relative::Shifted { rel: relative::through_mean(&sh.rel, g), ..sh.clone() };
@@ -1512,8 +1538,41 @@ impl RealLowerer<'_> {
 
     // ---- affine forms ------------------------------------------------------------------
 
+    /// `a` less every grouped block ([`Group`]) it holds whole with one weight, and the
+    /// interval those blocks contribute (their values', not the sum of their slots').
+    fn ungroup(&self, a: &Aff) -> (Aff, Iv) {
+        let mut rest = a.clone();
+        let mut iv = Iv::pt(0.0);
+        if self.groups.is_empty() || a.c.len() < 2 {
+            return (rest, iv);
+        }
+        for g in self.groups.values() {
+            let Some(&w) = a.c.get(&g.slots[0]) else { continue };
+            if g.slots.iter().all(|s| a.c.get(s) == Some(&w)) {
+                for s in &g.slots {
+                    rest.c.remove(s);
+                }
+                iv = iv.add(g.iv.scale(w));
+            }
+        }
+        (rest, iv)
+    }
+
+    /// The grouped block ([`Group`]) whose sum `a` is (weight 1), by its first slot.
+    fn group_of(&self, a: &Aff) -> Option<SlotId> {
+        let first = a.c.keys().next()?;
+        let g = self.groups.get(first)?;
+        (a.k == 0.0 && a.c.len() == g.slots.len() && g.slots.iter().all(|s| a.c.get(s) == Some(&1.0))).then_some(*first)
+    }
+
+    /// The interval of a slot's value, or of a grouped block's by its first slot.
+    fn value_iv(&self, s: SlotId) -> Iv {
+        self.groups.get(&s).map_or(self.res[&s].iv, |g| g.iv)
+    }
+
     fn aff_iv(&self, a: &Aff) -> Iv {
-        let naive = a.c.iter().fold(Iv::pt(a.k), |acc, (s, &w)| acc.add(self.res[s].iv.scale(w)));
+        let (ra, giv) = self.ungroup(a);
+        let naive = ra.c.iter().fold(Iv::pt(ra.k), |acc, (s, &w)| acc.add(self.res[s].iv.scale(w))).add(giv);
         // λ(s - m) <= 0 when m is a maximum that covers s.
         for (&m, s) in &self.max_of {
             if let Some((lam, rest)) = a.split_max(m, s)
@@ -1532,7 +1591,8 @@ impl RealLowerer<'_> {
     }
     /// The interval of `a` at token position `k`.
     fn key_iv(&self, a: &Aff, k: usize) -> Iv {
-        a.c.iter().fold(Iv::pt(a.k), |acc, (s, &w)| {
+        let (a, giv) = self.ungroup(a);
+        a.c.iter().fold(Iv::pt(a.k).add(giv), |acc, (s, &w)| {
             let iv = if Some(*s) == self.input {
                 self.input_iv[k]
             } else if let Some(p) = self.pos_vals.get(s) {
@@ -1616,7 +1676,16 @@ impl RealLowerer<'_> {
         let (aff, terms) = self.decompose(ex, label)?;
         let k = terms.len();
         if k < BLOCK_MIN_TERMS {
+            // One term of exp or a reciprocal: its units write partial sums ([`Group`]).
+            self.group_next =
+                aff.is_const() && aff.k == 0.0 && matches!(terms.as_slice(), [(_, Term::Unary(_, f))] if relative::exp_rate(f).is_some() || relative::reciprocal_above(f).is_some());
             let s = self.mlp(label, &aff, &terms)?;
+            self.group_next = false;
+            if let Some(g) = self.groups.get(&s) {
+                let sum = g.slots.iter().fold(Aff::default(), |a, &x| a.add(&Aff::leaf(x), 1.0));
+                self.blk_cache.insert(key, sum.clone());
+                return Ok(sum);
+            }
             self.mat_cache.insert(key, s);
             return Ok(Aff::leaf(s));
         }
@@ -1914,7 +1983,7 @@ impl RealLowerer<'_> {
         // absolute target fine enough near f's largest values, and relative error everywhere
         // but the far tail (which the relative bounds charge absolutely, times the row length).
         if relative::exp_rate(f).is_some() || relative::reciprocal_above(f).is_some() {
-            let mut best: Option<(f64, Pl)> = None;
+            let mut cands: Vec<(f64, Pl)> = vec![];
             let mut rho = 1e-3;
             while rho > 1e-7 {
                 let floor = rho / 1024.0;
@@ -1928,12 +1997,11 @@ impl RealLowerer<'_> {
                     }
                 })?;
                 let score = 8.0 * rho + gamma_u(pl.knots.len() + 2, U32);
-                if best.as_ref().is_none_or(|b| score < b.0) {
-                    best = Some((score, pl));
-                }
+                cands.push((score, pl));
                 rho /= 2.0;
             }
-            if let Some((_, pl)) = best {
+            let best = cands.iter().map(|c| c.0).fold(f64::INFINITY, f64::min);
+            if let Some((_, pl)) = cands.into_iter().find(|c| c.0 <= best) {
                 return Ok(pl);
             }
         }
@@ -1972,7 +2040,7 @@ impl RealLowerer<'_> {
     /// Relative bounds of a one-term unary block `out = w·f(u)` (`relative::unary`), and, for a
     /// nonnegative f, what the ratio certificate needs of it.
     #[allow(clippy::too_many_arguments)]
-    fn relative_unary(&mut self, out: SlotId, f: &F, pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, u: &Aff) {
+    fn relative_unary(&mut self, out: SlotId, f: &F, pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, u: &Aff, groups: Option<(usize, usize)>) {
         // The argument's relative bounds: u = c·s with s's, or only its absolute error.
         let input: relative::Rel = match (u.c.len(), u.c.iter().next()) {
             (1, Some((s, &c))) if u.k == 0.0 && self.rel.contains_key(s) => self.rel[s].iter().map(|&(r, a)| (r, a * c.abs())).collect(),
@@ -1989,7 +2057,13 @@ impl RealLowerer<'_> {
             let x = Err2 { f32: if base.f32 > 0.0 { e.f32 / base.f32 } else { 0.0 }, f64: if base.f64 > 0.0 { e.f64 / base.f64 } else { 0.0 } };
             Err2 { f32: g.f32.max(x.f32), f64: g.f64.max(x.f64) }
         });
-        let sum_gamma = |active: usize| Err2::gamma(active + (c0 != 0.0) as usize, false);
+        // Grouped ([`Group`]): at most `per` units (and the constant) in each partial sum, each
+        // rounding like γ of its own units relative to its own magnitude (together at most the
+        // window's Σ|unit|), then a reader adds the `n` partial sums: γ_n of at most that again.
+        let sum_gamma = |active: usize| match groups {
+            None => Err2::gamma(active + (c0 != 0.0) as usize, false),
+            Some((per, n)) => Err2::gamma(active.min(per) + 1, false) + Err2::gamma(n, true),
+        };
         let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
         self.rel.insert(out, rel);
         let (lo, hi) = (pl.knots[0], pl.knots[pl.knots.len() - 1]);
@@ -2151,7 +2225,7 @@ impl RealLowerer<'_> {
         if rr.len() != ws.kl.len() || rt.len() != ws.kl.len() {
             return None;
         }
-        let s_max = c * self.res[&ws.e].iv.hi.max(0.0);
+        let s_max = c * self.value_iv(ws.e).hi.max(0.0);
         let mut best: Option<(Err2, Err2)> = None;
         for (i, &(kappa, lambda)) in ws.kl.iter().enumerate() {
             let (e, p) = relative::Ratio { kappa, lambda, sigma: rr[i].0, alpha_r: rr[i].1, m: ws.m, s_max, phi: *phi, f_sup: *f_sup }.bound();
@@ -2189,6 +2263,7 @@ impl RealLowerer<'_> {
     /// One MLP block computing `aff + Σ w·term` into a new slot, with its certified bounds.
     fn mlp(&mut self, label: &str, aff: &Aff, terms: &[(f64, Term)]) -> Result<SlotId, Diagnostic> {
         let gated = self.opts.mlp == MlpMode::Gated;
+        let group_req = std::mem::take(&mut self.group_next);
         let mut all: Vec<(f64, Term)> = terms.to_vec();
         if !aff.is_const() {
             all.push((1.0, Term::Unary(aff.clone(), F::Lin(1.0, 0.0))));
@@ -2240,7 +2315,7 @@ impl RealLowerer<'_> {
         let mut err = Err2::default();
         let mut mag_sum = Err2::both(aff.k.abs());
         // Constant part: one unit that is 1 off BOS.
-        let unit = |m: &mut Mlp, ins: Vec<(SlotId, f64)>, b: f64, gate: Option<(Vec<(SlotId, f64)>, f64)>, w: f64| {
+        let unit_to = |m: &mut Mlp, ins: Vec<(SlotId, f64)>, b: f64, gate: Option<(Vec<(SlotId, f64)>, f64)>, w: f64, o: SlotId| {
             let c = m.hidden;
             m.w_in.extend(ins.into_iter().map(|(s, x)| In::new(s, 0, c, x)));
             m.b_in.push(b);
@@ -2249,9 +2324,10 @@ impl RealLowerer<'_> {
                 g.w.extend(gw.into_iter().map(|(s, x)| In::new(s, 0, c, x)));
                 g.b.push(gb);
             }
-            m.w_out.push(Out::new(c, out, 0, w));
+            m.w_out.push(Out::new(c, o, 0, w));
             m.hidden += 1;
         };
+        let unit = |m: &mut Mlp, ins: Vec<(SlotId, f64)>, b: f64, gate: Option<(Vec<(SlotId, f64)>, f64)>, w: f64| unit_to(m, ins, b, gate, w, out);
         let mut constant = aff.k;
         let mut mag_exact = Err2::default();
         // Per unit that can be nonzero, a bound on its output (products only; a block with other
@@ -2265,6 +2341,10 @@ impl RealLowerer<'_> {
         // (interpolant, units (dir, t, output weight), term weight, argument)
         type Capture = (F, Pl, Vec<(f64, f64, f64)>, f64, Aff);
         let mut unary_capture: Option<Capture> = None;
+        // A grouped block ([`Group`]): per slot, (slot, interval, error); and (units per group,
+        // groups).
+        type GroupRes = (Vec<(SlotId, Iv, Err2)>, usize, usize);
+        let mut grouped: Option<GroupRes> = None;
         for (w, p, x) in &indicator_products {
             // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
             let Some(vals) = self.positional_values(p) else {
@@ -2323,6 +2403,7 @@ impl RealLowerer<'_> {
                     // Ends snapped outward to f32 values, so knots there are stored exactly.
                     // (Widened by the larger error: one domain, and one network, for both bounds.)
                     let (lo, hi) = (f32_down(ui.lo - ue.max()), f32_up(ui.hi + ue.max()));
+                    let group_here = group_req && single_unary && !product_half;
                     let pl = self.choose_pl(f, lo, hi).map_err(|e| {
                         Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}]: {e}"), self.span)
                             .with_note("tighter --input-bounds, or a clamp such as `min(x, 0)` that states what inference cannot see, can bound it")
@@ -2337,11 +2418,55 @@ impl RealLowerer<'_> {
                     // Kinks at representable points with representable slopes (relu, leaky
                     // relu, max, min) lose nothing when stored.
                     let exact = f32_exact(w * f0) && pl_units.iter().all(|&(_, _, c)| f32_exact(w * c));
-                    for &(dir, t, coef) in &pl_units {
+                    // Grouped: G ≈ √K slots of `per` consecutive units each.
+                    let k_units = pl_units.len();
+                    let per = if group_here && k_units >= GROUP_MIN_UNITS { k_units.div_ceil((k_units as f64).sqrt().ceil() as usize) } else { usize::MAX };
+                    let mut gslots = vec![out];
+                    if per != usize::MAX {
+                        for i in 1..k_units.div_ceil(per) {
+                            gslots.push(self.new_slot(format!("{label}.group{i}"), SlotEnc::Num { points: None }));
+                        }
+                    }
+                    // Per group: Σ|w·c| (Lipschitz), pre-activation rounding, magnitude bound,
+                    // units, and the values at the domain's ends and the group's knots.
+                    let mut per_group: Vec<(f64, Err2, f64, usize, Vec<f64>)> = vec![(0.0, Err2::default(), 0.0, 0, vec![lo, hi]); gslots.len()];
+                    for (j, &(dir, t, coef)) in pl_units.iter().enumerate() {
                         // dir +1: relu(u - t); dir -1: relu(t - u).
                         let ins: Vec<(SlotId, f64)> = u.c.iter().map(|(&s, &x)| (s, dir * x)).collect();
-                        unit(&mut m, ins, dir * (u.k - t), None, w * coef);
-                        pre_err += coef.abs() * self.dot_err(u, dir * (u.k - t), self.aff_mag(u) + Err2::both(t.abs()));
+                        let g = if per == usize::MAX { 0 } else { j / per };
+                        unit_to(&mut m, ins, dir * (u.k - t), None, w * coef, gslots[g]);
+                        let pe = coef.abs() * self.dot_err(u, dir * (u.k - t), self.aff_mag(u) + Err2::both(t.abs()));
+                        pre_err += pe;
+                        let pg = &mut per_group[g];
+                        pg.0 += (w * coef).abs();
+                        pg.1 += w.abs() * pe;
+                        pg.2 += (w * coef).abs() * if dir > 0.0 { (hi - t).max(0.0) } else { (t - lo).max(0.0) };
+                        pg.3 += 1;
+                        pg.4.push(t);
+                    }
+                    if gslots.len() > 1 {
+                        // Slot g's units at x (slot 0 with the constant); their range over the
+                        // domain is reached at its ends or a knot (piecewise linear).
+                        let part = |g: usize, x: f64| -> f64 {
+                            let c0 = if g == 0 { w * f0 } else { 0.0 };
+                            c0 + pl_units.iter().enumerate().filter(|(j, _)| j / per == g).map(|(_, &(dir, t, c))| w * c * (dir * (x - t)).max(0.0)).sum::<f64>()
+                        };
+                        let mut res_g = vec![];
+                        for (g, (lip, pre, mag, units, xs)) in per_group.iter().enumerate() {
+                            let vals: Vec<f64> = xs.iter().filter(|&&x| (lo..=hi).contains(&x)).map(|&x| part(g, x)).collect();
+                            let mut giv = Iv { lo: vals.iter().copied().fold(f64::INFINITY, f64::min), hi: vals.iter().copied().fold(f64::NEG_INFINITY, f64::max) };
+                            // The group's own sum (its units, the constant in slot 0) and the
+                            // residual add.
+                            let (units, mag) = if g == 0 { (units + 1, mag + (w * f0).abs()) } else { (*units, *mag) };
+                            let mut e = *lip * ue + *pre + Err2::gamma(units, exact) * Err2::both(mag);
+                            if g == 0 {
+                                let ie = w.abs() * pl.err;
+                                e += Err2::both(ie);
+                                giv = Iv { lo: giv.lo - ie, hi: giv.hi + ie };
+                            }
+                            res_g.push((gslots[g], giv, e));
+                        }
+                        grouped = Some((res_g, per, gslots.len()));
                     }
                     if !product_half {
                         iv = iv.add(pl.range.scale(*w));
@@ -2405,6 +2530,25 @@ impl RealLowerer<'_> {
         // (Err2::gamma(k) = γ_{k+1}: the additions between the k nonzero units, their output
         // weights, and the residual add.)
         let active = active.min(m.hidden);
+        if let Some((res_g, per, n_groups)) = grouped {
+            // Every slot's own error covers its units' sum; the block's is their total.
+            let err: Err2 = res_g.iter().map(|r| r.2).sum();
+            for (slot, giv, e) in &res_g {
+                self.res.insert(*slot, Res { iv: *giv, err: *e });
+                self.zero.insert(*slot, vec![false; self.n]);
+            }
+            self.groups.insert(out, Group { slots: res_g.iter().map(|r| r.0).collect(), iv });
+            // No slot holds the value itself: the first is a part like the others (the layout
+            // must not show it as the s-op).
+            self.slots[out.0].label = format!("{label}.group0");
+            if let Some((f, pl, units, w, u)) = unary_capture {
+                self.relative_unary(out, &f, &pl, &units, w, constant, &u, Some((per, n_groups)));
+            }
+            self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
+            let what = format!("{label} = {} MLP, {} units in {n_groups} partial sums", if gated { "gated" } else { "ReLU" }, m.hidden);
+            self.push_block(BlockKind::Mlp(m), out, what);
+            return Ok(out);
+        }
         let mut sum_err = Err2::gamma(active, true) * (mag_sum + mag_exact);
         if indicator_products.is_empty() && expanded.iter().all(|(_, t)| matches!(t, Term::Prod(..))) && unit_mags.len() + (constant != 0.0) as usize == active {
             // Only products (and the constant unit): the additions between them by
@@ -2419,7 +2563,7 @@ impl RealLowerer<'_> {
         err += sum_err + (Err2::gamma(active, false) - Err2::gamma(active, true)) * mag_sum;
         self.res.insert(out, Res { iv, err });
         if let Some((f, pl, units, w, u)) = unary_capture {
-            self.relative_unary(out, &f, &pl, &units, w, constant, &u);
+            self.relative_unary(out, &f, &pl, &units, w, constant, &u, None);
         }
         if gated && indicator_products.is_empty() && aff.is_const() && aff.k == 0.0 && constant == 0.0 {
             self.weighted_sum(out, terms, active);

@@ -346,6 +346,52 @@ fn universal_simulator_f32_certificate_holds_on_adversarial_inputs() {
     }
 }
 
+/// U at 12³: the scores' 12-term sums are written as 4 partial sums of 3 (blocked sums), and
+/// the softmax numerators' exp block writes its units as about √K partial sums (grouped), which
+/// the heads reading it add; the row maximum is read from one key per row (one head more).
+#[test]
+fn universal_simulator_sums_in_parts() {
+    use raspc_compiler::plan::BlockKind;
+    let s = raspc::simulate::Shape { n: 12, d: 12, dv: 12, h: 1 };
+    let u = raspc::simulate::build(s, MlpMode::Gated, 1.0, None).unwrap();
+    let plan = &u.compiled.plan;
+    let label = |b: &raspc_compiler::plan::Block| plan.slots[b.writes].label.clone();
+    // Blocked: MLPs writing `acc….partK`, 4 per 12-term sum, each of 3 products (2 units each).
+    let parts: Vec<&raspc_compiler::plan::Block> = plan.blocks.iter().filter(|b| label(b).contains(".part")).collect();
+    assert!(!parts.is_empty() && parts.len() % 4 == 0, "{}", parts.len());
+    for b in &parts {
+        let BlockKind::Mlp(m) = &b.kind else { panic!("{} is not an MLP", label(b)) };
+        assert_eq!(m.hidden, 6, "{}", label(b));
+    }
+    // Grouped: one MLP whose units write G slots `e.group0..`, at most ⌈K/G⌉ units each, G ≈ √K.
+    let grouped: Vec<&raspc_compiler::plan::Block> = plan.blocks.iter().filter(|b| label(b).ends_with(".group0")).collect();
+    assert_eq!(grouped.len(), 1);
+    let BlockKind::Mlp(m) = &grouped[0].kind else { panic!("not an MLP") };
+    let mut per: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
+    for o in &m.w_out {
+        *per.entry(o.slot.0).or_default() += 1;
+    }
+    let g = per.len();
+    assert!(g * g >= m.hidden && (g - 1) * (g - 1) <= m.hidden + 2 * g, "{g} groups for {} units", m.hidden);
+    assert!(per.values().all(|&k| k <= m.hidden.div_ceil(g - 1)), "{per:?}");
+    // Every head that reads E reads all its groups with weight 1.
+    let group_slots: std::collections::BTreeSet<usize> = per.keys().copied().collect();
+    let readers: Vec<_> = plan
+        .blocks
+        .iter()
+        .filter_map(|b| match &b.kind {
+            BlockKind::Head(h) if h.v.iter().any(|i| group_slots.contains(&i.slot.0)) => Some(h),
+            _ => None,
+        })
+        .collect();
+    assert!(readers.len() > s.n, "{}", readers.len());
+    for h in readers {
+        let read: std::collections::BTreeSet<usize> = h.v.iter().filter(|i| i.w == 1.0).map(|i| i.slot.0).collect();
+        assert_eq!(read, group_slots);
+    }
+    assert_eq!(u.compiled.summary.layers, 6);
+}
+
 #[test]
 fn universal_simulator_certificate_holds_on_shorter_inputs() {
     // On a shorter input the rows of the score block lose their keys past the end (gathers read

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 /// Groups with fewer units stay on the unit-by-unit path (a search costs more than they do).
 const MIN_UNITS: usize = 16;
 /// Groups writing more columns stay there too (pieces × columns coefficients each).
-const MAX_COLS: usize = 16;
+const MAX_COLS: usize = 64;
 
 /// A Neumaier-compensated running sum.
 #[derive(Clone, Copy, Default)]
