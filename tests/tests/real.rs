@@ -358,7 +358,7 @@ fn universal_simulator_sums_in_parts() {
     let label = |b: &raspc_compiler::plan::Block| plan.slots[b.writes].label.clone();
     // Blocked: MLPs writing `acc….partK`, 4 per 12-term sum, each of 3 products (2 units each).
     let parts: Vec<&raspc_compiler::plan::Block> = plan.blocks.iter().filter(|b| label(b).contains(".part")).collect();
-    assert!(!parts.is_empty() && parts.len() % 4 == 0, "{}", parts.len());
+    assert!(!parts.is_empty() && parts.len().is_multiple_of(4), "{}", parts.len());
     for b in &parts {
         let BlockKind::Mlp(m) = &b.kind else { panic!("{} is not an MLP", label(b)) };
         assert_eq!(m.hidden, 6, "{}", label(b));
