@@ -481,7 +481,12 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
         sops: sched
             .offset
             .iter()
-            .map(|(&s, &offset)| ck::SopLayout { label: plan.slots[s].label.clone(), offset, encoding: enc_json(&plan.slots[s].enc, num_values.get(&s).cloned()) })
+            .map(|(&s, &offset)| ck::SopLayout {
+                label: plan.slots[s].label.clone(),
+                offset,
+                encoding: enc_json(&plan.slots[s].enc, num_values.get(&s).cloned()),
+                parts: plan.parts.get(&s).map(|p| p.iter().filter_map(|t| sched.offset.get(t).copied()).collect()).unwrap_or_default(),
+            })
             .collect(),
     };
     let mut vocab_entries = vec![ck::VocabEntry { token: serde_json::Value::Null, id: 0 }];

@@ -216,6 +216,7 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         output_bound: None,
         output_ints: lw.ivs.get(&root).filter(|iv| iv.int).map(|iv| (iv.lo, iv.hi)),
         grid_reads: lw.grid_reads,
+        parts: std::collections::BTreeMap::new(),
     })
 }
 

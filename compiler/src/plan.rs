@@ -215,6 +215,9 @@ pub struct Plan {
     /// step lies between, largest magnitude). Their writers' error must stay within a quarter
     /// of that gap, like for slots with a finite set.
     pub grid_reads: std::collections::BTreeMap<SlotId, (f64, f64)>,
+    /// Numerical values stored as partial sums: a slot, and the further slots whose numbers
+    /// add to its own (the checkpoint layout lists them as the entry's `parts`).
+    pub parts: std::collections::BTreeMap<SlotId, Vec<SlotId>>,
 }
 
 #[derive(Clone, Debug)]

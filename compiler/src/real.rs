@@ -879,6 +879,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         output_bound: Some(bound.f32),
         output_ints: None,
         grid_reads: BTreeMap::new(),
+        parts: lw.groups.values().map(|g| (g.slots[0], g.slots[1..].to_vec())).collect(),
     };
     Ok((plan, Report { sops: lw.report, output_bound: bound.f32, output_bound_f64: bound.f64 }))
 }
@@ -1529,6 +1530,9 @@ impl RealLowerer<'_> {
     }
 
     fn describe(&self, a: &Aff) -> String {
+        if let Some(g) = self.group_of(a) {
+            return format!("{} (its {} partial sums)", self.slots[g].label, self.groups[&g].slots.len());
+        }
         let mut parts: Vec<String> = a.c.iter().map(|(&s, &w)| if w == 1.0 { self.slots[s].label.clone() } else { format!("{w}·{}", self.slots[s].label) }).collect();
         if a.k != 0.0 || parts.is_empty() {
             parts.push(format!("{}", a.k));
@@ -2538,9 +2542,7 @@ impl RealLowerer<'_> {
                 self.zero.insert(*slot, vec![false; self.n]);
             }
             self.groups.insert(out, Group { slots: res_g.iter().map(|r| r.0).collect(), iv });
-            // No slot holds the value itself: the first is a part like the others (the layout
-            // must not show it as the s-op).
-            self.slots[out.0].label = format!("{label}.group0");
+
             if let Some((f, pl, units, w, u)) = unary_capture {
                 self.relative_unary(out, &f, &pl, &units, w, constant, &u, Some((per, n_groups)));
             }

@@ -114,12 +114,14 @@ fn checkpoint(u: &mut Unstructured) -> Result<Checkpoint> {
         d_model = u.int_in_range(0..=12)?;
     }
     let mut sops = vec![
-        SopLayout { label: "tokens".into(), offset: 0, encoding: Encoding::Categorical { values: tokens.clone() } },
-        SopLayout { label: "indices".into(), offset: n_tok, encoding: Encoding::Numerical { values: None } },
-        SopLayout { label: "out".into(), offset: n_tok + 1, encoding: out_encoding.clone() },
+        SopLayout { label: "tokens".into(), offset: 0, encoding: Encoding::Categorical { values: tokens.clone() }, parts: vec![] },
+        SopLayout { label: "indices".into(), offset: n_tok, encoding: Encoding::Numerical { values: None }, parts: vec![] },
+        SopLayout { label: "out".into(), offset: n_tok + 1, encoding: out_encoding.clone(), parts: vec![] },
     ];
     for _ in 0..u.int_in_range(0..=2)? {
-        sops.push(SopLayout { label: label(u)?, offset: u.int_in_range(0..=d_model + 1)?, encoding: encoding(u)? });
+        // Sometimes with parts (valid or not: past d_model, repeated, on a categorical entry).
+        let parts = if rare(u, 4)? { (0..u.int_in_range(1..=3)?).map(|_| u.int_in_range(0..=d_model + 1)).collect::<Result<Vec<usize>>>()? } else { vec![] };
+        sops.push(SopLayout { label: label(u)?, offset: u.int_in_range(0..=d_model + 1)?, encoding: encoding(u)?, parts });
     }
     for s in sops.iter_mut() {
         if rare(u, 20)? {

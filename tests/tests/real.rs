@@ -363,9 +363,13 @@ fn universal_simulator_sums_in_parts() {
         let BlockKind::Mlp(m) = &b.kind else { panic!("{} is not an MLP", label(b)) };
         assert_eq!(m.hidden, 6, "{}", label(b));
     }
-    // Grouped: one MLP whose units write G slots `e.group0..`, at most ⌈K/G⌉ units each, G ≈ √K.
-    let grouped: Vec<&raspc_compiler::plan::Block> = plan.blocks.iter().filter(|b| label(b).ends_with(".group0")).collect();
+    // Grouped: one MLP whose units write G slots (`e`, `e.group1`, ...: the plan's and the
+    // layout's parts of `e`), at most ⌈K/G⌉ units each, G ≈ √K.
+    let grouped: Vec<&raspc_compiler::plan::Block> = plan.blocks.iter().filter(|b| plan.parts.contains_key(&b.writes)).collect();
     assert_eq!(grouped.len(), 1);
+    assert_eq!(label(grouped[0]), "e");
+    let entry = u.compiled.checkpoint.layout.sops.iter().find(|x| x.label == "e").unwrap();
+    assert_eq!(entry.parts.len(), plan.parts[&grouped[0].writes].len());
     let BlockKind::Mlp(m) = &grouped[0].kind else { panic!("not an MLP") };
     let mut per: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
     for o in &m.w_out {

@@ -187,6 +187,26 @@ pub struct SopLayout {
     pub label: String,
     pub offset: usize,
     pub encoding: Encoding,
+    /// A numerical s-op stored as partial sums: the further dims whose numbers add to the one
+    /// at `offset` (each also has an entry of its own, a part). Empty: the dim at `offset`
+    /// holds the whole number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<usize>,
+}
+
+impl SopLayout {
+    /// The number a numerical entry holds in one residual row (the sum of its parts), or None
+    /// for a categorical entry or a dim past the row.
+    pub fn number(&self, row: &[f32]) -> Option<f64> {
+        if matches!(self.encoding, Encoding::Categorical { .. }) {
+            return None;
+        }
+        let mut x = f64::from(*row.get(self.offset)?);
+        for &o in &self.parts {
+            x += f64::from(*row.get(o)?);
+        }
+        Some(x)
+    }
 }
 
 /// Where every s-op lives in the residual stream.
@@ -530,6 +550,24 @@ impl Checkpoint {
                     return Err(CheckpointError::BadLayout(format!("dim {dim} is claimed by both `{other}` and `{}`", s.label)));
                 }
                 *slot = Some(&s.label);
+            }
+        }
+        for s in &self.layout.sops {
+            if s.parts.is_empty() {
+                continue;
+            }
+            if matches!(s.encoding, Encoding::Categorical { .. }) {
+                return Err(CheckpointError::BadLayout(format!("s-op `{}` is categorical but lists parts", s.label)));
+            }
+            let mut seen = std::collections::BTreeSet::from([s.offset]);
+            for &p in &s.parts {
+                if p >= c.d_model || !seen.insert(p) {
+                    return Err(CheckpointError::BadLayout(format!("s-op `{}`: part dim {p} is past d_model {} or listed twice", s.label, c.d_model)));
+                }
+                // Each part is a numerical entry's own dim.
+                if !self.layout.sops.iter().any(|o| o.offset == p && matches!(o.encoding, Encoding::Numerical { .. })) {
+                    return Err(CheckpointError::BadLayout(format!("s-op `{}`: part dim {p} is not a numerical entry of the layout", s.label)));
+                }
             }
         }
         let out = &self.output;

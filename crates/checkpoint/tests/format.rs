@@ -22,9 +22,9 @@ fn sample() -> Checkpoint {
     };
     let layout = Layout {
         sops: vec![
-            SopLayout { label: "tokens".into(), offset: 0, encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] } },
-            SopLayout { label: "indices".into(), offset: 2, encoding: Encoding::Numerical { values: None } },
-            SopLayout { label: "reverse".into(), offset: 3, encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] } },
+            SopLayout { label: "tokens".into(), offset: 0, encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] }, parts: vec![] },
+            SopLayout { label: "indices".into(), offset: 2, encoding: Encoding::Numerical { values: None }, parts: vec![] },
+            SopLayout { label: "reverse".into(), offset: 3, encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] }, parts: vec![] },
         ],
     };
     let output = OutputSpec { label: "reverse".into(), encoding: Encoding::Categorical { values: vec![json!("a"), json!("b")] }, tolerance: 0.0 };
@@ -175,11 +175,27 @@ fn budgets_layout_and_integrity_are_checked_at_load() {
     assert!(Limits::default().with("d_model=x").is_err() && Limits::default().with("nope=1").is_err() && Limits::default().with("d_model=NaN").is_err());
     // Layout: zero-width entries and wrapping offsets.
     let mut bad = ck.clone();
-    bad.layout.sops.push(SopLayout { label: "z".into(), offset: 5, encoding: Encoding::Categorical { values: vec![] } });
+    bad.layout.sops.push(SopLayout { label: "z".into(), offset: 5, encoding: Encoding::Categorical { values: vec![] }, parts: vec![] });
     assert_eq!(bad.validate().unwrap_err().to_string(), "the residual layout is inconsistent: s-op `z` has a categorical encoding with no values (0 dims)");
     let mut bad = ck.clone();
     bad.layout.sops[2].offset = usize::MAX;
     assert!(bad.validate().unwrap_err().to_string().contains("s-op `reverse` occupies dims"));
+    // Parts (a number stored as partial sums): other numerical entries' dims inside d_model.
+    let mut parted = ck.clone();
+    parted.layout.sops.push(SopLayout { label: "p1".into(), offset: 5, encoding: Encoding::Numerical { values: None }, parts: vec![] });
+    parted.layout.sops[1].parts = vec![5];
+    parted.validate().unwrap();
+    let bytes = parted.to_bytes().unwrap();
+    let back = Checkpoint::from_bytes(&bytes).unwrap();
+    assert_eq!(back.layout.sops[1].parts, vec![5]);
+    assert_eq!(back.layout.sops[1].number(&[0.0, 0.0, 1.5, 0.0, 0.0, 0.25]), Some(1.75));
+    assert_eq!(back.layout.sops[0].number(&[1.0; 6]), None);
+    for (sop, parts, why) in [(1, vec![6], "past d_model"), (1, vec![5, 5], "listed twice"), (1, vec![3], "not a numerical entry"), (0, vec![5], "categorical but lists parts")] {
+        let mut bad = parted.clone();
+        bad.layout.sops[sop].parts = parts;
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
+    }
     // Attention constants out of range; a BOS-only vocabulary.
     let mut bad = ck.clone();
     bad.config.attention.tie_tolerance = 1e300;

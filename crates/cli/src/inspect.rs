@@ -100,7 +100,8 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
     let _ = writeln!(s, "output: {} ({})", ck.output.label, enc_text(&ck.output.encoding));
     let _ = writeln!(s, "\nresidual layout:");
     for sop in &ck.layout.sops {
-        let _ = writeln!(s, "  {:>5}..{:<5} {:<24} {}", sop.offset, sop.offset + sop.encoding.dims(), sop.label, enc_text(&sop.encoding));
+        let parts = if sop.parts.is_empty() { String::new() } else { format!(", plus the parts at dims {:?}", sop.parts) };
+        let _ = writeln!(s, "  {:>5}..{:<5} {:<24} {}{parts}", sop.offset, sop.offset + sop.encoding.dims(), sop.label, enc_text(&sop.encoding));
     }
     for (l, layer) in c.layers.iter().enumerate() {
         let _ = writeln!(s, "\nlayer {l}");

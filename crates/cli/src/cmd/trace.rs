@@ -75,7 +75,7 @@ pub(crate) fn trace_cmd(
                         let best = dims.iter().enumerate().fold(None, |b: Option<(usize, f32)>, (i, &x)| if b.is_none_or(|(_, y)| x > y) { Some((i, x)) } else { b });
                         best.and_then(|(i, _)| values.get(i)).cloned().unwrap_or_default()
                     }
-                    raspc_checkpoint::Encoding::Numerical { .. } => row.get(sop.offset).map_or(serde_json::Value::Null, |&x| serde_json::json!(x as f64)),
+                    raspc_checkpoint::Encoding::Numerical { .. } => sop.number(row).map_or(serde_json::Value::Null, |x| serde_json::json!(x)),
                 })
                 .collect();
             let expected = reference.get(&sop.label);
