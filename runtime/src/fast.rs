@@ -523,6 +523,9 @@ struct Workspace<T> {
     qouts: Vec<T>,
     /// Hash of a query key -> its index in `qent`.
     qmap: std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<Fx>>,
+    /// This layer's value columns of one-key gathers that sum several residual dims: the
+    /// value projection (dim, weight) and each position's value.
+    vcols: Vec<(Vec<(u32, T)>, Vec<T>)>,
 }
 
 /// The outputs an MLP produced for the inputs seen so far in this forward pass: the MLP is a
@@ -822,6 +825,7 @@ impl<T: Real> FastModel<T> {
             qent: vec![],
             qouts: vec![],
             qmap: Default::default(),
+            vcols: vec![],
             memo: vec![],
         }
     }
@@ -941,6 +945,7 @@ impl<T: Real> FastModel<T> {
         }
         finite(x, &|| "the embeddings".into())?;
         for (l, layer) in self.layers.iter().enumerate() {
+            ws.vcols.clear();
             if !layer.heads.is_empty() {
                 if attention == Attention::Hard && t >= PATTERN_PARALLEL_LEN && ids[0] == self.bos && !ids[1..].contains(&self.bos) {
                     self.prepare_patterns(layer, t);
@@ -1375,6 +1380,44 @@ impl<T: Real> FastModel<T> {
                         let to = if direct { &mut ws.x } else { &mut ws.delta };
                         to[i * d + c] += v * *ow;
                     }
+                }
+            }
+            return;
+        }
+        if let (1, [(_, _, _)], [c], [ow]) = (dv, &h.o.nz_rows[..], &h.o.col[..], &h.o.val[..]) {
+            // One value dim summed from a few residual dims (a value stored as partial sums),
+            // written to one: the same sum, in the same order, as the general loop below. Heads
+            // of one layer with the same value projection (every gather of one value) share
+            // the column of values, computed once per layer (the layer's heads write no dim
+            // they read when `direct`, and otherwise only `delta`, so it stays valid).
+            let c = *c as usize;
+            let t = single.len();
+            let taps: Vec<(u32, T)> = h.v.nz_rows.iter().map(|&(r, s0, _)| (r, h.v.val[s0 as usize])).collect();
+            let at = match ws.vcols.iter().position(|(k, _)| *k == taps) {
+                Some(at) => at,
+                None => {
+                    let col: Vec<T> = (0..t)
+                        .map(|j| {
+                            let xr = &ws.x[j * d..(j + 1) * d];
+                            let mut v = T::ZERO;
+                            for &(r, w) in &taps {
+                                let xi = xr[r as usize];
+                                if xi != T::ZERO {
+                                    v += xi * w;
+                                }
+                            }
+                            v
+                        })
+                        .collect();
+                    ws.vcols.push((taps, col));
+                    ws.vcols.len() - 1
+                }
+            };
+            for (i, &j) in single.iter().enumerate() {
+                let v = ws.vcols[at].1[j as usize];
+                if v != T::ZERO {
+                    let to = if direct { &mut ws.x } else { &mut ws.delta };
+                    to[i * d + c] += v * *ow;
                 }
             }
             return;
