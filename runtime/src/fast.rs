@@ -525,8 +525,11 @@ struct Workspace<T> {
     qmap: std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<Fx>>,
     /// This layer's value columns of one-key gathers that sum several residual dims: the
     /// value projection (dim, weight) and each position's value.
-    vcols: Vec<(Vec<(u32, T)>, Vec<T>)>,
+    vcols: Vec<ValueColumn<T>>,
 }
+
+/// A value projection `(residual dim, weight)` and the value it gives at each position.
+type ValueColumn<T> = (Vec<(u32, T)>, Vec<T>);
 
 /// The outputs an MLP produced for the inputs seen so far in this forward pass: the MLP is a
 /// pure function of the residual dims it reads, so an input seen before (same bits) gets the
