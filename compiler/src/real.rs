@@ -730,6 +730,9 @@ struct RealLowerer<'a> {
 struct Group {
     slots: Vec<SlotId>,
     iv: Iv,
+    /// The error of the slots' sum: the block's, as if it were one slot (its Lipschitz bound
+    /// is the interpolant's, not the sum of the groups'), with the groups' own sums' rounding.
+    err: Err2,
 }
 
 /// See [`RealLowerer::max_info`].
@@ -1609,7 +1612,14 @@ impl RealLowerer<'_> {
     }
 
     fn aff_err(&self, a: &Aff) -> Err2 {
-        a.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum()
+        // A grouped block held whole: its sum's error (`Group::err`).
+        let (rest, _) = self.ungroup(a);
+        let grouped: Err2 = if rest.c.len() == a.c.len() {
+            Err2::default()
+        } else {
+            self.groups.values().filter_map(|g| a.c.get(&g.slots[0]).filter(|&&w| g.slots.iter().all(|s| a.c.get(s) == Some(&w))).map(|w| w.abs() * g.err)).sum()
+        };
+        grouped + rest.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum::<Err2>()
     }
     /// Σ|c|·max|x| + |k|: the magnitude its dot product rounds against.
     /// (Per arithmetic: the computed values deviate by that arithmetic's errors.)
@@ -2084,12 +2094,18 @@ impl RealLowerer<'_> {
             // The argument's error against the reference u - λD_r (D_r the row's common shift,
             // |D_r| ≤ e_s + common): |λ|·(e_s + own).
             let es = self.aff_err(&info.value);
-            let input = vec![(Err2::default(), lam.abs() * (es + info.own))];
             // The reference arguments u - λD lie within |λ|·(e_s + common) of u's exact range.
+            // Where the common part is too large for that (it must keep them below the clamp),
+            // it is charged per key instead, as an error of the head's own (valid too: the
+            // common number is bounded like any other).
             let iv = self.aff_iv(u);
-            let shift = es + info.common;
-            let d = lam.abs() * shift.max();
-            if iv.lo - d >= lo && iv.hi + d <= hi.min(x_max) {
+            let fits = |shift: Err2| {
+                let d = lam.abs() * shift.max();
+                iv.lo - d >= lo && iv.hi + d <= hi.min(x_max)
+            };
+            let split = [(info.own, es + info.common), (info.own + info.common, es)].into_iter().find(|&(_, shift)| fits(shift));
+            if let Some((own, shift)) = split {
+                let input = vec![(Err2::default(), lam.abs() * (es + own))];
                 let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
                 self.shifted.insert(out, relative::Shifted { rel, max: m, log_c: (rate * lam).abs() * shift, floor: w * f.eval(u.k) });
             }
@@ -2347,7 +2363,7 @@ impl RealLowerer<'_> {
         let mut unary_capture: Option<Capture> = None;
         // A grouped block ([`Group`]): per slot, (slot, interval, error); and (units per group,
         // groups).
-        type GroupRes = (Vec<(SlotId, Iv, Err2)>, usize, usize);
+        type GroupRes = (Vec<(SlotId, Iv, Err2)>, usize, usize, Err2);
         let mut grouped: Option<GroupRes> = None;
         for (w, p, x) in &indicator_products {
             // p·x = Σ_v v·[p = v]·x, and [p = v]·x = relu(x - R(1 - I)) - relu(-x - R(1 - I)).
@@ -2470,7 +2486,23 @@ impl RealLowerer<'_> {
                             }
                             res_g.push((gslots[g], giv, e));
                         }
-                        grouped = Some((res_g, per, gslots.len()));
+                        // The sum's error: the block's argument, interpolation and pre-activation
+                        // terms as for one slot, and each group's sum.
+                        let sums: Err2 = per_group
+                            .iter()
+                            .enumerate()
+                            .map(
+                                |(g, (_, _, mag, units, _))| {
+                                    if g == 0 {
+                                        Err2::gamma(units + 1, exact) * Err2::both(mag + (w * f0).abs())
+                                    } else {
+                                        Err2::gamma(*units, exact) * Err2::both(*mag)
+                                    }
+                                },
+                            )
+                            .sum();
+                        let total = w.abs() * (pl.lipschitz * ue + Err2::both(pl.err) + pre_err) + sums;
+                        grouped = Some((res_g, per, gslots.len(), total));
                     }
                     if !product_half {
                         iv = iv.add(pl.range.scale(*w));
@@ -2534,14 +2566,15 @@ impl RealLowerer<'_> {
         // (Err2::gamma(k) = γ_{k+1}: the additions between the k nonzero units, their output
         // weights, and the residual add.)
         let active = active.min(m.hidden);
-        if let Some((res_g, per, n_groups)) = grouped {
-            // Every slot's own error covers its units' sum; the block's is their total.
-            let err: Err2 = res_g.iter().map(|r| r.2).sum();
+        if let Some((res_g, per, n_groups, total)) = grouped {
+            // Every slot's own error covers its units' sum (for magnitudes); the sum's error is
+            // the block's, no larger than theirs together.
+            let err = min2(total, res_g.iter().map(|r| r.2).sum());
             for (slot, giv, e) in &res_g {
                 self.res.insert(*slot, Res { iv: *giv, err: *e });
                 self.zero.insert(*slot, vec![false; self.n]);
             }
-            self.groups.insert(out, Group { slots: res_g.iter().map(|r| r.0).collect(), iv });
+            self.groups.insert(out, Group { slots: res_g.iter().map(|r| r.0).collect(), iv, err });
 
             if let Some((f, pl, units, w, u)) = unary_capture {
                 self.relative_unary(out, &f, &pl, &units, w, constant, &u, Some((per, n_groups)));
