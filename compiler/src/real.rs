@@ -1500,10 +1500,12 @@ impl RealLowerer<'_> {
             }
         }
         // A one-key gather of such a maximum that reads, at every query, the maximum of the
-        // query's own row, from one key per row (a row's representative): the maximum head's own
-        // error at that key is one number for the whole row, so it becomes common to the row
-        // (`MaxInfo::common`); only the gather's rounding may differ between queries. A query
-        // that reads nothing must have an empty row (both are 0 there).
+        // query's own row, from one key per row (a row's representative, at or before the
+        // query): the maximum head's own error at that key is one number for the whole row, so
+        // it becomes common to the row (`MaxInfo::common`); only the gather's rounding may differ
+        // between queries. A query that reads nothing must have an empty row (both are 0 there).
+        // (The key is never after the query: on a shorter input a key past its end would be
+        // missing while the query's row still has keys.)
         if !is_max
             && ctx.is_none()
             && v.k == 0.0
@@ -1515,7 +1517,7 @@ impl RealLowerer<'_> {
             let mut rep: HashMap<&[u32], u32> = HashMap::new();
             let consistent = m.iter().enumerate().all(|(q, r)| match r.first() {
                 None => info.rows[q].is_empty(),
-                Some(&k) => !info.rows[q].is_empty() && info.rows[k as usize] == info.rows[q] && *rep.entry(&info.rows[q]).or_insert(k) == k,
+                Some(&k) => k as usize <= q && !info.rows[q].is_empty() && info.rows[k as usize] == info.rows[q] && *rep.entry(&info.rows[q]).or_insert(k) == k,
             });
             if consistent {
                 let src = v.c.keys().next().copied().unwrap_or(SlotId(usize::MAX));

@@ -545,3 +545,46 @@ fn look_ahead_selectors_count_only_the_keys_of_the_input() {
     let e = build(src, 4, -1.0, 1.0, MlpMode::Gated).err().expect("refused");
     assert!(e.contains("<= 0"), "{e}");
 }
+
+/// A row softmax whose row maximum every entry reads from one entry of its row. Read from the
+/// row's first entry (never after the query) it keeps what the compiler knows of a maximum, and
+/// the bound is no larger than the maximum head read at every entry; read from the row's last
+/// entry it is refused as a maximum (on a shorter input that key may be missing while the
+/// query's row is not), so the exp loses `s - m <= 0` and the bound grows. Each version matches
+/// the interpreter within its bound at every length, shorter inputs included.
+#[test]
+fn a_row_maximum_read_from_one_entry_per_row_cancels_only_from_before_the_query() {
+    let soft = |m: &str| {
+        format!(
+            "n = 6;\nq = indices;\ns = 40 * tokens_float;\nmx = row_max(s, 0, n, n, 1);\n{m}\n\
+             e = 2.718281828459045 ^ min(s - m, 0.0625);\n\
+             total = n * aggregate(select(row_key(0, n, n, 1), row_query(0, n, n, 1), ==), e);\n\
+             y = e / max(total, 0.9375);"
+        )
+    };
+    let first = soft("m = gather(mx, q - q % n if identify(0, n * n) else -1);");
+    let last = soft("m = gather(mx, q - q % n + n - 1 if identify(0, n * n) else -1);");
+    let plain = soft("m = mx;");
+    let bound = |src: &str| build(src, 36, -1.0, 1.0, MlpMode::Gated).unwrap().compiled.report.unwrap().output_bound;
+    let (bf, bl, bp) = (bound(&first), bound(&last), bound(&plain));
+    assert!(bf <= bp && bl > 2.0 * bp, "first {bf:e}, last {bl:e}, plain {bp:e}");
+    for src in [&first, &last] {
+        let b = build(src, 36, -1.0, 1.0, MlpMode::Gated).unwrap();
+        let report = b.compiled.report.as_ref().unwrap();
+        for len in [5, 13, 24, 36] {
+            let inputs = random_inputs(len, -1.0, 1.0, 4, len as u64 + 7);
+            for (dtype, bound) in [(candle_core_dtype(false), report.output_bound), (candle_core_dtype(true), report.output_bound_f64)] {
+                let model = Model::with_dtype(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
+                let decoded = model.decode(&model.forward_real(&inputs, Attention::Hard).unwrap()).unwrap();
+                for (x, got) in inputs.iter().zip(decoded) {
+                    let want = raspc::verify::expected(&b.session.graph, b.root, &x.iter().map(|&v| raspc_lang::Atom::Float(v)).collect::<Vec<_>>(), false).unwrap();
+                    for p in 0..len {
+                        let raspc_runtime::Decoded::Number { raw, .. } = got[p] else { panic!("numeric output") };
+                        let w = want[p].as_f64().unwrap();
+                        assert!((raw - w).abs() <= bound, "{dtype:?} length {len}: {raw} vs {w} at {p} (bound {bound:e})");
+                    }
+                }
+            }
+        }
+    }
+}
