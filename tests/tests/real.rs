@@ -51,6 +51,25 @@ fn candle_core_dtype(f64: bool) -> raspc_runtime::DType {
     }
 }
 
+/// Runs `b` on `inputs` in f32 and f64 and checks every output position against the
+/// interpreter within the certified bound of that precision.
+fn within_both_bounds(b: &Built, inputs: &[Vec<f64>]) {
+    let report = b.compiled.report.as_ref().unwrap();
+    for (dtype, bound) in [(candle_core_dtype(false), report.output_bound), (candle_core_dtype(true), report.output_bound_f64)] {
+        let model = Model::with_dtype(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
+        let decoded = model.decode(&model.forward_real(inputs, Attention::Hard).unwrap()).unwrap();
+        for (x, got) in inputs.iter().zip(decoded) {
+            let want = raspc::verify::expected(&b.session.graph, b.root, &x.iter().map(|&v| raspc_lang::Atom::Float(v)).collect::<Vec<_>>(), false).unwrap();
+            assert_eq!((got.len(), want.len()), (x.len(), x.len()));
+            for (p, (got, want)) in got.iter().zip(&want).enumerate() {
+                let raspc_runtime::Decoded::Number { raw, .. } = *got else { panic!("numeric output") };
+                let w = want.as_f64().unwrap();
+                assert!((raw - w).abs() <= bound, "{dtype:?} length {}: {raw} vs {w} at {p} (bound {bound:e})", x.len());
+            }
+        }
+    }
+}
+
 fn random_inputs(len: usize, lo: f64, hi: f64, count: usize, seed: u64) -> Vec<Vec<f64>> {
     let mut rng = SplitMix(seed);
     let mut out: Vec<Vec<f64>> = (0..count).map(|_| (0..len).map(|_| uniform(&mut rng, lo, hi)).collect()).collect();
@@ -405,19 +424,7 @@ fn universal_simulator_certificate_holds_on_shorter_inputs() {
     // The relative certificate is the one in use (the absolute one is about 10x larger here).
     assert!(report.output_bound <= 1e-3 * 4.0, "f32 bound {}", report.output_bound);
     for len in [7, 20, 33, 41, 48] {
-        let inputs = random_inputs(len, -1.0, 1.0, 3, len as u64);
-        for (dtype, bound) in [(candle_core_dtype(false), report.output_bound), (candle_core_dtype(true), report.output_bound_f64)] {
-            let model = Model::with_dtype(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
-            let decoded = model.decode(&model.forward_real(&inputs, Attention::Hard).unwrap()).unwrap();
-            for (x, got) in inputs.iter().zip(decoded) {
-                let want = raspc::verify::expected(&b.session.graph, b.root, &x.iter().map(|&v| raspc_lang::Atom::Float(v)).collect::<Vec<_>>(), false).unwrap();
-                for p in 0..len {
-                    let raspc_runtime::Decoded::Number { raw, .. } = got[p] else { panic!("numeric output") };
-                    let w = want[p].as_f64().unwrap();
-                    assert!((raw - w).abs() <= bound, "{dtype:?} length {len}: {raw} vs {w} at {p} (bound {bound:e})");
-                }
-            }
-        }
+        within_both_bounds(&b, &random_inputs(len, -1.0, 1.0, 3, len as u64));
     }
 }
 
@@ -570,21 +577,8 @@ fn a_row_maximum_read_from_one_entry_per_row_cancels_only_from_before_the_query(
     assert!(bf <= bp && bl > 2.0 * bp, "first {bf:e}, last {bl:e}, plain {bp:e}");
     for src in [&first, &last] {
         let b = build(src, 36, -1.0, 1.0, MlpMode::Gated).unwrap();
-        let report = b.compiled.report.as_ref().unwrap();
         for len in [5, 13, 24, 36] {
-            let inputs = random_inputs(len, -1.0, 1.0, 4, len as u64 + 7);
-            for (dtype, bound) in [(candle_core_dtype(false), report.output_bound), (candle_core_dtype(true), report.output_bound_f64)] {
-                let model = Model::with_dtype(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
-                let decoded = model.decode(&model.forward_real(&inputs, Attention::Hard).unwrap()).unwrap();
-                for (x, got) in inputs.iter().zip(decoded) {
-                    let want = raspc::verify::expected(&b.session.graph, b.root, &x.iter().map(|&v| raspc_lang::Atom::Float(v)).collect::<Vec<_>>(), false).unwrap();
-                    for p in 0..len {
-                        let raspc_runtime::Decoded::Number { raw, .. } = got[p] else { panic!("numeric output") };
-                        let w = want[p].as_f64().unwrap();
-                        assert!((raw - w).abs() <= bound, "{dtype:?} length {len}: {raw} vs {w} at {p} (bound {bound:e})");
-                    }
-                }
-            }
+            within_both_bounds(&b, &random_inputs(len, -1.0, 1.0, 4, len as u64 + 7));
         }
     }
 }
