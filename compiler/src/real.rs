@@ -1450,7 +1450,11 @@ impl RealLowerer<'_> {
                 let e = |u: f64| 0.125 * (1.0 + u) / c + u * vmag;
                 err += Err2 { f32: e(U32) + U32 * ve.f32, f64: e(U64) + U64 * ve.f64 };
             } else {
-                err += Err2 { f32: (0.125 + 8.0 * U32 * scale) / c, f64: (0.125 + 8.0 * U64 * scale) / c };
+                // A key's score column is the projection c·v' (c a power of two: exactly c times
+                // the value projection's rounding, `dot_err`): a kept key's v' may sit below the
+                // largest by twice that beyond the tolerance.
+                let projection = self.dot_err(v, v.k, self.aff_mag(v)) * 2.0;
+                err += Err2 { f32: (0.125 + 8.0 * U32 * scale) / c, f64: (0.125 + 8.0 * U64 * scale) / c } + projection;
             }
         }
         let vv: Vec<In> = v.c.iter().map(|(&s, &w)| In::new(s, 0, 0, w)).chain((v.k != 0.0).then_some(In::new(TOK, 0, 0, v.k))).collect();

@@ -552,6 +552,9 @@ impl Checkpoint {
                 *slot = Some(&s.label);
             }
         }
+        // The dims of numerical entries, once (parts are checked against it: a scan of the
+        // layout per part would cost entries x parts on a large header).
+        let numerical: std::collections::HashSet<usize> = self.layout.sops.iter().filter(|o| matches!(o.encoding, Encoding::Numerical { .. })).map(|o| o.offset).collect();
         for s in &self.layout.sops {
             if s.parts.is_empty() {
                 continue;
@@ -565,7 +568,7 @@ impl Checkpoint {
                     return Err(CheckpointError::BadLayout(format!("s-op `{}`: part dim {p} is past d_model {} or listed twice", s.label, c.d_model)));
                 }
                 // Each part is a numerical entry's own dim.
-                if !self.layout.sops.iter().any(|o| o.offset == p && matches!(o.encoding, Encoding::Numerical { .. })) {
+                if !numerical.contains(&p) {
                     return Err(CheckpointError::BadLayout(format!("s-op `{}`: part dim {p} is not a numerical entry of the layout", s.label)));
                 }
             }
