@@ -89,7 +89,8 @@ pub struct Compiled {
 /// maps every dim to the slot's own value, like `round` of an integer s-op), the checkpoint
 /// contract wants the layout entry to carry the output's label: the slot takes the name (a slot
 /// that already holds it gets the slot's old label), except `tokens` and `indices`, which keep
-/// theirs.
+/// theirs: a program whose output is an input read unchanged (`prog = tokens;`, `indices % 100`
+/// at max-len 100) is named after that input.
 fn rename_output(plan: &mut plan::Plan, name: &str) {
     let out = plan.output.slot;
     let unchanged = match (&plan.output.map, &plan.slots[out].enc) {
@@ -97,7 +98,12 @@ fn rename_output(plan: &mut plan::Plan, name: &str) {
         (Some(per_dim), plan::SlotEnc::Cat(vals)) => per_dim.len() == vals.len() && per_dim.iter().zip(vals).all(|(p, a)| p.as_ref() == Some(a)),
         (Some(_), _) => false,
     };
-    if unchanged && plan.slots[out].label != name && Some(out) != plan.tokens && Some(out) != plan.indices {
+    let input = Some(out) == plan.tokens || Some(out) == plan.indices;
+    if unchanged && input {
+        plan.output_label = plan.slots[out].label.clone();
+        return;
+    }
+    if unchanged && plan.slots[out].label != name {
         let old = std::mem::replace(&mut plan.slots[out].label, name.to_string());
         if let Some(other) = plan.slots.iter_mut().enumerate().find(|(i, s)| *i != out.0 && s.label == name) {
             other.1.label = old;
@@ -162,11 +168,21 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         )]
     })?;
     if let Err(e) = checkpoint.validate() {
-        // Only reachable with extreme real-valued bounds (weights beyond f32).
         let node = graph.node(root);
-        return Err(vec![Diagnostic::error("compile::too_large", format!("the weights for `{}` do not fit in f32: {e}", node.label), node.span)
-            .with_label("this s-op")
-            .with_note("narrower --input-bounds keep every weight finite")]);
+        // Weights beyond f32 (or the loaders' budget) come from extreme real-valued bounds;
+        // anything else the checkpoint's own checks refuse is a bug of the compiler's.
+        return Err(vec![match e {
+            raspc_checkpoint::CheckpointError::NonFinite { .. } | raspc_checkpoint::CheckpointError::WeightTooLarge { .. } => {
+                Diagnostic::error("compile::too_large", format!("the weights for `{}` do not fit in f32: {e}", node.label), node.span)
+                    .with_label("this s-op")
+                    .with_note("narrower --input-bounds keep every weight finite")
+            }
+            _ => Diagnostic::error(
+                "compile::internal",
+                format!("internal error: the checkpoint for `{}` fails its own checks: {e} (this is a bug in raspc; please report it with the program)", node.label),
+                node.span,
+            ),
+        }]);
     }
     let summary = summarize(&checkpoint);
     Ok(Compiled { checkpoint, report, plan, schedule, summary })

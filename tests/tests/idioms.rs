@@ -73,5 +73,5 @@ idioms! {
     last_token length_arith long_add_ref majority max_token mean_diff mirror mod3_position
     palindrome parity_count prefix_count prefix_sum prev_token rank_tokens rotate running_max
     running_min shift_right2 sort_by_freq_ties sort_desc sort_then_first sort_then_second
-    sqrt_grid sum_of_counts triplets weighted_counts width_sum
+    sqrt_grid sum_of_counts triplets unchanged_indices unchanged_tokens weighted_counts width_sum
 }
