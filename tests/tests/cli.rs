@@ -597,3 +597,20 @@ fn simulate_runs_on_the_device_asked_for_and_refuses_unknown_ones() {
     assert_eq!(code, 1);
     assert!(err.contains("unknown device `tpu` (expected cpu or cuda)"), "{err}");
 }
+
+#[test]
+fn a_load_cycle_through_another_file_is_noted_where_it_closes() {
+    // main loads a, a loads b, b loads a again: b's load is skipped, and the note names b's line
+    // (notes from loaded files are shown, not only the main file's).
+    let dir = std::env::temp_dir().join(format!("raspc-load-cycle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("main.rasp"), "load \"a\";\nprog = tokens;\n").unwrap();
+    std::fs::write(dir.join("a.rasp"), "load \"b\";\nx = 1;\n").unwrap();
+    std::fs::write(dir.join("b.rasp"), "y = 2;\nload \"a\";\n").unwrap();
+    let main = dir.join("main.rasp");
+    let (code, out, err) = cli(&["eval", main.to_str().unwrap(), "--input", "ab"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "['a', 'b']\n");
+    assert!(err.contains("b.rasp:2:6: `a` is already being loaded; this load is skipped"), "{err}");
+}

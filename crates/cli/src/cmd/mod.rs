@@ -52,7 +52,8 @@ pub(crate) fn load(path: &std::path::Path, err: &mut dyn Write, color: bool) -> 
     let (sources, r) = raspc_lang::evaluate_program(&path.display().to_string(), Some(path), &text, &DiskLoader);
     match r {
         Ok(s) => {
-            let notes = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file);
+            // Notes about the user's files (the program and what it loads), not the prelude's.
+            let notes = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file || sources.get(sp.file).path.is_some());
             for (n, sp) in notes {
                 let (l, c) = sources.line_col(sp.file, sp.start);
                 let _ = writeln!(err, "note: {}:{l}:{c}: {}", sources.get(sp.file).name, n.message);
