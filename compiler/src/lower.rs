@@ -838,10 +838,47 @@ impl Lowerer<'_> {
                 let results: Vec<Option<Atom>> = g.iter().map(|a| self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]))).collect();
                 let first = results.iter().flatten().next().cloned();
                 if results.iter().flatten().zip(std::iter::repeat(&first)).any(|(r, f)| f.as_ref().is_some_and(|f| !r.py_eq(f))) {
+                    // One point stands either for equal numbers of different types (1, 1.0,
+                    // True) or for floats that differ only by rounding (a mean's 27/7 computed
+                    // two ways); the remedy differs.
+                    let input = crate::names::describe(self.g, leaves[0]);
+                    let values = g.iter().map(Atom::repr).collect::<Vec<_>>().join(" or ");
+                    let rounding = g.iter().any(|a| a.as_f64() != g[0].as_f64());
+                    // The named s-ops to store categorically: the input itself, or the ones an
+                    // unnamed input is computed from.
+                    let mut named = vec![];
+                    let mut todo = vec![leaves[0]];
+                    let mut seen = std::collections::HashSet::new();
+                    while let Some(n) = todo.pop() {
+                        let node = self.g.node(n);
+                        if !seen.insert(n)
+                            || matches!(node.kind, raspc_lang::NodeKind::Tokens | raspc_lang::NodeKind::Indices | raspc_lang::NodeKind::Length | raspc_lang::NodeKind::Const(_))
+                        {
+                            continue;
+                        }
+                        if node.named {
+                            named.push(node.label.clone());
+                        } else {
+                            todo.extend(node.kind.operands());
+                        }
+                    }
+                    named.sort();
+                    let flag = match named.as_slice() {
+                        [] => String::new(),
+                        _ => format!(" (`{}`)", named.iter().map(|n| format!("--encoding {n}=categorical")).collect::<Vec<_>>().join(" ")),
+                    };
+                    let (what, note) = if rounding {
+                        (
+                            "numbers that differ only by rounding",
+                            format!("{input} can be {values}, the same number computed two ways; the interpreter's result depends on which, a model cannot tell them apart. Round the values first, compute with integers, or store the s-ops it comes from categorically{flag}"),
+                        )
+                    } else {
+                        ("equal numbers of different types", format!("{input} can be {values}; store the s-ops it comes from categorically{flag}"))
+                    };
                     return Err(self
-                        .err(id, "compile::numeric_map", format!("`{label}` gives different results for equal numbers of different types"))
+                        .err(id, "compile::numeric_map", format!("{} gives different results for {what}", crate::names::describe(self.g, id)))
                         .with_label("this map")
-                        .with_note(format!("e.g. for {}; store the input categorically", g.iter().map(Atom::repr).collect::<Vec<_>>().join(" and "))));
+                        .with_note(note));
                 }
                 outputs.push(first.and_then(|r| encode(&r)).unwrap_or_else(|| vec![0.0; dims]));
             }

@@ -94,3 +94,20 @@ fn refusals_inside_the_library_point_at_the_call() {
     assert!(!err.contains("<prelude>"), "{err}");
     assert!(err.contains(".rasp:2:"), "{err}");
 }
+
+/// A map whose results differ between floats that are the same number rounded two ways is
+/// refused with that reason (not "different types"), naming the s-op to store categorically;
+/// following the advice compiles and verifies.
+#[test]
+fn a_map_of_floats_equal_up_to_rounding_says_so_and_the_advice_works() {
+    let p = "cases/refusals/rounded_mean.rasp";
+    let args = ["verify", p, "--vocab", "01+", "--max-len", "8", "--samples", "200", "--allow-rejected"];
+    let (code, _, err) = run_cli(&args);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::numeric_map") && err.contains("differ only by rounding"), "{err}");
+    assert!(!err.contains("different types"), "{err}");
+    assert!(err.contains("`--encoding n=categorical`"), "{err}");
+    let (code, out, err) = run_cli(&[&args[..], &["--encoding", "n=categorical"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(", 0 mismatches"), "{out}");
+}
