@@ -142,7 +142,8 @@ fn compile_never_overwrites_what_is_not_a_checkpoint() {
     let v = victim.to_str().unwrap();
     let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", v]);
     assert_eq!(code, 1);
-    assert!(err.contains("is not a raspc checkpoint") && err.contains("refusing to overwrite it"), "{err}");
+    assert!(err.contains("is not a raspc checkpoint (nor any safetensors file)") && err.contains("refusing to overwrite it"), "{err}");
+    assert!(!err.contains("RASPC_LIMITS"), "a text file is not a size problem: {err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     // --force does not replace what is not a raspc checkpoint either.
     let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", v, "--force"]);

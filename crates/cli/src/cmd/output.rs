@@ -48,6 +48,15 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
     if !meta.is_file() {
         return Err(format!("-o `{shown}` exists and is not a regular file (a device, FIFO, socket or symbolic link); refusing to replace it").into());
     }
+    // A file too short for the header its first 8 bytes announce is no safetensors file at all
+    // (a text file, say): say so, rather than quote a size budget.
+    let mut head = [0u8; 8];
+    let announced = std::fs::File::open(output).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).map(|()| u64::from_le_bytes(head));
+    if announced.is_err() || announced.is_ok_and(|n| n > meta.len().saturating_sub(8)) {
+        return Err(
+            format!("`{shown}` exists and is not a raspc checkpoint (nor any safetensors file); refusing to overwrite it (--force does not change this: remove it first)").into()
+        );
+    }
     let l = limits()?;
     let bytes = match raspc_checkpoint::read_file(output, &l) {
         Ok(b) => b,
