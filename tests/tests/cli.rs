@@ -74,7 +74,7 @@ fn non_utf8_program_is_a_clear_error() {
     std::fs::write(&p, b"x = \xff\xfe;").unwrap();
     let (code, _, err) = cli(&["eval", p.to_str().unwrap(), "--input", "a"]);
     assert_eq!(code, 1);
-    assert!(err.contains("is not valid UTF-8 (first bad byte at offset 4)"), "{err}");
+    assert!(err.contains("is not valid UTF-8 (first bad byte at line 1, column 5, byte offset 4)"), "{err}");
 }
 
 #[test]

@@ -202,7 +202,7 @@ impl FileLoader for DiskLoader {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("larger than {MAX_LOAD_BYTES} bytes")));
         }
         String::from_utf8(bytes)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not valid UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to())))
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not valid UTF-8 ({})", crate::utf8_place(e.as_bytes(), e.utf8_error().valid_up_to()))))
     }
 }
 

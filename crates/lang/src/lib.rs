@@ -60,3 +60,23 @@ pub fn run_source(text: &str, entry: Option<&str>, input: &[Atom]) -> Result<Val
     let (_, node) = session.entry(entry)?;
     evaluate(&session.graph, node, input).map_err(|e| format!("{}: {}", e.label, e.message))
 }
+
+/// Where the first invalid UTF-8 byte of a program file is, for an error message: its line and
+/// column (lines counted by `\n`, columns in characters of the valid text before it) and byte
+/// offset.
+pub fn utf8_place(bytes: &[u8], valid_up_to: usize) -> String {
+    let before = std::str::from_utf8(&bytes[..valid_up_to.min(bytes.len())]).unwrap_or_default();
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("first bad byte at line {line}, column {col}, byte offset {valid_up_to}")
+}
+
+#[cfg(test)]
+mod utf8_place_tests {
+    #[test]
+    fn counts_lines_and_characters_before_the_bad_byte() {
+        let bytes = b"x = 1;\ny = \"\xc3\xa9\xff\";\n";
+        let e = String::from_utf8(bytes.to_vec()).unwrap_err();
+        assert_eq!(super::utf8_place(bytes, e.utf8_error().valid_up_to()), "first bad byte at line 2, column 7, byte offset 14");
+    }
+}

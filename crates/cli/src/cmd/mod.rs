@@ -43,7 +43,7 @@ pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
 
 pub(crate) fn read_program(path: &std::path::Path) -> Result<String, Failure> {
     let bytes = read_input_file(path)?;
-    String::from_utf8(bytes).map_err(|e| Failure::Message(format!("`{}` is not valid UTF-8 (first bad byte at offset {})", path.display(), e.utf8_error().valid_up_to())))
+    String::from_utf8(bytes).map_err(|e| Failure::Message(format!("`{}` is not valid UTF-8 ({})", path.display(), raspc_lang::utf8_place(e.as_bytes(), e.utf8_error().valid_up_to()))))
 }
 
 /// Parses and evaluates a program file; renders diagnostics on failure.
