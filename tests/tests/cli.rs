@@ -615,3 +615,22 @@ fn a_load_cycle_through_another_file_is_noted_where_it_closes() {
     assert_eq!(out, "['a', 'b']\n");
     assert!(err.contains("b.rasp:2:6: `a` is already being loaded; this load is skipped"), "{err}");
 }
+
+#[test]
+fn encoding_accepts_every_name_the_program_binds_to_an_s_op() {
+    // `prog = fa;` labels the s-op `prog`; `--encoding fa=...` still means it. A name bound to
+    // nothing is refused, naming it.
+    let p = temp("alias.rasp");
+    std::fs::write(&p, "def frac(seq, tok) {\n    return aggregate(select(indices, indices, <=), indicator(seq == tok));\n}\nfa = frac(tokens, \"a\");\nprog = fa;\n").unwrap();
+    let p = p.to_str().unwrap();
+    for (enc, ok) in [("fa=categorical", true), ("prog=categorical", true), ("nope=categorical", false)] {
+        let (code, out, err) = cli(&["verify", p, "--vocab", "ab", "--max-len", "6", "--samples", "50", "--encoding", enc]);
+        if ok {
+            assert_eq!(code, 0, "{enc}: {err}");
+            assert!(out.contains("verified: 50 inputs, 0 mismatches"), "{enc}: {out}");
+        } else {
+            assert_eq!(code, 1, "{enc}");
+            assert!(err.contains("--encoding names `nope`"), "{err}");
+        }
+    }
+}

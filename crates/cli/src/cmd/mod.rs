@@ -128,13 +128,19 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
         finite_flag("--pl-error", e, e > 0.0, "> 0")?;
     }
     let mut opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, real, ..Default::default() };
+    // A name the program binds to an s-op that carries another label (`prog = fa;` labels the
+    // s-op `prog`) means that s-op.
+    let label_of = |l: &str| match session.get(l) {
+        Some(raspc_lang::HostValue::Sop(n)) => session.graph.node(n).label.clone(),
+        _ => l.to_string(),
+    };
     for e in &target.encodings {
         match e.split_once('=') {
             Some((l, "numerical")) => {
-                opts.numerical.insert(l.to_string());
+                opts.numerical.insert(label_of(l));
             }
             Some((l, "categorical")) => {
-                opts.categorical.insert(l.to_string());
+                opts.categorical.insert(label_of(l));
             }
             _ => return Err(format!("bad --encoding `{e}`: expected LABEL=numerical or LABEL=categorical").into()),
         }
