@@ -591,14 +591,16 @@ impl Lowerer<'_> {
                     self.rep.insert(id, Rep::Slot(s));
                     return Ok(());
                 }
+                // The inputs, with the user's names (or the built-in ones: `length`, `indices`).
+                let named = |l: &NodeId| self.g.node(*l).named || matches!(self.g.node(*l).kind, NodeKind::Tokens | NodeKind::Indices | NodeKind::Length);
                 let mut d = self
                     .err(id, "compile::too_many_combinations", format!("{} combines too many values to compile as one MLP", crate::names::describe(self.g, id)))
                     .with_label("this map")
                     .with_note(format!(
                         "its inputs ({}) take more than {MAX_COMBINATIONS} combinations of values; a smaller --vocab or --max-len, or splitting it into maps of fewer inputs each, avoids that",
                         {
-                            let mut parts: Vec<String> = leaves.iter().filter(|l| self.g.node(**l).named).map(|l| format!("`{}`", self.label(*l))).collect();
-                            match leaves.iter().filter(|l| !self.g.node(**l).named).count() {
+                            let mut parts: Vec<String> = leaves.iter().filter(|l| named(l)).map(|l| format!("`{}`", self.label(*l))).collect();
+                            match leaves.iter().filter(|l| !named(l)).count() {
                                 0 => {}
                                 1 => parts.push("the expression marked".into()),
                                 k => parts.push(format!("the {k} expressions marked")),
@@ -607,7 +609,7 @@ impl Lowerer<'_> {
                         }
                     ));
                 for l in &leaves {
-                    if !self.g.node(*l).named {
+                    if !named(l) {
                         d = d.with_secondary(crate::names::place(self.g, *l), "one of its inputs");
                     }
                 }

@@ -8,7 +8,8 @@
 //! no hidden unit to the pairs with i >= l, which no input reaches.
 
 use crate::plan::SlotId;
-use raspc_lang::graph::{MapOp, Operand};
+use raspc_lang::ast::{BinOp, Cmp};
+use raspc_lang::graph::{Convert, MapOp, Operand};
 use raspc_lang::interp::apply_map;
 use raspc_lang::{Atom, Graph, NodeId, NodeKind};
 use std::collections::HashMap;
@@ -259,6 +260,12 @@ pub fn selects_at(graph: &Graph, sel: NodeId, k: i64, q: i64, l: i64) -> Option<
     Some(match &graph.node(sel).kind {
         NodeKind::Select { keys, queries, cmp } => {
             if !is_positional(graph, *keys) || !is_positional(graph, *queries) {
+                // An s-op compared with itself decides the diagonal whatever the input when
+                // its values equal themselves (the library's `select(tokens, tokens, ==) or
+                // ...` full selectors); elsewhere it depends on the input.
+                if keys == queries && k == q && self_equal(graph, *keys) {
+                    return Some(matches!(cmp, Cmp::Eq | Cmp::Le | Cmp::Ge));
+                }
                 return None;
             }
             match (eval_at(graph, *keys, k, l), eval_at(graph, *queries, q, l)) {
@@ -266,11 +273,55 @@ pub fn selects_at(graph: &Graph, sel: NodeId, k: i64, q: i64, l: i64) -> Option<
                 _ => false,
             }
         }
-        NodeKind::SelectAnd(a, b) => selects_at(graph, *a, k, q, l)? && selects_at(graph, *b, k, q, l)?,
-        NodeKind::SelectOr(a, b) => selects_at(graph, *a, k, q, l)? || selects_at(graph, *b, k, q, l)?,
+        // `select(a, b, c) or select(a, b, not c)` selects every key (and `and`, none).
+        NodeKind::SelectOr(x, y) | NodeKind::SelectAnd(x, y) if complementary(graph, *x, *y) => matches!(graph.node(sel).kind, NodeKind::SelectOr(..)),
+        // Three-valued: one decided side can decide an `and` (false) or an `or` (true).
+        NodeKind::SelectAnd(x, y) => {
+            let a = selects_at(graph, *x, k, q, l);
+            a != Some(false) && selects_at(graph, *y, k, q, l)? && a?
+        }
+        NodeKind::SelectOr(x, y) => {
+            let a = selects_at(graph, *x, k, q, l);
+            a == Some(true) || selects_at(graph, *y, k, q, l)? || a?
+        }
         NodeKind::SelectNot(a) => !selects_at(graph, *a, k, q, l)?,
         _ => return None,
     })
+}
+
+/// Are `x` and `y` selects of the same keys and queries with opposite comparisons? `==` and
+/// `!=` always are; `<` and `>=` (or `>` and `<=`) when neither side can be NaN.
+fn complementary(graph: &Graph, x: NodeId, y: NodeId) -> bool {
+    let (NodeKind::Select { keys: k1, queries: q1, cmp: c1 }, NodeKind::Select { keys: k2, queries: q2, cmp: c2 }) = (&graph.node(x).kind, &graph.node(y).kind) else {
+        return false;
+    };
+    if (k1, q1) != (k2, q2) {
+        return false;
+    }
+    let ordered = || self_equal(graph, *k1) && self_equal(graph, *q1);
+    match (c1, c2) {
+        (Cmp::Eq, Cmp::Ne) | (Cmp::Ne, Cmp::Eq) => true,
+        (Cmp::Lt, Cmp::Ge) | (Cmp::Ge, Cmp::Lt) | (Cmp::Gt, Cmp::Le) | (Cmp::Le, Cmp::Gt) => ordered(),
+        _ => false,
+    }
+}
+
+/// Is `x == x` at every position of every input? For the tokens (JSON strings and numbers:
+/// never NaN) and for maps whose results are strings, integers or booleans whatever they read
+/// (not `and`/`or`, which return an operand, nor arithmetic, which can make NaN).
+fn self_equal(graph: &Graph, x: NodeId) -> bool {
+    match &graph.node(x).kind {
+        NodeKind::Tokens | NodeKind::Indices | NodeKind::Length => true,
+        NodeKind::Map { op, .. } => matches!(
+            op,
+            MapOp::Convert(Convert::Str | Convert::Int | Convert::Bool)
+                | MapOp::Indicator
+                | MapOp::Not
+                | MapOp::In(_)
+                | MapOp::Binary(BinOp::Eq | BinOp::Le | BinOp::Ge | BinOp::Lt | BinOp::Gt)
+        ),
+        _ => false,
+    }
 }
 
 /// Number of keys a positional selector selects at every grid pair (query i, length l), in

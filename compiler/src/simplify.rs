@@ -131,7 +131,7 @@ fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: 
     }
     for (m, f) in [(*a, *b), (*b, *a)] {
         let NodeKind::Aggregate { sel, values, default } = &g.node(m).kind else { continue };
-        if !matches!(default, Atom::Int(_) | Atom::Float(_)) || !default.as_f64().is_some_and(f64::is_finite) || !crate::positional::is_positional(g, f) {
+        if !crate::positional::is_positional(g, f) {
             continue;
         }
         let Some(ValueSet::Finite(vs)) = sets.get(values) else { continue };
@@ -141,6 +141,11 @@ fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: 
             continue;
         }
         let Some(counts) = crate::positional::grid_counts(g, *sel, max_len) else { continue };
+        // The default is read where no key is selected (then it must be a finite number; a
+        // selector that always selects a key, like the library's `full_s`, never reads it).
+        if counts.contains(&0) && !(matches!(default, Atom::Int(_) | Atom::Float(_)) && default.as_f64().is_some_and(f64::is_finite)) {
+            continue;
+        }
         let pairs = crate::positional::grid(max_len);
         let f_at = |i, l| crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64());
         let lambda = crate::numeric::count_multiple(pairs.iter().zip(&counts).map(|(&(i, l), &c)| (f_at(i, l), c)));
@@ -151,7 +156,16 @@ fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: 
         if nonzero.is_empty() || nonzero.len() > MAX_WIDTH_TERMS {
             continue;
         }
-        let (s, v) = (map[sel], map[values]);
+        // A selector that selects every key at every grid pair (however it is written: `a or
+        // not a`, a token equal to itself or another position) is the constant full selector
+        // (one key group, not one per token and position).
+        let v = map[values];
+        let s = if pairs.iter().zip(&counts).all(|(&(_, l), &c)| c as i64 == l) {
+            let zero = out.add(NodeKind::Const(Atom::Int(0)), span)?;
+            out.add(NodeKind::Select { keys: zero, queries: zero, cmp: Cmp::Eq }, span)?
+        } else {
+            map[sel]
+        };
         let mut terms: Vec<(NodeId, f64)> = vec![];
         for (x, atom) in &nonzero {
             let q = out.add(NodeKind::Const(atom.clone()), span)?;

@@ -129,9 +129,10 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
     }
     let mut opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, real, ..Default::default() };
     // A name the program binds to an s-op that carries another label (`prog = fa;` labels the
-    // s-op `prog`) means that s-op.
+    // s-op `prog`) means that s-op, unless it is itself the label of one.
+    let labels: std::collections::HashSet<&str> = session.graph.ancestors(root).into_iter().map(|n| session.graph.node(n).label.as_str()).collect();
     let label_of = |l: &str| match session.get(l) {
-        Some(raspc_lang::HostValue::Sop(n)) => session.graph.node(n).label.clone(),
+        Some(raspc_lang::HostValue::Sop(n)) if !labels.contains(l) => session.graph.node(n).label.clone(),
         _ => l.to_string(),
     };
     for e in &target.encodings {
