@@ -219,7 +219,7 @@ pub fn apply_map(op: &MapOp, args: &[Atom]) -> Result<Atom, OpError> {
             let len = l.len() as i64;
             let j = if i < 0 { i + len } else { i };
             if j < 0 || j >= len {
-                return Err(OpError(format!("index {i} out of range for a list of length {len}")));
+                return Err(OpError(format!("index {i} out of range for a list or string of length {len}")));
             }
             Ok(l[j as usize].clone())
         }
