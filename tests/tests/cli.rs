@@ -634,3 +634,17 @@ fn encoding_accepts_every_name_the_program_binds_to_an_s_op() {
         }
     }
 }
+
+#[test]
+fn runtime_errors_name_the_users_variable_not_a_generated_label() {
+    let p = temp("fdiv.rasp");
+    std::fs::write(&p, "def f(x) {\n    return 1 / (x - 2);\n}\ny = f(indices) + 1;\n").unwrap();
+    let p = p.to_str().unwrap();
+    let (code, _, err) = cli(&["eval", p, "--input", "abcd"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("evaluating an expression in `y` failed at position 2: division by zero"), "{err}");
+    assert!(!err.contains("map_"), "{err}");
+    let (code, out, err) = cli(&["verify", p, "--vocab", "abc", "--max-len", "4", "--samples", "50", "--allow-rejected"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("an expression in `y` failed on ") && !out.contains("map_"), "{out}");
+}

@@ -104,17 +104,19 @@ pub fn expected_or_error(graph: &Graph, root: NodeId, input: &[Atom], causal: bo
 /// Inputs the interpreter rejected, grouped by the operation that failed.
 #[derive(Clone, Debug, Default)]
 pub struct Rejections {
-    /// Per failing operation (its label): how many inputs, and the first one with its error.
+    /// Per failing operation (as the user knows it: `y`, or an expression in `y`): how many
+    /// inputs, and the first one with its error.
     pub by_op: Vec<(String, usize, Vec<Atom>, String)>,
 }
 
 impl Rejections {
-    pub fn add(&mut self, input: &[Atom], e: &EvalError) {
-        match self.by_op.iter_mut().find(|r| r.0 == e.label) {
+    pub fn add(&mut self, graph: &raspc_lang::Graph, input: &[Atom], e: &EvalError) {
+        let what = raspc_compiler::names::describe(graph, e.node);
+        match self.by_op.iter_mut().find(|r| r.0 == what) {
             Some(r) => r.1 += 1,
             None => {
                 let msg = format!("{}{}", e.position.map(|p| format!("at position {p}: ")).unwrap_or_default(), e.message);
-                self.by_op.push((e.label.clone(), 1, input.to_vec(), msg));
+                self.by_op.push((what, 1, input.to_vec(), msg));
             }
         }
     }
@@ -123,13 +125,14 @@ impl Rejections {
         self.by_op.iter().map(|r| r.1).sum()
     }
 
-    /// One line per failing operation: `` `avg` failed on 117 inputs, e.g. [a, b]: ...``.
+    /// One line per failing operation: `` `avg` failed on 117 inputs, e.g. [a, b]: ...`` (or `an
+    /// expression in `avg` failed ...`).
     pub fn lines(&self) -> Vec<String> {
         self.by_op
             .iter()
             .map(|(label, n, input, msg)| {
                 let shown = format!("[{}]", input.iter().map(Atom::repr).collect::<Vec<_>>().join(", "));
-                format!("`{label}` failed on {n} input{}, e.g. {shown}: {msg}", if *n == 1 { "" } else { "s" })
+                format!("{label} failed on {n} input{}, e.g. {shown}: {msg}", if *n == 1 { "" } else { "s" })
             })
             .collect()
     }
@@ -228,7 +231,7 @@ pub fn verify(graph: &Graph, root: NodeId, model: &Model, vocab: &[Atom], inputs
                     Ok(e) => rows.push((i, atoms, e)),
                     Err(e) => {
                         report.skipped += 1;
-                        report.rejections.add(&atoms, &e);
+                        report.rejections.add(graph, &atoms, &e);
                     }
                 }
             }
@@ -300,7 +303,7 @@ pub fn verify_real(graph: &Graph, root: NodeId, model: &Model, count: usize, see
         let want = match expected_or_error(graph, root, &atoms, c.causal) {
             Ok(w) => w,
             Err(e) => {
-                report.rejections.add(&atoms, &e);
+                report.rejections.add(graph, &atoms, &e);
                 progress(i + 1);
                 continue;
             }

@@ -28,13 +28,14 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
         Err(e) if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 => {
             // A built-in s-op (such as `tokens_int`) failed: there is no program text to show.
             let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
-            let _ = writeln!(err, "error[eval::runtime]: evaluating `{}` failed{at}: {}", e.label, e.message);
+            let _ = writeln!(err, "error[eval::runtime]: evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message);
             let _ = writeln!(err, "  = input: {input}");
             Err(Failure::Reported)
         }
         Err(e) => {
             let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
-            let d = Diagnostic::error("eval::runtime", format!("evaluating `{}` failed{at}: {}", e.label, e.message), e.span)
+            // The user's name for the s-op, or the named s-op the failing expression is part of.
+            let d = Diagnostic::error("eval::runtime", format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message), e.span)
                 .with_label("this operation failed")
                 .with_note(format!("input: {input}"));
             let _ = write!(err, "{}", render(&session.sources, &[d], color));
