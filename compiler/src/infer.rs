@@ -221,9 +221,11 @@ fn conjuncts(graph: &Graph, s: NodeId, out: &mut Vec<NodeId>) {
 
 /// `select(r, q, ==) and F1 and ...` where `r = selector_width(O and F1 and ...)` with `O` an
 /// order of the positions (`select(f, f, <=)`, or `<`, `>=`, `>`, f injective in `indices`) and
-/// each `Fi` a test of the key alone (`select(c, CONST, op)`): `r` counts the keys passing the
-/// tests up to each position, so it differs between any two positions that pass them, and the
-/// outer selector keeps only those. At most one key (the corpus's long addition finds the
+/// each `Fi` a test of the key alone (`select(c, CONST, op)`) or of its class (`select(a, a,
+/// ==)`, a never-NaN `a`): `r` counts the keys passing the tests up to each position, so it
+/// differs between any two positions that pass them (and are of one class), and the outer
+/// selector keeps only those (the previous occurrence of the query's token:
+/// `select(tokens, tokens, ==) and select(c, c - 1, ==)`). At most one key (the corpus's long addition finds the
 /// nearest lower column that is not 9 this way).
 fn filtered_rank_select(graph: &Graph, sel: NodeId, max_len: usize) -> bool {
     let mut outer = vec![];
@@ -234,7 +236,14 @@ fn filtered_rank_select(graph: &Graph, sel: NodeId, max_len: usize) -> bool {
         let mut inner = vec![];
         conjuncts(graph, w, &mut inner);
         let is_order = |s: NodeId| matches!(graph.node(s).kind, NodeKind::Select { keys, queries, cmp: Cmp::Lt | Cmp::Le | Cmp::Gt | Cmp::Ge } if keys == queries && injective_in_indices(graph, keys, max_len));
-        let key_test = |s: NodeId| matches!(graph.node(s).kind, NodeKind::Select { queries, .. } if matches!(graph.node(queries).kind, NodeKind::Const(_)));
+        // A test of the key alone, or a class test `select(a, a, ==)` (a key in the query's
+        // class): every key the outer selector keeps is then in the query's class, and `r`
+        // counts earlier keys of that class, so it still differs between any two of them.
+        let key_test = |s: NodeId| match graph.node(s).kind {
+            NodeKind::Select { queries, .. } if matches!(graph.node(queries).kind, NodeKind::Const(_)) => true,
+            NodeKind::Select { keys, queries, cmp: Cmp::Eq } => keys == queries && crate::positional::self_equal(graph, keys),
+            _ => false,
+        };
         inner.iter().filter(|&&s| is_order(s)).count() == 1 && inner.iter().all(|&s| is_order(s) || (key_test(s) && outer.contains(&s)))
     })
 }

@@ -586,6 +586,21 @@ impl Lowerer<'_> {
                 }
             }
             leaves = gather(self);
+            // Then operands that reduce their input to fewer values (`c > 0` of a count) get
+            // their own MLP, and the map reads those few values.
+            if product(self, &leaves) > MAX_COMBINATIONS {
+                for o in &ops {
+                    if let Rep::Inline = self.rep[o]
+                        && let ls = self.leaf_list(*o)
+                        && let ValueSet::Finite(vals) = &self.sets[o]
+                        && vals.len() < ls.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l)))
+                    {
+                        let s = self.materialise(*o)?;
+                        self.rep.insert(*o, Rep::Slot(s));
+                    }
+                }
+                leaves = gather(self);
+            }
             if product(self, &leaves) > MAX_COMBINATIONS {
                 if let Some(s) = self.separable_sum(id)? {
                     self.rep.insert(id, Rep::Slot(s));

@@ -309,7 +309,7 @@ fn complementary(graph: &Graph, x: NodeId, y: NodeId) -> bool {
 /// Is `x == x` at every position of every input? For the tokens (JSON strings and numbers:
 /// never NaN) and for maps whose results are strings, integers or booleans whatever they read
 /// (not `and`/`or`, which return an operand, nor arithmetic, which can make NaN).
-fn self_equal(graph: &Graph, x: NodeId) -> bool {
+pub(crate) fn self_equal(graph: &Graph, x: NodeId) -> bool {
     match &graph.node(x).kind {
         NodeKind::Tokens | NodeKind::Indices | NodeKind::Length => true,
         NodeKind::Map { op, .. } => matches!(
