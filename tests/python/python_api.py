@@ -189,14 +189,76 @@ def main(job_path):
 
     report = model_sort.verify(samples=100, seed=1)
     checks += 1
-    if report["checked"] != 100 or report["failed"] != 0:
+    if report["checked"] != 100 or report["failed"] != 0 or report["ok"] is not True or report["asked"] != 100:
         failures.append(f"verify: {report}")
+    misuse()
 
     for f in failures[:20]:
         print("FAIL", f)
     print(f"checks took {time.time() - t0:.1f} s")
     print(f"python: {len(job['cases'])} cases, {checks} checks, {len(failures)} failures")
     return 1 if failures else 0
+
+
+def misuse():
+    """What a notebook user gets wrong: each is a RaspcError with the reason, nothing is lost."""
+    import os
+    import tempfile
+
+    global checks
+    rev = "reverse = aggregate(select(indices, length - indices - 1, ==), tokens);"
+    words = raspc.compile(rev, vocab=["the", "cat", "sat"], max_len=4)
+    m = raspc.compile(rev, vocab="abc", max_len=np.int64(4), categorical="reverse")
+    runs = [
+        (words.run(["the", "cat", "sat"]), ["sat", "cat", "the"]),
+        (m.run(list("abc")), ["c", "b", "a"]),
+        (m.run(["ab", "ba"]), [["b", "a"], ["a", "b"]]),
+    ]
+    for got, want in runs:
+        checks += 1
+        if got != want:
+            failures.append(f"run: {got} instead of {want}")
+    mean = raspc.compile('m = aggregate(select(indices, indices, <=), tokens == "(");', vocab="()", max_len=8)
+    r = mean.verify(samples=300)
+    checks += 1
+    if r["ok"] is not False or r["asked"] != 300 or r["checked"] + r["rejected"] != 300:
+        failures.append(f"verify with rejected inputs must not be ok: {r}")
+    with tempfile.TemporaryDirectory() as d:
+        notes = os.path.join(d, "notes.txt")
+        with open(notes, "w") as f:
+            f.write("precious")
+        refused = {
+            "save over a text file": (lambda: m.save(notes), "not a raspc checkpoint"),
+            "to_onnx over a text file": (lambda: m.to_onnx(notes), "not an ONNX file raspc wrote"),
+            "samples over the budget": (lambda: m.verify(samples=10**12), "over the budget"),
+            "negative seed": (lambda: m.verify(seed=-1), "seed must be"),
+            "samples as a string": (lambda: m.verify(samples="10"), "samples must be"),
+            "vocab with input_bounds": (lambda: raspc.compile(rev, vocab="ab", input_bounds=(0, 1), max_len=4), "not both"),
+            "huge max_len": (lambda: raspc.compile(rev, vocab="abc", max_len=2**70), "max_len must be"),
+            "verify without a program": (lambda: raspc.universal(2, 2, 2, 1).verify(), "no program"),
+        }
+        for what, (call, says) in refused.items():
+            checks += 1
+            try:
+                call()
+                failures.append(f"{what}: no error")
+            except raspc.RaspcError as e:
+                if says not in str(e):
+                    failures.append(f"{what}: {e}")
+            except Exception as e:  # noqa: BLE001 - any other exception class is the failure
+                failures.append(f"{what}: {type(e).__name__}: {e}")
+        checks += 1
+        if open(notes).read() != "precious":
+            failures.append("a refused write changed the file")
+        # Our own outputs are replaced.
+        ck, ox = os.path.join(d, "m.safetensors"), os.path.join(d, "m.onnx")
+        m.save(ck)
+        m.save(ck)
+        m.to_onnx(ox)
+        m.to_onnx(ox)
+        checks += 1
+        if raspc.load(ck).run("abc") != ["c", "b", "a"] or sorted(os.listdir(d)) != ["m.onnx", "m.safetensors", "notes.txt"]:
+            failures.append(f"save/to_onnx twice: {sorted(os.listdir(d))}")
 
 
 if __name__ == "__main__":

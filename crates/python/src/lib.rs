@@ -197,9 +197,14 @@ impl NativeModel {
     #[pyo3(signature = (samples, seed, modes, exhaustive=false))]
     fn verify(&self, py: Python<'_>, samples: usize, seed: u64, modes: Vec<String>, exhaustive: bool) -> PyResult<String> {
         let Some(src) = self.source.clone() else {
-            return Err(err("this model was loaded from a checkpoint: verify needs the program (compile it with raspc.compile)"));
+            return Err(err("this model has no program (it was loaded from a checkpoint or built by raspc.universal): verify needs one (compile it with raspc.compile; for U, use Universal.simulate against a direct computation)"));
         };
         let modes: Vec<Attention> = modes.iter().map(|m| attention(m)).collect::<PyResult<_>>()?;
+        // The CLI's budget (RASPC_LIMITS=samples=N raises it), before anything is allocated.
+        let budget = raspc::limits().map_err(err)?.max_samples;
+        if !exhaustive && samples as u64 > budget {
+            return Err(err(format!("samples={samples} is over the budget of {budget} (raise it with the environment variable RASPC_LIMITS=samples=N)")));
+        }
         let ck = self.model.checkpoint.clone();
         let r = py.detach(move || {
             big_stack(move || {
@@ -214,12 +219,13 @@ impl NativeModel {
                         .map(|m| serde_json::json!({"input": show(&m.input), "expected": show(&m.expected), "got": m.got.iter().map(Decoded::to_json).collect::<Vec<_>>()}))
                         .collect();
                     return Ok(serde_json::json!({
-                        "checked": r.checked, "failed": r.failed, "max_err": r.max_err, "bound": r.bound,
+                        "asked": samples, "checked": r.checked, "failed": r.failed, "ok": r.failed == 0 && r.checked == samples, "max_err": r.max_err, "bound": r.bound,
                         "rejected": r.rejections.total(), "rejections": r.rejections.lines(), "examples": ex,
                     }));
                 }
                 let inputs = if exhaustive { raspc::verify::Inputs::Exhaustive } else { raspc::verify::Inputs::Random { count: samples, seed } };
                 let seqs = raspc::verify::generate(&inputs, src.opts.vocab.len(), src.opts.max_len)?;
+                let asked = seqs.len();
                 let r = raspc::verify::verify(&session.graph, root, &model, &src.opts.vocab, &seqs, &modes, &mut |_| {})?;
                 let per_mode: serde_json::Map<String, serde_json::Value> =
                     r.per_mode.iter().map(|(m, f)| (if *m == Attention::Hard { "hard" } else { "soft" }.to_string(), serde_json::json!(f))).collect();
@@ -232,12 +238,27 @@ impl NativeModel {
                     })
                     .collect();
                 Ok(serde_json::json!({
-                    "checked": r.checked, "failed": r.failed, "per_mode": per_mode,
+                    "asked": asked, "checked": r.checked, "failed": r.failed, "ok": r.failed == 0 && r.checked == asked, "per_mode": per_mode,
                     "rejected": r.rejections.total(), "rejections": r.rejections.lines(), "examples": ex,
                 }))
             })
         });
         Ok(r.map_err(err)?.to_string())
+    }
+
+    /// Writes the checkpoint to `path` as `raspc compile -o` does: never over a file that is not
+    /// a raspc checkpoint (`force`: also over one this raspc cannot read), atomically.
+    fn save(&self, path: std::path::PathBuf, force: bool) -> PyResult<()> {
+        let b = self.model.checkpoint.to_bytes().map_err(|e| err(e.to_string()))?;
+        raspc::save_checkpoint(&path, &b, force).map_err(err)
+    }
+
+    /// Writes the ONNX graph to `path` (replacing only an ONNX file raspc wrote); returns it.
+    fn save_onnx<'py>(&self, py: Python<'py>, path: std::path::PathBuf, attention_name: &str) -> PyResult<Bound<'py, PyBytes>> {
+        let mode = attention(attention_name)?;
+        let b = raspc::onnx::export(&self.model.checkpoint, mode).map_err(err)?;
+        raspc::save_onnx(&path, &b).map_err(err)?;
+        Ok(PyBytes::new(py, &b))
     }
 
     /// Writes the model as an ONNX graph (see `raspc export`).
@@ -278,7 +299,8 @@ fn compile(
         None => None,
     };
     let vocab = match (&vocab_json, &real) {
-        (_, Some(_)) => vec![],
+        (Some(_), Some(_)) => return Err(err("give vocab (token inputs) or input_bounds (real-valued inputs), not both")),
+        (None, Some(_)) => vec![],
         (Some(v), None) => raspc_lang::parse_input(v).map_err(|m| err(format!("bad vocab: {m}")))?,
         (None, None) => return Err(err("give vocab (the tokens the model accepts) or input_bounds (real-valued inputs)")),
     };

@@ -11,7 +11,7 @@ pub(crate) fn export_cmd(model: &Path, output: &Path, attention: AttentionArg, j
         return Err(format!("-o `{}` is a directory", output.display()).into());
     }
     let onnx = onnx::export(&ck, attention_of(attention))?;
-    std::fs::write(output, &onnx).map_err(|e| format!("cannot write `{}`: {e}", output.display()))?;
+    crate::cmd::output::save_onnx(output, &onnx)?;
     if json {
         let _ = writeln!(
             out,

@@ -7,7 +7,7 @@ pub(crate) mod dump;
 pub(crate) mod eval;
 pub(crate) mod export;
 pub(crate) mod inspect;
-pub(crate) mod output;
+pub mod output;
 pub(crate) mod plot;
 pub(crate) mod probe;
 pub(crate) mod run;

@@ -77,6 +77,56 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
 /// temporary file is removed on errors and on SIGINT/SIGTERM/SIGHUP.
 pub(crate) fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
     check_output(output, force)?;
+    install_cleanup();
+    write_atomic(output, bytes)
+}
+
+/// Writes a checkpoint file as `raspc compile -o` does, for library users (the Python package):
+/// refuses to replace anything but a raspc checkpoint (with `force`, also one this raspc
+/// cannot read), and writes through a temporary file renamed into place. Installs no signal
+/// handler (the host program owns its signals).
+pub fn save_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
+    check_output(output, force).and_then(|()| write_atomic(output, bytes)).map_err(failure_text)
+}
+
+/// Writes an ONNX file (`raspc export`, `Model.to_onnx`): replaces only a regular file that an
+/// ONNX export of raspc wrote (its model proto starts with the IR version and the producer name
+/// `raspc`), never another file, a link or a device; through a temporary file.
+pub fn save_onnx(output: &Path, bytes: &[u8]) -> Result<(), String> {
+    let shown = output.display();
+    match std::fs::symlink_metadata(output) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot inspect `{shown}`: {e}")),
+        Ok(m) if m.is_dir() => return Err(format!("`{shown}` is a directory")),
+        Ok(m) if !m.is_file() => return Err(format!("`{shown}` exists and is not a regular file (a device, FIFO, socket or symbolic link); refusing to replace it")),
+        Ok(_) => {
+            let mut head = [0u8; 16];
+            let n = std::fs::File::open(output).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+            if !written_by_raspc_onnx(&head[..n]) {
+                return Err(format!("`{shown}` exists and is not an ONNX file raspc wrote; refusing to overwrite it (remove it first)"));
+            }
+        }
+    }
+    write_atomic(output, bytes).map_err(failure_text)
+}
+
+/// `08 <varint> 12 05 "raspc"`: field 1 (ir_version), then field 2 (producer_name) = "raspc".
+fn written_by_raspc_onnx(head: &[u8]) -> bool {
+    let Some((&0x08, rest)) = head.split_first() else { return false };
+    let Some(end) = rest.iter().position(|b| b & 0x80 == 0) else { return false };
+    rest[end + 1..].starts_with(b"\x12\x05raspc")
+}
+
+fn failure_text(f: Failure) -> String {
+    match f {
+        Failure::Message(m) => m,
+        Failure::Reported | Failure::Silent => "the file was not written".to_string(),
+    }
+}
+
+/// Writes `bytes` to a temporary file in `output`'s directory and renames it into place: a
+/// failed or interrupted write never leaves half a file.
+fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
     let dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -84,7 +134,6 @@ pub(crate) fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Resu
     let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
     let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}-{n}.raspc-tmp", std::process::id()));
-    install_cleanup();
     if let Ok(mut files) = TEMP_FILES.lock() {
         files.push(tmp.clone());
     }

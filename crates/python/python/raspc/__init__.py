@@ -11,6 +11,7 @@ Every failure is a :class:`RaspcError` whose message is raspc's diagnostic text.
 """
 
 import json as _json
+import os as _os
 
 from . import _raspc
 from ._raspc import RaspcError
@@ -42,8 +43,10 @@ def _seq(inp):
         raise RaspcError(f"an input must be a string or a sequence of tokens, not {type(inp).__name__}") from None
 
 
-def _batch(inputs):
-    """(list of sequences, whether a single sequence was given)."""
+def _batch(inputs, vocab=()):
+    """(list of sequences, whether a single sequence was given). A list of strings that are all
+    tokens of ``vocab`` is one sequence (``["the", "cat"]``, ``list("abc")``); other strings in
+    a list are inputs of a batch, each split into characters."""
     if isinstance(inputs, str):
         return [_seq(inputs)], True
     tolist = getattr(inputs, "tolist", None)
@@ -52,7 +55,19 @@ def _batch(inputs):
     inputs = list(inputs)
     if inputs and all(not isinstance(x, (list, tuple, str)) and getattr(x, "tolist", None) is None for x in inputs):
         return [_seq(inputs)], True
+    tokens = {t for t in vocab if isinstance(t, str)}
+    if inputs and all(isinstance(x, str) and x in tokens for x in inputs):
+        return [list(inputs)], True
     return [_seq(x) for x in inputs], False
+
+
+def _count(name, x, minimum=0):
+    """``x`` as a Python int (numpy integers too), or a RaspcError naming the argument."""
+    import numbers
+
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or int(x) < minimum:
+        raise RaspcError(f"{name} must be an integer >= {minimum}, not {x!r}")
+    return int(x)
 
 
 def _attention(attention):
@@ -142,7 +157,7 @@ class Model:
         """Runs a batch of inputs (each a string, or a list of tokens / numbers; lengths may
         differ) and returns one decoded output list per input, exactly as ``raspc run`` does.
         A single input (a string or a flat list of tokens) returns a single output list."""
-        batch, single = _batch(inputs)
+        batch, single = _batch(inputs, self.vocab)
         out = _json.loads(self._native.run(_json.dumps(batch), _attention(attention)))
         return out[0] if single else out
 
@@ -150,7 +165,7 @@ class Model:
         """The raw readout of each input: a numpy array ``[len + 1, readout_dims]``, BOS first."""
         import numpy as np
 
-        batch, single = _batch(inputs)
+        batch, single = _batch(inputs, self.vocab)
         out = [np.asarray(r, dtype=np.float64) for r in _json.loads(self._native.readout(_json.dumps(batch), _attention(attention)))]
         return out[0] if single else out
 
@@ -208,34 +223,40 @@ class Model:
 
     def verify(self, samples=1000, seed=0, attention="both", exhaustive=False):
         """Compares the model with the reference interpreter on ``samples`` random inputs (as
-        ``raspc verify``). Returns a dict: ``checked``, ``failed``, ``per_mode`` (mismatches per
-        attention mode), ``rejected`` (inputs the interpreter rejects), ``examples``. Needs the
-        program: models from :func:`compile`, not from :func:`load`."""
+        ``raspc verify``). Returns a dict: ``ok`` (no mismatch and every input asked for was
+        checked: ``raspc verify``'s exit status), ``asked``, ``checked``, ``failed``,
+        ``per_mode`` (mismatches per attention mode), ``rejected`` (inputs the interpreter
+        rejects, so not checked), ``rejections``, ``examples``. Needs the program: models from
+        :func:`compile`, not from :func:`load`."""
         modes = ["hard", "soft"] if attention == "both" else [_attention(attention)]
-        if samples < 1 and not exhaustive:
-            raise RaspcError("samples must be at least 1")
-        return _json.loads(self._native.verify(int(samples), int(seed), modes, bool(exhaustive)))
+        samples = _count("samples", samples, 0 if exhaustive else 1)
+        seed = _count("seed", seed)
+        if seed >= 2**64:
+            raise RaspcError(f"seed must be below 2**64, not {seed}")
+        return _json.loads(self._native.verify(samples, seed, modes, bool(exhaustive)))
 
     # ---- files and other frameworks ------------------------------------------------------
     def to_bytes(self):
         """The checkpoint file's bytes (safetensors)."""
         return self._native.to_bytes()
 
-    def save(self, path):
-        """Writes the checkpoint (a safetensors file; docs/checkpoint-format.md)."""
-        with open(path, "wb") as f:
-            f.write(self.to_bytes())
+    def save(self, path, force=False):
+        """Writes the checkpoint (a safetensors file; docs/checkpoint-format.md) as ``raspc
+        compile -o`` does: through a temporary file renamed into place, and never over a file
+        that is not a raspc checkpoint (a RaspcError says why); ``force=True`` also replaces a
+        raspc checkpoint this raspc cannot read."""
+        self._native.save(_os.fspath(path), bool(force))
 
     def to_onnx(self, path=None, attention="soft"):
         """The model as an ONNX graph (the same as ``raspc export --to onnx``): inputs
         ``tokens`` (int64 [batch, seq], BOS first), ``key_mask`` (float [batch, seq]) and, for
         real-valued models, ``values`` (float [batch, seq]); output ``readout``. Writes it to
-        ``path`` when given; returns the bytes."""
-        b = self._native.to_onnx_bytes(_attention(attention))
+        ``path`` when given (never over a file that is not an ONNX file raspc wrote); returns
+        the bytes."""
         if path is not None:
-            with open(path, "wb") as f:
-                f.write(b)
-        return b
+            # Replaces only an ONNX file raspc wrote (as ``raspc export``), atomically.
+            return self._native.save_onnx(_os.fspath(path), _attention(attention))
+        return self._native.to_onnx_bytes(_attention(attention))
 
     def plot_head(self, layer, head, circuit="qk", symlog=False, linthresh=None, all_dims=False):
         """A matplotlib Figure of head ``head`` of layer ``layer``: its QK circuit (``w_q w_kᵀ``,
@@ -311,8 +332,12 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
         raise RaspcError("source must be the program's text (a string); use raspc.compile_file for a path")
     if max_len is None:
         raise RaspcError("give max_len, the longest input the model must accept")
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-        raise RaspcError(f"max_len must be a positive integer, not {max_len!r}")
+    max_len = _count("max_len", max_len, 1)
+    if max_len > 4096:
+        raise RaspcError(f"max_len must be between 1 and 4096 (got {max_len})")
+    if vocab is not None and input_bounds is not None:
+        raise RaspcError("give vocab (token inputs) or input_bounds (real-valued inputs), not both")
+    numerical, categorical = _labels("numerical", numerical), _labels("categorical", categorical)
     if input_bounds is not None and not isinstance(input_bounds, str):
         try:
             lo, hi = input_bounds
@@ -323,9 +348,22 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     if vocab is not None:
         vocab_json = _json.dumps(_seq(vocab))
     native, summary = _raspc.compile(
-        source, vocab_json, max_len, bool(causal), input_bounds, entry, path, mlp, list(numerical), list(categorical)
+        source, vocab_json, max_len, bool(causal), input_bounds, entry, path, mlp, numerical, categorical
     )
     return Model(native, summary)
+
+
+def _labels(name, labels):
+    """A list of s-op labels (a single label given as a string is one label, not characters)."""
+    if isinstance(labels, str):
+        return [labels]
+    try:
+        out = list(labels)
+    except TypeError:
+        raise RaspcError(f"{name} must be a label or a list of labels, not {labels!r}") from None
+    if not all(isinstance(x, str) for x in out):
+        raise RaspcError(f"{name} must be a label or a list of labels (strings), not {labels!r}")
+    return out
 
 
 def compile_file(path, **kwargs):
@@ -356,8 +394,8 @@ def universal(n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None):
     ``heads`` heads over X of n×d, values of width dv, entries of A and V in [-bound, bound]
     (X in [-x_bound, x_bound]). ``u.simulate(x, a, v)`` runs it; ``u.bound`` is the certified
     bound on |U(⟨T,X⟩) - T(X)| (f32)."""
-    for name, v in (("n", n), ("d", d), ("dv", dv), ("heads", heads)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise RaspcError(f"{name} must be a positive integer, not {v!r}")
+    n, d, dv, heads = (_count(name, v, 1) for name, v in (("n", n), ("d", d), ("dv", dv), ("heads", heads)))
+    if max(n, d, dv, heads) > 4096:
+        raise RaspcError(f"n, d, dv and heads must be at most 4096 (got {n}, {d}, {dv}, {heads})")
     native, b, summary = _raspc.universal(n, d, dv, heads, mlp, float(bound), None if x_bound is None else float(x_bound))
     return Universal(native, (n, d, dv, heads), b, summary)
