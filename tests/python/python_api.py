@@ -235,7 +235,7 @@ def misuse():
             "samples as a string": (lambda: m.verify(samples="10"), "samples must be"),
             "vocab with input_bounds": (lambda: raspc.compile(rev, vocab="ab", input_bounds=(0, 1), max_len=4), "not both"),
             "huge max_len": (lambda: raspc.compile(rev, vocab="abc", max_len=2**70), "max_len must be"),
-            "verify without a program": (lambda: raspc.universal(2, 2, 2, 1).verify(), "no program"),
+            "verify without a program": (lambda: raspc.universal(2, 2, 2, 1).verify(), "verify needs the program"),
         }
         for what, (call, says) in refused.items():
             checks += 1

@@ -648,3 +648,22 @@ fn runtime_errors_name_the_users_variable_not_a_generated_label() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("an expression in `y` failed on ") && !out.contains("map_"), "{out}");
 }
+
+#[test]
+fn export_replaces_only_an_onnx_file_raspc_wrote() {
+    let ck = temp("export-src.safetensors");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "-o", ck.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    let onnx = temp("export.onnx");
+    let _ = std::fs::remove_file(&onnx);
+    for _ in 0..2 {
+        let (code, _, err) = cli(&["export", ck.to_str().unwrap(), "--to", "onnx", "-o", onnx.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let notes = temp("export-notes.onnx");
+    std::fs::write(&notes, "precious").unwrap();
+    let (code, _, err) = cli(&["export", ck.to_str().unwrap(), "--to", "onnx", "-o", notes.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not an ONNX file raspc wrote"), "{err}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "precious");
+}

@@ -66,7 +66,8 @@ def _count(name, x, minimum=0):
     import numbers
 
     if isinstance(x, bool) or not isinstance(x, numbers.Integral) or int(x) < minimum:
-        raise RaspcError(f"{name} must be an integer >= {minimum}, not {x!r}")
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer >= {minimum}")
+        raise RaspcError(f"{name} must be {kind}, not {x!r}")
     return int(x)
 
 
