@@ -236,6 +236,9 @@ def misuse():
             "vocab with input_bounds": (lambda: raspc.compile(rev, vocab="ab", input_bounds=(0, 1), max_len=4), "not both"),
             "huge max_len": (lambda: raspc.compile(rev, vocab="abc", max_len=2**70), "max_len must be"),
             "verify without a program": (lambda: raspc.universal(2, 2, 2, 1).verify(), "verify needs the program"),
+            "NaN in the vocabulary": (lambda: raspc.compile(rev, vocab=[float("nan"), 1.0], max_len=4), "finite number"),
+            "causal as a string": (lambda: raspc.compile(rev, vocab="ab", max_len=4, causal="no"), "causal must be"),
+            "a file descriptor for a path": (lambda: raspc.load(3), "file path"),
         }
         for what, (call, says) in refused.items():
             checks += 1

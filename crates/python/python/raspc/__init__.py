@@ -16,6 +16,11 @@ import os as _os
 from . import _raspc
 from ._raspc import RaspcError
 
+try:  # tracebacks name it raspc.RaspcError, where users import it from
+    RaspcError.__module__ = "raspc"
+except (AttributeError, TypeError):
+    pass
+
 __all__ = ["compile", "compile_file", "load", "universal", "Model", "Universal", "RaspcError"]
 __version__ = _raspc.__version__
 
@@ -59,6 +64,18 @@ def _batch(inputs, vocab=()):
     if inputs and all(isinstance(x, str) and x in tokens for x in inputs):
         return [list(inputs)], True
     return [_seq(x) for x in inputs], False
+
+
+def _needs(module, message):
+    """A RaspcError with ``message`` when the optional package ``module`` is not installed."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise RaspcError(message)
 
 
 def _count(name, x, minimum=0):
@@ -265,6 +282,7 @@ class Model:
         in the residual basis, with a colorbar; ``symlog=True`` for a symmetric-log colour scale
         (``linthresh`` defaults to the smallest nonzero weight). All-zero rows and columns are left
         out unless ``all_dims`` (the title says how many). Needs matplotlib."""
+        _needs("matplotlib", "plot_head needs matplotlib (pip install matplotlib)")
         from ._plot import plot_head
 
         return plot_head(self, layer, head, circuit, symlog, linthresh, all_dims)
@@ -274,12 +292,14 @@ class Model:
         ``"gate"`` (``w_gate``, gated MLPs) or ``"out"`` (``w_out``); hidden units are named by the
         computation owning them (``mlp_info``). Every unit is shown (a wide MLP gives a wide
         figure). Needs matplotlib."""
+        _needs("matplotlib", "plot_mlp needs matplotlib (pip install matplotlib)")
         from ._plot import plot_mlp
 
         return plot_mlp(self, layer, which, symlog, linthresh, all_dims)
 
     def to_torch(self, dtype=None):
         """A plain ``torch.nn.Module`` computing the readout (see :class:`raspc._torch.RaspcModule`)."""
+        _needs("torch", "to_torch needs PyTorch (pip install torch)")
         from ._torch import RaspcModule
 
         return RaspcModule(self, dtype=dtype)
@@ -287,6 +307,8 @@ class Model:
     def to_transformer_lens(self, device="cpu"):
         """A TransformerLens ``HookedTransformer`` with the same outputs (see
         :mod:`raspc._tl`)."""
+        _needs("torch", "to_transformer_lens needs PyTorch and TransformerLens (pip install torch transformer_lens)")
+        _needs("transformer_lens", "to_transformer_lens needs TransformerLens (pip install transformer_lens)")
         from ._tl import to_hooked_transformer
 
         return to_hooked_transformer(self, device=device)
@@ -334,6 +356,12 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     if max_len is None:
         raise RaspcError("give max_len, the longest input the model must accept")
     max_len = _count("max_len", max_len, 1)
+    if not isinstance(causal, bool):
+        raise RaspcError(f"causal must be True or False, not {causal!r}")
+    if vocab is not None and not isinstance(vocab, str):
+        for t in vocab if not hasattr(vocab, "tolist") else vocab.tolist():
+            if isinstance(t, float) and t != t or t in (float("inf"), float("-inf")):
+                raise RaspcError(f"vocab: every token must be a string or a finite number, not {t!r}")
     if max_len > 4096:
         raise RaspcError(f"max_len must be between 1 and 4096 (got {max_len})")
     if vocab is not None and input_bounds is not None:
@@ -378,7 +406,10 @@ def compile_file(path, **kwargs):
 
 
 def load(path):
-    """Loads a checkpoint file (validated as ``raspc run`` does)."""
+    """Loads a checkpoint file (validated as ``raspc run`` does); ``path`` is a str or a
+    path-like object."""
+    if not isinstance(path, (str, bytes, _os.PathLike)):
+        raise RaspcError(f"load needs a file path (a str or a path-like object), not {path!r}")
     try:
         with open(path, "rb") as f:
             data = f.read()
