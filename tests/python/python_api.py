@@ -239,6 +239,7 @@ def misuse():
             "NaN in the vocabulary": (lambda: raspc.compile(rev, vocab=[float("nan"), 1.0], max_len=4), "finite number"),
             "causal as a string": (lambda: raspc.compile(rev, vocab="ab", max_len=4, causal="no"), "causal must be"),
             "a file descriptor for a path": (lambda: raspc.load(3), "file path"),
+            "an input past max_len (named as the argument)": (lambda: m.run("abcab"), "(max_len)"),
         }
         for what, (call, says) in refused.items():
             checks += 1

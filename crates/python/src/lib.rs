@@ -17,7 +17,27 @@ use raspc_runtime::{Attention, Decoded, Model};
 create_exception!(_raspc, RaspcError, PyException, "An error reported by raspc; the message is raspc's diagnostic text.");
 
 fn err(msg: impl Into<String>) -> PyErr {
-    RaspcError::new_err(msg.into())
+    RaspcError::new_err(pythonic(&msg.into()))
+}
+
+/// The shared messages name the CLI's flags; in Python they are keyword arguments.
+fn pythonic(msg: &str) -> String {
+    const FLAGS: &[(&str, &str)] = &[
+        ("--x-bound", "x_bound"),
+        ("--bound", "bound"),
+        ("--input-bounds", "input_bounds"),
+        ("--max-len", "max_len"),
+        ("use --samples", "use samples=N"),
+        ("--samples", "samples"),
+        ("--exhaustive", "exhaustive=True"),
+        ("--entry NAME", "entry=NAME"),
+        ("--entry", "entry"),
+        ("--vocab", "vocab"),
+        ("--encoding", "numerical/categorical"),
+        ("(--force replaces it)", "(force=True replaces it)"),
+        ("(--force does not change this: remove it first)", "(force=True does not change this: remove it first)"),
+    ];
+    FLAGS.iter().fold(msg.to_string(), |m, (flag, arg)| m.replace(flag, arg))
 }
 
 /// Runs `f` on a thread with a large stack; a panic becomes an error.
