@@ -52,6 +52,34 @@ fn big_stack<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + '
     }
 }
 
+/// [`big_stack`] for long work (`verify`): waits in slices of 100 ms without the GIL and checks
+/// for Python signals between them, so Ctrl-C raises KeyboardInterrupt at once (the worker
+/// finishes in the background and its result is dropped).
+fn big_stack_interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send + 'static) -> PyResult<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(r);
+        })
+        .map_err(|e| err(format!("cannot start a worker thread: {e}")))?;
+    let mut rx = rx;
+    loop {
+        let (got, back) = py.detach(move || (rx.recv_timeout(std::time::Duration::from_millis(100)), rx));
+        rx = back;
+        match got {
+            Ok(Ok(r)) => return r.map_err(err),
+            Ok(Err(p)) => {
+                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                return Err(err(format!("internal error (raspc panicked): {msg}")));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(err("internal error: the worker thread stopped without a result")),
+        }
+    }
+}
+
 /// What `compile` needs to rebuild the program (for `verify`): a program is re-evaluated on
 /// demand, since its session is tied to the thread that evaluated it.
 #[derive(Clone, Debug)]
@@ -226,44 +254,42 @@ impl NativeModel {
             return Err(err(format!("samples={samples} is over the budget of {budget} (raise it with the environment variable RASPC_LIMITS=samples=N)")));
         }
         let ck = self.model.checkpoint.clone();
-        let r = py.detach(move || {
-            big_stack(move || {
-                let (session, root) = session_of(&src)?;
-                let model = Model::new(ck, &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
-                let show = |v: &[Atom]| serde_json::Value::Array(v.iter().map(Atom::to_json).collect());
-                if model.is_real() {
-                    let r = raspc::verify::verify_real(&session.graph, root, &model, samples, seed, &mut |_| {})?;
-                    let ex: Vec<_> = r
-                        .examples
-                        .iter()
-                        .map(|m| serde_json::json!({"input": show(&m.input), "expected": show(&m.expected), "got": m.got.iter().map(Decoded::to_json).collect::<Vec<_>>()}))
-                        .collect();
-                    return Ok(serde_json::json!({
-                        "asked": samples, "checked": r.checked, "failed": r.failed, "ok": r.failed == 0 && r.checked == samples, "max_err": r.max_err, "bound": r.bound,
-                        "rejected": r.rejections.total(), "rejections": r.rejections.lines(), "examples": ex,
-                    }));
-                }
-                let inputs = if exhaustive { raspc::verify::Inputs::Exhaustive } else { raspc::verify::Inputs::Random { count: samples, seed } };
-                let seqs = raspc::verify::generate(&inputs, src.opts.vocab.len(), src.opts.max_len)?;
-                let asked = seqs.len();
-                let r = raspc::verify::verify(&session.graph, root, &model, &src.opts.vocab, &seqs, &modes, &mut |_| {})?;
-                let per_mode: serde_json::Map<String, serde_json::Value> =
-                    r.per_mode.iter().map(|(m, f)| (if *m == Attention::Hard { "hard" } else { "soft" }.to_string(), serde_json::json!(f))).collect();
+        let r = big_stack_interruptible(py, move || {
+            let (session, root) = session_of(&src)?;
+            let model = Model::new(ck, &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
+            let show = |v: &[Atom]| serde_json::Value::Array(v.iter().map(Atom::to_json).collect());
+            if model.is_real() {
+                let r = raspc::verify::verify_real(&session.graph, root, &model, samples, seed, &mut |_| {})?;
                 let ex: Vec<_> = r
                     .examples
                     .iter()
-                    .map(|m| {
-                        serde_json::json!({"attention": if m.attention == Attention::Hard { "hard" } else { "soft" },
-                            "input": show(&m.input), "expected": show(&m.expected), "got": m.got.iter().map(Decoded::to_json).collect::<Vec<_>>()})
-                    })
+                    .map(|m| serde_json::json!({"input": show(&m.input), "expected": show(&m.expected), "got": m.got.iter().map(Decoded::to_json).collect::<Vec<_>>()}))
                     .collect();
-                Ok(serde_json::json!({
-                    "asked": asked, "checked": r.checked, "failed": r.failed, "ok": r.failed == 0 && r.checked == asked, "per_mode": per_mode,
+                return Ok(serde_json::json!({
+                    "asked": samples, "checked": r.checked, "failed": r.failed, "ok": r.failed == 0 && r.checked == samples, "max_err": r.max_err, "bound": r.bound,
                     "rejected": r.rejections.total(), "rejections": r.rejections.lines(), "examples": ex,
-                }))
-            })
-        });
-        Ok(r.map_err(err)?.to_string())
+                }));
+            }
+            let inputs = if exhaustive { raspc::verify::Inputs::Exhaustive } else { raspc::verify::Inputs::Random { count: samples, seed } };
+            let seqs = raspc::verify::generate(&inputs, src.opts.vocab.len(), src.opts.max_len)?;
+            let asked = seqs.len();
+            let r = raspc::verify::verify(&session.graph, root, &model, &src.opts.vocab, &seqs, &modes, &mut |_| {})?;
+            let per_mode: serde_json::Map<String, serde_json::Value> =
+                r.per_mode.iter().map(|(m, f)| (if *m == Attention::Hard { "hard" } else { "soft" }.to_string(), serde_json::json!(f))).collect();
+            let ex: Vec<_> = r
+                .examples
+                .iter()
+                .map(|m| {
+                    serde_json::json!({"attention": if m.attention == Attention::Hard { "hard" } else { "soft" },
+                            "input": show(&m.input), "expected": show(&m.expected), "got": m.got.iter().map(Decoded::to_json).collect::<Vec<_>>()})
+                })
+                .collect();
+            Ok(serde_json::json!({
+                "asked": asked, "checked": r.checked, "failed": r.failed, "ok": r.failed == 0 && r.checked == asked, "per_mode": per_mode,
+                "rejected": r.rejections.total(), "rejections": r.rejections.lines(), "examples": ex,
+            }))
+        })?;
+        Ok(r.to_string())
     }
 
     /// Writes the checkpoint to `path` as `raspc compile -o` does: never over a file that is not
