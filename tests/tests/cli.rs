@@ -285,6 +285,12 @@ fn trace_decodes_every_sublayer_and_finds_the_first_divergence() {
     assert_eq!(v["first_divergence"]["stage"], "layer 0 mlp", "{out}");
     let first = v["first_divergence"]["sop"].as_str().unwrap();
     assert!(ck.config.layers[0].mlp_info.iter().any(|i| i.writes == first), "{first} vs {broken_label}");
+    // Another program than the checkpoint's: said, not silently compared by name.
+    let (code, _, err) = cli(&["trace", o, "--input", "(()x", "--program", "corpus/tracr/dyck2.rasp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("was not compiled from") && err.contains("program hashes differ"), "{err}");
+    let (_, _, err) = cli(&["trace", o, "--input", "(()x", "--program", "corpus/tracr/dyck1.rasp"]);
+    assert!(!err.contains("warning"), "{err}");
 }
 
 #[test]
@@ -372,6 +378,19 @@ fn inspection_tools_work_on_the_whole_corpus() {
         ("corpus/double_hist.rasp", None, "abc", "aabc"),
         ("corpus/dyck1.rasp", None, "()", "(()"),
         ("corpus/dyck2.rasp", None, "(){}", "({)}"),
+        // Slots several blocks add into (affine sums) are decoded once complete; an output
+        // reassigned in a loop is compared with the last assignment.
+        ("corpus/idioms/prev_distance.rasp", None, "abc", "abacab"),
+        ("corpus/idioms/running_max.rasp", None, "0123456789", "29141"),
+        ("corpus/idioms/centered.rasp", None, "ab", "abbab"),
+        ("corpus/idioms/count_diff.rasp", None, "ab", "abbab"),
+        ("corpus/idioms/double_count.rasp", None, "ab", "abbab"),
+        ("corpus/idioms/dyck1_count.rasp", None, "()", "(()()"),
+        ("corpus/idioms/mean_diff.rasp", None, "0123", "10203"),
+        ("corpus/idioms/prefix_sum.rasp", None, "0123", "31203"),
+        ("corpus/idioms/sum_of_counts.rasp", None, "abcde", "aebdc"),
+        ("corpus/idioms/weighted_counts.rasp", None, "abcd", "dabca"),
+        ("corpus/idioms/width_sum.rasp", None, "abcd", "dabca"),
     ];
     for (i, &(file, entry, vocab, input)) in cases.iter().enumerate() {
         let path = temp(&format!("corpus{i}.safetensors"));

@@ -39,21 +39,67 @@ pub(crate) fn trace_cmd(
     if let Some(p) = program {
         let session = load(p, err, color)?;
         let (_, root) = session.entry(entry)?;
+        if program_hash(&session) != ck.program_hash {
+            let _ = writeln!(err, "warning: `{}` was not compiled from `{}` (the program hashes differ): s-ops are compared by name only", path.display(), p.display());
+        }
         let all = raspc_lang::interp::evaluate_all(&session.graph, root, &tokens).map_err(|e| format!("the interpreter rejects this input: {}: {}", e.label, e.message))?;
+        let root_value = all.get(&root).cloned();
         for (id, v) in all {
             if let raspc_lang::Value::Seq(s) = v {
                 reference.insert(session.graph.node(id).label.clone(), s);
             }
         }
+        // The compiler names the output's slot after the output (the entry's name) and gives
+        // the s-op that held that name the root's old label (`prog = x` reassigned in a loop:
+        // the last `x` is the output): the same swap here.
+        let (out_label, root_label) = (ck.output.label.clone(), session.graph.node(root).label.clone());
+        if out_label != root_label
+            && ck.layout.sops.iter().any(|s| s.label == out_label)
+            && let Some(raspc_lang::Value::Seq(r)) = root_value
+        {
+            if let Some(old) = reference.remove(&out_label) {
+                reference.insert(root_label, old);
+            }
+            reference.insert(out_label, r);
+        }
     }
-    // Which stage writes each slot.
+    // The last stage that writes each slot: a block whose info names it, or whose output map has
+    // a nonzero column in the slot's dims (a slot several blocks add into, an affine sum, is
+    // decoded once it is complete).
+    let d = ck.config.d_model;
+    let writes = |name: &str| -> Vec<bool> {
+        let mut w = vec![false; d];
+        if let Some(t) = ck.tensors.get(name) {
+            for row in t.data.chunks(d) {
+                for (c, &x) in row.iter().enumerate() {
+                    w[c] |= x != 0.0;
+                }
+            }
+        }
+        w
+    };
     let mut written_at: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for (l, layer) in ck.config.layers.iter().enumerate() {
-        for i in &layer.head_info {
-            written_at.insert(i.writes.clone(), format!("layer {l} attention"));
+        let mut attn = vec![false; d];
+        for h in 0..layer.heads.len() {
+            for (a, w) in attn.iter_mut().zip(writes(&raspc_checkpoint::names::head(l, h, "w_o"))) {
+                *a |= w;
+            }
         }
-        for i in &layer.mlp_info {
-            written_at.insert(i.writes.clone(), format!("layer {l} mlp"));
+        let mut mlp = writes(&raspc_checkpoint::names::mlp(l, "w_out"));
+        for (m, b) in mlp.iter_mut().zip(writes(&raspc_checkpoint::names::mlp(l, "b_out"))) {
+            *m |= b;
+        }
+        let said = |infos: &[raspc_checkpoint::BlockInfo], label: &str| infos.iter().any(|i| i.writes == label);
+        for (stage, dims, infos) in [(format!("layer {l} attention"), &attn, &layer.head_info), (format!("layer {l} mlp"), &mlp, &layer.mlp_info)] {
+            for sop in &ck.layout.sops {
+                let end = sop.offset.saturating_add(sop.encoding.dims()).min(d);
+                // What the block says it writes, or where its weights write (an s-op held in
+                // parts is complete once its last part is written).
+                if said(infos, &sop.label) || dims.get(sop.offset..end).is_some_and(|r| r.iter().any(|&x| x)) || sop.parts.iter().any(|&p| dims.get(p) == Some(&true)) {
+                    written_at.insert(sop.label.clone(), stage.clone());
+                }
+            }
         }
     }
     let mut first_divergence: Option<(String, String)> = None;
