@@ -686,3 +686,13 @@ fn export_replaces_only_an_onnx_file_raspc_wrote() {
     assert!(err.contains("not an ONNX file raspc wrote"), "{err}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "precious");
 }
+
+#[test]
+fn probe_refuses_a_scored_window_longer_than_the_sequence() {
+    let ck = temp("probe-sort.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/tracr/sort.rasp", "--vocab", "[1,2,3,4]", "--max-len", "5", "-o", c, "--force"]).0, 0);
+    let (code, _, err) = cli(&["probe", "svflow", c, "--program", "corpus/tracr/sort.rasp", "--eval-window", "9", "--seeds", "1", "--sequences", "2"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--eval-window 9 must be between 1 and --seq-len 5"), "{err}");
+}

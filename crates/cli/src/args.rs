@@ -97,7 +97,7 @@ pub enum Command {
     Inspect {
         /// The checkpoint (.safetensors) to inspect.
         model: PathBuf,
-        /// Print one JSON object instead of text.
+        /// Print JSON instead of text: one object for the whole model, an array of matrices for one block (--layer with --head or --mlp).
         #[arg(long)]
         json: bool,
         /// Show the matrices of one block of this layer (with --head or --mlp).

@@ -34,6 +34,11 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     {
         return Err(format!("--seq-len {n} is over the budget of {} (raise it with RASPC_LIMITS=input_tokens=N)", budget.max_input_tokens).into());
     }
+    // The scored window must leave a prefix to shuffle (the window is the sequence's end).
+    let window_fits = |n: usize| match eval_window {
+        Some(w) if w == 0 || w > n => Err(Failure::from(format!("--eval-window {w} must be between 1 and --seq-len {n}"))),
+        _ => Ok(()),
+    };
     let is_gguf = model.extension().is_some_and(|e| e == "gguf");
     let mk = |n: usize| probe::Settings {
         seq_len: n,
@@ -58,6 +63,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             Some(p) => String::from_utf8(read_input_file(p)?).map_err(|_| format!("`{}` is not valid UTF-8", p.display()))?,
             None => include_str!("../sample.txt").to_string(),
         };
+        window_fits(seq_len.unwrap_or(128))?;
         let settings = mk(seq_len.unwrap_or(128));
         if settings.seq_len < 2 {
             return Err("--seq-len must be at least 2 for a language model".to_string().into());
@@ -100,6 +106,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             .filter(|v| v.id != ck.config.bos_id)
             .map(|v| raspc_lang::parse_input(&format!("[{}]", v.token)).map(|mut a| a.remove(0)))
             .collect::<Result<_, _>>()?;
+        window_fits(n)?;
         let settings = mk(n);
         if program.is_none() {
             let _ = writeln!(out, "no --program: the task reference is the unperturbed model's own output (hard attention, no --attn-temp or --weight-noise) on each shuffled input");
