@@ -134,6 +134,25 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
 /// product of the shape) and `rows`/`cols` have one label per row/column ([`basis`] is d_model
 /// long, `cols` is built from the shape), so the indexing below is in range.
 fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool) -> (String, serde_json::Value) {
+    matrix_in(name, t, rows, cols, json, WIDTH.with(|w| w.get()))
+}
+
+thread_local! {
+    /// The terminal width text matrices are folded to ([`block_for_terminal`]); None: one line
+    /// per row whatever its length.
+    static WIDTH: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// [`block`] for a person at a terminal `width` columns wide: a matrix wider than that is shown
+/// in panels of columns, each within the width (JSON is unchanged).
+pub fn block_for_terminal(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, width: usize) -> Result<String, String> {
+    WIDTH.with(|w| w.set(Some(width)));
+    let r = block(ck, layer, head, json);
+    WIDTH.with(|w| w.set(None));
+    r
+}
+
+fn matrix_in(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, width: Option<usize>) -> (String, serde_json::Value) {
     let (r, c) = (t.shape[0], t.shape.get(1).copied().unwrap_or(1));
     let at = |i: usize, j: usize| t.data[i * c + j];
     let keep_r: Vec<usize> = (0..r).filter(|&i| (0..c).any(|j| at(i, j) != 0.0)).collect();
@@ -150,22 +169,30 @@ fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool) 
     }
     let mut s = format!("{name} {:?} ({} of {} rows and {} of {} columns are nonzero)\n", t.shape, keep_r.len(), r, keep_c.len(), c);
     let w = keep_r.iter().map(|&i| rows[i].len()).max().unwrap_or(0).max(4);
-    let _ = write!(s, "{:w$}", "");
-    for &j in &keep_c {
-        let _ = write!(s, " {:>8}", truncate(&cols[j], 8));
-    }
-    s.push('\n');
-    for &i in &keep_r {
-        let _ = write!(s, "{:w$}", rows[i]);
-        for &j in &keep_c {
-            let x = at(i, j);
-            if x == 0.0 {
-                let _ = write!(s, " {:>8}", ".");
-            } else {
-                let _ = write!(s, " {:>8}", format!("{x:.3}").trim_end_matches('0').trim_end_matches('.'));
-            }
+    // Columns per panel: all of them, or as many 9-character cells as fit beside the labels.
+    let per = width.map_or(keep_c.len(), |width| (width.saturating_sub(w) / 9).max(1)).max(1);
+    let panels: Vec<&[usize]> = keep_c.chunks(per).collect();
+    for (p, panel) in panels.iter().enumerate() {
+        if panels.len() > 1 {
+            let _ = writeln!(s, "-- columns {}..{} of {} --", p * per + 1, p * per + panel.len(), keep_c.len());
+        }
+        let _ = write!(s, "{:w$}", "");
+        for &j in *panel {
+            let _ = write!(s, " {:>8}", truncate(&cols[j], 8));
         }
         s.push('\n');
+        for &i in &keep_r {
+            let _ = write!(s, "{:w$}", rows[i]);
+            for &j in *panel {
+                let x = at(i, j);
+                if x == 0.0 {
+                    let _ = write!(s, " {:>8}", ".");
+                } else {
+                    let _ = write!(s, " {:>8}", format!("{x:.3}").trim_end_matches('0').trim_end_matches('.'));
+                }
+            }
+            s.push('\n');
+        }
     }
     (s, value)
 }
