@@ -696,3 +696,26 @@ fn probe_refuses_a_scored_window_longer_than_the_sequence() {
     assert_eq!(code, 1);
     assert!(err.contains("--eval-window 9 must be between 1 and --seq-len 5"), "{err}");
 }
+
+#[test]
+fn inspect_folds_wide_matrices_for_a_terminal() {
+    let ck = temp("fold.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/idioms/prev_distance.rasp", "--vocab", "abc", "--max-len", "6", "-o", c, "--force"]).0, 0);
+    let ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&ck).unwrap()).unwrap();
+    let wide = raspc::inspect::block(&ck, 0, None, false).unwrap();
+    let folded = raspc::inspect::block_for_terminal(&ck, 0, None, false, 60).unwrap();
+    assert!(wide.lines().any(|l| l.chars().count() > 60 && !l.contains("are nonzero)")), "the test needs a wide matrix");
+    // (Titles are one line each; the matrices' lines fit.)
+    let title = |l: &str| l.contains("are nonzero)") || l.contains("(units");
+    assert!(folded.lines().filter(|l| !title(l)).all(|l| l.chars().count() <= 60), "{folded}");
+    assert!(folded.contains("-- columns 1..") && !wide.contains("-- columns"), "{folded}");
+    // Every nonzero cell is still shown: the same numbers, in a different order.
+    let cells = |s: &str| {
+        let mut v: Vec<String> = s.split_whitespace().filter(|w| w.parse::<f64>().is_ok()).map(String::from).collect();
+        v.sort();
+        v
+    };
+    let strip = |s: &str| s.lines().filter(|l| !l.starts_with("-- columns")).collect::<Vec<_>>().join("\n");
+    assert_eq!(cells(&strip(&wide)), cells(&strip(&folded)));
+}
