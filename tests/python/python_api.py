@@ -147,13 +147,7 @@ def main(job_path):
         ("bad file", lambda: raspc.load(job_path), "safetensors"),
         ("bad shape", lambda: raspc.universal(0, 1, 1, 1), "positive"),
     ]:
-        checks += 1
-        try:
-            call()
-            failures.append(f"errors: {what}: no exception")
-        except raspc.RaspcError as e:
-            if needle not in str(e):
-                failures.append(f"errors: {what}: message {str(e)!r} lacks {needle!r}")
+        expect_error(f"errors: {what}", call, needle)
     # Plots: matplotlib figures of the true matrices, labelled, with a colorbar, PNG and SVG.
     import io
 
@@ -200,6 +194,20 @@ def main(job_path):
     return 1 if failures else 0
 
 
+def expect_error(what, call, needle):
+    """``call()`` must raise a RaspcError whose message contains ``needle``."""
+    global checks
+    checks += 1
+    try:
+        call()
+        failures.append(f"{what}: no exception")
+    except raspc.RaspcError as e:
+        if needle not in str(e):
+            failures.append(f"{what}: message {str(e)!r} lacks {needle!r}")
+    except Exception as e:  # noqa: BLE001 - any other exception class is the failure
+        failures.append(f"{what}: {type(e).__name__}: {e}")
+
+
 def misuse():
     """What a notebook user gets wrong: each is a RaspcError with the reason, nothing is lost."""
     import os
@@ -242,15 +250,7 @@ def misuse():
             "an input past max_len (named as the argument)": (lambda: m.run("abcab"), "(max_len)"),
         }
         for what, (call, says) in refused.items():
-            checks += 1
-            try:
-                call()
-                failures.append(f"{what}: no error")
-            except raspc.RaspcError as e:
-                if says not in str(e):
-                    failures.append(f"{what}: {e}")
-            except Exception as e:  # noqa: BLE001 - any other exception class is the failure
-                failures.append(f"{what}: {type(e).__name__}: {e}")
+            expect_error(what, call, says)
         checks += 1
         if open(notes).read() != "precious":
             failures.append("a refused write changed the file")
