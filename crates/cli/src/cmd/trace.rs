@@ -159,7 +159,14 @@ pub(crate) fn trace_cmd(
             let _ = writeln!(out, "{stage}:");
             last_stage = stage.clone();
         }
-        let shown: Vec<String> = values.iter().map(|v| verify::decoded_atom(&raspc_runtime::Decoded::Value(v.clone())).repr()).collect();
+        // A number the residual stream held in f32 prints as that f32 (0.2, not 0.20000000298023224).
+        let shown: Vec<String> = values
+            .iter()
+            .map(|v| match v.as_f64() {
+                Some(x) if v.is_f64() && x.is_finite() && f64::from(x as f32) == x => format!("{:?}", x as f32),
+                _ => verify::decoded_atom(&raspc_runtime::Decoded::Value(v.clone())).repr(),
+            })
+            .collect();
         let mark = match (agrees, expected) {
             (Some(true), _) => "  (= interpreter)".to_string(),
             (Some(false), Some(e)) => {
