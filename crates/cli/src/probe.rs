@@ -161,7 +161,8 @@ impl Acc {
 
     fn finish(self, level: f64, seed: u64) -> Condition {
         let scored = self.scored.max(1) as f64;
-        let ece = self.bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum();
+        // (`+ 0.0`: an empty f64 sum is -0.0, which would print as "-0.0000".)
+        let ece = self.bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum::<f64>() + 0.0;
         let (layers, heads) = summarise(&self.sums, &self.counts, &self.head_sums, &self.head_counts);
         let nll = self.nll / scored;
         Condition { level, seed, nll, perplexity: nll.exp(), accuracy: self.correct as f64 / scored, ece, layers, heads, scored: self.scored }
