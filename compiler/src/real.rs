@@ -283,6 +283,15 @@ impl Iv {
     fn exp(self) -> Iv {
         Iv { lo: self.lo.exp(), hi: self.hi.exp() }
     }
+    /// `x^n` over the interval (n ≥ 0): even powers are never negative, odd ones monotone.
+    fn powi(self, n: i32) -> Iv {
+        match n {
+            0 => Iv::pt(1.0),
+            _ if n % 2 == 1 => Iv { lo: self.lo.powi(n), hi: self.hi.powi(n) },
+            _ if self.contains_zero() => Iv { lo: 0.0, hi: self.mag().powi(n) },
+            _ => Iv::new(self.lo.powi(n), self.hi.powi(n)),
+        }
+    }
     fn sq(self) -> Iv {
         if self.contains_zero() {
             Iv { lo: 0.0, hi: self.mag() * self.mag() }
@@ -293,7 +302,7 @@ impl Iv {
 }
 
 /// A unary function of `u`, as the compiler approximates it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum F {
     /// `a·u + b`
     Lin(f64, f64),
@@ -392,6 +401,11 @@ impl F {
                 let p = p.jet(x, mid)?;
                 [p[0].neg(), p[1].neg(), p[2].neg()]
             }
+            // A square is never negative (and its interval is not the product's).
+            F::Mul(p, q) if p == q => {
+                let p = p.jet(x, mid)?;
+                [p[0].sq(), p[1].mul(p[0]).scale(2.0), p[1].sq().add(p[0].mul(p[2])).scale(2.0)]
+            }
             F::Mul(p, q) => {
                 let (p, q) = (p.jet(x, mid)?, q.jet(x, mid)?);
                 [p[0].mul(q[0]), p[1].mul(q[0]).add(p[0].mul(q[1])), p[2].mul(q[0]).add(p[1].mul(q[1]).scale(2.0)).add(p[0].mul(q[2]))]
@@ -410,6 +424,14 @@ impl F {
                     return Err("exp overflows on this interval".into());
                 }
                 [e, e.mul(p[1]), e.mul(p[2].add(p[1].sq()))]
+            }
+            // A positive integer power is defined for every sign.
+            F::Pow(p, k) if *k >= 1.0 && k.fract() == 0.0 && *k <= 64.0 => {
+                let p = p.jet(x, mid)?;
+                let n = *k as i32;
+                let d1 = p[0].powi(n - 1).scale(*k);
+                let d2 = if n >= 2 { p[0].powi(n - 2).scale(k * (k - 1.0)) } else { z };
+                [p[0].powi(n), d1.mul(p[1]), d2.mul(p[1].sq()).add(d1.mul(p[2]))]
             }
             F::Pow(p, k) => {
                 let p = p.jet(x, mid)?;
@@ -1669,6 +1691,15 @@ impl RealLowerer<'_> {
         })
     }
 
+    /// The interval of the product `a·b`: a square (`x * x`, `x ^ 2`) is never negative.
+    fn prod_iv(&self, a: &Aff, b: &Aff) -> Iv {
+        if a == b {
+            self.aff_iv(a).sq()
+        } else {
+            self.aff_iv(a).mul(self.aff_iv(b))
+        }
+    }
+
     /// The affine form of `ex`, materialising it when it is not affine.
     fn affine_or_resident(&mut self, ex: &Ex, label: &str) -> Result<Aff, Diagnostic> {
         match Self::affine(ex) {
@@ -1909,12 +1940,21 @@ impl RealLowerer<'_> {
                     let (bx_, by) = (build(x, u)?, build(y, u)?);
                     match (bx_, by) {
                         (F::C(base), e) if base > 0.0 => F::Exp(Box::new(F::Mul(Box::new(F::C(base.ln())), Box::new(e)))),
+                        // By squaring (x^4 = x²·x², x^3 = x²·x): the squares' intervals are
+                        // never negative ([`F::jet`]).
                         (x, F::C(p)) if p.fract() == 0.0 && (0.0..=8.0).contains(&p) => {
-                            let mut acc = F::C(1.0);
-                            for _ in 0..p as usize {
-                                acc = F::Mul(Box::new(acc), Box::new(x.clone()));
+                            fn power(x: &F, n: u32) -> F {
+                                match n {
+                                    0 => F::C(1.0),
+                                    1 => x.clone(),
+                                    _ if n.is_multiple_of(2) => {
+                                        let h = power(x, n / 2);
+                                        F::Mul(Box::new(h.clone()), Box::new(h))
+                                    }
+                                    _ => F::Mul(Box::new(power(x, n - 1)), Box::new(x.clone())),
+                                }
                             }
-                            acc
+                            power(&x, p as u32)
                         }
                         (x, F::C(p)) => F::Pow(Box::new(x), p),
                         _ => return None,
@@ -2328,7 +2368,7 @@ impl RealLowerer<'_> {
                     let al = (mb / ma).sqrt();
                     let p = a.scale(al / 2.0).add(&b, 0.5 / al);
                     let q = a.scale(al / 2.0).add(&b, -0.5 / al);
-                    square_ranges = square_ranges.add(self.aff_iv(&a).mul(self.aff_iv(&b)).scale(w));
+                    square_ranges = square_ranges.add(self.prod_iv(&a, &b).scale(w));
                     expanded.push((w, Term::Square(p)));
                     expanded.push((-w, Term::Square(q)));
                 }
@@ -2535,7 +2575,7 @@ impl RealLowerer<'_> {
                     // read a' and -a' exactly, so at most one is nonzero.
                     let units = if ga == Err2::default() { 1 } else { 2 };
                     active += units;
-                    let (mut term_iv, mut term_err, mut term_mag) = (ai.mul(bi).scale(*w), w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding), w.abs() * am * bm);
+                    let (mut term_iv, mut term_err, mut term_mag) = (self.prod_iv(a, b).scale(*w), w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding), w.abs() * am * bm);
                     // A softmax-weighted mean (gated): also certified by `relative::Ratio`, without
                     // the factor n; each arithmetic keeps the smaller of the two valid bounds.
                     if gated && let Some((rerr, p, riv)) = self.ratio(a, b, *w) {

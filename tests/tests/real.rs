@@ -582,3 +582,24 @@ fn a_row_maximum_read_from_one_entry_per_row_cancels_only_from_before_the_query(
         }
     }
 }
+
+/// A square is never negative: `x * x`, `x ^ 2`, `x ^ 4` of an input in [-1, 1] feed a square
+/// root or a reciprocal (refused before as "a value that can be <= 0"), in both MLP kinds, within
+/// the certified bounds (zero and the ends included).
+#[test]
+fn squares_are_known_to_be_nonnegative() {
+    for src in [
+        "x = tokens_float; y = (x ^ 2 + 1) ^ 0.5;",
+        "x = tokens_float; y = (x * x + 1) ^ 0.5;",
+        "x = tokens_float; y = 1 / (x ^ 2 + 1);",
+        "x = tokens_float; s = x * x; y = 1 / (s + 1);",
+        "x = tokens_float; y = 1 / (x ^ 4 + 0.5);",
+    ] {
+        for mlp in [MlpMode::Relu, MlpMode::Gated] {
+            let b = build(src, 4, -1.0, 1.0, mlp).unwrap_or_else(|e| panic!("{src} ({mlp:?}): {e}"));
+            let mut inputs = random_inputs(4, -1.0, 1.0, 20, 11);
+            inputs.push(vec![0.0, 1.0, -1.0, 0.5]);
+            within_both_bounds(&b, &inputs);
+        }
+    }
+}
