@@ -332,8 +332,10 @@ pub struct Target {
     /// ReGLU units, products exact).
     #[arg(long, value_enum, default_value = "relu")]
     pub mlp: MlpArg,
-    /// Real-valued programs: interpolation error per piecewise-linear function (default: chosen
-    /// per function to minimise its certified error, interpolation plus f32 rounding).
+    /// Real-valued programs: interpolation error per piecewise-linear function (default: per
+    /// function, the coarsest within about twice the f32 rounding of its weights; relative for
+    /// exp and reciprocals; docs/compiler.md. A smaller value can tighten a bound at the cost of
+    /// more units).
     #[arg(long = "pl-error")]
     pub pl_error: Option<f64>,
     /// Longest input the model accepts.
