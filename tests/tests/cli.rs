@@ -491,6 +491,11 @@ fn simulate_runs_a_users_attention_layer() {
     let (code, out, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("U for n=3 d=2 dv=3 heads=1"), "{out}");
+    // X inline gives the same report.
+    let (code, inline, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", "[[0.1, -0.4], [0.8, 0.3], [-0.6, 0.2]]"]);
+    assert_eq!(code, 0, "{err}");
+    let strip = |s: &str| s.lines().filter(|l| !l.contains(" ms")).collect::<Vec<_>>().join("\n");
+    assert_eq!(strip(&inline), strip(&out));
     assert!(out.contains("simulate: 1 trials, 0 failures"), "{out}");
     // The printed matrix is T(X), computed here independently.
     let (xs, q, k, v) = ([[0.1, -0.4], [0.8, 0.3], [-0.6, 0.2]], [[0.5, -0.25], [0.75, 0.1]], [[0.3, 0.2], [-0.6, 0.9]], [[1.0, 0.0, -0.5], [0.25, 0.5, 0.75]]);

@@ -221,7 +221,7 @@ pub enum Command {
         /// `W_Q`, `W_K`, `W_V`; [d, ·] for one head or [h, d, ·]) instead of random ones.
         #[arg(long, requires = "input")]
         target: Option<PathBuf>,
-        /// With --target: X as a JSON array of rows.
+        /// With --target: X as a JSON array of rows, inline (`[[1, 0], [0, 1]]`) or in a file.
         #[arg(long, requires = "target")]
         input: Option<PathBuf>,
         /// Where U runs: cpu, or cuda (builds with the `cuda` feature; T(X) itself is always

@@ -234,7 +234,7 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
 }
 
 /// Reads a user's attention layer (`A`, `V` or `W_Q`, `W_K`, `W_V`; 2-D for one head, 3-D
-/// [h, d, ·] for several) and X (a JSON array of n rows of d numbers).
+/// [h, d, ·] for several) and X (a JSON array of n rows of d numbers, inline or in a file).
 pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<Instance, String> {
     let bytes = crate::read_input_file(target)?;
     let ts = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| format!("cannot read `{}`: {e}", target.display()))?;
@@ -259,7 +259,12 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
         _ => return Err(format!("`{}` has neither tensor `A` nor both `W_Q` and `W_K`", target.display())),
     };
     let v = heads("V")?.or(heads("W_V")?).ok_or_else(|| format!("`{}` has neither tensor `V` nor `W_V`", target.display()))?;
-    let text = String::from_utf8(crate::read_input_file(input)?).map_err(|_| format!("`{}` is not valid UTF-8", input.display()))?;
+    // X inline (`[[1, 0], [0, 1]]`, as `eval --input` takes inputs) or in a file.
+    let inline = input.to_str().map(str::trim_start).filter(|t| t.starts_with('['));
+    let text = match inline {
+        Some(t) => t.to_string(),
+        None => String::from_utf8(crate::read_input_file(input)?).map_err(|_| format!("`{}` is not valid UTF-8", input.display()))?,
+    };
     let x: Vec<Vec<f64>> = serde_json::from_str(&text).map_err(|e| format!("`{}`: expected a JSON array of rows of numbers: {e}", input.display()))?;
     let inst = Instance { x, a, v };
     let s = inst.shape();
