@@ -175,7 +175,7 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
             raspc_checkpoint::CheckpointError::NonFinite { .. } | raspc_checkpoint::CheckpointError::WeightTooLarge { .. } => {
                 Diagnostic::error("compile::too_large", format!("the weights for `{}` do not fit in f32: {e}", node.label), node.span)
                     .with_label("this s-op")
-                    .with_note("narrower --input-bounds keep every weight finite")
+                    .with_note("narrower --input-bounds keep every weight finite and within the loaders' budget (RASPC_LIMITS)")
             }
             _ => Diagnostic::error(
                 "compile::internal",

@@ -2471,8 +2471,17 @@ impl RealLowerer<'_> {
                     let (lo, hi) = (f32_down(ui.lo - ue.max()), f32_up(ui.hi + ue.max()));
                     let group_here = group_req && single_unary && !product_half;
                     let pl = self.choose_pl(f, lo, hi).map_err(|e| {
-                        Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}]: {e}"), self.span)
-                            .with_note("tighter --input-bounds, or a clamp such as `min(x, 0)` that states what inference cannot see, can bound it")
+                        // The remedy depends on the reason: too many pieces for the requested
+                        // error, a jump, or a domain the function is not defined on.
+                        let note = if e.contains("pieces would be needed") {
+                            "a larger --pl-error (or tighter --input-bounds) needs fewer pieces"
+                        } else if e.contains("jumps") {
+                            "a conditional must agree at its threshold (both branches equal there) to be continuous; tighter --input-bounds that leave the threshold out also work"
+                        } else {
+                            "tighter --input-bounds, or a clamp such as `min(x, 0)` that states what inference cannot see, can bound it"
+                        };
+                        Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}] (the interval of its argument): {e}"), self.span)
+                            .with_note(note)
                     })?;
                     let (f0, pl_units, term_mag) = split_basis(&pl);
                     constant += w * f0;

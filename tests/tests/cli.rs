@@ -724,3 +724,22 @@ fn inspect_folds_wide_matrices_for_a_terminal() {
     let strip = |s: &str| s.lines().filter(|l| !l.starts_with("-- columns")).collect::<Vec<_>>().join("\n");
     assert_eq!(cells(&strip(&wide)), cells(&strip(&folded)));
 }
+
+#[test]
+fn real_refusals_suggest_the_remedy_for_their_reason() {
+    let p = temp("step.rasp");
+    let o = temp("never-written.safetensors");
+    for (src, extra, says) in [
+        ("x = tokens_float;\ny = 2 * x if x > 0.25 else -x;\n", vec![], "must agree at its threshold"),
+        ("y = tokens_float ^ 2;\n", vec!["--pl-error", "1e-16"], "a larger --pl-error"),
+        ("y = 1 / tokens_float;\n", vec![], "a clamp such as"),
+    ] {
+        std::fs::write(&p, src).unwrap();
+        let mut args = vec!["compile", p.to_str().unwrap(), "--input-bounds=-1,1", "--max-len", "4", "-o", o.to_str().unwrap()];
+        args.extend(extra);
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 1, "{src}");
+        assert!(err.contains("cannot be approximated") && err.contains(says), "{src}: {err}");
+        assert!(!o.exists());
+    }
+}
