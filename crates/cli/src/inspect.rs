@@ -132,27 +132,9 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
 ///
 /// Index safety: `t` comes from [`tensor`] (shape checked against the config, data length the
 /// product of the shape) and `rows`/`cols` have one label per row/column ([`basis`] is d_model
-/// long, `cols` is built from the shape), so the indexing below is in range.
-fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool) -> (String, serde_json::Value) {
-    matrix_in(name, t, rows, cols, json, WIDTH.with(|w| w.get()))
-}
-
-thread_local! {
-    /// The terminal width text matrices are folded to ([`block_for_terminal`]); None: one line
-    /// per row whatever its length.
-    static WIDTH: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-}
-
-/// [`block`] for a person at a terminal `width` columns wide: a matrix wider than that is shown
-/// in panels of columns, each within the width (JSON is unchanged).
-pub fn block_for_terminal(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, width: usize) -> Result<String, String> {
-    WIDTH.with(|w| w.set(Some(width)));
-    let r = block(ck, layer, head, json);
-    WIDTH.with(|w| w.set(None));
-    r
-}
-
-fn matrix_in(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, width: Option<usize>) -> (String, serde_json::Value) {
+/// long, `cols` is built from the shape), so the indexing below is in range. With a `width`,
+/// the text shows the columns in panels that fit it.
+fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, width: Option<usize>) -> (String, serde_json::Value) {
     let (r, c) = (t.shape[0], t.shape.get(1).copied().unwrap_or(1));
     let at = |i: usize, j: usize| t.data[i * c + j];
     let keep_r: Vec<usize> = (0..r).filter(|&i| (0..c).any(|j| at(i, j) != 0.0)).collect();
@@ -219,6 +201,16 @@ fn truncate(s: &str, n: usize) -> String {
 
 /// One head's or one MLP's matrices.
 pub fn block(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool) -> Result<String, String> {
+    block_in(ck, layer, head, json, None)
+}
+
+/// [`block`] for a person at a terminal `width` columns wide: a matrix wider than that is shown
+/// in panels of columns, each within the width (JSON is unchanged).
+pub fn block_for_terminal(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, width: usize) -> Result<String, String> {
+    block_in(ck, layer, head, json, Some(width))
+}
+
+fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, width: Option<usize>) -> Result<String, String> {
     let c = &ck.config;
     let lc = c.layers.get(layer).ok_or_else(|| format!("layer {layer} does not exist (the model has {} layers)", c.layers.len()))?;
     let names = basis(ck);
@@ -233,13 +225,13 @@ pub fn block(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool) -> 
             }
             for w in ["w_q", "w_k", "w_v"] {
                 let n = raspc_checkpoint::names::head(layer, h, w);
-                let (s, v) = matrix(&n, tensor(ck, &n)?, &names, &cols, json);
+                let (s, v) = matrix(&n, tensor(ck, &n)?, &names, &cols, json, width);
                 text += &s;
                 text.push('\n');
                 values.push(v);
             }
             let n = raspc_checkpoint::names::head(layer, h, "w_o");
-            let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(tensor(ck, &n)?), &names, &cols, json);
+            let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(tensor(ck, &n)?), &names, &cols, json, width);
             text += &s;
             values.push(v);
         }
@@ -259,11 +251,11 @@ pub fn block(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool) -> 
                 let n = raspc_checkpoint::names::mlp(layer, which);
                 let t = tensor(ck, &n)?;
                 let (s, v) = if transposed {
-                    matrix(&format!("{n} (transposed)"), &transpose(t), &names, &cols, json)
+                    matrix(&format!("{n} (transposed)"), &transpose(t), &names, &cols, json, width)
                 } else if t.shape.len() == 1 {
-                    matrix(&n, &Tensor { shape: vec![1, t.data.len()], data: t.data.clone() }, &["bias".to_string()], &cols, json)
+                    matrix(&n, &Tensor { shape: vec![1, t.data.len()], data: t.data.clone() }, &["bias".to_string()], &cols, json, width)
                 } else {
-                    matrix(&n, t, &names, &cols, json)
+                    matrix(&n, t, &names, &cols, json, width)
                 };
                 text += &if i == 0 { s } else { format!("\n{s}") };
                 values.push(v);
