@@ -11,6 +11,8 @@ pub(crate) fn export_cmd(model: &Path, output: &Path, attention: AttentionArg, j
         return Err(format!("-o `{}` is a directory", output.display()).into());
     }
     let onnx = onnx::export(&ck, attention_of(attention))?;
+    // (The CLI removes its temporary file on Ctrl-C; library callers own their signals.)
+    crate::cmd::output::install_cleanup();
     crate::cmd::output::save_onnx(output, &onnx)?;
     if json {
         let _ = writeln!(
