@@ -541,6 +541,24 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Gives each inline operand that has fewer values than its leaves combine to its own slot
+    /// (one MLP), so a map reads those few values (`x < 0`, `c > 0`); with `numeric_only`, only
+    /// operands that read a numerical slot.
+    fn materialise_reducing(&mut self, ops: &[NodeId], numeric_only: bool) -> Result<(), Diagnostic> {
+        for o in ops {
+            if let Rep::Inline = self.rep[o]
+                && let ls = self.leaf_list(*o)
+                && (!numeric_only || ls.iter().any(|l| matches!(&self.rep[l], Rep::Slot(s) if matches!(self.slots[*s].enc, SlotEnc::Num { .. }))))
+                && let ValueSet::Finite(vals) = &self.sets[o]
+                && vals.len() < ls.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l)))
+            {
+                let s = self.materialise(*o)?;
+                self.rep.insert(*o, Rep::Slot(s));
+            }
+        }
+        Ok(())
+    }
+
     fn lower_map(&mut self, id: NodeId) -> Result<(), Diagnostic> {
         if let Some(s) = self.affine_map(id)? {
             self.rep.insert(id, Rep::Slot(s));
@@ -560,17 +578,7 @@ impl Lowerer<'_> {
         if leaves.len() >= 2 && leaves.iter().any(|l| is_num(self, l)) {
             // A number combined with other s-ops would need a one-hot over all its values.
             // Operands that reduce it to a few values (like `x < 0`) get their own staircase.
-            for o in &ops {
-                if let Rep::Inline = self.rep[o]
-                    && let ls = self.leaf_list(*o)
-                    && ls.iter().any(|l| is_num(self, l))
-                    && let ValueSet::Finite(vals) = &self.sets[o]
-                    && vals.len() < ls.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l)))
-                {
-                    let s = self.materialise(*o)?;
-                    self.rep.insert(*o, Rep::Slot(s));
-                }
-            }
+            self.materialise_reducing(&ops, true)?;
             leaves = gather(self);
         }
         // A map of one number is a staircase over its values, not an enumeration.
@@ -589,16 +597,7 @@ impl Lowerer<'_> {
             // Then operands that reduce their input to fewer values (`c > 0` of a count) get
             // their own MLP, and the map reads those few values.
             if product(self, &leaves) > MAX_COMBINATIONS {
-                for o in &ops {
-                    if let Rep::Inline = self.rep[o]
-                        && let ls = self.leaf_list(*o)
-                        && let ValueSet::Finite(vals) = &self.sets[o]
-                        && vals.len() < ls.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l)))
-                    {
-                        let s = self.materialise(*o)?;
-                        self.rep.insert(*o, Rep::Slot(s));
-                    }
-                }
+                self.materialise_reducing(&ops, false)?;
                 leaves = gather(self);
             }
             if product(self, &leaves) > MAX_COMBINATIONS {
