@@ -55,6 +55,9 @@ pub struct RealOptions {
     /// Interpolation error per piecewise-linear function; None: chosen per function to
     /// minimise its certified error (interpolation plus f32 rounding of the units' sum).
     pub pl_error: Option<f64>,
+    /// Every input number is an f32 number, so an f32 forward pass reads it exactly (the f32
+    /// certificate then charges no rounding of the inputs; an f64 pass never does).
+    pub f32_inputs: bool,
 }
 
 /// Interval and certified error of one materialised s-op.
@@ -739,6 +742,41 @@ struct RealLowerer<'a> {
     shifted: HashMap<SlotId, relative::Shifted>,
     /// One-term unary MLPs `k / max(x, θ)`-like: θ such that f(x) = k/x for x ≥ θ.
     homogeneous: HashMap<SlotId, f64>,
+    /// Exp blocks with row-shifted bounds, those bounds split into the part every reader shares
+    /// and the part each reader's own sum of the block's partial sums adds
+    /// (`relative::SharedWeights`), index by index.
+    split: HashMap<SlotId, (relative::Rel, relative::Rel)>,
+    /// Heads in `head_info`: their own rounding relative to the mean of |value| they read.
+    head_round: HashMap<SlotId, Err2>,
+    /// `k / max(x, θ)`-like unary blocks: what it takes to bound them again for another input.
+    unary_data: HashMap<SlotId, UnaryData>,
+}
+
+/// A one-term unary block `w·f(u)` as [`relative::unary`] reads it.
+#[derive(Clone, Debug)]
+struct UnaryData {
+    pl: Pl,
+    units: Vec<(f64, f64, f64)>,
+    w: f64,
+    c0: f64,
+    pre_gamma: Err2,
+    pre_mag: Err2,
+    groups: Option<(usize, usize)>,
+    /// f(y) = k/y for y ≥ θ.
+    k: f64,
+}
+
+/// The rounding of a unary block's output sum relative to Σ|unit outputs| when at most `active`
+/// units are nonzero ([`relative::unary`]'s `sum_gamma`): the units, the constant unit and the
+/// residual add (`Err2::gamma(k)` = γ_{k+1}); grouped ([`Group`]), at most `per` units (and the
+/// constant) in each partial sum, each rounding like γ of its own units relative to its own
+/// magnitude (together at most the window's Σ|unit|), then a reader adds the `n` partial sums:
+/// γ_n of at most that again.
+fn unary_sum_gamma(groups: Option<(usize, usize)>, c0: f64, active: usize) -> Err2 {
+    match groups {
+        None => Err2::gamma(active + (c0 != 0.0) as usize, false),
+        Some((per, n)) => Err2::gamma(active.min(per) + 1, false) + Err2::gamma(n, true),
+    }
 }
 
 /// A unary block `w·f(u)` whose K units write G ≈ √K partial sums (`slots`, the first owned
@@ -789,6 +827,10 @@ struct WSum {
     kl_shift: Option<Vec<(Err2, Err2)>>,
     m: f64,
     b_iv: Iv,
+    /// The b's largest error, and the products' and the block sum's rounding relative to
+    /// |a'_j| ([`relative::weighted_sum`]'s e_b and q).
+    eb: Err2,
+    q: Err2,
 }
 
 /// Lowers a real-valued program. Returns the plan and the certified bounds (for f32 and for
@@ -825,6 +867,9 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         max_info: HashMap::new(),
         shifted: HashMap::new(),
         homogeneous: HashMap::new(),
+        split: HashMap::new(),
+        head_round: HashMap::new(),
+        unary_data: HashMap::new(),
     };
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
     lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
@@ -1054,8 +1099,8 @@ impl RealLowerer<'_> {
             NodeKind::Tokens => {
                 let s = self.new_slot(label.clone(), SlotEnc::Num { points: None });
                 let m = self.opts.lo.abs().max(self.opts.hi.abs());
-                // The number is rounded to f32 for an f32 forward pass only.
-                let err = Err2 { f32: U32 * m, f64: 0.0 };
+                // The number is rounded to f32 for an f32 forward pass only (unless it is one).
+                let err = Err2 { f32: if self.opts.f32_inputs { 0.0 } else { U32 * m }, f64: 0.0 };
                 self.res.insert(s, Res { iv: Iv { lo: self.opts.lo, hi: self.opts.hi }, err });
                 self.input = Some(s);
                 Val::Real(Ex::Leaf(s))
@@ -1495,6 +1540,7 @@ impl RealLowerer<'_> {
                 let projection = if group.is_some() { Err2::default() } else { Self::dot_gamma(v, v.k) };
                 let g = projection + if widest <= 1 { Err2::default() } else { Err2::gamma(widest + 2, true) };
                 self.rel.insert(out, relative::through_mean(r, g));
+                self.head_round.insert(out, g);
                 if let Some(sh) = self.shifted.get(&value) {
                     let sh = relative::Shifted { rel: relative::through_mean(&sh.rel, g), ..sh.clone() };
                     self.shifted.insert(out, sh);
@@ -1809,8 +1855,9 @@ impl RealLowerer<'_> {
                 // same case again, which recursed without end).
                 let recip = Ex::Div(bx(Ex::C(1.0)), b.clone());
                 let den = if Self::affine(b).is_some() || Self::unary(&recip).is_some() { b.clone() } else { bx(Ex::Leaf(self.resident(b, &format!("{label}.den"))?)) };
-                let r = self.resident(&Ex::Div(bx(Ex::C(1.0)), den), &format!("{label}.recip"))?;
-                return Ok((Aff::default(), vec![(1.0, Term::Prod(x, Aff::leaf(r)))]));
+                // (Its units write partial sums the product adds, [`Group`], when there are many.)
+                let r = self.blocked_resident(&Ex::Div(bx(Ex::C(1.0)), den), &format!("{label}.recip"))?;
+                return Ok((Aff::default(), vec![(1.0, Term::Prod(x, r))]));
             }
             _ => {}
         }
@@ -2117,13 +2164,7 @@ impl RealLowerer<'_> {
             let x = Err2 { f32: if base.f32 > 0.0 { e.f32 / base.f32 } else { 0.0 }, f64: if base.f64 > 0.0 { e.f64 / base.f64 } else { 0.0 } };
             Err2 { f32: g.f32.max(x.f32), f64: g.f64.max(x.f64) }
         });
-        // Grouped ([`Group`]): at most `per` units (and the constant) in each partial sum, each
-        // rounding like γ of its own units relative to its own magnitude (together at most the
-        // window's Σ|unit|), then a reader adds the `n` partial sums: γ_n of at most that again.
-        let sum_gamma = |active: usize| match groups {
-            None => Err2::gamma(active + (c0 != 0.0) as usize, false),
-            Some((per, n)) => Err2::gamma(active.min(per) + 1, false) + Err2::gamma(n, true),
-        };
+        let sum_gamma = |active: usize| unary_sum_gamma(groups, c0, active);
         let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
         self.rel.insert(out, rel);
         let (lo, hi) = (pl.knots[0], pl.knots[pl.knots.len() - 1]);
@@ -2153,6 +2194,16 @@ impl RealLowerer<'_> {
             if let Some((own, shift)) = split {
                 let input = vec![(Err2::default(), lam.abs() * (es + own))];
                 let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
+                // The same split into what every reader shares (the block's stored output, or its
+                // partial sums) and what each reader's own sum of the partial sums adds.
+                let split = match groups {
+                    Some((per, n)) => (
+                        relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &|a| Err2::gamma(a.min(per) + 1, false)),
+                        relative::unary_sum_only(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &|_| Err2::gamma(n, true)),
+                    ),
+                    None => (rel.clone(), vec![(Err2::default(), Err2::default())]),
+                };
+                self.split.insert(out, split);
                 self.shifted.insert(out, relative::Shifted { rel, max: m, log_c: (rate * lam).abs() * shift, floor: w * f.eval(u.k) });
             }
         }
@@ -2172,6 +2223,12 @@ impl RealLowerer<'_> {
         }
         if let Some(theta) = relative::reciprocal_above(f) {
             self.homogeneous.insert(out, theta);
+            if let F::Div(num, _) = f
+                && let F::C(k) = num.as_ref()
+            {
+                let data = UnaryData { pl: pl.clone(), units: units.to_vec(), w, c0, pre_gamma, pre_mag: mag, groups, k: w * k };
+                self.unary_data.insert(out, data);
+            }
         }
         if w == 1.0
             && let Some((phi, sup)) = relative::nonneg_profile(pl)
@@ -2242,7 +2299,7 @@ impl RealLowerer<'_> {
         let shifted: Vec<&relative::Shifted> = gathers.iter().filter_map(|g| self.shifted.get(g)).collect();
         let kl_shift = (shifted.len() == gathers.len() && shifted.iter().all(|x| x.max == shifted[0].max && x.rel.len() == p))
             .then(|| combine(&shifted.iter().map(|x| &x.rel).collect::<Vec<_>>()));
-        self.wsum.insert(out, WSum { e, gathers, kl, kl_shift, m: mm, b_iv });
+        self.wsum.insert(out, WSum { e, gathers, kl, kl_shift, m: mm, b_iv, eb, q });
     }
 
     /// `N·r` with N a [`WSum`] over gathers of E and `r = f(c·t)` a nonnegative unary of a mean
@@ -2255,7 +2312,8 @@ impl RealLowerer<'_> {
         if w != 1.0 {
             return None;
         }
-        let (x, y) = (leaf(a)?, leaf(b)?);
+        // r may be a grouped block (the sum of its partial sums), keyed by its first slot.
+        let (x, y) = (leaf(a).or_else(|| self.group_of(a))?, leaf(b).or_else(|| self.group_of(b))?);
         let (ws, r) = if self.wsum.contains_key(&x) { (&self.wsum[&x], y) } else { (self.wsum.get(&y)?, x) };
         let (u, phi, f_sup) = self.unary_info.get(&r)?;
         let (&t, &c) = u.c.iter().next()?;
@@ -2319,6 +2377,56 @@ impl RealLowerer<'_> {
                     None => (e, p),
                     Some((be, bp)) => (Err2 { f32: be.f32.min(e.f32), f64: be.f64.min(e.f64) }, Err2 { f32: bp.f32.min(p.f32), f64: bp.f64.min(p.f64) }),
                 });
+            }
+        }
+        // The weights' shared error taken once (`relative::SharedWeights`): against the row-shifted
+        // reference of E, under the same conditions, with r bounded again against the mean of
+        // what E's block stored.
+        if ws.kl_shift.is_some()
+            && let (Some(se), Some((shared, reader)), Some(ud), Some(&g_mean), Some(&theta)) =
+                (self.shifted.get(&ws.e), self.split.get(&ws.e), self.unary_data.get(&r), self.head_round.get(&t), self.homogeneous.get(&r))
+            && ws.gathers.iter().all(|g| self.shifted.get(g).is_some_and(|x| x.max == se.max))
+            && let Some(info) = self.max_info.get(&se.max)
+            && rows.iter().all(|row| row.iter().all(|&j| info.rows.get(j as usize) == Some(row)))
+            && let Some(g_gather) = ws.gathers.iter().map(|g| self.head_round.get(g).copied()).collect::<Option<Vec<Err2>>>()
+        {
+            let g_gather = g_gather.iter().fold(Err2::default(), |a, &b| Err2 { f32: a.f32.max(b.f32), f64: a.f64.max(b.f64) });
+            let (grow, shrink) = (se.log_c.max().exp(), (-se.log_c.max()).exp());
+            let (knot_lo, knot_hi) = (ud.pl.knots[0], ud.pl.knots[ud.pl.knots.len() - 1]);
+            let r_max = self.value_iv(ws.e).hi.max(0.0) * grow;
+            for &sh in shared {
+                for &rd in reader {
+                    let sw = relative::SharedWeights {
+                        shared: sh,
+                        reader: rd,
+                        g_gather,
+                        g_mean,
+                        terms: ws.gathers.len(),
+                        s_min: shrink * se.floor,
+                        s_max: s_max * grow,
+                        m: ws.m,
+                        e_b: ws.eb,
+                        q: ws.q,
+                        k: ud.k,
+                        phi: *phi,
+                        f_sup: *f_sup,
+                    };
+                    let Some((x_lo, x_hi)) = sw.x_range(c, r_max) else { continue };
+                    if x_lo < knot_lo || x_hi > knot_hi {
+                        continue;
+                    }
+                    let (rho_t, alpha_t) = sw.mean();
+                    let input = vec![(rho_t, alpha_t * c)];
+                    let own = relative::unary(&ud.pl, &ud.units, ud.w, ud.c0, &input, ud.pre_gamma, ud.pre_mag, &|a| unary_sum_gamma(ud.groups, ud.c0, a));
+                    for (sigma, alpha_r) in own {
+                        if let Some((e, p)) = sw.bound(sigma, alpha_r, theta) {
+                            best = Some(match best {
+                                None => (e, p),
+                                Some((be, bp)) => (Err2 { f32: be.f32.min(e.f32), f64: be.f64.min(e.f64) }, Err2 { f32: bp.f32.min(p.f32), f64: bp.f64.min(p.f64) }),
+                            });
+                        }
+                    }
+                }
             }
         }
         let (e, p) = best?;

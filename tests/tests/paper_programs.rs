@@ -339,7 +339,11 @@ fn paper_style_softmax_by_rows() {
     for (file, max_len) in [("paper/softmax_rows.rasp", 9), ("paper/softmax_rect.rasp", 12)] {
         let s = session(file);
         let (_, root) = s.entry(None).unwrap();
-        let opts = raspc_compiler::Options { max_len, real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None }), ..Default::default() };
+        let opts = raspc_compiler::Options {
+            max_len,
+            real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false }),
+            ..Default::default()
+        };
         let compiled = raspc_compiler::compile(&s.graph, root, &opts, "test").unwrap_or_else(|d| panic!("{file}: {d:#?}"));
         // Full size: the interpreter is the softmax of each row.
         let mut rng = StdRng::seed_from_u64(11);

@@ -16,7 +16,7 @@ fn build(src: &str, max_len: usize, lo: f64, hi: f64, mlp: MlpMode) -> Result<Bu
     let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
     let session = r.map_err(|d| format!("{d:?}"))?;
     let (_, root) = session.entry(None).map_err(|e| format!("{e:?}"))?;
-    let opts = raspc_compiler::Options { max_len, real: Some(RealOptions { lo, hi, blocks: vec![], mlp, pl_error: None }), ..Default::default() };
+    let opts = raspc_compiler::Options { max_len, real: Some(RealOptions { lo, hi, blocks: vec![], mlp, pl_error: None, f32_inputs: false }), ..Default::default() };
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").map_err(|d| d.iter().map(|x| format!("{}: {}", x.code, x.message)).collect::<Vec<_>>().join("\n"))?;
     Ok(Built { session, root, compiled })
 }
@@ -340,14 +340,16 @@ fn adversarial_instances(s: raspc::simulate::Shape, rng: &mut SplitMix) -> Vec<r
 #[test]
 fn universal_simulator_f32_certificate_holds_on_adversarial_inputs() {
     use raspc::simulate::{build as build_u, run_trials, Instance, Shape};
-    for (n, d, dv, h) in [(4, 4, 4, 1), (3, 4, 2, 2), (2, 2, 2, 1), (8, 8, 8, 1), (12, 12, 12, 1)] {
+    for (n, d, dv, h) in [(4, 4, 4, 1), (3, 4, 2, 2), (2, 2, 2, 1), (8, 8, 8, 1), (12, 12, 12, 1), (24, 24, 24, 1)] {
         let s = Shape { n, d, dv, h };
         let u = build_u(s, MlpMode::Gated, 1.0, None).unwrap();
         let report = u.compiled.report.clone().unwrap();
         // The softmax is certified relatively (no factor n²), the row maximum's error (the score's
         // and, read from one key per row, the max head's own) cancels, and the scores' d-term
-        // sums are blocked (d = 12: 4 partial sums of 3): up to d = 12 the f32 bound is within
-        // 1e-3 of the largest |W| = d (entries in [-1, 1]) a T(X) can reach.
+        // sums are blocked (d = 12: 4 partial sums of 3), the weights' shared error moves the
+        // softmax mean once (`relative::SharedWeights`), and U's inputs are f32 numbers: up to
+        // d = 24 the f32 bound is within 1e-3 of the largest |W| = d (entries in [-1, 1]) a T(X)
+        // can reach.
         if n == d && d == dv {
             assert!(report.output_bound <= 1e-3 * d as f64, "{s:?}: f32 bound {}", report.output_bound);
         }
@@ -382,35 +384,39 @@ fn universal_simulator_sums_in_parts() {
         let BlockKind::Mlp(m) = &b.kind else { panic!("{} is not an MLP", label(b)) };
         assert_eq!(m.hidden, 6, "{}", label(b));
     }
-    // Grouped: one MLP whose units write G slots (`e`, `e.group1`, ...: the plan's and the
-    // layout's parts of `e`), at most ⌈K/G⌉ units each, G ≈ √K.
+    // Grouped: the numerators' exp block and the reciprocal of the row sum, each one MLP whose
+    // units write G slots (`e`, `e.group1`, ...: the plan's and the layout's parts of it), at
+    // most ⌈K/G⌉ units each, G ≈ √K.
     let grouped: Vec<&raspc_compiler::plan::Block> = plan.blocks.iter().filter(|b| plan.parts.contains_key(&b.writes)).collect();
-    assert_eq!(grouped.len(), 1);
-    assert_eq!(label(grouped[0]), "e");
-    let entry = u.compiled.checkpoint.layout.sops.iter().find(|x| x.label == "e").unwrap();
-    assert_eq!(entry.parts.len(), plan.parts[&grouped[0].writes].len());
-    let BlockKind::Mlp(m) = &grouped[0].kind else { panic!("not an MLP") };
-    let mut per: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
-    for o in &m.w_out {
-        *per.entry(o.slot.0).or_default() += 1;
-    }
-    let g = per.len();
-    assert!(g * g >= m.hidden && (g - 1) * (g - 1) <= m.hidden + 2 * g, "{g} groups for {} units", m.hidden);
-    assert!(per.values().all(|&k| k <= m.hidden.div_ceil(g - 1)), "{per:?}");
-    // Every head that reads E reads all its groups with weight 1.
-    let group_slots: std::collections::BTreeSet<usize> = per.keys().copied().collect();
-    let readers: Vec<_> = plan
-        .blocks
-        .iter()
-        .filter_map(|b| match &b.kind {
-            BlockKind::Head(h) if h.v.iter().any(|i| group_slots.contains(&i.slot.0)) => Some(h),
-            _ => None,
-        })
-        .collect();
-    assert!(readers.len() > s.n, "{}", readers.len());
-    for h in readers {
-        let read: std::collections::BTreeSet<usize> = h.v.iter().filter(|i| i.w == 1.0).map(|i| i.slot.0).collect();
-        assert_eq!(read, group_slots);
+    assert_eq!(grouped.iter().map(|b| label(b)).collect::<Vec<_>>(), ["e", "u.recip"]);
+    for block in grouped {
+        let entry = u.compiled.checkpoint.layout.sops.iter().find(|x| x.label == label(block)).unwrap();
+        assert_eq!(entry.parts.len(), plan.parts[&block.writes].len());
+        let BlockKind::Mlp(m) = &block.kind else { panic!("not an MLP") };
+        let mut per: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
+        for o in &m.w_out {
+            *per.entry(o.slot.0).or_default() += 1;
+        }
+        let g = per.len();
+        assert!(g * g >= m.hidden && (g - 1) * (g - 1) <= m.hidden + 2 * g, "{g} groups for {} units", m.hidden);
+        assert!(per.values().all(|&k| k <= m.hidden.div_ceil(g - 1)), "{per:?}");
+        // Every block that reads it (heads reading E, the product reading the reciprocal)
+        // reads all its groups with weight 1.
+        let group_slots: std::collections::BTreeSet<usize> = per.keys().copied().collect();
+        let reads: Vec<Vec<(usize, f64)>> = plan
+            .blocks
+            .iter()
+            .map(|b| match &b.kind {
+                BlockKind::Head(h) => h.v.iter().map(|i| (i.slot.0, i.w)).collect(),
+                BlockKind::Mlp(m) => m.w_in.iter().chain(m.gate.iter().flat_map(|g| &g.w)).map(|i| (i.slot.0, i.w)).collect(),
+            })
+            .filter(|r: &Vec<(usize, f64)>| r.iter().any(|(s, _)| group_slots.contains(s)))
+            .collect();
+        assert!(reads.len() > if label(block) == "e" { s.n } else { 0 }, "{}: {} readers", label(block), reads.len());
+        for r in reads {
+            let read: std::collections::BTreeSet<usize> = r.iter().filter(|(s, w)| *w == 1.0 && group_slots.contains(s)).map(|(s, _)| *s).collect();
+            assert_eq!(read, group_slots, "{}", label(block));
+        }
     }
     assert_eq!(u.compiled.summary.layers, 6);
 }
@@ -456,8 +462,12 @@ fn unsupported_real_programs_get_located_errors() {
     let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = relu(tokens_float);", &raspc_lang::MemoryLoader::default());
     let s = r.unwrap();
     let (_, root) = s.entry(None).unwrap();
-    let opts =
-        raspc_compiler::Options { max_len: 4, causal: true, real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None }), ..Default::default() };
+    let opts = raspc_compiler::Options {
+        max_len: 4,
+        causal: true,
+        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }),
+        ..Default::default()
+    };
     let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
     assert_eq!(e[0].code, "compile::causal");
 }
@@ -481,7 +491,11 @@ fn block_bounds_tighten_the_certificate() {
         let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
         let s = r.unwrap();
         let (_, root) = s.entry(None).unwrap();
-        let opts = raspc_compiler::Options { max_len: 12, real: Some(RealOptions { lo: -10.0, hi: 10.0, blocks, mlp: MlpMode::Gated, pl_error: None }), ..Default::default() };
+        let opts = raspc_compiler::Options {
+            max_len: 12,
+            real: Some(RealOptions { lo: -10.0, hi: 10.0, blocks, mlp: MlpMode::Gated, pl_error: None, f32_inputs: false }),
+            ..Default::default()
+        };
         (raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap(), s, root)
     };
     let (wide, _, _) = compile(vec![]);
@@ -500,7 +514,7 @@ fn block_bounds_tighten_the_certificate() {
     let (_, root) = s.entry(None).unwrap();
     let opts = raspc_compiler::Options {
         max_len: 12,
-        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![(0, 4, -2.0, 2.0)], mlp: MlpMode::Gated, pl_error: None }),
+        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![(0, 4, -2.0, 2.0)], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false }),
         ..Default::default()
     };
     assert_eq!(raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err()[0].code, "compile::bounds");

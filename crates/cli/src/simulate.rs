@@ -28,6 +28,19 @@ impl Shape {
     }
 }
 
+/// The f32 number nearest x in the direction of zero.
+fn f32_toward_zero(x: f64) -> f64 {
+    let f = x as f32;
+    let g = if (f as f64).abs() <= x.abs() {
+        f
+    } else if f > 0.0 {
+        f.next_down()
+    } else {
+        f.next_up()
+    };
+    g as f64
+}
+
 /// One attention layer T and its input: `a[t]` is d x d, `v[t]` d x dv, `x` n x d.
 #[derive(Clone, Debug)]
 pub struct Instance {
@@ -62,11 +75,20 @@ impl Instance {
 
     /// X's entries uniform in [-bx, bx], A's and V's in [-b, b].
     pub fn random_with(s: Shape, bx: f64, b: f64, rng: &mut crate::verify::SplitMix) -> Instance {
-        let x = (0..s.n).map(|_| (0..s.d).map(|_| crate::verify::uniform(rng, -bx, bx)).collect()).collect();
-        let mut m = |r: usize, c: usize| -> Vec<Vec<f64>> { (0..r).map(|_| (0..c).map(|_| crate::verify::uniform(rng, -b, b)).collect()).collect() };
+        // f32 numbers (rounded toward zero: within the bounds), so that T(X) is computed from
+        // exactly what an f32 forward pass of U reads.
+        let x = (0..s.n).map(|_| (0..s.d).map(|_| f32_toward_zero(crate::verify::uniform(rng, -bx, bx))).collect()).collect();
+        let mut m = |r: usize, c: usize| -> Vec<Vec<f64>> { (0..r).map(|_| (0..c).map(|_| f32_toward_zero(crate::verify::uniform(rng, -b, b))).collect()).collect() };
         let a = (0..s.h).map(|_| m(s.d, s.d)).collect();
         let v = (0..s.h).map(|_| m(s.d, s.dv)).collect();
         Instance { x, a, v }
+    }
+
+    /// Every entry rounded to the nearest f32 number: what U reads (its certificate is for f32
+    /// inputs, `RealOptions::f32_inputs`), and so what T is computed from.
+    pub fn to_f32(&self) -> Instance {
+        let r = |m: &Vec<Vec<f64>>| -> Vec<Vec<f64>> { m.iter().map(|row| row.iter().map(|&x| x as f32 as f64).collect()).collect() };
+        Instance { x: r(&self.x), a: self.a.iter().map(r).collect(), v: self.v.iter().map(r).collect() }
     }
 
     /// The largest |entry|.
@@ -140,6 +162,8 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
                 .collect(),
             mlp,
             pl_error,
+            // Every entry U reads is an f32 number (`Instance::random_with`, `load_target`).
+            f32_inputs: true,
         }),
         ..Default::default()
     };
@@ -283,8 +307,8 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
             return bad(format!("head {t}: V must be {} x {}", s.d, s.dv));
         }
     }
-    if inst.x.iter().flatten().chain(inst.a.iter().flatten().flatten()).chain(inst.v.iter().flatten().flatten()).any(|x| !x.is_finite()) {
-        return bad("entries must be finite".into());
+    if inst.x.iter().flatten().chain(inst.a.iter().flatten().flatten()).chain(inst.v.iter().flatten().flatten()).any(|x| !x.is_finite() || x.abs() > f32::MAX as f64) {
+        return bad("entries must be finite f32 numbers".into());
     }
-    Ok(inst)
+    Ok(inst.to_f32())
 }

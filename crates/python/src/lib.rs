@@ -340,7 +340,7 @@ fn compile(
     let real = match &input_bounds {
         Some(b) => {
             let (lo, hi, blocks) = raspc::parse_bounds(b).map_err(err)?;
-            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp, pl_error: None })
+            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp, pl_error: None, f32_inputs: false })
         }
         None => None,
     };
