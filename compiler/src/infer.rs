@@ -18,8 +18,9 @@ use raspc_lang::interp::apply_map;
 use raspc_lang::{Atom, Graph, NodeId, NodeKind};
 use std::collections::{BTreeMap, HashMap};
 
-/// Largest set enumerated; beyond it a node is `Unbounded`.
-pub const MAX_VALUES: usize = 4096;
+/// Largest set enumerated; beyond it a node is `Unbounded`. One more than the largest --max-len
+/// (4096), so that a `selector_width` (every count from 0 to max-len) is enumerable at any length.
+pub const MAX_VALUES: usize = 4097;
 
 /// A set of atoms in a deterministic order (by type, then value).
 #[derive(Clone, Debug, PartialEq, Default)]

@@ -128,8 +128,17 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         }
         None => {
             domain::check(graph, root, &opts.vocab, opts.max_len).map_err(|d| vec![d])?;
-            let (graph, root) = simplify::simplify(graph, root, &opts.vocab, opts.max_len);
-            (lower::lower(&graph, root, opts)?, None)
+            let (simple, simple_root) = simplify::simplify(graph, root, &opts.vocab, opts.max_len);
+            // An --encoding override may name an s-op that simplification rewrote away (a mean
+            // that became a sum of widths, say): it has no slot of its own to encode any more,
+            // so the override has nothing to act on; names the program never had stay errors.
+            let labels = |g: &Graph, r: NodeId| -> std::collections::HashSet<String> { g.ancestors(r).into_iter().map(|id| g.node(id).label.clone()).collect() };
+            let (before, after) = (labels(graph, root), labels(&simple, simple_root));
+            let gone = |name: &String| before.contains(name) && !after.contains(name);
+            let mut o = opts.clone();
+            o.numerical.retain(|n| !gone(n));
+            o.categorical.retain(|n| !gone(n));
+            (lower::lower(&simple, simple_root, &o)?, None)
         }
     };
     // The output is named after the entry as the caller's graph labels it (the user's name),

@@ -307,7 +307,7 @@ impl Lowerer<'_> {
             ValueSet::Unbounded => {
                 let what = crate::names::describe(self.g, id);
                 Err(self.err(id, "compile::unbounded", format!("the values of {what} cannot be bounded")).with_label("too many possible values").with_note(format!(
-                    "with this vocabulary and --max-len {}, {what} could take more than {} values; a categorical encoding needs a finite set: a smaller --vocab or --max-len, or `--encoding NAME=numerical` on a named s-op that feeds it, can bound it",
+                    "with these inputs and --max-len {}, {what} could take more than {} values; a categorical encoding needs a finite set: a smaller --vocab or --max-len, or `--encoding NAME=numerical` on a named s-op that feeds it, can bound it",
                     self.opts.max_len,
                     crate::infer::MAX_VALUES
                 )))

@@ -743,3 +743,109 @@ fn real_refusals_suggest_the_remedy_for_their_reason() {
         assert!(!o.exists());
     }
 }
+
+#[test]
+fn figures_and_reports_never_replace_a_users_file_or_write_through_a_link() {
+    let ck = temp("guard-sort.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/tracr/sort.rasp", "--vocab", "[1,2,3]", "--max-len", "4", "-o", c, "--force"]).0, 0);
+    // plot: a file of the user's where a figure goes, and a link there, are refused; a second
+    // run replaces its own figures.
+    let dir = temp("guard-figs");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let notes = dir.join("overview.png");
+    std::fs::write(&notes, "notes").unwrap();
+    let (code, _, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("overview.png` exists and is not a PNG figure"), "{err}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "notes");
+    let victim = temp("guard-victim.txt");
+    std::fs::write(&victim, "victim").unwrap();
+    std::fs::remove_file(&notes).unwrap();
+    std::os::unix::fs::symlink(&victim, &notes).unwrap();
+    let (code, _, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not a regular file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim");
+    std::fs::remove_file(&notes).unwrap();
+    for _ in 0..2 {
+        let (code, out, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("wrote"), "{out}");
+    }
+    // probe -o: refused before the run for a file that is not an earlier report; an earlier
+    // report is replaced.
+    let report = temp("guard-report.json");
+    std::fs::write(&report, "mydata").unwrap();
+    let probe = |out: &str| cli(&["probe", "svflow", c, "--program", "corpus/tracr/sort.rasp", "--seeds", "1", "--sequences", "2", "-o", out]);
+    let (code, out, err) = probe(report.to_str().unwrap());
+    assert_eq!(code, 1);
+    assert!(err.contains("is not an SVFlow report raspc wrote") && out.is_empty(), "{err}");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "mydata");
+    std::fs::remove_file(&report).unwrap();
+    for _ in 0..2 {
+        let (code, _, err) = probe(report.to_str().unwrap());
+        assert_eq!(code, 0, "{err}");
+    }
+    // `-o -` is not standard output.
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "-o", "-"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("`-o -`: raspc writes this output to a file"), "{err}");
+    assert!(!std::path::Path::new("-").exists());
+}
+
+#[test]
+fn misused_inputs_get_a_message_that_says_what_they_are() {
+    // A program given where a model goes: not a safetensors file (not a header budget).
+    let (code, _, err) = cli(&["run", "corpus/reverse.rasp", "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not a safetensors file") && err.contains("it starts with text") && !err.contains("RASPC_LIMITS"), "{err}");
+    // A tokenizer's vocab.json object, a vocabulary too large to enumerate.
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "{\"a\": 1}", "--max-len", "3", "-o", temp("v.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("looks like a JSON object"), "{err}");
+    let big = serde_json::to_string(&(0..5000).map(|i| i.to_string()).collect::<Vec<_>>()).unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", &big, "--max-len", "3", "-o", temp("v.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--vocab has 5000 tokens"), "{err}");
+    // Real inputs cannot be enumerated.
+    let p = temp("exh-real.rasp");
+    std::fs::write(&p, "y = tokens_float * 2;\n").unwrap();
+    let (code, _, err) = cli(&["verify", p.to_str().unwrap(), "--input-bounds=-1,1", "--max-len", "3", "--exhaustive"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--exhaustive enumerates token inputs"), "{err}");
+    // A byte-order mark at the start of a program is skipped.
+    let p = temp("bom.rasp");
+    std::fs::write(&p, "\u{feff}x = indices;\n").unwrap();
+    let (code, out, err) = cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!((code, out.as_str()), (0, "[0, 1]\n"), "{err}");
+}
+
+#[test]
+fn encoding_may_name_an_s_op_that_simplification_rewrote_and_probe_warns_on_another_program() {
+    // `opens` (a mean of an indicator, times nothing) is rewritten into widths by the compiler:
+    // naming it in --encoding is not an error; a name the program never had still is.
+    let p = temp("balanced-enc.rasp");
+    std::fs::write(
+        &p,
+        "opens = aggregate(select(indices, indices, <=), indicator(tokens == \"(\"));\ncloses = aggregate(select(indices, indices, <=), indicator(tokens == \")\"));\nbal = opens - closes;\nprog = aggregate(select(indices, length - 1, ==), bal) == 0;\n",
+    )
+    .unwrap();
+    let p = p.to_str().unwrap();
+    let (code, out, err) = cli(&["verify", p, "--vocab", "()", "--max-len", "8", "--samples", "100", "--encoding", "opens=numerical"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("0 mismatches"), "{out}");
+    let (code, _, err) = cli(&["verify", p, "--vocab", "()", "--max-len", "8", "--samples", "10", "--encoding", "opening=numerical"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--encoding names `opening`"), "{err}");
+    // probe with a program the model was not compiled from: a warning, as trace gives.
+    let ck = temp("probe-warn.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/tracr/sort.rasp", "--vocab", "[1,2,3]", "--max-len", "4", "-o", c, "--force"]).0, 0);
+    let (code, _, err) = cli(&["probe", "svflow", c, "--program", "corpus/reverse.rasp", "--seeds", "1", "--sequences", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("was not compiled from") && err.contains("the program hashes differ"), "{err}");
+    let (_, _, err) = cli(&["probe", "svflow", c, "--program", "corpus/tracr/sort.rasp", "--seeds", "1", "--sequences", "2"]);
+    assert!(!err.contains("was not compiled from"), "{err}");
+}

@@ -334,6 +334,13 @@ pub fn claims_raspc_format(bytes: &[u8]) -> bool {
 }
 
 fn check_header_size(n: u64, len: u64, limits: &Limits) -> Result<(), CheckpointError> {
+    // A header longer than the file is no safetensors file at all (a text file's first 8 bytes
+    // read as a length are astronomically large): say that, not that a budget is exceeded.
+    if n.saturating_add(8) > len {
+        let text = n.to_le_bytes().iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace());
+        let hint = if text { format!(" (it starts with text: `{}`)", String::from_utf8_lossy(&n.to_le_bytes()).escape_debug()) } else { String::new() };
+        return Err(CheckpointError::NotSafetensors(format!("its first 8 bytes announce a {n}-byte header, but the file has {len} bytes{hint}")));
+    }
     if n > limits.max_header_bytes {
         return Err(CheckpointError::OverBudget {
             what: "the safetensors header".into(),
@@ -341,9 +348,6 @@ fn check_header_size(n: u64, len: u64, limits: &Limits) -> Result<(), Checkpoint
             limit: format!("{} bytes", limits.max_header_bytes),
             name: "header_bytes",
         });
-    }
-    if n.saturating_add(8) > len {
-        return Err(CheckpointError::NotSafetensors(format!("the header claims {n} bytes but the file has {len}")));
     }
     Ok(())
 }

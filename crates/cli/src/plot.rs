@@ -166,6 +166,7 @@ fn heatmap(path: &Path, title: &str, m: &[Vec<f32>], rows: &[String], cols: &[St
             let sub = format!("rows: {row_axis}; columns: {col_axis}; {dropped}");
             let page_title = format!("{title}{page}");
             let cells = Cells { m, kr, kc, rows, cols, vmax, symlog };
+            may_draw(&file, opts.format)?;
             match opts.format {
                 Format::Png => draw_heatmap(BitMapBackend::new(&file, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells)?,
                 Format::Svg => draw_heatmap(SVGBackend::new(&file, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells)?,
@@ -276,6 +277,7 @@ fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> 
     let w = (left + cw * stages.len() as u32 + 20).max(520);
     let h = top + ch * sops.len() as u32 + 60;
     let geometry = (cw, ch, left, top);
+    may_draw(path, format)?;
     match format {
         Format::Png => draw_overview(BitMapBackend::new(path, (w, h)).into_drawing_area(), path, ck, &stages, &cells, geometry),
         Format::Svg => draw_overview(SVGBackend::new(path, (w, h)).into_drawing_area(), path, ck, &stages, &cells, geometry),
@@ -323,6 +325,24 @@ fn draw_overview<DB: DrawingBackend>(
         }
     }
     area.present().map_err(err)
+}
+
+/// A figure may be drawn at `path` when nothing is there or a figure of this format is (an
+/// earlier run's): never over another file, and never through a link.
+fn may_draw(path: &Path, format: Format) -> Result<(), String> {
+    let ours = |b: &[u8]| match format {
+        Format::Png => b.starts_with(b"\x89PNG\r\n\x1a\n"),
+        Format::Svg => {
+            let t = String::from_utf8_lossy(b);
+            let t = t.trim_start();
+            t.starts_with("<svg") || t.starts_with("<?xml")
+        }
+    };
+    let what = match format {
+        Format::Png => "a PNG figure (an earlier `raspc plot`'s)",
+        Format::Svg => "an SVG figure (an earlier `raspc plot`'s)",
+    };
+    crate::cmd::output::may_replace(path, what, &ours)
 }
 
 /// Largest heatmap `plot` draws (cells): d_model x d_model circuits and d_model x hidden MLPs.
@@ -405,6 +425,7 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
             (0.0, 1.0)
         };
         let path = dir.join(format!("svflow_{metric}.png"));
+        may_draw(&path, Format::Png)?;
         {
             let area = BitMapBackend::new(&path, (720, 480)).into_drawing_area();
             let err = |e: DrawingAreaErrorKind<_>| format!("drawing {}: {e:?}", path.display());

@@ -104,12 +104,18 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
     };
     let vocab = match (&target.vocab, &real, &target.input_grid) {
         (_, Some(_), _) => vec![],
+        (Some(v), None, _) if v.trim_start().starts_with('{') => {
+            return Err("--vocab takes a JSON array of tokens (`[\"a\", \"b\"]`) or a string of one-character tokens; this looks like a JSON object (a tokenizer's vocab.json?): pass its keys as an array".to_string().into());
+        }
         (Some(v), None, _) => parse_tokens("--vocab", v)?,
         (None, None, Some(g)) => grid(g)?,
         (None, None, None) => return Err("give --vocab (token inputs), --input-grid or --input-bounds (real-valued inputs)".to_string().into()),
     };
     if vocab.is_empty() && real.is_none() {
         return Err("--vocab is empty: give the tokens the model must accept, e.g. --vocab '[\"a\",\"b\"]'".to_string().into());
+    }
+    if vocab.len() > raspc_compiler::infer::MAX_VALUES {
+        return Err(format!("--vocab has {} tokens; a token s-op's values are enumerated, at most {}", vocab.len(), raspc_compiler::infer::MAX_VALUES).into());
     }
     let mut seen = std::collections::BTreeSet::new();
     for a in &vocab {

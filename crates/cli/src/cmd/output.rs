@@ -36,6 +36,7 @@ pub(crate) fn forget_temp(tmp: &Path) {
 /// (with `force`, also one this raspc cannot read: another version, or damaged). Directories,
 /// devices, FIFOs, sockets, symbolic links and other files are never replaced.
 pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
+    not_stdout(output)?;
     let shown = output.display();
     let meta = match std::fs::symlink_metadata(output) {
         Ok(m) => m,
@@ -93,6 +94,7 @@ pub fn save_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), S
 /// ONNX export of raspc wrote (its model proto starts with the IR version and the producer name
 /// `raspc`), never another file, a link or a device; through a temporary file.
 pub fn save_onnx(output: &Path, bytes: &[u8]) -> Result<(), String> {
+    not_stdout(output)?;
     let shown = output.display();
     match std::fs::symlink_metadata(output) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -115,6 +117,45 @@ fn written_by_raspc_onnx(head: &[u8]) -> bool {
     let Some((&0x08, rest)) = head.split_first() else { return false };
     let Some(end) = rest.iter().position(|b| b & 0x80 == 0) else { return false };
     rest[end + 1..].starts_with(b"\x12\x05raspc")
+}
+
+/// May a file raspc writes for the user (a figure, a report) go to `path`? Nothing is there, or
+/// a regular file whose content `ours` recognises as one of raspc's own (its format, written by
+/// an earlier run). Directories, links, devices and other files are never replaced, nor written
+/// through.
+pub fn may_replace(path: &Path, what: &str, ours: &dyn Fn(&[u8]) -> bool) -> Result<(), String> {
+    not_stdout(path)?;
+    let shown = path.display();
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot inspect `{shown}`: {e}")),
+        Ok(m) if m.is_dir() => Err(format!("`{shown}` is a directory")),
+        Ok(m) if !m.is_file() => Err(format!("`{shown}` exists and is not a regular file (a device, FIFO, socket or symbolic link); refusing to replace it")),
+        Ok(_) => {
+            let mut head = vec![0u8; 4096];
+            let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+            if ours(&head[..n]) {
+                Ok(())
+            } else {
+                Err(format!("`{shown}` exists and is not {what}; refusing to overwrite it (remove it or write elsewhere)"))
+            }
+        }
+    }
+}
+
+/// Writes `bytes` to `path` if [`may_replace`] allows it, through a temporary file.
+pub fn save_file(path: &Path, bytes: &[u8], what: &str, ours: &dyn Fn(&[u8]) -> bool) -> Result<(), String> {
+    may_replace(path, what, ours)?;
+    write_atomic(path, bytes).map_err(failure_text)
+}
+
+/// `-` is not standard output here: raspc writes files only, and a file named `-` is more
+/// likely a mistake than a wish (`./-` still names one).
+fn not_stdout(path: &Path) -> Result<(), String> {
+    if path.as_os_str() == "-" {
+        return Err("`-o -`: raspc writes this output to a file, not to standard output; give a path (`./-` for a file named `-`)".into());
+    }
+    Ok(())
 }
 
 fn failure_text(f: Failure) -> String {

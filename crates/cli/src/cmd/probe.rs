@@ -8,6 +8,10 @@ use std::io::Write;
 pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, out: report_file, plot: plot_dir } =
         kind;
+    // Refuse an -o that may not be replaced before the (long) run, not after it.
+    if let Some(path) = &report_file {
+        super::output::may_replace(path, REPORT, &|b| is_report(path, b))?;
+    }
     // With --json the text goes nowhere and the report is printed as one JSON object at the end.
     let mut sink = std::io::sink();
     let out: &mut dyn Write = if json { &mut sink } else { &mut *stdout };
@@ -91,6 +95,11 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             Some(p) => Some(load(p, err, color)?),
             None => None,
         };
+        if let (Some(s), Some(p)) = (&session, &program)
+            && super::program_hash(s) != ck.program_hash
+        {
+            let _ = writeln!(err, "warning: `{}` was not compiled from `{}` (the program hashes differ): the task reference is that program's output", model.display(), p.display());
+        }
         let reference = match &session {
             Some(s) => Some((&s.graph, s.entry(entry.as_deref())?.1)),
             None => None,
@@ -240,7 +249,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     report.insert("sensitivity".into(), serde_json::Value::Object(sens));
     let report = serde_json::Value::Object(report);
     if let Some(path) = report_file {
-        std::fs::write(&path, report.to_string()).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+        super::output::save_file(&path, report.to_string().as_bytes(), REPORT, &|b| is_report(&path, b))?;
         let _ = writeln!(out, "\nreport written to {}", path.display());
     }
     if let Some(dir) = plot_dir {
@@ -251,4 +260,17 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         let _ = writeln!(stdout, "{report}");
     }
     Ok(())
+}
+
+const REPORT: &str = "an SVFlow report raspc wrote";
+
+/// Is the file at `path` (starting with `head`) an earlier report: a JSON object with this
+/// report's keys? (Anything else at `-o` is the user's and is never replaced.)
+fn is_report(path: &std::path::Path, head: &[u8]) -> bool {
+    let whole = match std::fs::metadata(path) {
+        Ok(m) if m.len() <= 256 << 20 => std::fs::read(path).ok(),
+        _ => None,
+    };
+    let bytes = whole.as_deref().unwrap_or(head);
+    serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| v.get("conditions").is_some() && v.get("spearman").is_some())
 }

@@ -84,6 +84,9 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
             return Err(format!("--samples {n} x --max-len {} is over the budget of {} tokens (raise it with RASPC_LIMITS=tokens=N)", target.max_len, l.max_tokens).into());
         }
     }
+    if a.exhaustive && target.input_bounds.is_some() {
+        return Err("--exhaustive enumerates token inputs; a real-valued program's inputs (--input-bounds) cannot be enumerated: use --samples N (random inputs in the bounds), or --input-grid LO,HI,STEP to compile over a finite grid".to_string().into());
+    }
     let built = build(path, target, err, color)?;
     if built.compiled.report.is_some() {
         let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).map_err(|e| format!("internal error: {e}"))?;
