@@ -815,6 +815,15 @@ fn misused_inputs_get_a_message_that_says_what_they_are() {
     let (code, _, err) = cli(&["verify", p.to_str().unwrap(), "--input-bounds=-1,1", "--max-len", "3", "--exhaustive"]);
     assert_eq!(code, 1);
     assert!(err.contains("--exhaustive enumerates token inputs"), "{err}");
+    // A program the interpreter rejects on many inputs compiles, with a warning that says so
+    // (and a program that fails on none gets none).
+    let p = temp("rejecting.rasp");
+    std::fs::write(&p, "x = indices / (indices - 1);\n").unwrap();
+    let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "4", "-o", temp("rejecting.safetensors").to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: the interpreter rejects") && err.contains("`x` failed on") && err.contains("division by zero"), "{err}");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "4", "-o", temp("accepting.safetensors").to_str().unwrap(), "--force"]);
+    assert_eq!((code, err.as_str()), (0, ""));
     // A byte-order mark at the start of a program is skipped.
     let p = temp("bom.rasp");
     std::fs::write(&p, "\u{feff}x = indices;\n").unwrap();
