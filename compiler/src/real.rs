@@ -2697,7 +2697,9 @@ impl RealLowerer<'_> {
                     // the factor n; each arithmetic keeps the smaller of the two valid bounds.
                     if gated && let Some((rerr, p, riv)) = self.ratio(a, b, *w) {
                         // The unit computes a'(1 + ε_a)·r'(1 + ε_b)(1 + ε_2): pre-activations
-                        // (one slot, weight 1) and the product round relative to |a'r'| ≤ p.
+                        // (one slot with weight 1, or a grouped r's partial sums, whose adding
+                        // σ charges already: charged twice, soundly) and the product round
+                        // relative to |a'r'| ≤ p.
                         let one = Err2::both(1.0);
                         let g3 = (one + Self::dot_gamma(a, a.k)) * (one + Self::dot_gamma(b, b.k)) * (one + Self::prod_gamma(*w)) - one;
                         let (re, rm) = (rerr + g3 * p, (one + g3) * p);

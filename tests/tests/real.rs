@@ -332,7 +332,8 @@ fn adversarial_instances(s: raspc::simulate::Shape, rng: &mut SplitMix) -> Vec<r
                 }
             }
         }
-        out.push(inst);
+        // U's certificate is for f32 entries (`RealOptions::f32_inputs`): what the f32 pass reads.
+        out.push(inst.to_f32());
     }
     out
 }

@@ -542,6 +542,95 @@ mod tests {
         }
     }
 
+    /// The whole chain the certificate covers, simulated with every error at its bound and
+    /// signs chosen adversarially or at random: shared error of the stored weights, each
+    /// reader's own error, the gathers' and the mean's rounding, the b's error, the products'
+    /// rounding, rows shorter than the mean's weight c (keys past the input's end), and the
+    /// reciprocal's own relative error σ from the mean's bounds. Never above the bound.
+    #[test]
+    fn shared_weights_bound_every_error_source_together() {
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        // Magnitudes spread over decades.
+        let spread = |x: f64| x * 10f64.powf(-1.0 - 3.0 * x.clamp(1e-9, 1.0));
+        let (theta, k) = (0.9375, 1.0);
+        let mut checked = 0;
+        for case in 0..40_000 {
+            let c = 1 + (next() * 24.0) as usize;
+            let keys = if case % 4 == 0 { (1 + (next() * c as f64) as usize).min(c) } else { c };
+            let m = 0.5 + 4.0 * next();
+            let (rho_s, alpha_s) = (spread(next()) * 0.05, if case % 3 == 0 { 0.0 } else { spread(next()) * 1e-3 });
+            let (rho_r, alpha_r) = (spread(next()) * 0.02, spread(next()) * 1e-4);
+            let (g, gm, eb, q) = (spread(next()) * 0.01, spread(next()) * 0.01, spread(next()) * 0.01, spread(next()) * 0.01);
+            let sw = SharedWeights {
+                shared: (Err2::both(rho_s), Err2::both(alpha_s)),
+                reader: (Err2::both(rho_r), Err2::both(alpha_r)),
+                g_gather: Err2::both(g),
+                g_mean: Err2::both(gm),
+                terms: c,
+                s_min: 1.0,
+                s_max: c as f64,
+                m,
+                e_b: Err2::both(eb),
+                q: Err2::both(q),
+                k,
+                phi: 1.0,
+                f_sup: k / theta,
+            };
+            let Some(sp_min) = sw.s_p_min().filter(|&x| x >= theta) else { continue };
+            // An exact reciprocal of the computed argument: its relative error against f(x_P)
+            // is that of the argument, |Δ| ≤ ρ_t·x_P + c·α_t with x_P ≥ sp_min.
+            let (rt, at) = sw.mean();
+            let d = rt.f64 + c as f64 * at.f64 / sp_min;
+            if d >= 0.5 {
+                continue;
+            }
+            let Some((e, _)) = sw.bound(Err2::both(d / (1.0 - d)), Err2::default(), theta) else { continue };
+            let mut r: Vec<f64> = (0..keys).map(|_| (-8.0 * next()).exp()).collect();
+            r[0] = 1.0;
+            let b: Vec<f64> = (0..keys).map(|_| if next() < 0.5 { m } else { -m } * if case % 5 == 0 { next() } else { 1.0 }).collect();
+            let y = r.iter().zip(&b).map(|(r, b)| r * b).sum::<f64>() / r.iter().sum::<f64>();
+            let strategy = case % 6;
+            let mut sign = |j: usize, which: u32| -> f64 {
+                match strategy {
+                    0 => 2.0 * next() - 1.0,
+                    1 => 1.0,
+                    2 => -1.0,
+                    3 => (b[j] - y).signum(),
+                    4 => -(b[j] - y).signum(),
+                    _ => (b[j] - y).signum() * if which % 2 == 0 { 1.0 } else { -1.0 },
+                }
+            };
+            let p: Vec<f64> = (0..keys)
+                .map(|j| {
+                    let s = sign(j, 0);
+                    r[j] * (1.0 + rho_s * s) + alpha_s * s
+                })
+                .collect();
+            let mut num = 0.0;
+            for j in 0..keys {
+                let v = p[j] + (rho_r * r[j] + alpha_r) * sign(j, 1);
+                let a = v + g * v.abs() * sign(j, 2);
+                let bj = b[j] + eb * sign(j, 3);
+                num += a * bj + q * a.abs() * sign(j, 4);
+            }
+            let read: Vec<f64> = (0..keys).map(|j| p[j] + (rho_r * r[j] + alpha_r) * sign(j, 5)).collect();
+            let mean = read.iter().sum::<f64>() / keys as f64;
+            let mean_abs = read.iter().map(|v| v.abs()).sum::<f64>() / keys as f64;
+            let t = mean + gm * mean_abs * sign(0, 6);
+            let got = num * k / (c as f64 * t).max(theta);
+            let want = k * (keys as f64 / c as f64) * y;
+            assert!((got - want).abs() <= e.f64, "case {case}: {} > {} ({sw:?})", (got - want).abs(), e.f64);
+            checked += 1;
+        }
+        assert!(checked > 20_000, "{checked}");
+    }
+
     #[test]
     fn shared_weights_need_the_row_sum_above_the_clamp() {
         // S_P could fall below θ (f would not be k/x there): no certificate.

@@ -131,12 +131,15 @@ pub fn source(s: Shape) -> String {
 }
 
 pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Result<BuiltU, String> {
-    build_with(s, mlp, bound, bound, pl_error)
+    build_with(s, mlp, bound, bound, pl_error, true)
 }
 
 /// U certified for A and V entries in [-bound, bound], X entries in [-x_bound, x_bound] and
 /// zero padding. Refused past the `u_positions` budget (`RASPC_LIMITS`, default 65,536).
-pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Option<f64>) -> Result<BuiltU, String> {
+/// `f32_inputs`: every entry U will read is an f32 number (as [`Instance::random_with`] and
+/// [`load_target`] make them), so the f32 certificate charges no input rounding; false for
+/// entries given in f64 (the Python package's arrays), whose rounding it then charges.
+pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Option<f64>, f32_inputs: bool) -> Result<BuiltU, String> {
     if s.n == 0 || s.d == 0 || s.dv == 0 || s.h == 0 {
         return Err(format!("shapes must be at least 1 (n {}, d {}, dv {}, heads {})", s.n, s.d, s.dv, s.h));
     }
@@ -162,8 +165,7 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
                 .collect(),
             mlp,
             pl_error,
-            // Every entry U reads is an f32 number (`Instance::random_with`, `load_target`).
-            f32_inputs: true,
+            f32_inputs,
         }),
         ..Default::default()
     };

@@ -394,7 +394,7 @@ fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &
     };
     let shape = raspc::simulate::Shape { n, d, dv, h: heads };
     let xb = x_bound.unwrap_or(bound);
-    let u = py.detach(move || big_stack(move || raspc::simulate::build_with(shape, mode, bound, xb, None))).map_err(err)?;
+    let u = py.detach(move || big_stack(move || raspc::simulate::build_with(shape, mode, bound, xb, None, false))).map_err(err)?;
     let b = u.compiled.report.as_ref().map_or(f64::NAN, |r| r.output_bound);
     let summary = u.compiled.summary.to_string();
     Ok((NativeModel::new(u.compiled.checkpoint, None)?, b, summary))

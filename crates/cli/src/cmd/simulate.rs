@@ -86,7 +86,11 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             check_sim_shape(s).map_err(|e| format!("--target `{}`: {e}", t.display()))?;
             let b = a.bound.unwrap_or_else(|| inst.magnitude().max(1e-6));
             if inst.magnitude() > b {
-                return Err(format!("--bound {b} is smaller than the largest entry {} of the target and input", inst.magnitude()).into());
+                return Err(format!(
+                    "--bound {b} is smaller than the largest entry {} of the target and input (entries are taken as the nearest f32 numbers, what U reads)",
+                    inst.magnitude()
+                )
+                .into());
             }
             (vec![inst], s, b, b)
         }
@@ -98,7 +102,7 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             ((0..a.trials).map(|_| simulate::Instance::random_with(s, bx, b, &mut rng)).collect::<Vec<_>>(), s, b, bx)
         }
     };
-    let u = simulate::build_with(shape, a.mlp.mode(), bound, x_bound, a.pl_error)?;
+    let u = simulate::build_with(shape, a.mlp.mode(), bound, x_bound, a.pl_error, true)?;
     let sum = &u.compiled.summary;
     let report = u.compiled.report.clone().unwrap_or_default();
     if let Some(o) = &a.output {
