@@ -603,7 +603,7 @@ mod tests {
                     2 => -1.0,
                     3 => (b[j] - y).signum(),
                     4 => -(b[j] - y).signum(),
-                    _ => (b[j] - y).signum() * if which % 2 == 0 { 1.0 } else { -1.0 },
+                    _ => (b[j] - y).signum() * if which.is_multiple_of(2) { 1.0 } else { -1.0 },
                 }
             };
             let p: Vec<f64> = (0..keys)
