@@ -155,6 +155,13 @@ fn lookup(env: &Env, name: &str) -> Option<HostValue> {
 }
 
 impl HostValue {
+    /// The kind with its article: "an int", "a list", "an s-op".
+    pub fn a_kind(&self) -> String {
+        let k = self.kind_name();
+        let vowel = k.starts_with(['a', 'e', 'i', 'o', 'u']) || k == "s-op";
+        format!("{} {k}", if vowel { "an" } else { "a" })
+    }
+
     pub fn kind_name(&self) -> &'static str {
         match self {
             HostValue::Atom(a) => a.type_name(),
@@ -390,7 +397,7 @@ impl Session {
         };
         match self.get(&name) {
             Some(HostValue::Sop(n)) | Some(HostValue::Sel(n)) => Ok((name, n)),
-            Some(v) => Err(format!("entry `{name}` is a {}, not an s-op or selector", v.kind_name())),
+            Some(v) => Err(format!("entry `{name}` is {}, not an s-op or selector", v.a_kind())),
             None => Err(format!("entry `{name}` is not defined by the program")),
         }
     }
@@ -699,7 +706,7 @@ impl<'l> Evaluator<'l> {
         match v {
             HostValue::Sop(n) => Ok(Operand::Sop(*n)),
             HostValue::Atom(a) => Ok(Operand::Const(a.clone())),
-            other => Err(self.err("eval::type", format!("{role} must be an s-op or an atom, got {}", other.describe()), span, format!("this is a {}", other.kind_name()))),
+            other => Err(self.err("eval::type", format!("{role} must be an s-op or an atom, got {}", other.describe()), span, format!("this is {}", other.a_kind()))),
         }
     }
 
@@ -922,7 +929,7 @@ impl<'l> Evaluator<'l> {
             HostValue::Atom(a) => Ok(a.truthy()),
             HostValue::List(l) => Ok(!l.is_empty()),
             HostValue::Dict(d) => Ok(!d.entries.is_empty()),
-            other => Err(self.err("eval::type", format!("a {} has no truth value at compile time", other.kind_name()), span, "used as a condition here")),
+            other => Err(self.err("eval::type", format!("{} has no truth value at compile time", other.a_kind()), span, "used as a condition here")),
         }
     }
 
@@ -930,7 +937,7 @@ impl<'l> Evaluator<'l> {
         match (&t, &i) {
             (HostValue::List(_) | HostValue::Atom(Atom::Str(_)), HostValue::Atom(a)) => {
                 let Atom::Int(k) = a else {
-                    return Err(self.err("eval::type", format!("index into a {} must be an integer, got {}", t.kind_name(), i.describe()), ispan, "not an integer"));
+                    return Err(self.err("eval::type", format!("index into {} must be an integer, got {}", t.a_kind(), i.describe()), ispan, "not an integer"));
                 };
                 let len = match &t {
                     HostValue::List(l) => l.len(),
@@ -944,7 +951,7 @@ impl<'l> Evaluator<'l> {
                     HostValue::Atom(Atom::Str(s)) if j >= 0 => s.chars().nth(j as usize).map(|c| HostValue::Atom(Atom::Str(c.to_string()))),
                     _ => None,
                 };
-                item.ok_or_else(|| self.err("eval::index", format!("index {k} out of range for a {} of length {len}", t.kind_name()), ispan, "out of range"))
+                item.ok_or_else(|| self.err("eval::index", format!("index {k} out of range for {} of length {len}", t.a_kind()), ispan, "out of range"))
             }
             (HostValue::Dict(d), HostValue::Atom(a)) => d.get(a).cloned().ok_or_else(|| self.err("eval::index", format!("key {} not in dict", a.repr()), ispan, "missing key")),
             (HostValue::Sop(s), HostValue::Atom(Atom::Int(k))) => {
@@ -969,22 +976,17 @@ impl<'l> Evaluator<'l> {
                             match v {
                                 HostValue::Atom(a) => pairs.push((k.clone(), a.clone())),
                                 other => {
-                                    return Err(self.err(
-                                        "eval::type",
-                                        format!("a dict indexed by an s-op must map to atoms, found a {}", other.kind_name()),
-                                        tspan,
-                                        "not a table of atoms",
-                                    ))
+                                    return Err(self.err("eval::type", format!("a dict indexed by an s-op must map to atoms, found {}", other.a_kind()), tspan, "not a table of atoms"))
                                 }
                             }
                         }
                         Table::Dict(pairs)
                     }
-                    _ => return Err(self.err("eval::type", format!("cannot index a {} with an s-op", t.kind_name()), span, "unsupported indexing")),
+                    _ => return Err(self.err("eval::type", format!("cannot index {} with an s-op", t.a_kind()), span, "unsupported indexing")),
                 };
                 self.map(MapOp::Lookup(table), vec![Operand::Sop(*x)], span)
             }
-            _ => Err(self.err("eval::type", format!("cannot index a {} with a {}", t.kind_name(), i.kind_name()), span, "unsupported indexing")),
+            _ => Err(self.err("eval::type", format!("cannot index {} with {}", t.a_kind(), i.a_kind()), span, "unsupported indexing")),
         }
     }
 
@@ -992,7 +994,7 @@ impl<'l> Evaluator<'l> {
         l.iter()
             .map(|v| match v {
                 HostValue::Atom(a) => Ok(a.clone()),
-                other => Err(self.err("eval::type", format!("{what} must hold only atoms, found a {}", other.kind_name()), span, "not a list of atoms")),
+                other => Err(self.err("eval::type", format!("{what} must hold only atoms, found {}", other.a_kind()), span, "not a list of atoms")),
             })
             .collect()
     }
@@ -1089,7 +1091,7 @@ impl<'l> Evaluator<'l> {
                     )),
                 }
             }
-            other => Err(self.err("eval::type", format!("a {} cannot be called", other.kind_name()), fspan, "not a function")),
+            other => Err(self.err("eval::type", format!("{} cannot be called", other.a_kind()), fspan, "not a function")),
         }
     }
 
@@ -1106,7 +1108,7 @@ impl<'l> Evaluator<'l> {
             HostValue::Atom(a) => self.map(mop, vec![Operand::Const(a)], span),
             HostValue::Sel(s) if op == UnaryOp::Not => Ok(HostValue::Sel(self.node(NodeKind::SelectNot(s), span)?)),
             ref other @ (HostValue::List(_) | HostValue::Dict(_)) if op == UnaryOp::Not => Ok(HostValue::Atom(Atom::Bool(!self.truthy(other, vspan)?))),
-            other => Err(self.err("eval::type", format!("`{}` cannot be applied to a {}", unary_name(op), other.kind_name()), vspan, format!("this is a {}", other.kind_name()))),
+            other => Err(self.err("eval::type", format!("`{}` cannot be applied to {}", unary_name(op), other.a_kind()), vspan, format!("this is {}", other.a_kind()))),
         }
     }
 
@@ -1122,7 +1124,7 @@ impl<'l> Evaluator<'l> {
                 }
                 _ => {
                     let (bad, bspan2) = if is_sel(&a) { (&b, bspan) } else { (&a, aspan) };
-                    Err(self.err("eval::type", format!("`{}` between a selector and a {}", op.symbol(), bad.kind_name()), bspan2, "both sides must be selectors"))
+                    Err(self.err("eval::type", format!("`{}` between a selector and {}", op.symbol(), bad.a_kind()), bspan2, "both sides must be selectors"))
                 }
             };
         }
@@ -1156,7 +1158,7 @@ impl<'l> Evaluator<'l> {
                 Ok(if (op == BinOp::And) == ta { b } else { a })
             }
             (H::List(_), H::List(_)) | (H::Dict(_), H::Dict(_)) if op == BinOp::Eq => Ok(H::Atom(Atom::Bool(host_eq(&a, &b)))),
-            _ => Err(self.err("eval::type", format!("`{}` between a {} and a {}", op.symbol(), a.kind_name(), b.kind_name()), span, "unsupported operand types")),
+            _ => Err(self.err("eval::type", format!("`{}` between {} and {}", op.symbol(), a.a_kind(), b.a_kind()), span, "unsupported operand types")),
         }
     }
 
@@ -1183,7 +1185,7 @@ impl<'l> Evaluator<'l> {
                 self.map(MapOp::Binary(BinOp::Gt), vec![Operand::Sop(frac), Operand::Const(Atom::Int(0))], span)
             }
             (HostValue::Sop(_), other) => Err(self.err("eval::type", format!("`s-op in X` needs X to be a list of atoms, got {}", other.describe()), cspan, "not a list")),
-            _ => Err(self.err("eval::type", format!("`in` between a {} and a {}", x.kind_name(), c.kind_name()), xspan.to(cspan), "unsupported")),
+            _ => Err(self.err("eval::type", format!("`in` between {} and {}", x.a_kind(), c.a_kind()), xspan.to(cspan), "unsupported")),
         }
     }
 }
@@ -1216,7 +1218,7 @@ pub fn host_input(v: &HostValue) -> Result<Vec<Atom>, String> {
             .iter()
             .map(|x| match x {
                 HostValue::Atom(a) => Ok(a.clone()),
-                other => Err(format!("an input list must hold atoms, found a {}", other.kind_name())),
+                other => Err(format!("an input list must hold atoms, found {}", other.a_kind())),
             })
             .collect(),
         other => Err(format!("an input must be a string or a list of atoms, got {}", other.describe())),
