@@ -468,6 +468,16 @@ impl SharedWeights {
 mod tests {
     use super::*;
 
+    /// Uniform numbers in [0, 1) from a seed (xorshift).
+    fn uniform(mut seed: u64) -> impl FnMut() -> f64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
     /// Y = Σ R_j b_j / Σ R_j and the same with weights P_j, for the certificate's setting with
     /// exact readers, products and reciprocal (k = 1, θ = 15/16).
     fn means(r: &[f64], p: &[f64], b: &[f64]) -> (f64, f64) {
@@ -513,13 +523,7 @@ mod tests {
         assert!(old.f64 >= 1.9 * rho * m, "{old:?}");
         // Random rows (a maximum of weight 1, the rest in (0, 1]), perturbations of every sign
         // within ρR + α, the adversarial ones included: within the bound.
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniform(0x9e37_79b9_7f4a_7c15u64);
         for case in 0..2000 {
             let j = 1 + (next() * 40.0) as usize;
             let (rho, alpha) = (next() * 1e-2, if case % 3 == 0 { 0.0 } else { next() * 1e-4 });
@@ -549,13 +553,7 @@ mod tests {
     /// reciprocal's own relative error σ from the mean's bounds. Never above the bound.
     #[test]
     fn shared_weights_bound_every_error_source_together() {
-        let mut seed = 0x1234_5678_9abc_def1u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniform(0x1234_5678_9abc_def1u64);
         // Magnitudes spread over decades.
         let spread = |x: f64| x * 10f64.powf(-1.0 - 3.0 * x.clamp(1e-9, 1.0));
         let (theta, k) = (0.9375, 1.0);
