@@ -336,6 +336,8 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     ev.scopes.register(&globals);
     let prelude_file = ev.sources.add("<prelude>", None, PRELUDE);
     ev.library_files.push(prelude_file);
+    // A UTF-8 byte-order mark (as some editors write) is not part of the program.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let main = ev.sources.add(name, path.map(Path::to_path_buf), text);
     ev.main_file = main;
     if let Err(d) = ev.install_builtins(prelude_file) {
@@ -671,6 +673,7 @@ impl<'l> Evaluator<'l> {
             }
             return Ok(());
         }
+        let text = text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text);
         let file = self.sources.add(full.display().to_string(), Some(full.clone()), text.clone());
         let (prog, errs) = parse(file, &text);
         if let Some(first) = errs.into_iter().next() {

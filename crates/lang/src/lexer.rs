@@ -138,10 +138,6 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     let mut errs = Vec::new();
     let mut i = 0;
     let sp = |s: usize, e: usize| Span::new(file, s, e);
-    // A UTF-8 byte-order mark (as some editors write) at the start is not part of the program.
-    if text.starts_with('\u{feff}') {
-        i = '\u{feff}'.len_utf8();
-    }
     while i < bytes.len() {
         let c = bytes[i];
         let start = i;
