@@ -829,6 +829,10 @@ fn misused_inputs_get_a_message_that_says_what_they_are() {
     std::fs::write(&p, "\u{feff}x = indices;\n").unwrap();
     let (code, out, err) = cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
     assert_eq!((code, out.as_str()), (0, "[0, 1]\n"), "{err}");
+    std::fs::write(&p, "\u{feff}x = indices +;\n").unwrap();
+    let (code, _, err) = cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("bom.rasp:1:14") && !err.contains('\u{feff}'), "{err}");
 }
 
 #[test]
