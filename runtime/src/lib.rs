@@ -585,8 +585,9 @@ impl Model {
                         Encoding::Numerical { values } => {
                             let raw = dims[0];
                             let snapped = values.as_ref().and_then(|vs| {
+                                // Booleans are the numbers 0 and 1 (as the compiler stores them).
                                 vs.iter()
-                                    .filter_map(|v| v.as_f64().map(|x| (x, v)))
+                                    .filter_map(|v| v.as_f64().or_else(|| v.as_bool().map(f64::from)).map(|x| (x, v)))
                                     .min_by(|a, b| (a.0 - raw).abs().total_cmp(&(b.0 - raw).abs()))
                                     .filter(|(x, _)| (x - raw).abs() <= out.tolerance)
                                     .map(|(_, v)| v.clone())

@@ -862,3 +862,20 @@ fn encoding_may_name_an_s_op_that_simplification_rewrote_and_probe_warns_on_anot
     let (_, _, err) = cli(&["probe", "svflow", c, "--program", "corpus/tracr/sort.rasp", "--seeds", "1", "--sequences", "2"]);
     assert!(!err.contains("was not compiled from"), "{err}");
 }
+
+#[test]
+fn a_numerical_boolean_output_decodes_to_booleans() {
+    // `--encoding flags=numerical` stores a boolean s-op as 0/1 in one dim; `run` snaps it to
+    // the listed values `[false, true]`, as the interpreter prints it.
+    let ck = temp("flags-numerical.safetensors");
+    let c = ck.to_str().unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/constructs.rasp", "--entry", "flags", "--encoding", "flags=numerical", "--vocab", "[1,2,3]", "--max-len", "6", "-o", c, "--force"]);
+    assert_eq!(code, 0, "{err}");
+    for input in ["[1,2,3]", "[2,2,1,3]", "[3]"] {
+        let (_, want, _) = cli(&["eval", "corpus/constructs.rasp", "--entry", "flags", "--input", input, "--json"]);
+        let (code, got, err) = cli(&["run", c, "--input", input, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(got, want);
+        assert!(got.contains("true") || got.contains("false"), "{got}");
+    }
+}
