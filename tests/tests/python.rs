@@ -144,8 +144,9 @@ fn make_job(dir: &Path) -> (PathBuf, usize) {
             "inputs": json_inputs, "expected": expected,
         }));
     }
-    // A real-valued, gated checkpoint: U for one shape, built here and in Python.
-    let u = raspc::simulate::build(raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 1 }, raspc_compiler::real::MlpMode::Gated, 1.0, None).unwrap();
+    // A real-valued, gated checkpoint: U for one shape, built here and in Python (which takes
+    // float64 entries: their rounding to f32 charged, `f32_inputs` false).
+    let u = raspc::simulate::build_with(raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 1 }, raspc_compiler::real::MlpMode::Gated, 1.0, 1.0, None, false).unwrap();
     let path = dir.join("u.safetensors");
     std::fs::write(&path, u.compiled.checkpoint.to_bytes().unwrap()).unwrap();
     let model = raspc_runtime::Model::load(&std::fs::read(&path).unwrap(), &cpu).unwrap();
