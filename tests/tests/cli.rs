@@ -879,3 +879,18 @@ fn a_numerical_boolean_output_decodes_to_booleans() {
         assert!(got.contains("true") || got.contains("false"), "{got}");
     }
 }
+
+#[test]
+fn an_output_that_permutes_the_input_values_compiles() {
+    // The readout reads the tokens one-hot, relabelled onto the same set of values in another
+    // order: not the input read unchanged (which would keep the input's name).
+    for (src, vocab) in
+        [("n = 3 - tokens_int;", "[1,2]"), ("n = \"b\" if tokens == \"a\" else \"a\";", "ab"), ("n = (tokens_int + 1) % 3;", "[0,1,2]"), ("n = not tokens_bool;", "[true,false]")]
+    {
+        let p = temp("permute.rasp");
+        std::fs::write(&p, format!("{src}\n")).unwrap();
+        let (code, out, err) = cli(&["verify", p.to_str().unwrap(), "--vocab", vocab, "--max-len", "3", "--exhaustive"]);
+        assert_eq!(code, 0, "{src}: {err}");
+        assert!(out.contains("compiled `n`") && out.contains(", 0 mismatches"), "{src}: {out}");
+    }
+}

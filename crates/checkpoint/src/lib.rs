@@ -610,9 +610,15 @@ impl Checkpoint {
         let Some(read) = self.layout.sops.iter().find(|s| s.offset <= first && last < s.offset + s.encoding.dims()) else {
             return Err(bad(format!("the readout reads dims {first}..={last}, which are not one layout entry")));
         };
+        // Read unchanged: the same encoding, and each of the entry's dims goes to the readout
+        // dim of the same index with weight 1 (a permutation of the same values, `3 - tokens`
+        // over [1, 2], is a relabelling like any other).
+        let identity = read.encoding == out.encoding
+            && (0..read.encoding.dims())
+                .all(|i| r.data.get((read.offset + i) * k..(read.offset + i + 1) * k).is_some_and(|row| row.iter().enumerate().all(|(j, &x)| x == if j == i { 1.0 } else { 0.0 })));
         match own {
             Some(o) if o.label == read.label => Ok(()),
-            _ if read.encoding != out.encoding => Ok(()),
+            _ if !identity => Ok(()),
             Some(_) => Err(bad(format!("output `{}` is in the layout but the readout reads `{}` unchanged", out.label, read.label))),
             None => Err(bad(format!("output label `{}` is not in the layout (the readout reads `{}` unchanged)", out.label, read.label))),
         }
