@@ -231,6 +231,30 @@ def misuse():
     checks += 1
     if r["ok"] is not False or r["asked"] != 300 or r["checked"] + r["rejected"] != 300:
         failures.append(f"verify with rejected inputs must not be ok: {r}")
+    real_double = raspc.compile("y = tokens_float * 2;", input_bounds=(-1, 1), max_len=4)
+    # Inputs read the same way by run and encode (numpy scalars, words), in any thread, and a
+    # model survives pickling.
+    import concurrent.futures
+    import copy
+    import pickle
+
+    srt = raspc.compile("sorted = sort(tokens_int, tokens_int);", vocab=[1, 2, 3, 4], max_len=6)
+    words = raspc.compile("x = tokens;", vocab=["the", "cat"], max_len=3)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(lambda s: m.run(s), ["ab", "cab", "b"]))
+    same = {
+        "numpy scalars": (srt.run(list(np.array([3, 1, 2]))), [1, 2, 3]),
+        "a word vocabulary, encoded": (words.encode(["the", "cat"])[0].shape, (1, 3)),
+        "a character input, encoded": (m.encode(list("abc"))[0].shape, (1, 4)),
+        "runs in worker threads": (threaded, [["b", "a"], ["b", "a", "c"], ["b"]]),
+        "pickled": (pickle.loads(pickle.dumps(m)).run("abc"), ["c", "b", "a"]),
+        "deep-copied": (copy.deepcopy(m).run("ab"), ["b", "a"]),
+        "to_onnx(path) returns None": (m.to_onnx(os.path.join(tempfile.gettempdir(), f"raspc-{os.getpid()}.onnx")), None),
+    }
+    for what, (got, want) in same.items():
+        checks += 1
+        if got != want:
+            failures.append(f"{what}: {got!r} instead of {want!r}")
     with tempfile.TemporaryDirectory() as d:
         notes = os.path.join(d, "notes.txt")
         with open(notes, "w") as f:
@@ -248,6 +272,10 @@ def misuse():
             "causal as a string": (lambda: raspc.compile(rev, vocab="ab", max_len=4, causal="no"), "causal must be"),
             "a file descriptor for a path": (lambda: raspc.load(3), "file path"),
             "an input past max_len (named as the argument)": (lambda: m.run("abcab"), "(max_len)"),
+            "NaN in an input": (lambda: real_double.run([0.5, float("nan")]), "position 1 is nan"),
+            "an int as the inputs": (lambda: m.run(5), "not int"),
+            "exhaustive on real inputs": (lambda: real_double.verify(exhaustive=True), "cannot be enumerated"),
+            "NaN in U's X": (lambda: raspc.universal(2, 2, 2, 1).simulate([[float("nan"), 0], [0, 0]], [[[0, 0], [0, 0]]], [[[0, 0], [0, 0]]]), "not finite"),
         }
         for what, (call, says) in refused.items():
             expect_error(what, call, says)

@@ -33,26 +33,20 @@ fn pythonic(msg: &str) -> String {
         ("--entry NAME", "entry=NAME"),
         ("--entry", "entry"),
         ("--vocab", "vocab"),
+        ("`--encoding NAME=numerical`", "`numerical=[\"NAME\"]`"),
+        ("--encoding NAME=numerical", "numerical=[\"NAME\"]"),
         ("--encoding", "numerical/categorical"),
+        ("drop --causal", "drop causal=True"),
+        ("--causal", "causal=True"),
+        ("-o `", "`"),
         ("(--force replaces it)", "(force=True replaces it)"),
         ("(--force does not change this: remove it first)", "(force=True does not change this: remove it first)"),
     ];
     FLAGS.iter().fold(msg.to_string(), |m, (flag, arg)| m.replace(flag, arg))
 }
 
-/// Runs `f` on a thread with a large stack; a panic becomes an error.
-fn big_stack<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    let h = std::thread::Builder::new().stack_size(256 << 20).spawn(f).map_err(|e| format!("cannot start a worker thread: {e}"))?;
-    match h.join() {
-        Ok(r) => r,
-        Err(p) => {
-            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-            Err(format!("internal error (raspc panicked): {msg}"))
-        }
-    }
-}
-
-/// [`big_stack`] for long work (`verify`): waits in slices of 100 ms without the GIL and checks
+/// Runs `f` on a thread with a large stack (a panic becomes an error), for long work
+/// (`compile`, `universal`, `verify`): waits in slices of 100 ms without the GIL and checks
 /// for Python signals between them, so Ctrl-C raises KeyboardInterrupt at once (the worker
 /// finishes in the background and its result is dropped).
 fn big_stack_interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send + 'static) -> PyResult<T> {
@@ -120,7 +114,7 @@ fn attention(name: &str) -> PyResult<Attention> {
 type Group = (Vec<usize>, Vec<Vec<u32>>, Vec<Vec<f64>>);
 
 /// A compiled or loaded checkpoint (the Python class `raspc.Model` wraps it).
-#[pyclass(unsendable, module = "raspc._raspc")]
+#[pyclass(module = "raspc._raspc")]
 struct NativeModel {
     model: Model,
     source: Option<Source>,
@@ -370,7 +364,7 @@ fn compile(
     }
     let src = Source { text: source, path, entry, opts };
     let s2 = src.clone();
-    let (ck, summary) = py.detach(move || big_stack(move || compile_source(&s2))).map_err(err)?;
+    let (ck, summary) = big_stack_interruptible(py, move || compile_source(&s2))?;
     let m = NativeModel::new(ck, Some(src))?;
     Ok((m, summary))
 }
@@ -394,7 +388,7 @@ fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &
     };
     let shape = raspc::simulate::Shape { n, d, dv, h: heads };
     let xb = x_bound.unwrap_or(bound);
-    let u = py.detach(move || big_stack(move || raspc::simulate::build_with(shape, mode, bound, xb, None, false))).map_err(err)?;
+    let u = big_stack_interruptible(py, move || raspc::simulate::build_with(shape, mode, bound, xb, None, false))?;
     let b = u.compiled.report.as_ref().map_or(f64::NAN, |r| r.output_bound);
     let summary = u.compiled.summary.to_string();
     Ok((NativeModel::new(u.compiled.checkpoint, None)?, b, summary))

@@ -21,7 +21,7 @@ try:  # tracebacks name it raspc.RaspcError, where users import it from
 except (AttributeError, TypeError):
     pass
 
-__all__ = ["compile", "compile_file", "load", "universal", "Model", "Universal", "RaspcError"]
+__all__ = ["compile", "compile_file", "load", "from_bytes", "universal", "Model", "Universal", "RaspcError"]
 __version__ = _raspc.__version__
 
 
@@ -33,6 +33,18 @@ def _atom(x):
     if item is not None:
         return item()
     raise RaspcError(f"a token must be a string, number or bool, not {type(x).__name__}")
+
+
+def _json_batch(batch):
+    """The batch as JSON for the native side; NaN and infinities (which JSON cannot hold) are
+    refused naming the input and position, as ``encode`` does."""
+    import math
+
+    for i, seq in enumerate(batch):
+        for p, x in enumerate(seq):
+            if isinstance(x, float) and not math.isfinite(x):
+                raise RaspcError(f"input {i}, position {p} is {x}: inputs must be finite numbers")
+    return _json.dumps(batch)
 
 
 def _seq(inp):
@@ -57,12 +69,18 @@ def _batch(inputs, vocab=()):
     tolist = getattr(inputs, "tolist", None)
     if tolist is not None:
         inputs = tolist()
-    inputs = list(inputs)
-    if inputs and all(not isinstance(x, (list, tuple, str)) and getattr(x, "tolist", None) is None for x in inputs):
-        return [_seq(inputs)], True
+    try:
+        inputs = list(inputs)
+    except TypeError:
+        raise RaspcError(f"inputs must be a string, a sequence of tokens or a batch of them, not {type(inputs).__name__}") from None
+    # numpy scalars (``list(np.array([3, 1]))``) are the Python numbers they hold.
+    inputs = [x.item() if getattr(x, "ndim", None) == 0 and hasattr(x, "item") else x for x in inputs]
     tokens = {t for t in vocab if isinstance(t, str)}
-    if inputs and all(isinstance(x, str) and x in tokens for x in inputs):
-        return [list(inputs)], True
+    atom = lambda x: not isinstance(x, (list, tuple)) and getattr(x, "tolist", None) is None
+    # A list of atoms is one sequence: numbers and booleans, and strings that are tokens of the
+    # vocabulary (``["the", "cat"]``, ``[1, "a"]``); a list holding other strings is a batch.
+    if inputs and all(atom(x) and (not isinstance(x, str) or x in tokens) for x in inputs):
+        return [_seq(inputs)], True
     return [_seq(x) for x in inputs], False
 
 
@@ -176,7 +194,7 @@ class Model:
         differ) and returns one decoded output list per input, exactly as ``raspc run`` does.
         A single input (a string or a flat list of tokens) returns a single output list."""
         batch, single = _batch(inputs, self.vocab)
-        out = _json.loads(self._native.run(_json.dumps(batch), _attention(attention)))
+        out = _json.loads(self._native.run(_json_batch(batch), _attention(attention)))
         return out[0] if single else out
 
     def readout(self, inputs, attention="hard"):
@@ -184,7 +202,7 @@ class Model:
         import numpy as np
 
         batch, single = _batch(inputs, self.vocab)
-        out = [np.asarray(r, dtype=np.float64) for r in _json.loads(self._native.readout(_json.dumps(batch), _attention(attention)))]
+        out = [np.asarray(r, dtype=np.float64) for r in _json.loads(self._native.readout(_json_batch(batch), _attention(attention)))]
         return out[0] if single else out
 
     def decode(self, readout):
@@ -204,7 +222,7 @@ class Model:
         uses token id BOS with key_mask 0; values are 0 except real-valued inputs)."""
         import numpy as np
 
-        batch, _ = _batch(inputs)
+        batch, _ = _batch(inputs, self.vocab)
         if not batch:
             raise RaspcError("the batch is empty")
         lengths = [len(s) for s in batch]
@@ -247,6 +265,8 @@ class Model:
         rejects, so not checked), ``rejections``, ``examples``. Needs the program: models from
         :func:`compile`, not from :func:`load`."""
         modes = ["hard", "soft"] if attention == "both" else [_attention(attention)]
+        if exhaustive and self.config.get("real_input") is not None:
+            raise RaspcError("exhaustive=True enumerates token inputs; a real-valued model's inputs cannot be enumerated: give samples=N (random inputs within its bounds)")
         samples = _count("samples", samples, 0 if exhaustive else 1)
         seed = _count("seed", seed)
         if seed >= 2**64:
@@ -257,6 +277,11 @@ class Model:
     def to_bytes(self):
         """The checkpoint file's bytes (safetensors)."""
         return self._native.to_bytes()
+
+    def __reduce__(self):
+        # pickle and copy.deepcopy: the checkpoint's bytes (the program, which only ``verify``
+        # needs, is not kept).
+        return (from_bytes, (self.to_bytes(),))
 
     def save(self, path, force=False):
         """Writes the checkpoint (a safetensors file; docs/checkpoint-format.md) as ``raspc
@@ -269,11 +294,12 @@ class Model:
         """The model as an ONNX graph (the same as ``raspc export --to onnx``): inputs
         ``tokens`` (int64 [batch, seq], BOS first), ``key_mask`` (float [batch, seq]) and, for
         real-valued models, ``values`` (float [batch, seq]); output ``readout``. Writes it to
-        ``path`` when given (never over a file that is not an ONNX file raspc wrote); returns
-        the bytes."""
+        ``path`` when given (never over a file that is not an ONNX file raspc wrote) and returns
+        None, as ``save`` does; without a path, returns the bytes."""
         if path is not None:
             # Replaces only an ONNX file raspc wrote (as ``raspc export``), atomically.
-            return self._native.save_onnx(_os.fspath(path), _attention(attention))
+            self._native.save_onnx(_os.fspath(path), _attention(attention))
+            return None
         return self._native.to_onnx_bytes(_attention(attention))
 
     def plot_head(self, layer, head, circuit="qk", symlog=False, linthresh=None, all_dims=False):
@@ -322,6 +348,9 @@ class Universal(Model):
         self.shape = shape
         self.bound = bound
 
+    def __reduce__(self):
+        return (_universal_from_bytes, (self.to_bytes(), self.shape, self.bound))
+
     def encode_instance(self, x, a, v):
         """⟨T, X⟩, U's input sequence: X (n×d), A (h×d×d), V (h×d×dv), zero-padded."""
         import numpy as np
@@ -330,6 +359,9 @@ class Universal(Model):
         x, a, v = np.asarray(x, dtype=float), np.asarray(a, dtype=float), np.asarray(v, dtype=float)
         if x.shape != (n, d) or a.shape != (h, d, d) or v.shape != (h, d, dv):
             raise RaspcError(f"U was built for X {n}x{d}, A {h}x{d}x{d}, V {h}x{d}x{dv}; got {x.shape}, {a.shape}, {v.shape}")
+        for name, m in (("X", x), ("A", a), ("V", v)):
+            if not np.all(np.isfinite(m)):
+                raise RaspcError(f"{name} has entries that are not finite numbers (NaN or infinity)")
         return _raspc.universal_encode(x.tolist(), a.tolist(), v.tolist())
 
     def simulate(self, x, a, v, attention="hard"):
@@ -419,6 +451,19 @@ def load(path):
         return Model(_raspc.load_bytes(data))
     except RaspcError as e:
         raise RaspcError(f"`{path}`: {e}") from None
+
+
+def from_bytes(data):
+    """A model from a checkpoint file's bytes (``Model.to_bytes()``, or a file read by you),
+    validated as :func:`load` does."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise RaspcError(f"from_bytes needs the checkpoint's bytes, not {type(data).__name__}")
+    return Model(_raspc.load_bytes(bytes(data)))
+
+
+def _universal_from_bytes(data, shape, bound):
+    m = from_bytes(data)
+    return Universal(m._native, tuple(shape), bound, m.summary)
 
 
 def universal(n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None):

@@ -189,8 +189,8 @@ def to_hooked_transformer(model, device="cpu"):
         """Pads a batch, runs it with the hooks, decodes each input as ``raspc run``."""
         from . import _batch
 
-        _, single = _batch(inputs)
-        r, lengths = raspc_readout(inputs, attention)
+        batch, single = _batch(inputs, model.vocab)
+        r, lengths = raspc_readout(batch, attention)
         out = [model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
         return out[0] if single else out
 
@@ -200,8 +200,8 @@ def to_hooked_transformer(model, device="cpu"):
         ``hook_pattern`` cut to each layer's real heads."""
         from . import _batch
 
-        _, single = _batch(inputs)
-        tokens, mask, values, lengths = model.encode(inputs)
+        batch, single = _batch(inputs, model.vocab)
+        tokens, mask, values, lengths = model.encode(batch)
         with hooked.hooks(fwd_hooks=raspc_hooks(mask, values, attention)):
             r, cache = hooked.run_with_cache(torch.from_numpy(tokens).to(device))
         r = r.to("cpu", torch.float64).numpy()

@@ -123,8 +123,8 @@ class RaspcModule(nn.Module):
         input as ``raspc run`` does."""
         from . import _batch
 
-        _, single = _batch(inputs)
-        tokens, mask, values, lengths = self._model.encode(inputs)
+        batch, single = _batch(inputs, self._model.vocab)
+        tokens, mask, values, lengths = self._model.encode(batch)
         r = self.forward(torch.from_numpy(tokens), torch.from_numpy(mask), torch.from_numpy(values), attention=attention)
         r = r.detach().to("cpu", torch.float64).numpy()
         out = [self._model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
