@@ -1855,8 +1855,14 @@ impl RealLowerer<'_> {
                 // same case again, which recursed without end).
                 let recip = Ex::Div(bx(Ex::C(1.0)), b.clone());
                 let den = if Self::affine(b).is_some() || Self::unary(&recip).is_some() { b.clone() } else { bx(Ex::Leaf(self.resident(b, &format!("{label}.den"))?)) };
-                // (Its units write partial sums the product adds, [`Group`], when there are many.)
-                let r = self.blocked_resident(&Ex::Div(bx(Ex::C(1.0)), den), &format!("{label}.recip"))?;
+                // (Gated: its units write partial sums the product adds, [`Group`], when there are
+                // many. ReLU products square their inputs, so there one slot costs less.)
+                let recip = Ex::Div(bx(Ex::C(1.0)), den);
+                let r = if self.opts.mlp == MlpMode::Gated {
+                    self.blocked_resident(&recip, &format!("{label}.recip"))?
+                } else {
+                    Aff::leaf(self.resident(&recip, &format!("{label}.recip"))?)
+                };
                 return Ok((Aff::default(), vec![(1.0, Term::Prod(x, r))]));
             }
             _ => {}
