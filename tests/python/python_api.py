@@ -251,6 +251,27 @@ def misuse():
         "deep-copied": (copy.deepcopy(m).run("ab"), ["b", "a"]),
         "to_onnx(path) returns None": (m.to_onnx(os.path.join(tempfile.gettempdir(), f"raspc-{os.getpid()}.onnx")), None),
     }
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        raspc.compile("x = 1 / (tokens_int - 1);", vocab=[1, 2], max_len=4)
+        raspc.compile(rev, vocab="ab", max_len=4)
+    same["a warning for a program the interpreter rejects on samples (and none otherwise)"] = (
+        [("rejects" in str(w.message) and "division by zero" in str(w.message), w.category.__name__) for w in caught],
+        [(True, "RuntimeWarning")],
+    )
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "lib.rasp"), "w") as f:
+            f.write("def f(s) {\n    return aggregate(select(indices, length - indices - 1, ==), s);\n}\n")
+        main_path = os.path.join(d, "main.rasp")
+        with open(main_path, "w") as f:
+            f.write('load "lib";\nout = f(tokens);\n')
+        loaded = raspc.compile_file(main_path, vocab="abc", max_len=5)
+        same["verify of a program with a loaded file"] = (loaded.verify(samples=50)["ok"], True)
+        with open(os.path.join(d, "lib.rasp"), "w") as f:
+            f.write("def f(s) {\n    return s;\n}\n")
+        expect_error("verify after a loaded file changed", lambda: loaded.verify(samples=50), "changed since it was compiled")
     for what, (got, want) in same.items():
         checks += 1
         if got != want:
@@ -273,6 +294,11 @@ def misuse():
             "a file descriptor for a path": (lambda: raspc.load(3), "file path"),
             "an input past max_len (named as the argument)": (lambda: m.run("abcab"), "(max_len)"),
             "NaN in an input": (lambda: real_double.run([0.5, float("nan")]), "position 1 is nan"),
+            "entry as an int": (lambda: raspc.compile(rev, vocab="ab", max_len=4, entry=3), "entry must be a string"),
+            "mlp as None": (lambda: raspc.compile(rev, vocab="ab", max_len=4, mlp=None), "mlp must be"),
+            "vocab as an int": (lambda: raspc.compile(rev, vocab=5, max_len=4), "vocab must be"),
+            "input_bounds of strings": (lambda: raspc.compile("y = tokens_float;", input_bounds=("a", "b"), max_len=4), "input_bounds must be"),
+            "save to an int": (lambda: m.save(5), "save needs a file path"),
             "an int as the inputs": (lambda: m.run(5), "not int"),
             "exhaustive on real inputs": (lambda: real_double.verify(exhaustive=True), "cannot be enumerated"),
             "NaN in U's X": (lambda: raspc.universal(2, 2, 2, 1).simulate([[float("nan"), 0], [0, 0]], [[[0, 0], [0, 0]]], [[[0, 0], [0, 0]]]), "not finite"),

@@ -138,6 +138,25 @@ impl Rejections {
     }
 }
 
+/// Inputs `compile` runs through the interpreter to warn about a program that fails on some.
+pub const REJECTION_SAMPLES: usize = 48;
+
+/// The interpreter on [`REJECTION_SAMPLES`] random token inputs (lengths up to 64, seed 0): a
+/// program that divides by zero or indexes out of range on some inputs compiles, and its model
+/// answers there anyway, so `compile` says so at once rather than only under `verify`.
+pub fn sampled_rejections(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize, causal: bool) -> Rejections {
+    let mut r = Rejections::default();
+    let inputs = Inputs::Random { count: REJECTION_SAMPLES, seed: 0 };
+    let Ok(seqs) = generate(&inputs, vocab.len(), max_len.min(64)) else { return r };
+    for ids in seqs {
+        let input: Vec<Atom> = ids.iter().map(|&i| vocab[i].clone()).collect();
+        if let Err(e) = expected_or_error(graph, root, &input, causal) {
+            r.add(graph, &input, &e);
+        }
+    }
+    r
+}
+
 /// A JSON atom (bool, string, number) as an atom; `None` for null, arrays and objects.
 pub fn json_atom(v: &serde_json::Value) -> Option<Atom> {
     Some(match v {

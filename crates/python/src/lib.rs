@@ -93,10 +93,30 @@ fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId),
     Ok((session, root))
 }
 
-fn compile_source(src: &Source) -> Result<(raspc_checkpoint::Checkpoint, String), String> {
+/// The checkpoint, its summary, and a warning when the interpreter rejects some sampled
+/// inputs (as `raspc compile` prints; empty otherwise).
+fn compile_source(src: &Source) -> Result<(raspc_checkpoint::Checkpoint, String, String), String> {
     let (session, root) = session_of(src)?;
     match raspc_compiler::compile(&session.graph, root, &src.opts, &raspc::program_hash(&session)) {
-        Ok(c) => Ok((c.checkpoint, c.summary.to_string())),
+        Ok(c) => {
+            let r = if c.report.is_some() {
+                raspc::verify::Rejections::default()
+            } else {
+                raspc::verify::sampled_rejections(&session.graph, root, &src.opts.vocab, src.opts.max_len, src.opts.causal)
+            };
+            let warning = if r.total() > 0 {
+                let lines: Vec<String> = r.lines().iter().map(|l| format!("\n  {l}")).collect();
+                format!(
+                    "the interpreter rejects {} of {} sampled inputs (the model's output on such inputs means nothing; verify() counts them as rejected):{}",
+                    r.total(),
+                    raspc::verify::REJECTION_SAMPLES,
+                    lines.concat()
+                )
+            } else {
+                String::new()
+            };
+            Ok((c.checkpoint, c.summary.to_string(), warning))
+        }
         Err(d) => Err(raspc::render(&session.sources, &d, false)),
     }
 }
@@ -250,6 +270,10 @@ impl NativeModel {
         let ck = self.model.checkpoint.clone();
         let r = big_stack_interruptible(py, move || {
             let (session, root) = session_of(&src)?;
+            // The program is evaluated again from its files: verify only what was compiled.
+            if raspc::program_hash(&session) != ck.program_hash {
+                return Err("the program's files changed since it was compiled (a loaded file was edited, moved or deleted): compile it again to verify it".to_string());
+            }
             let model = Model::new(ck, &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
             let show = |v: &[Atom]| serde_json::Value::Array(v.iter().map(Atom::to_json).collect());
             if model.is_real() {
@@ -325,7 +349,7 @@ fn compile(
     mlp: &str,
     numerical: Vec<String>,
     categorical: Vec<String>,
-) -> PyResult<(NativeModel, String)> {
+) -> PyResult<(NativeModel, String, String)> {
     let mlp = match mlp {
         "relu" => raspc_compiler::real::MlpMode::Relu,
         "gated" => raspc_compiler::real::MlpMode::Gated,
@@ -364,9 +388,9 @@ fn compile(
     }
     let src = Source { text: source, path, entry, opts };
     let s2 = src.clone();
-    let (ck, summary) = big_stack_interruptible(py, move || compile_source(&s2))?;
+    let (ck, summary, warning) = big_stack_interruptible(py, move || compile_source(&s2))?;
     let m = NativeModel::new(ck, Some(src))?;
-    Ok((m, summary))
+    Ok((m, summary, warning))
 }
 
 /// `raspc.load` (from the file's bytes).

@@ -33,12 +33,17 @@ pub(crate) fn compile_cmd(
     let built = build(path, target, err, color)?;
     let bytes = built.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: the compiled checkpoint is invalid: {e}"))?;
     write_checkpoint(output, &bytes, force)?;
-    let rejections = sampled_rejections(&built, target);
+    let rejections = if built.compiled.report.is_some() {
+        crate::verify::Rejections::default()
+    } else {
+        crate::verify::sampled_rejections(&built.session.graph, built.root, &built.vocab, target.max_len, target.causal)
+    };
     if rejections.total() > 0 {
         let _ = writeln!(
             err,
-            "warning: the interpreter rejects {} of {SAMPLES} sampled inputs (the model's output on such inputs means nothing; `raspc verify --allow-rejected` checks the rest):",
-            rejections.total()
+            "warning: the interpreter rejects {} of {} sampled inputs (the model's output on such inputs means nothing; `raspc verify --allow-rejected` checks the rest):",
+            rejections.total(),
+            crate::verify::REJECTION_SAMPLES
         );
         for l in rejections.lines() {
             let _ = writeln!(err, "  {l}");
@@ -79,26 +84,4 @@ pub(crate) fn compile_cmd(
         );
     }
     Ok(())
-}
-
-/// Inputs `compile` runs through the interpreter to warn about a program that fails on some.
-const SAMPLES: usize = 48;
-
-/// The interpreter on a few random token inputs (lengths up to 64, seed 0): a program that
-/// divides by zero or indexes out of range on some inputs compiles, and its model answers
-/// there anyway, so say so at once rather than only under `verify`.
-fn sampled_rejections(built: &Built, target: &Target) -> crate::verify::Rejections {
-    let mut r = crate::verify::Rejections::default();
-    if built.compiled.report.is_some() || built.vocab.is_empty() {
-        return r;
-    }
-    let inputs = crate::verify::Inputs::Random { count: SAMPLES, seed: 0 };
-    let Ok(seqs) = crate::verify::generate(&inputs, built.vocab.len(), target.max_len.min(64)) else { return r };
-    for ids in seqs {
-        let input: Vec<raspc_lang::Atom> = ids.iter().map(|&i| built.vocab[i].clone()).collect();
-        if let Err(e) = crate::verify::expected_or_error(&built.session.graph, built.root, &input, target.causal) {
-            r.add(&built.session.graph, &input, &e);
-        }
-    }
-    r
 }

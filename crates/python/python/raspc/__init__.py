@@ -288,7 +288,10 @@ class Model:
         compile -o`` does: through a temporary file renamed into place, and never over a file
         that is not a raspc checkpoint (a RaspcError says why); ``force=True`` also replaces a
         raspc checkpoint this raspc cannot read."""
-        self._native.save(_os.fspath(path), bool(force))
+        if not isinstance(path, (str, bytes, _os.PathLike)):
+            raise RaspcError(f"save needs a file path (a str or a path-like object), not {path!r}")
+        path = _os.fspath(path)
+        self._native.save(path.decode() if isinstance(path, bytes) else path, bool(force))
 
     def to_onnx(self, path=None, attention="soft"):
         """The model as an ONNX graph (the same as ``raspc export --to onnx``): inputs
@@ -333,8 +336,9 @@ class Model:
     def to_transformer_lens(self, device="cpu"):
         """A TransformerLens ``HookedTransformer`` with the same outputs (see
         :mod:`raspc._tl`)."""
-        _needs("torch", "to_transformer_lens needs PyTorch and TransformerLens (pip install torch transformer_lens)")
-        _needs("transformer_lens", "to_transformer_lens needs TransformerLens (pip install transformer_lens)")
+        pin = "pip install torch transformer_lens==3.9.0 transformers==5.24.0, or the package's [transformer-lens] extra; plain `pip install transformer_lens` gets 4.x, which has no HookedTransformer"
+        _needs("torch", f"to_transformer_lens needs PyTorch and TransformerLens ({pin})")
+        _needs("transformer_lens", f"to_transformer_lens needs TransformerLens ({pin})")
         from ._tl import to_hooked_transformer
 
         return to_hooked_transformer(self, device=device)
@@ -390,6 +394,15 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     max_len = _count("max_len", max_len, 1)
     if not isinstance(causal, bool):
         raise RaspcError(f"causal must be True or False, not {causal!r}")
+    for name, value in (("entry", entry), ("path", path)):
+        if value is not None and not isinstance(value, (str, _os.PathLike)):
+            raise RaspcError(f"{name} must be a string, not {value!r}")
+    if path is not None:
+        path = _os.fspath(path)
+    if mlp not in ("relu", "gated"):
+        raise RaspcError(f'mlp must be "relu" or "gated", not {mlp!r}')
+    if vocab is not None and not isinstance(vocab, str) and not hasattr(vocab, "__iter__"):
+        raise RaspcError(f"vocab must be a string of one-character tokens or a list of tokens, not {vocab!r}")
     if vocab is not None and not isinstance(vocab, str):
         for t in vocab if not hasattr(vocab, "tolist") else vocab.tolist():
             if isinstance(t, float) and t != t or t in (float("inf"), float("-inf")):
@@ -402,15 +415,19 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     if input_bounds is not None and not isinstance(input_bounds, str):
         try:
             lo, hi = input_bounds
+            input_bounds = f"{float(lo)!r},{float(hi)!r}"
         except (TypeError, ValueError):
-            raise RaspcError("input_bounds must be (lo, hi) or a string like \"-1,1\"") from None
-        input_bounds = f"{float(lo)!r},{float(hi)!r}"
+            raise RaspcError(f"input_bounds must be (lo, hi) with two numbers or a string like \"-1,1\", not {input_bounds!r}") from None
     vocab_json = None
     if vocab is not None:
         vocab_json = _json.dumps(_seq(vocab))
-    native, summary = _raspc.compile(
+    native, summary, warning = _raspc.compile(
         source, vocab_json, max_len, bool(causal), input_bounds, entry, path, mlp, numerical, categorical
     )
+    if warning:
+        import warnings
+
+        warnings.warn(warning, RuntimeWarning, stacklevel=2)
     return Model(native, summary)
 
 
