@@ -44,13 +44,14 @@ fn nearest_user(g: &Graph, id: NodeId, pred: impl Fn(NodeId) -> bool) -> Option<
 /// Where a diagnostic about `id` points: the node's place in the user's program (for a node a
 /// library function builds, the user's call of that function). A node the library builds by
 /// itself (`tokens_int`, `length`, `full_s`) has none: the nearest user of it that has one
-/// stands in (else the node's own span).
+/// stands in, else where the program assigns it to a name (`y = tokens_int;`), else the node's
+/// own span.
 pub fn place(g: &Graph, id: NodeId) -> Span {
     let in_program = |x: NodeId| g.node(x).library.as_ref().is_none_or(|o| o.function.is_some());
     if in_program(id) {
         return g.node(id).span;
     }
-    nearest_user(g, id, in_program).map_or(g.node(id).span, |u| g.node(u).span)
+    nearest_user(g, id, in_program).map_or(g.node(id).named_at.unwrap_or(g.node(id).span), |u| g.node(u).span)
 }
 
 /// A note for diagnostics about a node a library function built: which function, called where.

@@ -824,6 +824,13 @@ fn misused_inputs_get_a_message_that_says_what_they_are() {
     assert!(err.contains("warning: the interpreter rejects") && err.contains("`x` failed on") && err.contains("division by zero"), "{err}");
     let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "4", "-o", temp("accepting.safetensors").to_str().unwrap(), "--force"]);
     assert_eq!((code, err.as_str()), (0, ""));
+    // A library-built s-op the program only names (`y = tokens_int;`) is placed at that name,
+    // not in the prelude.
+    let p = temp("named-lib.rasp");
+    std::fs::write(&p, "x = 1;\ny = tokens_int;\n").unwrap();
+    let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--input-bounds=-1,1", "--max-len", "3", "-o", temp("named-lib.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("named-lib.rasp:2:1") && !err.contains("<prelude>"), "{err}");
     // A byte-order mark at the start of a program is skipped.
     let p = temp("bom.rasp");
     std::fs::write(&p, "\u{feff}x = indices;\n").unwrap();

@@ -218,6 +218,10 @@ pub struct Node {
     pub named: bool,
     /// Set when library code (the prelude, the matrix library) built the node.
     pub library: Option<Origin>,
+    /// For a node the library builds by itself (`tokens_int`): where the user's program first
+    /// assigns it to a name (`y = tokens_int;`), a place for diagnostics when nothing in the
+    /// program computes from it.
+    pub named_at: Option<Span>,
 }
 
 /// Where in the library a node was built.
@@ -290,7 +294,7 @@ impl Graph {
             _ => format!("{}_{}", kind.short(), n),
         };
         let label = self.fresh_label(&base);
-        let ix = self.g.add_node(Node { kind: kind.clone(), span, label: label.clone(), named: false, library: None });
+        let ix = self.g.add_node(Node { kind: kind.clone(), span, label: label.clone(), named: false, library: None, named_at: None });
         let id = NodeId(ix.index() as u32);
         for (pos, op) in kind.operands().into_iter().enumerate() {
             self.g.add_edge(op.ix(), ix, pos as u8);
@@ -315,6 +319,15 @@ impl Graph {
     }
 
     /// Gives a node a user's name, unless it already has one (the first name wins).
+    /// Records where the user's program names node `id` (see [`Node::named_at`]): kept only for
+    /// library-built nodes, and only the first place.
+    pub fn named_at(&mut self, id: NodeId, span: Span) {
+        let node = &mut self.g[id.ix()];
+        if node.named_at.is_none() && node.library.as_ref().is_some_and(|o| o.function.is_none()) {
+            node.named_at = Some(span);
+        }
+    }
+
     pub fn name(&mut self, id: NodeId, name: &str) {
         if self.g[id.ix()].named || matches!(self.g[id.ix()].kind, NodeKind::Tokens | NodeKind::Indices | NodeKind::Length) {
             return;

@@ -575,6 +575,9 @@ impl<'l> Evaluator<'l> {
     fn bind(&mut self, env: &Env, target: &Ident, value: HostValue, top_of_main: bool) {
         if let HostValue::Sop(n) | HostValue::Sel(n) = &value {
             self.graph.name(*n, &target.name);
+            if self.current_file == self.main_file {
+                self.graph.named_at(*n, target.span);
+            }
         }
         if top_of_main && self.current_file == self.main_file {
             self.assigned.retain(|n| n != &target.name);
