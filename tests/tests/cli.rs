@@ -280,7 +280,8 @@ fn trace_decodes_every_sublayer_and_finds_the_first_divergence() {
     let broken = temp("dyck1-broken.safetensors");
     std::fs::write(&broken, ck.to_bytes().unwrap()).unwrap();
     let (code, out, _) = cli(&["trace", broken.to_str().unwrap(), "--input", "(()x", "--program", "corpus/tracr/dyck1.rasp", "--json"]);
-    assert_eq!(code, 0);
+    // A divergence is a failure, as in `verify`.
+    assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["first_divergence"]["stage"], "layer 0 mlp", "{out}");
     let first = v["first_divergence"]["sop"].as_str().unwrap();
@@ -921,4 +922,29 @@ fn an_input_number_matches_the_one_token_of_equal_value() {
     let (code, _, err) = cli(&["run", ck2.to_str().unwrap(), "--input", "[1.5]"]);
     assert_eq!(code, 1);
     assert!(err.contains("input token 1.5 at position 0 is not in the model's vocabulary"), "{err}");
+}
+
+#[test]
+fn trace_follows_causal_semantics_and_refuses_non_finite_activations() {
+    // A causal model computes, at each position, the program on the prefix ending there: the
+    // trace compares with exactly that (as `verify --causal` does).
+    let ck = temp("hist-causal.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/tracr/histogram.rasp", "--vocab", "abc", "--max-len", "6", "--causal", "-o", c, "--force"]).0, 0);
+    let (code, out, err) = cli(&["trace", c, "--input", "abcab", "--program", "corpus/tracr/histogram.rasp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("hist = [1, 1, 1, 2, 2]  (= interpreter)") && out.ends_with("trace: every s-op agrees with the interpreter\n"), "{out}");
+    // Weights within the budget whose activations overflow f32: named, not decoded.
+    let src = temp("rev-overflow-src.safetensors");
+    assert_eq!(cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "6", "-o", src.to_str().unwrap(), "--force"]).0, 0);
+    let mut m = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&src).unwrap()).unwrap();
+    let mlp = (0..m.config.layers.len()).find(|&l| m.config.layers[l].mlp.is_some()).unwrap();
+    for name in ["embed.token".to_string(), raspc_checkpoint::names::mlp(mlp, "w_in"), raspc_checkpoint::names::mlp(mlp, "w_out")] {
+        m.tensors.get_mut(&name).unwrap().data.iter_mut().for_each(|x| *x = 1e15);
+    }
+    let bad = temp("rev-overflow.safetensors");
+    std::fs::write(&bad, m.to_bytes().unwrap()).unwrap();
+    let (code, _, err) = cli(&["trace", bad.to_str().unwrap(), "--input", "abc"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("non-finite activation") && err.contains(&format!("after layer {mlp} mlp")), "{err}");
 }

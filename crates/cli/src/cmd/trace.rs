@@ -31,6 +31,11 @@ pub(crate) fn trace_cmd(
         let ids = model.encode(&json_tokens).map_err(|e| e.to_string())?;
         model.trace(&ids, attention_of(attention)).map_err(|e| e.to_string())?
     };
+    // A NaN or an infinity decodes to nothing meaningful: say where it first appears, as `run`
+    // does, instead of printing an argmax over it.
+    if let Some((stage, _)) = states.iter().find(|(_, x)| x.iter().flatten().any(|v| !v.is_finite())) {
+        return Err(format!("non-finite activation (NaN or infinity) in the residual stream, first after {stage}: the checkpoint's weights overflow on this input").into());
+    }
     // Real-valued models: an s-op agrees within the certified bound of the output (the bound of
     // the last s-op; earlier ones are certified tighter).
     let num_tol = if model.is_real() { ck.output.tolerance } else { 0.0 };
@@ -42,7 +47,22 @@ pub(crate) fn trace_cmd(
         if program_hash(&session) != ck.program_hash {
             let _ = writeln!(err, "warning: `{}` was not compiled from `{}` (the program hashes differ): s-ops are compared by name only", path.display(), p.display());
         }
-        let all = raspc_lang::interp::evaluate_all(&session.graph, root, &tokens).map_err(|e| format!("the interpreter rejects this input: {}: {}", e.label, e.message))?;
+        let rejects = |e: raspc_lang::EvalError| format!("the interpreter rejects this input: {}: {}", e.label, e.message);
+        let mut all = raspc_lang::interp::evaluate_all(&session.graph, root, &tokens).map_err(rejects)?;
+        // A causal model computes, at position i, the program on the prefix ending at i (what
+        // `verify --causal` checks): so is every s-op's reference.
+        if ck.config.causal {
+            for n in 1..tokens.len() {
+                let prefix = raspc_lang::interp::evaluate_all(&session.graph, root, &tokens[..n]).map_err(rejects)?;
+                for (id, v) in prefix {
+                    if let (raspc_lang::Value::Seq(p), Some(raspc_lang::Value::Seq(full))) = (v, all.get_mut(&id))
+                        && let Some(last) = p.last()
+                    {
+                        full[n - 1] = last.clone();
+                    }
+                }
+            }
+        }
         let root_value = all.get(&root).cloned();
         for (id, v) in all {
             if let raspc_lang::Value::Seq(s) = v {
@@ -151,7 +171,7 @@ pub(crate) fn trace_cmd(
             .collect();
         let fd = first_divergence.as_ref().map(|(s, l)| serde_json::json!({ "stage": s, "sop": l }));
         let _ = writeln!(out, "{}", serde_json::json!({ "trace": rows, "first_divergence": fd }));
-        return Ok(());
+        return if first_divergence.is_some() { Err(Failure::Silent) } else { Ok(()) };
     }
     let mut last_stage = String::new();
     for (stage, label, values, expected, agrees) in &report {
@@ -186,6 +206,10 @@ pub(crate) fn trace_cmd(
                 let _ = writeln!(out, "trace: first divergence at `{l}` after {s}");
             }
         }
+    }
+    // Like `verify`, a divergence from the interpreter is a failure (exit status 1).
+    if first_divergence.is_some() {
+        return Err(Failure::Silent);
     }
     Ok(())
 }
