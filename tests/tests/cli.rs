@@ -869,6 +869,12 @@ fn encoding_may_name_an_s_op_that_simplification_rewrote_and_probe_warns_on_anot
     assert!(err.contains("was not compiled from") && err.contains("the program hashes differ"), "{err}");
     let (_, _, err) = cli(&["probe", "svflow", c, "--program", "corpus/tracr/sort.rasp", "--seeds", "1", "--sequences", "2"]);
     assert!(!err.contains("was not compiled from"), "{err}");
+    // A reference that rejects every probed input scores nothing: an error, not a perfect score.
+    let rev = temp("probe-rev.safetensors");
+    assert_eq!(cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "6", "-o", rev.to_str().unwrap(), "--force"]).0, 0);
+    let (code, out, err) = cli(&["probe", "svflow", rev.to_str().unwrap(), "--program", "corpus/sort.rasp", "--seeds", "1", "--sequences", "2"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no prediction was scored") && !out.contains("accuracy"), "{err}");
 }
 
 #[test]

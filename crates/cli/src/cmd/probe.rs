@@ -121,6 +121,16 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             let _ = writeln!(out, "no --program: the task reference is the unperturbed model's own output (hard attention, no --attn-temp or --weight-noise) on each shuffled input");
         }
         let conds = probe::run(&ck, reference, &vocab, &settings, &mut |d, _| bar.set_position(d as u64))?;
+        // Nothing scored (the interpreter rejects every input) or scores that overflowed: no
+        // report, rather than a perfect or a garbage one.
+        if conds.iter().all(|c| c.scored == 0) {
+            bar.finish_and_clear();
+            return Err("no prediction was scored: the task reference rejects every probed input (is --program the model's program? `raspc verify` shows why)".to_string().into());
+        }
+        if conds.iter().any(|c| !(c.nll.is_finite() && c.ece.is_finite() && c.accuracy.is_finite())) {
+            bar.finish_and_clear();
+            return Err("the probe's scores are not finite (the model's activations overflow on these inputs: `raspc run` or `trace` names where)".to_string().into());
+        }
         headless = ck.config.layers.iter().map(|l| l.heads.is_empty()).collect();
         (conds, ck.config.layers.len(), settings)
     };
@@ -145,12 +155,14 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         }
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    // A perplexity past a million prints in scientific notation (not 300 digits).
+    let ppl = |x: f64| if x < 1e6 { format!("{x:.2}") } else { format!("{x:.3e}") };
     for (lv, cs) in &by_level {
         let _ = writeln!(
             out,
-            "  level {lv:.2}: NLL {:.4} (perplexity {:.2}), accuracy {:.4}, ECE {:.4}",
+            "  level {lv:.2}: NLL {:.4} (perplexity {}), accuracy {:.4}, ECE {:.4}",
             mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()),
-            mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()).exp(),
+            ppl(mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()).exp()),
             mean(&cs.iter().map(|c| c.accuracy).collect::<Vec<_>>()),
             mean(&cs.iter().map(|c| c.ece).collect::<Vec<_>>())
         );
