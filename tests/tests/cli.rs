@@ -954,3 +954,31 @@ fn trace_follows_causal_semantics_and_refuses_non_finite_activations() {
     assert_eq!(code, 1);
     assert!(err.contains("non-finite activation") && err.contains(&format!("after layer {mlp} mlp")), "{err}");
 }
+
+#[test]
+fn inspect_shows_every_bias_small_weights_and_escapes_control_characters() {
+    let src = temp("insp-src.safetensors");
+    assert_eq!(cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "6", "-o", src.to_str().unwrap(), "--force"]).0, 0);
+    let mut m = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&src).unwrap()).unwrap();
+    let l = (0..m.config.layers.len()).find(|&l| m.config.layers[l].mlp.is_some()).unwrap();
+    m.tensors.get_mut(&raspc_checkpoint::names::mlp(l, "b_out")).unwrap().data[0] = 0.25;
+    let w_in = m.tensors.get_mut(&raspc_checkpoint::names::mlp(l, "w_in")).unwrap();
+    let nz = w_in.data.iter().position(|&x| x != 0.0).unwrap();
+    w_in.data[nz] = 1e-4;
+    let i = m.layout.sops.iter().position(|s| s.label == "opp_index").unwrap();
+    m.layout.sops[i].label = "opp\u{1b}[31mRED".into();
+    for info in m.config.layers.iter_mut().flat_map(|x| x.mlp_info.iter_mut().chain(x.head_info.iter_mut())) {
+        if info.writes == "opp_index" {
+            info.writes = "opp\u{1b}[31mRED".into();
+        }
+    }
+    let p = temp("insp.safetensors");
+    std::fs::write(&p, m.to_bytes().unwrap()).unwrap();
+    let (code, out, err) = cli(&["inspect", p.to_str().unwrap(), "--layer", &l.to_string(), "--mlp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("layers.{l}.mlp.b_out")) && out.contains("0.25"), "{out}");
+    assert!(out.contains("1.0e-4") && !out.contains('\u{1b}'), "{out}");
+    let (code, out, _) = cli(&["inspect", p.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(!out.contains('\u{1b}') && out.contains("\\u{1b}"), "{out}");
+}

@@ -22,19 +22,22 @@ pub fn basis(ck: &Checkpoint) -> Vec<String> {
         match &s.encoding {
             Encoding::Categorical { values } => {
                 for (i, v) in values.iter().enumerate() {
+                    // A string that could be read as another token (`"1"` next to `1`, `""`,
+                    // `" "`) keeps its quotes; control characters are escaped (`printable`).
                     let shown = match v {
-                        serde_json::Value::String(x) => x.clone(),
+                        serde_json::Value::String(x) if x.is_empty() || x.trim() != x || x.parse::<serde_json::Value>().is_ok_and(|j| !j.is_string()) => printable(&v.to_string()),
+                        serde_json::Value::String(x) => printable(x),
                         other => other.to_string(),
                     };
                     // Layout entries lie within d_model (validated at load); out of range is skipped.
                     if let Some(slot) = names.get_mut(s.offset + i) {
-                        *slot = format!("{}={shown}", s.label);
+                        *slot = format!("{}={shown}", printable(&s.label));
                     }
                 }
             }
             Encoding::Numerical { .. } => {
                 if let Some(slot) = names.get_mut(s.offset) {
-                    *slot = format!("{} (numeric)", s.label);
+                    *slot = format!("{} (numeric)", printable(&s.label));
                 }
             }
         }
@@ -167,11 +170,7 @@ fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, 
             let _ = write!(s, "{:w$}", rows[i]);
             for &j in *panel {
                 let x = at(i, j);
-                if x == 0.0 {
-                    let _ = write!(s, " {:>8}", ".");
-                } else {
-                    let _ = write!(s, " {:>8}", format!("{x:.3}").trim_end_matches('0').trim_end_matches('.'));
-                }
+                let _ = write!(s, " {:>8}", cell(x));
             }
             s.push('\n');
         }
@@ -239,7 +238,8 @@ fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, widt
             let m = lc.mlp.as_ref().ok_or_else(|| format!("layer {layer} has no MLP"))?;
             let cols: Vec<String> = (0..m.hidden).map(|i| format!("h{i}")).collect();
             for i in &lc.mlp_info {
-                text += &format!("{} (units {:?})\n", i.what, i.hidden.unwrap_or([0, 0]));
+                let [a, b] = i.hidden.unwrap_or([0, 0]);
+                text += &format!("{} (units {a}..{b})\n", i.what);
             }
             text.push('\n');
             let mut parts: Vec<(&str, bool)> = vec![("w_in", false), ("b_in", false)];
@@ -260,10 +260,38 @@ fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, widt
                 text += &if i == 0 { s } else { format!("\n{s}") };
                 values.push(v);
             }
+            // The output bias adds into the residual stream: one row over its dims.
+            let n = raspc_checkpoint::names::mlp(layer, "b_out");
+            let t = tensor(ck, &n)?;
+            let (s, v) = matrix(&n, &Tensor { shape: vec![1, t.data.len()], data: t.data.clone() }, &["bias".to_string()], &names, json, width);
+            text += &format!("\n{s}");
+            values.push(v);
         }
     }
     if json {
         return Ok(serde_json::Value::Array(values).to_string() + "\n");
     }
     Ok(text)
+}
+
+/// A weight in an 8-character cell: `.` for exactly zero, three decimals (trailing zeros
+/// trimmed) where that shows the value, else scientific notation (a nonzero weight never
+/// prints as `0`, a huge one never overflows the cell).
+fn cell(x: f32) -> String {
+    if x == 0.0 {
+        return ".".to_string();
+    }
+    let fixed = format!("{x:.3}");
+    let fixed = fixed.trim_end_matches('0').trim_end_matches('.');
+    if x.abs() >= 5e-3 && fixed.len() <= 8 {
+        return fixed.to_string();
+    }
+    format!("{x:.1e}")
+}
+
+/// `s` with control characters (other than line breaks) escaped (`\u{1b}`): labels and
+/// descriptions come from the checkpoint file, and an escape sequence in one must not reach
+/// the terminal (or an SVG, where it is not even valid XML).
+pub fn printable(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() && c != '\n' { c.escape_default().to_string() } else { c.to_string() }).collect()
 }

@@ -296,7 +296,14 @@ fn draw_overview<DB: DrawingBackend>(
     let sops = &ck.layout.sops;
     area.fill(&WHITE).map_err(err)?;
     let c = &ck.config;
-    let title = format!("{}: {} layers, d_model {}, max_seq_len {}{}", ck.output.label, c.layers.len(), c.d_model, c.max_seq_len, if c.causal { ", causal" } else { "" });
+    let title = format!(
+        "{}: {} layers, d_model {}, max_seq_len {}{}",
+        crate::inspect::printable(&ck.output.label),
+        c.layers.len(),
+        c.d_model,
+        c.max_seq_len,
+        if c.causal { ", causal" } else { "" }
+    );
     area.draw(&Text::new(title, (8, 6), ("sans-serif", 15).into_font())).map_err(err)?;
     area.draw(&Text::new("W = writes the s-op, R = reads it; rows: residual slots (offset, dims)".to_string(), (8, 28), ("sans-serif", 11).into_font())).map_err(err)?;
     let font = ("sans-serif", 11).into_font();
@@ -372,7 +379,7 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
         for h in 0..layer.heads.len() {
             // Shapes checked against the config (crate::inspect::tensor): the matrix products index safely.
             let t = |w: &str| crate::inspect::tensor(ck, &raspc_checkpoint::names::head(l, h, w));
-            let what = layer.head_info.get(h).map(|i| i.what.clone()).unwrap_or_default();
+            let what = layer.head_info.get(h).map(|i| crate::inspect::printable(&i.what)).unwrap_or_default();
             let qk = matmul_t(t("w_q")?, t("w_k")?);
             let p = dir.join(format!("layer{l}_head{h}_qk.png"));
             files.extend(heatmap(&p, &format!("layer {l} head {h} QK circuit: {what}"), &qk, &names, &names, "query dims", "key dims", opts)?);
@@ -383,7 +390,7 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
         if let Some(m) = &layer.mlp {
             let t = |w: &str| crate::inspect::tensor(ck, &raspc_checkpoint::names::mlp(l, w));
             let hidden: Vec<String> = (0..m.hidden).map(|i| format!("h{i}")).collect();
-            let what: Vec<String> = layer.mlp_info.iter().map(|i| i.writes.clone()).collect();
+            let what: Vec<String> = layer.mlp_info.iter().map(|i| crate::inspect::printable(&i.writes)).collect();
             let p = dir.join(format!("layer{l}_mlp_in.png"));
             files.extend(heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")?), &names, &hidden, "residual dims", "hidden units", opts)?);
             if m.kind == raspc_checkpoint::MlpKind::Reglu {

@@ -13,17 +13,21 @@ pub(crate) fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: O
             if head.is_none() && !mlp {
                 return Err("--layer needs --head H or --mlp".to_string().into());
             }
-            // At a terminal, wide matrices fold into panels of the terminal's width (COLUMNS,
-            // else 100); piped output keeps one line per row.
+            // At a terminal, wide matrices fold into panels of the terminal's width (COLUMNS
+            // when set, else the terminal's own size, else 100; at least 20); piped output
+            // keeps one line per row.
             use std::io::IsTerminal;
             if std::io::stdout().is_terminal() && !json {
-                let width = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok()).filter(|&c| c >= 20).unwrap_or(100);
+                let from_env = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok());
+                let width = from_env.or_else(|| console::Term::stdout().size_checked().map(|(_, cols)| usize::from(cols))).unwrap_or(100).max(20);
                 inspect::block_for_terminal(&ck, l, head, json, width)?
             } else {
                 inspect::block(&ck, l, head, json)?
             }
         }
     };
+    // JSON escapes control characters itself; text must not pass the file's through.
+    let text = if json { text } else { crate::inspect::printable(&text) };
     let _ = write!(out, "{text}");
     Ok(())
 }

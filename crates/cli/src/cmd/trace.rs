@@ -195,7 +195,7 @@ pub(crate) fn trace_cmd(
             }
             _ => String::new(),
         };
-        let _ = writeln!(out, "  {label} = [{}]{mark}", shown.join(", "));
+        let _ = writeln!(out, "{}", crate::inspect::printable(&format!("  {label} = [{}]{mark}", shown.join(", "))));
     }
     if program.is_some() {
         match &first_divergence {
@@ -203,7 +203,7 @@ pub(crate) fn trace_cmd(
                 let _ = writeln!(out, "trace: every s-op agrees with the interpreter");
             }
             Some((s, l)) => {
-                let _ = writeln!(out, "trace: first divergence at `{l}` after {s}");
+                let _ = writeln!(out, "trace: first divergence at `{}` after {s}", crate::inspect::printable(l));
             }
         }
     }
