@@ -144,3 +144,15 @@ fn probe_command_reports_and_reacts_to_perturbation() {
     assert!(out.contains("wrote 5 plots"), "{out}");
     assert!(std::fs::read(plots.join("svflow_kl_q_u_norm.png")).unwrap().starts_with(b"\x89PNG"));
 }
+
+#[test]
+fn series_that_vary_only_by_rounding_are_constant_and_get_no_correlation() {
+    use raspc::probe::{nearly_constant, spearman};
+    // Two NLLs equal up to f32 rounding (a compiled model's readout), one that really moves.
+    let noise = [4.539_889_921_682_065_5e-5, 4.539_889_949_981_547_4e-5, 4.539_889_921_682_065_5e-5];
+    assert!(nearly_constant(&noise) && nearly_constant(&[]) && nearly_constant(&[f64::NAN, 2.0]));
+    assert!(!nearly_constant(&[1.0, 1.001]));
+    assert!(spearman(&[1.0, 2.0, 3.0], &noise, 99, 1).0.is_nan());
+    let (rho, _) = spearman(&[1.0, 2.0, 3.0], &[0.1, 0.2, 0.4], 99, 1);
+    assert!((rho - 1.0).abs() < 1e-12, "{rho}");
+}

@@ -42,6 +42,15 @@ pub struct Condition {
     pub scored: usize,
 }
 
+/// True when the finite values of `v` differ by at most 1e-6 of their size (or not at all):
+/// a series that varies only by rounding (the models run in f32: about 1e-7 relative per step).
+pub fn nearly_constant(v: &[f64]) -> bool {
+    let finite = v.iter().copied().filter(|x| x.is_finite());
+    let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    // No finite value (lo > hi): nothing varies either.
+    lo > hi || hi - lo <= 1e-6 * lo.abs().max(hi.abs())
+}
+
 /// Permutes a random fraction `level` of positions 1..end (position 0 stays), seeded.
 pub fn shuffle_prefix(seq: &mut [usize], end: usize, level: f64, rng: &mut SplitMix) {
     let movable: Vec<usize> = (1..end.min(seq.len())).collect();
@@ -295,6 +304,10 @@ fn pearson(a: &[f64], b: &[f64]) -> f64 {
 
 /// Spearman's ρ with average ranks, and a two-sided permutation p-value (`perms` shuffles).
 pub fn spearman(a: &[f64], b: &[f64], perms: usize, seed: u64) -> (f64, f64) {
+    // Differences at the last digits of a float are rounding, not an ordering to correlate.
+    if nearly_constant(a) || nearly_constant(b) {
+        return (f64::NAN, f64::NAN);
+    }
     let (ra, rb) = (ranks(a), ranks(b));
     let rho = pearson(&ra, &rb);
     if !rho.is_finite() {

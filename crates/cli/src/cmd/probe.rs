@@ -180,7 +180,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             None
         }
     };
-    let constant = |v: &[f64]| v.windows(2).all(|w| w[0] == w[1]);
+    let constant = probe::nearly_constant;
     let spearman_text = |rho: f64, p: f64, a: &[f64], b: &[f64]| -> String {
         if rho.is_finite() {
             format!("{rho:.3} (p {p:.3})")
