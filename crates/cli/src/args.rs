@@ -110,7 +110,7 @@ pub enum Command {
         #[arg(long, requires = "layer")]
         mlp: bool,
     },
-    /// Draw PNG heatmaps of every head's QK and OV circuits and every MLP, plus an overview.
+    /// Draw heatmaps (PNG, or SVG with --format svg) of every head's QK and OV circuits and every MLP, plus an overview.
     Plot {
         /// The checkpoint (.safetensors) to draw.
         model: PathBuf,
