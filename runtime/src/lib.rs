@@ -383,7 +383,7 @@ impl Model {
         }
         let mut ids = vec![c.bos_id as u32];
         for (position, tok) in input.iter().enumerate() {
-            match self.vocab.get(&tok.to_string()).or_else(|| self.numeric_token(tok)) {
+            match self.vocab.get(&tok.to_string()) {
                 Some(&id) => ids.push(id),
                 None => {
                     return Err(RuntimeError::UnknownToken { position, token: tok.to_string(), vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", ") });
@@ -391,16 +391,6 @@ impl Model {
             }
         }
         Ok(ids)
-    }
-
-    /// A number not written as any token (`3.0` for a vocabulary holding `3`, `1` for one
-    /// holding `1.0`): the one token of equal value, if exactly one (with `[1, 1.0]` both, only
-    /// the exact spelling matches).
-    fn numeric_token(&self, tok: &serde_json::Value) -> Option<&u32> {
-        let x = tok.as_f64()?;
-        let mut found = self.vocab.iter().filter(|(k, _)| k.parse::<serde_json::Value>().ok().and_then(|v| v.as_f64()) == Some(x)).map(|(_, id)| id);
-        let first = found.next()?;
-        found.next().is_none().then_some(first)
     }
 
     /// Runs a batch of equal-length id sequences (each starting with BOS). Returns the readout,

@@ -244,8 +244,6 @@ def misuse():
         threaded = list(pool.map(lambda s: m.run(s), ["ab", "cab", "b"]))
     same = {
         "numpy scalars": (srt.run(list(np.array([3, 1, 2]))), [1, 2, 3]),
-        "floats of an integer vocabulary": (srt.run(np.array([3.0, 1.0])), [1, 3]),
-        "floats of an integer vocabulary, encoded": (srt.encode([[3.0, 1.0]])[0].tolist(), srt.encode([[3, 1]])[0].tolist()),
         "a word vocabulary, encoded": (words.encode(["the", "cat"])[0].shape, (1, 3)),
         "a character input, encoded": (m.encode(list("abc"))[0].shape, (1, 4)),
         "runs in worker threads": (threaded, [["b", "a"], ["b", "a", "c"], ["b"]]),

@@ -252,10 +252,6 @@ class Model:
                     values[i, p + 1] = tok
                 else:
                     key = _json.dumps(tok)
-                    if key not in ids and isinstance(tok, (int, float)) and not isinstance(tok, bool):
-                        # As ``raspc run``: else the one token of equal value (3.0 for 3).
-                        same = [k for k in ids if isinstance(_json.loads(k), (int, float)) and not isinstance(_json.loads(k), bool) and _json.loads(k) == tok]
-                        key = same[0] if len(same) == 1 else key
                     if key not in ids:
                         raise RaspcError(f"input {i}: input token {key} at position {p} is not in the model's vocabulary ({', '.join(sorted(ids))})")
                     tokens[i, p + 1] = ids[key]
