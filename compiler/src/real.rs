@@ -148,6 +148,14 @@ fn chain_err2(mags: &[Err2]) -> Err2 {
     Err2 { f32: chain_err(&a, U32), f64: chain_err(&b, U64) }
 }
 
+/// Keeps, per arithmetic, the smaller of two valid `(error, magnitude)` bounds.
+fn keep_smaller(best: &mut Option<(Err2, Err2)>, e: Err2, p: Err2) {
+    *best = Some(match *best {
+        None => (e, p),
+        Some((be, bp)) => (min2(be, e), min2(bp, p)),
+    });
+}
+
 fn min2(a: Err2, b: Err2) -> Err2 {
     Err2 { f32: a.f32.min(b.f32), f64: a.f64.min(b.f64) }
 }
@@ -2359,10 +2367,7 @@ impl RealLowerer<'_> {
         let mut best: Option<(Err2, Err2)> = None;
         for (i, &(kappa, lambda)) in ws.kl.iter().enumerate() {
             let (e, p) = relative::Ratio { kappa, lambda, sigma: rr[i].0, alpha_r: rr[i].1, m: ws.m, s_max, phi: *phi, f_sup: *f_sup }.bound();
-            best = Some(match best {
-                None => (e, p),
-                Some((be, bp)) => (Err2 { f32: be.f32.min(e.f32), f64: be.f64.min(e.f64) }, Err2 { f32: bp.f32.min(p.f32), f64: bp.f64.min(p.f64) }),
-            });
+            keep_smaller(&mut best, e, p);
         }
         // The same against the row-shifted reference (`relative::Shifted`): valid when every key
         // read at a position lies in one row of the maximum head and that row is exactly the keys
@@ -2379,10 +2384,7 @@ impl RealLowerer<'_> {
             let grow = sr.log_c.max().exp();
             for (i, &(kappa, lambda)) in kl.iter().enumerate() {
                 let (e, p) = relative::Ratio { kappa, lambda, sigma: sr.rel[i].0, alpha_r: sr.rel[i].1, m: ws.m, s_max: s_max * grow, phi: *phi, f_sup: *f_sup }.bound();
-                best = Some(match best {
-                    None => (e, p),
-                    Some((be, bp)) => (Err2 { f32: be.f32.min(e.f32), f64: be.f64.min(e.f64) }, Err2 { f32: bp.f32.min(p.f32), f64: bp.f64.min(p.f64) }),
-                });
+                keep_smaller(&mut best, e, p);
             }
         }
         // The weights' shared error taken once (`relative::SharedWeights`): against the row-shifted
@@ -2426,10 +2428,7 @@ impl RealLowerer<'_> {
                     let own = relative::unary(&ud.pl, &ud.units, ud.w, ud.c0, &input, ud.pre_gamma, ud.pre_mag, &|a| unary_sum_gamma(ud.groups, ud.c0, a));
                     for (sigma, alpha_r) in own {
                         if let Some((e, p)) = sw.bound(sigma, alpha_r, theta) {
-                            best = Some(match best {
-                                None => (e, p),
-                                Some((be, bp)) => (Err2 { f32: be.f32.min(e.f32), f64: be.f64.min(e.f64) }, Err2 { f32: bp.f32.min(p.f32), f64: bp.f64.min(p.f64) }),
-                            });
+                            keep_smaller(&mut best, e, p);
                         }
                     }
                 }

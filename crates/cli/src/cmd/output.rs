@@ -94,22 +94,7 @@ pub fn save_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), S
 /// ONNX export of raspc wrote (its model proto starts with the IR version and the producer name
 /// `raspc`), never another file, a link or a device; through a temporary file.
 pub fn save_onnx(output: &Path, bytes: &[u8]) -> Result<(), String> {
-    not_stdout(output)?;
-    let shown = output.display();
-    match std::fs::symlink_metadata(output) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot inspect `{shown}`: {e}")),
-        Ok(m) if m.is_dir() => return Err(format!("`{shown}` is a directory")),
-        Ok(m) if !m.is_file() => return Err(format!("`{shown}` exists and is not a regular file (a device, FIFO, socket or symbolic link); refusing to replace it")),
-        Ok(_) => {
-            let mut head = [0u8; 16];
-            let n = std::fs::File::open(output).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
-            if !written_by_raspc_onnx(&head[..n]) {
-                return Err(format!("`{shown}` exists and is not an ONNX file raspc wrote; refusing to overwrite it (remove it first)"));
-            }
-        }
-    }
-    write_atomic(output, bytes).map_err(failure_text)
+    save_file(output, bytes, "an ONNX file raspc wrote", &written_by_raspc_onnx)
 }
 
 /// `08 <varint> 12 05 "raspc"`: field 1 (ir_version), then field 2 (producer_name) = "raspc".
@@ -119,7 +104,7 @@ fn written_by_raspc_onnx(head: &[u8]) -> bool {
     rest[end + 1..].starts_with(b"\x12\x05raspc")
 }
 
-/// May a file raspc writes for the user (a figure, a report) go to `path`? Nothing is there, or
+/// May a file raspc writes for the user (a figure, a report, an ONNX export) go to `path`? Nothing is there, or
 /// a regular file whose content `ours` recognises as one of raspc's own (its format, written by
 /// an earlier run). Directories, links, devices and other files are never replaced, nor written
 /// through.
