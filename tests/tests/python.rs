@@ -14,7 +14,7 @@
 //! - `raspc.universal` builds U, and U simulates random attention layers T within its certified
 //!   bound (the reference T(X) computed in numpy).
 //!
-//! One test, because the environment is heavy: PyTorch from PyPI is a ~3 GB download. The
+//! One test, because the environment is heavy: PyTorch from PyPI installs ~5 GB. The
 //! virtual environment is cached under `target/tmp/venv-python` (reinstalled only when the
 //! package list below changes); the wheel is rebuilt by maturin each run (incrementally, in
 //! `target/tmp/python-build`, a target directory of its own, since this test's cargo holds the
@@ -53,7 +53,24 @@ fn venv() -> PathBuf {
         let t0 = std::time::Instant::now();
         let _ = std::fs::remove_dir_all(&venv);
         sh(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-        sh(Command::new(&py).args(["-m", "pip", "install", "-q", "--disable-pip-version-check"]).args(PACKAGES));
+        // PyTorch's Linux wheels bring ~5 GB of CUDA libraries: keep pip's downloads on the
+        // target's disk (not a small /tmp or home), keep no cache, and drop triton (the GPU
+        // kernel compiler, never used on CPU; 1 GB) once installed.
+        let pip_tmp = tmp().join("pip-tmp");
+        let _ = std::fs::remove_dir_all(&pip_tmp);
+        std::fs::create_dir_all(&pip_tmp).unwrap();
+        let pip = |args: &[&str]| {
+            let mut cmd = Command::new(&py);
+            cmd.args(["-m", "pip"]).args(args).args(["-q", "--disable-pip-version-check", "--no-cache-dir"]).env("TMPDIR", &pip_tmp);
+            let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+            if !out.status.success() {
+                let df = Command::new("df").args(["-h", "."]).arg(&venv).arg(&pip_tmp).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+                panic!("{cmd:?} failed:\n{}{}\ndisk space:\n{df}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            }
+        };
+        pip(&[&["install"], PACKAGES].concat());
+        pip(&["uninstall", "-y", "triton"]);
+        let _ = std::fs::remove_dir_all(&pip_tmp);
         std::fs::write(&marker, &want).unwrap();
         eprintln!("python: created {} in {:.0} s", venv.display(), t0.elapsed().as_secs_f64());
     }
