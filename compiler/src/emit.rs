@@ -318,7 +318,10 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
         let (mut head_info, mut mlp_info) = (vec![], vec![]);
         let info = |b: BlockId, hidden: Option<[usize; 2]>| {
             let block = &plan.blocks[b];
-            ck::BlockInfo { what: block.what.clone(), reads: block.reads.iter().map(|&r| plan.slots[r].label.clone()).collect(), writes: plan.slots[block.writes].label.clone(), hidden }
+            // The slot it writes into: its own, or, when its own is folded into a sum slot and
+            // not allocated (`d = a - b`: a's head writes d directly), the first allocated one.
+            let writes = written(block).find(|s| sched.offset.contains_key(s)).unwrap_or(block.writes);
+            ck::BlockInfo { what: block.what.clone(), reads: block.reads.iter().map(|&r| plan.slots[r].label.clone()).collect(), writes: plan.slots[writes].label.clone(), hidden }
         };
         for (&b, &t) in &sched.time {
             match &plan.blocks[b].kind {

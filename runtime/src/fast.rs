@@ -879,7 +879,7 @@ impl<T: Real> FastModel<T> {
             for (i, s) in seqs.enumerate() {
                 let vals = values.map(|v| v[s].as_slice());
                 // On an error the buffers may hold partial sums: that workspace is dropped.
-                self.sequence(&batch[s], vals, attention, check_finite, &mut ws, &mut out[i * t * r..(i + 1) * t * r])?;
+                self.sequence(&batch[s], vals, attention, check_finite, &mut ws, &mut out[i * t * r..(i + 1) * t * r], None)?;
             }
             if let Ok(mut p) = self.pool.0.lock() {
                 if p.len() < parallelism() {
@@ -910,10 +910,47 @@ impl<T: Real> FastModel<T> {
         Ok(out)
     }
 
-    /// One sequence through the whole model; writes `[t, readout_dims]` into `out`.
-    fn sequence(&self, ids: &[u32], values: Option<&[f64]>, attention: Attention, check: bool, ws: &mut Workspace<T>, out: &mut [T]) -> Result<(), RuntimeError> {
+    /// One id sequence (BOS first) through the model, returning the residual stream
+    /// (`[t · d_model]`, row-major) after the embeddings and after every sublayer, named as
+    /// [`Model::trace`](crate::Model::trace) names them. Errors as [`forward`](Self::forward).
+    pub fn trace(&self, ids: &[u32], values: Option<&[f64]>, attention: Attention) -> Result<Vec<(String, Vec<T>)>, RuntimeError> {
+        let t = ids.len();
+        if t == 0 || t > self.max_positions {
+            return Err(RuntimeError::TooLong { len: t.saturating_sub(1), max: self.max_positions - 1 });
+        }
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= self.vocab) {
+            return Err(RuntimeError::BadId { id, vocab: self.vocab });
+        }
+        if values.is_some_and(|v| v.len() + 1 != t) {
+            return Err(RuntimeError::Ragged(format!("{} numbers for {t} positions", values.map_or(0, <[f64]>::len) + 1)));
+        }
+        let mut ws = self.workspace(t);
+        let mut out = vec![T::ZERO; t * self.readout.cols];
+        let mut states = vec![];
+        self.sequence(ids, values, attention, false, &mut ws, &mut out, Some(&mut states))?;
+        Ok(states)
+    }
+
+    /// One sequence through the whole model; writes `[t, readout_dims]` into `out` (and, when
+    /// `trace` is given, the residual stream after the embeddings and every sublayer).
+    #[allow(clippy::too_many_arguments)]
+    fn sequence(
+        &self,
+        ids: &[u32],
+        values: Option<&[f64]>,
+        attention: Attention,
+        check: bool,
+        ws: &mut Workspace<T>,
+        out: &mut [T],
+        mut trace: Option<&mut Vec<(String, Vec<T>)>>,
+    ) -> Result<(), RuntimeError> {
         let d = self.d;
         let t = ids.len();
+        let mut record = |name: &dyn Fn() -> String, x: &[T]| {
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.push((name(), x.to_vec()));
+            }
+        };
         let finite = |xs: &[T], stage: &dyn Fn() -> String| -> Result<(), RuntimeError> {
             if check && xs.iter().any(|x| !x.is_finite()) {
                 return Err(RuntimeError::NonFiniteActivation { stage: stage() });
@@ -947,6 +984,7 @@ impl<T: Real> FastModel<T> {
             }
         }
         finite(x, &|| "the embeddings".into())?;
+        record(&|| "embed".into(), x);
         for (l, layer) in self.layers.iter().enumerate() {
             ws.vcols.clear();
             if !layer.heads.is_empty() {
@@ -968,10 +1006,12 @@ impl<T: Real> FastModel<T> {
                 }
                 finite(&ws.x[..t * d], &|| format!("layer {l} attention"))?;
             }
+            record(&|| format!("layer {l} attention"), &ws.x[..t * d]);
             if let Some(m) = &layer.mlp {
                 self.mlp(m, t, check, l, ws)?;
                 finite(&ws.x[..t * d], &|| format!("layer {l} mlp"))?;
             }
+            record(&|| format!("layer {l} mlp"), &ws.x[..t * d]);
         }
         let r = self.readout.cols;
         for p in 0..t {

@@ -200,7 +200,7 @@ impl CandleWeights {
 pub enum Backend {
     /// The sparse CPU kernels of [`fast`] (the default on the CPU).
     Fast,
-    /// candle (the only one on CUDA; traces and captures always use it).
+    /// candle (the only one on CUDA; the SVFlow captures always use it).
     Candle,
 }
 
@@ -355,9 +355,23 @@ impl Model {
 
     /// [`trace`](Self::trace) for a real-valued input.
     pub fn trace_real(&self, values: &[f64], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
+        if let Some(states) = self.fast_trace(&Self::real_ids(values.len()), Some(values), attention)? {
+            return Ok(states);
+        }
         let mut states = vec![];
         self.forward_inner(&[Self::real_ids(values.len())], Some(&[values.to_vec()]), attention, Some(&mut states), None, false)?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
+    }
+
+    /// The trace on the fast backend (None when the model runs on candle).
+    fn fast_trace(&self, ids: &[u32], values: Option<&[f64]>, attention: Attention) -> Result<Option<Vec<Stage>>, RuntimeError> {
+        let (t, d) = (ids.len(), self.checkpoint.config.d_model);
+        let rows = |x: Vec<f64>| -> Vec<Vec<f32>> { (0..t).map(|p| x[p * d..(p + 1) * d].iter().map(|&v| v as f32).collect()).collect() };
+        Ok(match (self.backend, &self.fast) {
+            (Backend::Fast, Some(FastKind::F32(m))) => Some(m.trace(ids, values, attention)?.into_iter().map(|(n, x)| (n, rows(x.into_iter().map(f64::from).collect()))).collect()),
+            (Backend::Fast, Some(FastKind::F64(m))) => Some(m.trace(ids, values, attention)?.into_iter().map(|(n, x)| (n, rows(x))).collect()),
+            _ => None,
+        })
     }
 
     fn real_ids(len: usize) -> Vec<u32> {
@@ -415,6 +429,9 @@ impl Model {
     /// Runs one id sequence and returns the residual stream (`[len, d_model]`, BOS first) after
     /// the embeddings and after every sublayer, named `embed`, `layer L attention`, `layer L mlp`.
     pub fn trace(&self, ids: &[u32], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
+        if let Some(states) = self.fast_trace(ids, None, attention)? {
+            return Ok(states);
+        }
         let mut states = vec![];
         self.forward_inner(&[ids.to_vec()], None, attention, Some(&mut states), None, false)?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
@@ -566,6 +583,11 @@ impl Model {
         // in range (a categorical encoding has >= 1 value, validated at load).
         if let Some(bad) = rows.iter().flatten().find(|d| d.len() != expected || d.is_empty()) {
             return Err(RuntimeError::ReadoutWidth { found: bad.len(), expected });
+        }
+        // A NaN or an infinity decodes to nothing meaningful (an argmax over NaN is the first
+        // value): refuse it, as `run` refuses a non-finite activation at any stage.
+        if rows.iter().any(|seq| seq.iter().skip(1).flatten().any(|x| !x.is_finite())) {
+            return Err(RuntimeError::NonFiniteActivation { stage: "the readout".into() });
         }
         Ok(rows
             .into_iter()

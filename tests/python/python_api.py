@@ -272,6 +272,17 @@ def misuse():
         with open(os.path.join(d, "lib.rasp"), "w") as f:
             f.write("def f(s) {\n    return s;\n}\n")
         expect_error("verify after a loaded file changed", lambda: loaded.verify(samples=50), "changed since it was compiled")
+    # A model's metadata are copies and its weights read-only: nothing a notebook edits changes
+    # what one part of the model computes and not another.
+    cfg = m.config
+    cfg["bos_id"] = 99
+    m.layout.clear()
+    same["config and layout are copies"] = ((m.config["bos_id"] != 99, len(m.layout) > 0, m.run("ab")), (True, True, ["b", "a"]))
+    try:
+        m.weights["embed.token"] = np.zeros((1, 1), dtype=np.float32)
+        same["weights cannot be replaced"] = ("assigned", "TypeError")
+    except TypeError:
+        same["weights cannot be replaced"] = ("TypeError", "TypeError")
     for what, (got, want) in same.items():
         checks += 1
         if got != want:
@@ -301,6 +312,10 @@ def misuse():
             "save to an int": (lambda: m.save(5), "save needs a file path"),
             "an int as the inputs": (lambda: m.run(5), "not int"),
             "exhaustive on real inputs": (lambda: real_double.verify(exhaustive=True), "cannot be enumerated"),
+            "a set as the vocabulary (unordered)": (lambda: raspc.compile(rev, vocab={"a", "b"}, max_len=4), "must be ordered"),
+            "an empty batch": (lambda: m.run([]), "the batch is empty"),
+            "an empty batch's readout": (lambda: m.readout([]), "the batch is empty"),
+            "a NaN readout decoded": (lambda: m.decode(np.full((3, len(m.output["encoding"]["values"])), np.nan)), "non-finite"),
             "NaN in U's X": (lambda: raspc.universal(2, 2, 2, 1).simulate([[float("nan"), 0], [0, 0]], [[[0, 0], [0, 0]]], [[[0, 0], [0, 0]]]), "not finite"),
         }
         for what, (call, says) in refused.items():

@@ -67,7 +67,37 @@ pub fn compile(case: &Case, max_len: usize, causal: bool) -> Result<(Session, ra
     let vocab = raspc_lang::parse_input(case.vocab)?;
     let opts = raspc_compiler::Options { vocab: vocab.clone(), max_len, causal, ..Default::default() };
     let compiled = raspc_compiler::compile(&s.graph, root, &opts, "test").map_err(|d| format!("{d:#?}"))?;
+    block_infos_name_allocated_slots(&compiled.checkpoint);
     Ok((s, root, vocab, compiled))
+}
+
+/// Every block's `writes` names a slot of the layout (one the block's output map writes into),
+/// and every slot a block's weights write into is named by some block, so that `inspect`,
+/// `plot` and `trace` show who writes what.
+pub fn block_infos_name_allocated_slots(ck: &raspc_checkpoint::Checkpoint) {
+    let d = ck.config.d_model;
+    for (l, layer) in ck.config.layers.iter().enumerate() {
+        let blocks = layer
+            .head_info
+            .iter()
+            .enumerate()
+            .map(|(h, i)| (i, raspc_checkpoint::names::head(l, h, "w_o")))
+            .chain(layer.mlp_info.iter().map(|i| (i, raspc_checkpoint::names::mlp(l, "w_out"))));
+        for (info, tensor) in blocks {
+            let slot =
+                ck.layout.sops.iter().find(|s| s.label == info.writes).unwrap_or_else(|| panic!("layer {l}: `{}` writes `{}`, which is not in the layout", info.what, info.writes));
+            let t = &ck.tensors[&tensor];
+            let cols = slot.offset..slot.offset + slot.encoding.dims();
+            let rows: Vec<usize> = match info.hidden {
+                Some([a, b]) => (a..b).collect(),
+                None => (0..t.shape[0]).collect(),
+            };
+            let writes = rows.iter().any(|&r| cols.clone().chain(slot.parts.iter().copied()).any(|c| c < d && t.data[r * d + c] != 0.0));
+            // A block may write nothing at all (an MLP part whose output is a constant folded into a bias).
+            let any = rows.iter().any(|&r| (0..d).any(|c| t.data[r * d + c] != 0.0));
+            assert!(writes || !any, "layer {l}: `{}` is said to write `{}`, but its weights write elsewhere", info.what, info.writes);
+        }
+    }
 }
 
 /// Compiles and verifies against the interpreter; returns the report.

@@ -342,7 +342,7 @@ fn plot_writes_svg_with_colorbars_and_a_symlog_scale() {
     let t = &ck.tensors["layers.0.mlp.w_in"];
     let vmax = t.data.iter().fold(0f32, |m, x| m.max(x.abs()));
     let svg = std::fs::read_to_string(dir.join("layer0_mlp_in.svg")).unwrap();
-    assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
+    assert!(svg.starts_with("<!-- raspc plot -->\n<svg"), "{}", &svg[..100]);
     // plotters writes each text's content on a line of its own.
     let text = |t: &str| svg.lines().any(|l| l.trim() == t);
     assert!(text(&format!("{vmax:.3}")) && text(&format!("-{vmax:.3}")), "colorbar labels ±{vmax:.3} missing");
@@ -463,6 +463,11 @@ fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
     let g = &ck.tensors["layers.4.mlp.w_gate"];
     let used = (0..g.shape[1]).filter(|&j| (0..g.shape[0]).any(|i| g.data[i * g.shape[1] + j] != 0.0)).count();
     assert_eq!(gate.len(), if used > 300 { used.div_ceil(300) } else { 1 }, "{gate:?}");
+    // Page files sort in page order (page numbers are zero-padded).
+    let mut names: Vec<String> = gate.iter().map(|f| f.file_name().unwrap().to_str().unwrap().to_string()).collect();
+    names.sort();
+    let page = |n: &String| n.rsplit_once('_').map_or(0, |(_, p)| p.trim_end_matches(".png").parse::<usize>().unwrap());
+    assert!(names.windows(2).all(|w| page(&w[0]) < page(&w[1])), "{names:?}");
 
     let prog = temp("u.rasp");
     std::fs::write(&prog, raspc::simulate::source(raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 2 })).unwrap();
@@ -473,6 +478,16 @@ fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
     let (code, out, err) = cli(&["trace", u, "--input", &input, "--program", prog.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("layer 4 mlp:") && out.ends_with("trace: every s-op agrees with the interpreter\n"), "{out}");
+    // U is recognised as compiled from a program that calls `universal` with its shapes, however
+    // spelled; a program of other shapes is not.
+    assert!(!err.contains("was not compiled from"), "{err}");
+    std::fs::write(&prog, "# U\nu=universal( 2,2, 2,2 ) ;").unwrap();
+    let (code, _, err) = cli(&["trace", u, "--input", &input, "--program", prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("was not compiled from"), "{err}");
+    std::fs::write(&prog, "u = universal(2, 2, 2, 1);").unwrap();
+    let (_, _, err) = cli(&["trace", u, "--input", &input, "--program", prog.to_str().unwrap()]);
+    assert!(err.contains("was not compiled from"), "{err}");
     // Out-of-bounds inputs are refused by position.
     let first_replaced = format!("[7,{}", input.split_once(',').unwrap().1);
     let (code, _, err) = cli(&["run", u, "--input", &first_replaced]);
@@ -759,7 +774,7 @@ fn figures_and_reports_never_replace_a_users_file_or_write_through_a_link() {
     std::fs::write(&notes, "notes").unwrap();
     let (code, _, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(err.contains("overview.png` exists and is not a PNG figure"), "{err}");
+    assert!(err.contains("overview.png` exists and is not a PNG figure written by `raspc plot`"), "{err}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "notes");
     let victim = temp("guard-victim.txt");
     std::fs::write(&victim, "victim").unwrap();
@@ -773,8 +788,31 @@ fn figures_and_reports_never_replace_a_users_file_or_write_through_a_link() {
     for _ in 0..2 {
         let (code, out, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
         assert_eq!(code, 0, "{err}");
-        assert!(out.contains("wrote"), "{out}");
+        assert!(out.contains("wrote") && !out.contains("note:"), "{out}");
     }
+    // A real PNG of the user's (raspc's figure without its text chunk: the same image, another
+    // program's file) is not replaced either; nor is an SVG of the user's.
+    let png = std::fs::read(&notes).unwrap();
+    let len = u32::from_be_bytes(png[33..37].try_into().unwrap()) as usize;
+    assert_eq!(&png[37..41], b"tEXt");
+    let users = [&png[..33], &png[33 + 12 + len..]].concat();
+    std::fs::write(&notes, &users).unwrap();
+    let (code, _, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("overview.png` exists and is not a PNG figure written by `raspc plot`"), "{err}");
+    assert_eq!(std::fs::read(&notes).unwrap(), users);
+    std::fs::remove_file(&notes).unwrap();
+    let svg_dir = temp("guard-svg");
+    let _ = std::fs::remove_dir_all(&svg_dir);
+    std::fs::create_dir_all(&svg_dir).unwrap();
+    std::fs::write(svg_dir.join("overview.svg"), "<svg xmlns=\"http://www.w3.org/2000/svg\"/>").unwrap();
+    let (code, _, err) = cli(&["plot", c, "-o", svg_dir.to_str().unwrap(), "--format", "svg"]);
+    assert_eq!(code, 1, "{err}");
+    // Another model's figures left in the directory are pointed out.
+    std::fs::write(dir.join("layer7_head0_qk.png"), &png).unwrap();
+    let (code, out, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("note: 1 other figure in") && out.contains("layer7_head0_qk.png"), "{out}");
     // probe -o: refused before the run for a file that is not an earlier report; an earlier
     // report is replaced.
     let report = temp("guard-report.json");
@@ -960,4 +998,24 @@ fn inspect_shows_every_bias_small_weights_and_escapes_control_characters() {
     let (code, out, _) = cli(&["inspect", p.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(!out.contains('\u{1b}') && out.contains("\\u{1b}"), "{out}");
+    // A line break in a label cannot forge a line of the report: it is shown escaped.
+    let (code, before, _) = cli(&["inspect", src.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let j = m.layout.sops.iter().position(|s| s.label == "length").unwrap();
+    m.layout.sops[j].label = "length\nlayer 9: forged".into();
+    for info in m.config.layers.iter_mut().flat_map(|x| x.mlp_info.iter_mut().chain(x.head_info.iter_mut())) {
+        for r in info.reads.iter_mut().chain(std::iter::once(&mut info.writes)) {
+            if r == "length" {
+                *r = "length\nlayer 9: forged".into();
+            }
+        }
+    }
+    std::fs::write(&p, m.to_bytes().unwrap()).unwrap();
+    for args in [vec!["inspect", p.to_str().unwrap()], vec!["inspect", p.to_str().unwrap(), "--layer", &l.to_string(), "--mlp"]] {
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 0, "{err}");
+        assert!(!out.lines().any(|x| x.starts_with("layer 9")), "{out}");
+        assert!(args.len() > 2 || out.contains("length\\nlayer 9: forged"), "{out}");
+    }
+    assert_eq!(before.lines().count(), cli(&["inspect", p.to_str().unwrap()]).1.lines().count());
 }

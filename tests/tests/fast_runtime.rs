@@ -67,6 +67,22 @@ fn compare(what: &str, fast: &Model, candle: &Model, batches: &[Vec<Vec<u32>>], 
     worst
 }
 
+/// The residual streams `trace` returns (after the embeddings and every sublayer) agree stage by
+/// stage, within the tolerance of [`compare`] relative to each stage's largest entry.
+fn compare_traces(what: &str, fast: &[raspc_runtime::Stage], candle: &[raspc_runtime::Stage], rel: f64) {
+    let names = |s: &[raspc_runtime::Stage]| s.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(fast), names(candle), "{what}");
+    for ((stage, a), (_, b)) in fast.iter().zip(candle) {
+        assert_eq!((a.len(), a.first().map(Vec::len)), (b.len(), b.first().map(Vec::len)), "{what} {stage}");
+        let scale = b.iter().flatten().fold(1.0f64, |m, &x| m.max(f64::from(x).abs()));
+        for (x, y) in a.iter().flatten().zip(b.iter().flatten()) {
+            // f32 stages: the f32 conversion of each adds up to half an ulp.
+            let tol = rel.max(2.0 * f64::from(f32::EPSILON)) * scale;
+            assert!((f64::from(*x) - f64::from(*y)).abs() <= tol, "{what} {stage}: fast {x} vs candle {y} (tolerance {tol})");
+        }
+    }
+}
+
 #[test]
 fn fast_backend_matches_candle_on_tracr_programs() {
     let mut worst = (0.0f64, 0.0f64);
@@ -81,7 +97,13 @@ fn fast_backend_matches_candle_on_tracr_programs() {
                 let fast = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
                 assert_eq!(fast.backend(), Backend::Fast);
                 let candle = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
-                let w = compare(&format!("{name} max-len {max_len} causal {causal} {dtype:?}"), &fast, &candle, &batches(&fast, &atoms, max_len), rel);
+                let what = format!("{name} max-len {max_len} causal {causal} {dtype:?}");
+                let batches = batches(&fast, &atoms, max_len);
+                let w = compare(&what, &fast, &candle, &batches, rel);
+                for att in [Attention::Hard, Attention::Soft] {
+                    let ids = &batches.last().unwrap()[0];
+                    compare_traces(&format!("{what} {att:?} trace"), &fast.trace(ids, att).unwrap(), &candle.trace(ids, att).unwrap(), rel);
+                }
                 if dtype == DType::F32 {
                     worst.0 = worst.0.max(w);
                 } else {
@@ -150,6 +172,12 @@ fn fast_backend_matches_candle_on_the_universal_simulator() {
             for (x, y) in a.iter().zip(&b) {
                 assert!((x - y).abs() <= rel * scale, "U {mode:?} {dtype:?}: fast {x} vs candle {y}");
             }
+            compare_traces(
+                &format!("U {mode:?} {dtype:?} trace"),
+                &fast.trace_real(&inputs[0], Attention::Hard).unwrap(),
+                &candle.trace_real(&inputs[0], Attention::Hard).unwrap(),
+                rel,
+            );
         }
     }
 }

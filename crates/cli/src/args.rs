@@ -248,9 +248,15 @@ pub enum Command {
         /// as for `raspc compile`.
         #[arg(long)]
         vocab: Option<String>,
+        /// For the compiler's stages: numeric inputs from a finite grid, as for `raspc compile`.
+        #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true)]
+        input_grid: Option<String>,
         /// For the compiler's stages: real-valued inputs in [LO, HI], as for `raspc compile`.
         #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true)]
         input_bounds: Option<String>,
+        /// For the compiler's stages on real-valued programs: MLP kind, as for `raspc compile`.
+        #[arg(long, value_enum, default_value = "relu")]
+        mlp: MlpArg,
         /// For the compiler's stages: the longest input.
         #[arg(long = "max-len")]
         max_len: Option<usize>,

@@ -293,5 +293,35 @@ fn cell(x: f32) -> String {
 /// descriptions come from the checkpoint file, and an escape sequence in one must not reach
 /// the terminal (or an SVG, where it is not even valid XML).
 pub fn printable(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() && c != '\n' { c.escape_default().to_string() } else { c.to_string() }).collect()
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// [`printable`] line by line: the text's own line breaks stay.
+pub fn printable_lines(s: &str) -> String {
+    s.split('\n').map(printable).collect::<Vec<_>>().join("\n")
+}
+
+/// The checkpoint with every string it shows as text (labels, block descriptions, the program
+/// hash and compiler version) made [`printable`], so that a line break in a label cannot start
+/// a line of its own in `inspect`'s output.
+pub fn with_printable_strings(mut ck: Checkpoint) -> Checkpoint {
+    let fix = |s: &mut String| {
+        if s.chars().any(char::is_control) {
+            *s = printable(s);
+        }
+    };
+    for sop in &mut ck.layout.sops {
+        fix(&mut sop.label);
+    }
+    fix(&mut ck.output.label);
+    fix(&mut ck.program_hash);
+    fix(&mut ck.compiler_version);
+    for layer in &mut ck.config.layers {
+        for info in layer.head_info.iter_mut().chain(layer.mlp_info.iter_mut()) {
+            fix(&mut info.what);
+            fix(&mut info.writes);
+            info.reads.iter_mut().for_each(fix);
+        }
+    }
+    ck
 }

@@ -70,8 +70,8 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
     };
     let r = match cli.command {
         Command::Eval { program, entry, input, json } => cmd::eval::eval(&program, entry.as_deref(), &input, json, out, err, color),
-        Command::Dump { program, entry, stage, vocab, input_bounds, max_len, causal } => {
-            let target = cmd::dump::CompileFlags { vocab, input_bounds, max_len, causal };
+        Command::Dump { program, entry, stage, vocab, input_grid, input_bounds, mlp, max_len, causal } => {
+            let target = cmd::dump::CompileFlags { vocab, input_grid, input_bounds, mlp, max_len, causal };
             cmd::dump::dump(&program, entry.as_deref(), stage, &target, out, err, color)
         }
         Command::Compile { program, target, output, force, bounds, json } => cmd::compile::compile_cmd(&program, &target, &output, force, bounds, json, out, err, color),

@@ -125,6 +125,11 @@ fn color(x: f32) -> RGBColor {
     }
 }
 
+/// The number of decimal digits of `n`.
+fn digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
+}
+
 /// Draws the heatmap of the nonzero rows and columns of `m`, one page per block of at most
 /// MAX_CELLS rows and columns; returns the files written (`path`, or `path` with `_pR_C` for
 /// several pages).
@@ -145,7 +150,9 @@ fn heatmap(path: &Path, title: &str, m: &[Vec<f32>], rows: &[String], cols: &[St
         for (pc, kc) in col_pages.iter().enumerate() {
             let (file, page) = if paged {
                 let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("figure");
-                let p = path.with_file_name(format!("{stem}_p{pr}_{pc}.{}", opts.format.ext()));
+                // Page numbers padded to the widest, so that the files sort in page order.
+                let (wr, wc) = (digits(row_pages.len() - 1), digits(col_pages.len() - 1));
+                let p = path.with_file_name(format!("{stem}_p{pr:0wr$}_{pc:0wc$}.{}", opts.format.ext()));
                 (
                     p,
                     format!(
@@ -171,6 +178,7 @@ fn heatmap(path: &Path, title: &str, m: &[Vec<f32>], rows: &[String], cols: &[St
                 Format::Png => draw_heatmap(BitMapBackend::new(&file, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells)?,
                 Format::Svg => draw_heatmap(SVGBackend::new(&file, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells)?,
             }
+            mark(&file, opts.format)?;
             files.push(file);
         }
     }
@@ -337,19 +345,48 @@ fn draw_overview<DB: DrawingBackend>(
 /// A figure may be drawn at `path` when nothing is there or a figure of this format is (an
 /// earlier run's): never over another file, and never through a link.
 fn may_draw(path: &Path, format: Format) -> Result<(), String> {
-    let ours = |b: &[u8]| match format {
-        Format::Png => b.starts_with(b"\x89PNG\r\n\x1a\n"),
-        Format::Svg => {
-            let t = String::from_utf8_lossy(b);
-            let t = t.trim_start();
-            t.starts_with("<svg") || t.starts_with("<?xml")
-        }
-    };
     let what = match format {
-        Format::Png => "a PNG figure (an earlier `raspc plot`'s)",
-        Format::Svg => "an SVG figure (an earlier `raspc plot`'s)",
+        Format::Png => "a PNG figure written by `raspc plot`",
+        Format::Svg => "an SVG figure written by `raspc plot`",
     };
-    crate::cmd::output::may_replace(path, what, &ours)
+    crate::cmd::output::may_replace(path, what, &|b| is_our_figure(b, format))
+}
+
+/// What marks a figure as raspc's: a PNG text chunk `Software` = this, first after the header;
+/// an SVG comment, first in the file. Only such files are ever replaced by a later plot (a user's
+/// own figure of the same name is not).
+const FIGURE_MARK: &str = "raspc plot";
+
+pub(crate) fn is_our_figure(b: &[u8], format: Format) -> bool {
+    match format {
+        Format::Png => {
+            let chunk = b.get(33..).unwrap_or_default();
+            b.starts_with(b"\x89PNG\r\n\x1a\n") && chunk.get(4..8) == Some(b"tEXt") && chunk.get(8..).is_some_and(|c| c.starts_with(format!("Software\0{FIGURE_MARK}").as_bytes()))
+        }
+        Format::Svg => b.starts_with(format!("<!-- {FIGURE_MARK} -->").as_bytes()),
+    }
+}
+
+/// Marks a figure just drawn at `path` as raspc's (see [`FIGURE_MARK`]).
+fn mark(path: &Path, format: Format) -> Result<(), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read back `{}`: {e}", path.display()))?;
+    let marked = match format {
+        // Signature (8 bytes), then IHDR (4 length + 4 type + 13 data + 4 CRC): the text chunk goes
+        // right after it.
+        Format::Png => {
+            if bytes.len() < 33 || !bytes.starts_with(b"\x89PNG\r\n\x1a\n") || &bytes[12..16] != b"IHDR" {
+                return Err(format!("`{}`: the drawing library wrote no PNG", path.display()));
+            }
+            let data = format!("Software\0{FIGURE_MARK}");
+            let mut chunk = (data.len() as u32).to_be_bytes().to_vec();
+            chunk.extend_from_slice(b"tEXt");
+            chunk.extend_from_slice(data.as_bytes());
+            chunk.extend_from_slice(&crc32fast::hash(&chunk[4..]).to_be_bytes());
+            [&bytes[..33], &chunk[..], &bytes[33..]].concat()
+        }
+        Format::Svg => [format!("<!-- {FIGURE_MARK} -->\n").as_bytes(), &bytes[..]].concat(),
+    };
+    std::fs::write(path, marked).map_err(|e| format!("cannot write `{}`: {e}", path.display()))
 }
 
 /// Largest heatmap `plot` draws (cells): d_model x d_model circuits and d_model x hidden MLPs.
@@ -374,6 +411,7 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
     let mut files = vec![];
     let p = dir.join(format!("overview.{}", opts.format.ext()));
     overview(&p, ck, opts.format)?;
+    mark(&p, opts.format)?;
     files.push(p);
     for (l, layer) in ck.config.layers.iter().enumerate() {
         for h in 0..layer.heads.len() {
@@ -458,7 +496,22 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
             chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
             area.present().map_err(err)?;
         }
+        mark(&path, Format::Png)?;
         files.push(path);
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn page_numbers_are_padded_to_the_largest() {
+        assert_eq!([0, 9, 10, 99, 100, 12345].map(super::digits), [1, 1, 2, 2, 3, 5]);
+        // Padded names of 12 pages sort in page order.
+        let w = super::digits(11);
+        let mut names: Vec<String> = (0..12).map(|p| format!("gate_p0_{p:0w$}.png")).collect();
+        let in_order = names.clone();
+        names.sort();
+        assert_eq!(names, in_order);
+    }
 }

@@ -26,6 +26,18 @@ impl Shape {
     pub fn output_len(&self) -> usize {
         self.h * self.n * self.dv
     }
+    /// The `program_hash` `raspc simulate` records for U of this shape.
+    pub fn hash(&self) -> String {
+        format!("universal(n={}, d={}, dv={}, h={})", self.n, self.d, self.dv, self.h)
+    }
+    /// The shape of a `program_hash` written by [`hash`](Self::hash).
+    pub fn from_hash(s: &str) -> Option<Shape> {
+        let inner = s.strip_prefix("universal(")?.strip_suffix(')')?;
+        let mut it = inner.split(", ");
+        let mut field = |name: &str| it.next()?.strip_prefix(name)?.strip_prefix('=')?.parse::<usize>().ok();
+        let shape = Shape { n: field("n")?, d: field("d")?, dv: field("dv")?, h: field("h")? };
+        (shape.hash() == s).then_some(shape)
+    }
 }
 
 /// The f32 number nearest x in the direction of zero.
@@ -170,7 +182,7 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
         ..Default::default()
     };
     let t0 = std::time::Instant::now();
-    let compiled = raspc_compiler::compile(&session.graph, root, &opts, &format!("universal(n={}, d={}, dv={}, h={})", s.n, s.d, s.dv, s.h))
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, &s.hash())
         .map_err(|d| format!("U does not compile: {}", d.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
     Ok(BuiltU { shape: s, compiled, compile_ms })
@@ -313,4 +325,18 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
         return bad("entries must be finite f32 numbers".into());
     }
     Ok(inst.to_f32())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shape;
+
+    #[test]
+    fn a_shape_is_read_back_from_its_hash_and_nothing_else_is() {
+        let s = Shape { n: 3, d: 64, dv: 5, h: 2 };
+        assert_eq!(Shape::from_hash(&s.hash()), Some(s));
+        for bad in ["universal(n=3, d=64, dv=5)", "universal(n=3, d=64, dv=5, h=2, x=1)", "universal(n=3,d=64,dv=5,h=2)", "sha256:00", "universal(n=-3, d=64, dv=5, h=2)"] {
+            assert_eq!(Shape::from_hash(bad), None, "{bad}");
+        }
+    }
 }

@@ -10,7 +10,9 @@ use std::io::Write;
 /// The compile options the compiler's stages need (a subset of `raspc compile`'s).
 pub(crate) struct CompileFlags {
     pub vocab: Option<String>,
+    pub input_grid: Option<String>,
     pub input_bounds: Option<String>,
+    pub mlp: MlpArg,
     pub max_len: Option<usize>,
     pub causal: bool,
 }
@@ -18,14 +20,14 @@ pub(crate) struct CompileFlags {
 impl CompileFlags {
     fn target(&self, entry: Option<&str>, stage: Stage) -> Result<Target, Failure> {
         let Some(max_len) = self.max_len else {
-            return Err(format!("--stage {} compiles the program: give --max-len (and --vocab or --input-bounds)", stage_name(stage)).into());
+            return Err(format!("--stage {} compiles the program: give --max-len (and --vocab, --input-grid or --input-bounds)", stage_name(stage)).into());
         };
         Ok(Target {
             entry: entry.map(str::to_string),
             vocab: self.vocab.clone(),
-            input_grid: None,
+            input_grid: self.input_grid.clone(),
             input_bounds: self.input_bounds.clone(),
-            mlp: MlpArg::Relu,
+            mlp: self.mlp,
             pl_error: None,
             max_len,
             causal: self.causal,
@@ -71,8 +73,11 @@ pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, fl
             if target.input_bounds.is_some() {
                 return Err(format!("--stage {}: real-valued programs are not rewritten; use --stage plan", stage_name(stage)).into());
             }
-            let Some(v) = &target.vocab else { return Err("give --vocab".to_string().into()) };
-            let vocab = parse_tokens("--vocab", v)?;
+            let vocab = match (&target.vocab, &target.input_grid) {
+                (Some(v), _) => parse_tokens("--vocab", v)?,
+                (None, Some(g)) => grid(g)?,
+                (None, None) => return Err("give --vocab or --input-grid".to_string().into()),
+            };
             let session = load(path, err, color)?;
             let (_, node) = session.entry(entry)?;
             let (g, root) = raspc_compiler::simplify::simplify(&session.graph, node, &vocab, target.max_len);

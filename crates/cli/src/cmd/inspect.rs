@@ -7,6 +7,9 @@ use std::path::Path;
 
 pub(crate) fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: Option<usize>, mlp: bool, out: &mut dyn Write) -> Result<(), Failure> {
     let ck = read_checkpoint(path)?;
+    // JSON escapes control characters itself; text must not pass the file's through (a line
+    // break in a label would start a line of its own).
+    let ck = if json { ck } else { inspect::with_printable_strings(ck) };
     let text = match layer {
         None => inspect::summary(&ck, json),
         Some(l) => {
@@ -26,8 +29,7 @@ pub(crate) fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: O
             }
         }
     };
-    // JSON escapes control characters itself; text must not pass the file's through.
-    let text = if json { text } else { crate::inspect::printable(&text) };
+    let text = if json { text } else { crate::inspect::printable_lines(&text) };
     let _ = write!(out, "{text}");
     Ok(())
 }

@@ -92,6 +92,20 @@ pub fn program_hash(session: &raspc_lang::Session) -> String {
     format!("sha256:{:x}", h.finalize())
 }
 
+/// Whether the entry `root` of `session` is the program `ck` was compiled from: the same source
+/// files (the program hash), or, for U written by `raspc simulate` (whose hash names its shapes),
+/// the same s-op graph as `universal(n, d, dv, h)` of those shapes, however the file spells it.
+pub(crate) fn compiled_from(session: &raspc_lang::Session, root: raspc_lang::NodeId, ck: &raspc_checkpoint::Checkpoint) -> bool {
+    if program_hash(session) == ck.program_hash {
+        return true;
+    }
+    let Some(shape) = crate::simulate::Shape::from_hash(&ck.program_hash) else { return false };
+    let text = crate::simulate::source(shape);
+    let (_, r) = raspc_lang::evaluate_program("<universal>", None, &text, &raspc_lang::MemoryLoader::default());
+    let Some((u, uroot)) = r.ok().and_then(|u| u.entry(Some("u")).ok().map(|(_, root)| (u, root))) else { return false };
+    u.graph.extract(uroot).0.dump() == session.graph.extract(root).0.dump()
+}
+
 pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Result<Built, Failure> {
     let mut session = load(path, err, color)?;
     let (_, root) = session.compile_entry(target.entry.as_deref())?;

@@ -12,10 +12,47 @@ pub(crate) fn plot_cmd(path: &Path, dir: &Path, format: PlotFormat, symlog: bool
         PlotFormat::Svg => plot::Format::Svg,
     };
     let files = plot::plot_with(&ck, dir, &plot::Options { format, symlog })?;
+    let stale = stale_figures(dir, &files);
     if json {
-        let _ = writeln!(out, "{}", serde_json::json!({ "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>() }));
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(), "stale": stale.iter().map(|f| f.display().to_string()).collect::<Vec<_>>() })
+        );
         return Ok(());
     }
     let _ = writeln!(out, "wrote {} figures to {}", files.len(), dir.display());
+    if let Some(first) = stale.first() {
+        let _ = writeln!(
+            out,
+            "note: {} other figure{} in {} (e.g. `{}`) {} from an earlier `raspc plot`, not of this model",
+            stale.len(),
+            if stale.len() == 1 { "" } else { "s" },
+            dir.display(),
+            first.file_name().unwrap_or_default().to_string_lossy(),
+            if stale.len() == 1 { "is" } else { "are" }
+        );
+    }
     Ok(())
+}
+
+/// Figures of an earlier plot (marked as raspc's, PNG or SVG) in `dir` that this one did not write.
+fn stale_figures(dir: &Path, written: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
+    let mut stale: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| !written.contains(p))
+        .filter(|p| {
+            let format = match p.extension().and_then(|e| e.to_str()) {
+                Some("png") => plot::Format::Png,
+                Some("svg") => plot::Format::Svg,
+                _ => return false,
+            };
+            let mut head = vec![0u8; 64];
+            let n = std::fs::File::open(p).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
+            plot::is_our_figure(&head[..n], format)
+        })
+        .collect();
+    stale.sort();
+    stale
 }

@@ -95,15 +95,15 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             Some(p) => Some(load(p, err, color)?),
             None => None,
         };
-        if let (Some(s), Some(p)) = (&session, &program)
-            && super::program_hash(s) != ck.program_hash
-        {
-            let _ = writeln!(err, "warning: `{}` was not compiled from `{}` (the program hashes differ): the task reference is that program's output", model.display(), p.display());
-        }
         let reference = match &session {
             Some(s) => Some((&s.graph, s.entry(entry.as_deref())?.1)),
             None => None,
         };
+        if let (Some(s), Some(p), Some((_, root))) = (&session, &program, reference)
+            && !super::compiled_from(s, root, &ck)
+        {
+            let _ = writeln!(err, "warning: `{}` was not compiled from `{}` (the program hashes differ): the task reference is that program's output", model.display(), p.display());
+        }
         let n = seq_len.unwrap_or(ck.config.max_seq_len);
         if n == 0 || n > ck.config.max_seq_len {
             return Err(format!("--seq-len {n} must be between 1 and the model's max_seq_len {}", ck.config.max_seq_len).into());

@@ -44,7 +44,7 @@ pub(crate) fn trace_cmd(
     if let Some(p) = program {
         let session = load(p, err, color)?;
         let (_, root) = session.entry(entry)?;
-        if program_hash(&session) != ck.program_hash {
+        if !compiled_from(&session, root, &ck) {
             let _ = writeln!(err, "warning: `{}` was not compiled from `{}` (the program hashes differ): s-ops are compared by name only", path.display(), p.display());
         }
         let rejects = |e: raspc_lang::EvalError| format!("the interpreter rejects this input: {}: {}", e.label, e.message);

@@ -10,8 +10,10 @@ them in PyTorch, TransformerLens and ONNX Runtime.
 Every failure is a :class:`RaspcError` whose message is raspc's diagnostic text.
 """
 
+import copy as _copy
 import json as _json
 import os as _os
+import types as _types
 
 from . import _raspc
 from ._raspc import RaspcError
@@ -116,53 +118,71 @@ class Model:
     """A compiled raspc checkpoint.
 
     Attributes: ``config`` (dict, the checkpoint's model config), ``layout`` (list of residual
-    slots: ``{"label", "offset", "encoding"}``), ``output`` (the output spec), ``weights`` (dict
+    slots: ``{"label", "offset", "encoding"}``), ``output`` (the output spec) (these three are
+    copies: editing them changes nothing), ``weights`` (read-only mapping
     tensor name -> numpy float32 array), ``dim_names`` (a name per residual dim),
     ``vocab`` (the input tokens, BOS excluded), ``summary`` (size figures).
     """
 
     def __init__(self, native, summary=None):
         self._native = native
-        self.config = _json.loads(native.config_json())
-        self.layout = _json.loads(native.layout_json())["sops"]
-        self.output = _json.loads(native.output_json())
+        self._config = _json.loads(native.config_json())
+        self._layout = _json.loads(native.layout_json())["sops"]
+        self._output = _json.loads(native.output_json())
         self.summary = summary or native.summary()
         self._weights = None
 
     # ---- description -------------------------------------------------------------------
+    # The checkpoint's metadata, as copies: editing one changes nothing the model computes (a
+    # model is immutable; compile or load another to change it).
+    @property
+    def config(self):
+        """The checkpoint's ``config`` (a copy)."""
+        return _copy.deepcopy(self._config)
+
+    @property
+    def layout(self):
+        """The residual layout: one entry per s-op slot (a copy)."""
+        return _copy.deepcopy(self._layout)
+
+    @property
+    def output(self):
+        """The output s-op: label, encoding, tolerance (a copy)."""
+        return _copy.deepcopy(self._output)
+
     @property
     def vocab(self):
-        bos = self.config["bos_id"]
-        return [v["token"] for v in self.config["vocab"] if v["id"] != bos]
+        bos = self._config["bos_id"]
+        return [v["token"] for v in self._config["vocab"] if v["id"] != bos]
 
     @property
     def token_ids(self):
         """Token (as JSON text) -> id, BOS excluded."""
-        bos = self.config["bos_id"]
-        return {_json.dumps(v["token"]): v["id"] for v in self.config["vocab"] if v["id"] != bos}
+        bos = self._config["bos_id"]
+        return {_json.dumps(v["token"]): v["id"] for v in self._config["vocab"] if v["id"] != bos}
 
     @property
     def is_real(self):
         """True when the model reads real numbers rather than vocabulary tokens."""
-        return self.config.get("real_input") is not None
+        return self._config.get("real_input") is not None
 
     @property
     def causal(self):
-        return bool(self.config["causal"])
+        return bool(self._config["causal"])
 
     @property
     def max_len(self):
-        return self.config["max_seq_len"]
+        return self._config["max_seq_len"]
 
     @property
     def tolerance(self):
         """Numerical outputs: the certified bound on |model - program| (0 for categorical)."""
-        return self.output.get("tolerance", 0.0)
+        return self._output.get("tolerance", 0.0)
 
     @property
     def dim_names(self):
-        names = [f"dim{i}" for i in range(self.config["d_model"])]
-        for s in self.layout:
+        names = [f"dim{i}" for i in range(self._config["d_model"])]
+        for s in self._layout:
             enc = s["encoding"]
             if enc["kind"] == "categorical":
                 for i, v in enumerate(enc["values"]):
@@ -173,7 +193,9 @@ class Model:
 
     @property
     def weights(self):
-        """Tensor name -> numpy float32 array (read-only), named as in the checkpoint."""
+        """Tensor name -> numpy float32 array, named as in the checkpoint; read-only, both the
+        mapping and the arrays (the model computes with its own weights: to experiment, copy,
+        ``{k: v.copy() for k, v in model.weights.items()}``)."""
         if self._weights is None:
             import numpy as np
 
@@ -182,11 +204,11 @@ class Model:
                 a = np.frombuffer(data, dtype="<f4").reshape(shape)
                 a.setflags(write=False)
                 w[name] = a
-            self._weights = w
+            self._weights = _types.MappingProxyType(w)
         return self._weights
 
     def __repr__(self):
-        return f"<raspc.Model {self.output['label']!r}: {self.summary}>"
+        return f"<raspc.Model {self._output['label']!r}: {self.summary}>"
 
     # ---- running -----------------------------------------------------------------------
     def run(self, inputs, attention="hard"):
@@ -194,6 +216,8 @@ class Model:
         differ) and returns one decoded output list per input, exactly as ``raspc run`` does.
         A single input (a string or a flat list of tokens) returns a single output list."""
         batch, single = _batch(inputs, self.vocab)
+        if not batch:
+            raise RaspcError("the batch is empty: give an input (a string or a list of tokens) or a list of inputs")
         out = _json.loads(self._native.run(_json_batch(batch), _attention(attention)))
         return out[0] if single else out
 
@@ -202,6 +226,8 @@ class Model:
         import numpy as np
 
         batch, single = _batch(inputs, self.vocab)
+        if not batch:
+            raise RaspcError("the batch is empty: give an input (a string or a list of tokens) or a list of inputs")
         out = [np.asarray(r, dtype=np.float64) for r in _json.loads(self._native.readout(_json_batch(batch), _attention(attention)))]
         return out[0] if single else out
 
@@ -232,12 +258,12 @@ class Model:
             if len(s) > self.max_len:
                 raise RaspcError(f"input {i}: input has {len(s)} tokens but the model was compiled for at most {self.max_len} (max_len)")
         t = max(lengths) + 1
-        bos = self.config["bos_id"]
+        bos = self._config["bos_id"]
         tokens = np.full((len(batch), t), bos, dtype=np.int64)
         mask = np.zeros((len(batch), t), dtype=np.float32)
         values = np.zeros((len(batch), t), dtype=np.float64)
         ids = self.token_ids
-        real = self.config.get("real_input")
+        real = self._config.get("real_input")
         for i, s in enumerate(batch):
             mask[i, : len(s) + 1] = 1
             for p, tok in enumerate(s):
@@ -265,7 +291,7 @@ class Model:
         rejects, so not checked), ``rejections``, ``examples``. Needs the program: models from
         :func:`compile`, not from :func:`load`."""
         modes = ["hard", "soft"] if attention == "both" else [_attention(attention)]
-        if exhaustive and self.config.get("real_input") is not None:
+        if exhaustive and self._config.get("real_input") is not None:
             raise RaspcError("exhaustive=True enumerates token inputs; a real-valued model's inputs cannot be enumerated: give samples=N (random inputs within its bounds)")
         samples = _count("samples", samples, 0 if exhaustive else 1)
         seed = _count("seed", seed)
@@ -403,6 +429,10 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
         raise RaspcError(f'mlp must be "relu" or "gated", not {mlp!r}')
     if vocab is not None and not isinstance(vocab, str) and not hasattr(vocab, "__iter__"):
         raise RaspcError(f"vocab must be a string of one-character tokens or a list of tokens, not {vocab!r}")
+    if isinstance(vocab, (set, frozenset, dict)):
+        # Token ids follow the vocabulary's order: a set's order changes from one Python process
+        # to the next (string hashing), and so would the checkpoint.
+        raise RaspcError(f"vocab must be ordered (a string or a list): a {type(vocab).__name__}'s order changes between Python processes, and the token ids with it; pass sorted(vocab)")
     if vocab is not None and not isinstance(vocab, str):
         for t in vocab if not hasattr(vocab, "tolist") else vocab.tolist():
             if isinstance(t, float) and t != t or t in (float("inf"), float("-inf")):

@@ -58,7 +58,7 @@ def heatmap(m, row_names, col_names, title, symlog=False, linthresh=None, all_di
 
 
 def plot_head(model, layer, head, circuit="qk", symlog=False, linthresh=None, all_dims=False):
-    cfg = model.config["layers"]
+    cfg = model._config["layers"]
     if not (0 <= layer < len(cfg)) or not (0 <= head < len(cfg[layer]["heads"])):
         raise RaspcError(f"layer {layer} has no head {head} (the model has {[len(l['heads']) for l in cfg]} heads per layer)")
     w = model.weights
@@ -76,7 +76,7 @@ def plot_head(model, layer, head, circuit="qk", symlog=False, linthresh=None, al
 
 
 def plot_mlp(model, layer, which="in", symlog=False, linthresh=None, all_dims=False):
-    cfg = model.config["layers"]
+    cfg = model._config["layers"]
     if not (0 <= layer < len(cfg)) or cfg[layer]["mlp"] is None:
         raise RaspcError(f"layer {layer} has no MLP")
     w = model.weights

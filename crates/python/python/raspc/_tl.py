@@ -33,7 +33,7 @@ from . import RaspcError
 def to_hooked_transformer(model, device="cpu"):
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-    cfg = model.config
+    cfg = model._config
     w = model.weights
     layers = cfg["layers"]
     gated = any(l["mlp"] is not None and l["mlp"]["kind"] == "reglu" for l in layers)

@@ -23,7 +23,7 @@ class RaspcModule(nn.Module):
         super().__init__()
         dtype = dtype or torch.float32
         self._model = model
-        cfg = model.config
+        cfg = model._config
         self.causal = bool(cfg["causal"])
         self.tie_tolerance = float(cfg["attention"]["tie_tolerance"])
         self.soft_beta = float(cfg["attention"]["soft_beta"])
