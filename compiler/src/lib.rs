@@ -128,7 +128,7 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         }
         None => {
             domain::check(graph, root, &opts.vocab, opts.max_len).map_err(|d| vec![d])?;
-            let (simple, simple_root) = simplify::simplify(graph, root, &opts.vocab, opts.max_len);
+            let (simple, simple_root, inexact) = simplify::simplify_noting(graph, root, &opts.vocab, opts.max_len);
             // An --encoding override may name an s-op that simplification rewrote away (a mean
             // that became a sum of widths, say): it has no slot of its own to encode any more,
             // so the override has nothing to act on; names the program never had stay errors.
@@ -138,7 +138,7 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
             let mut o = opts.clone();
             o.numerical.retain(|n| !gone(n));
             o.categorical.retain(|n| !gone(n));
-            (lower::lower(&simple, simple_root, &o)?, None)
+            (lower::lower_noting(&simple, simple_root, &o, &inexact)?, None)
         }
     };
     // The output is named after the entry as the caller's graph labels it (the user's name),

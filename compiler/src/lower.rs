@@ -95,6 +95,9 @@ struct Lowerer<'a> {
     conv: HashMap<SlotId, SlotId>,
     /// Numerical slot -> the atoms behind each point (for evaluating maps on it).
     num_atoms: HashMap<SlotId, Vec<Vec<Atom>>>,
+    /// Categorical slots whose values stand for others too, aligned with the encoding's values:
+    /// a count the interpreter computes as `k/n·n` (7.000000000000001 where the model has 7).
+    cat_alts: HashMap<SlotId, Vec<Vec<Atom>>>,
     diags: Vec<Diagnostic>,
     tokens: Option<SlotId>,
     indices: Option<SlotId>,
@@ -120,13 +123,25 @@ struct Lowerer<'a> {
 
 /// Runs the support check and lowering. All problems are reported together.
 pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagnostic>> {
+    lower_noting(g, root, opts, &HashMap::new())
+}
+
+/// [`lower`], with values the interpreter computes for some nodes besides their exact ones
+/// (`simplify::simplify_noting`): they join those nodes' value sets, so a map that tells them
+/// apart is refused.
+pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<NodeId, Vec<Atom>>) -> Result<Plan, Vec<Diagnostic>> {
     let node = g.node(root);
     if node.kind.is_selector() {
         return Err(vec![Diagnostic::error("compile::entry", format!("`{}` is a selector; only s-ops can be compiled", node.label), node.span)
             .with_label("a selector")
             .with_note("compile an s-op that uses it, e.g. `selector_width(...)` or `aggregate(...)`")]);
     }
-    let (sets, ivs) = infer_with_intervals(g, root, &opts.vocab, opts.max_len);
+    let (mut sets, ivs) = infer_with_intervals(g, root, &opts.vocab, opts.max_len);
+    for (id, values) in inexact {
+        if let Some(ValueSet::Finite(set)) = sets.get_mut(id) {
+            values.iter().for_each(|v| set.insert(v.clone()));
+        }
+    }
     let mut lw = Lowerer {
         g,
         opts,
@@ -136,6 +151,7 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
         rep: HashMap::new(),
         conv: HashMap::new(),
         num_atoms: HashMap::new(),
+        cat_alts: HashMap::new(),
         diags: vec![],
         tokens: None,
         indices: None,
@@ -733,6 +749,17 @@ impl Lowerer<'_> {
         }
     }
 
+    /// `id` maps `input`'s value `exact` and `other`, the same number computed another way, to
+    /// different results.
+    fn rounding_differs(&self, id: NodeId, input: NodeId, exact: &Atom, other: &Atom) -> Diagnostic {
+        self.err(id, "compile::numeric_map", format!("{} gives different results for numbers that differ only by rounding", crate::names::describe(self.g, id))).with_label("this map").with_note(format!(
+            "{} can be {} or {}, the same number computed two ways (a count computed as a mean times a length, k/n·n, is not always exactly k in floating point); the interpreter's result depends on which, a model cannot tell them apart. Round the values first (`round(...)`), or compute with integers",
+            crate::names::describe(self.g, input),
+            exact.repr(),
+            other.repr()
+        ))
+    }
+
     /// How to read `id` linearly.
     fn view(&mut self, id: NodeId) -> Result<View, Diagnostic> {
         match self.rep.get(&id).cloned().ok_or_else(|| self.internal(id, "read before it was lowered"))? {
@@ -744,7 +771,19 @@ impl Lowerer<'_> {
                     && let Rep::Slot(s) = self.rep[&leaves[0]]
                     && let SlotEnc::Cat(vals) = &self.slots[s].enc
                 {
-                    let map = vals.iter().map(|a| self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]))).collect();
+                    let map: Vec<Option<Atom>> = vals.iter().map(|a| self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]))).collect();
+                    // A value that stands for another the interpreter computes in its place
+                    // (`cat_alts`) must map to the same result.
+                    for (k, group) in self.cat_alts.get(&s).into_iter().flatten().enumerate() {
+                        for a in group.iter().skip(1) {
+                            let other = self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]));
+                            if let (Some(x), Some(y)) = (&map[k], &other)
+                                && !x.py_eq(y)
+                            {
+                                return Err(self.rounding_differs(id, leaves[0], &group[0], a));
+                            }
+                        }
+                    }
                     return Ok(View { slot: s, map: Some(map) });
                 }
                 let s = self.materialise(id)?;
@@ -923,6 +962,7 @@ impl Lowerer<'_> {
             .iter()
             .map(|l| match self.rep.get(l) {
                 Some(Rep::Slot(s)) if matches!(self.slots[*s].enc, SlotEnc::Num { .. }) => self.num_atoms.get(s).cloned().filter(|g| g.iter().any(|x| x.len() > 1)),
+                Some(Rep::Slot(s)) => self.cat_alts.get(s).cloned(),
                 _ => None,
             })
             .collect();
@@ -952,15 +992,7 @@ impl Lowerer<'_> {
                         },
                     };
                     if self.eval_inline(id, &e).is_some_and(|other| differs(&other)) {
-                        return Err(self
-                            .err(id, "compile::numeric_map", format!("{} gives different results for numbers that differ only by rounding", crate::names::describe(self.g, id)))
-                            .with_label("this map")
-                            .with_note(format!(
-                                "{} can be {} or {}, the same number computed two ways; the interpreter's result depends on which, a model cannot tell them apart. Round the values first, or compute with integers",
-                                crate::names::describe(self.g, views[j].0),
-                                group[0].repr(),
-                                a.repr()
-                            )));
+                        return Err(self.rounding_differs(id, views[j].0, &group[0], a));
                     }
                 }
             }
@@ -1351,7 +1383,9 @@ impl Lowerer<'_> {
         let width = cols + 1;
         let head = Head { width, q, k, v: vec![In::new(BOS, 0, 0, 1.0)], o: vec![Out::new(0, scratch, 0, 1.0)], gap: 1.0, qk_terms: cols };
         self.push_block(BlockKind::Head(head), scratch, format!("{label}:inverse = 1/(1 + selector_width({}))", self.selector_text(sel)));
-        let vals = self.finite(id)?;
+        // A non-integer count is what the interpreter computes where this width replaced a mean
+        // times a count (`simplify_noting`): it stands with the integer it rounds to.
+        let (vals, missed): (Vec<Atom>, Vec<Atom>) = self.finite(id)?.into_iter().partition(|a| !matches!(a, Atom::Float(x) if x.fract() != 0.0));
         let numerical = self.opts.numerical.contains(&label);
         // Point 1/(w+1) (ascending order: w descending) -> w.
         let ws: Vec<i64> = (0..=n as i64).rev().collect();
@@ -1368,7 +1402,21 @@ impl Lowerer<'_> {
         let dims = enc.dims();
         let out = self.new_slot(label.clone(), enc, vec![0.0; dims]);
         if numerical {
-            self.num_atoms.insert(out, (0..=n as i64).map(|w| vec![Atom::Int(w)]).collect());
+            let mut groups: Vec<Vec<Atom>> = (0..=n as i64).map(|w| vec![Atom::Int(w)]).collect();
+            for a in &missed {
+                if let Some(g) = a.as_f64().and_then(|x| groups.get_mut(x.round().max(0.0) as usize)) {
+                    g.push(a.clone());
+                }
+            }
+            self.num_atoms.insert(out, groups);
+        } else if !missed.is_empty() {
+            let mut groups: Vec<Vec<Atom>> = vals.iter().map(|v| vec![v.clone()]).collect();
+            for a in &missed {
+                if let Some(k) = a.as_f64().and_then(|x| vals.iter().position(|v| v.as_f64() == Some(x.round()))) {
+                    groups[k].push(a.clone());
+                }
+            }
+            self.cat_alts.insert(out, groups);
         }
         let mlp = staircase(scratch, &pts, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = selector_width({})", self.selector_text(sel)));

@@ -36,10 +36,23 @@ use std::collections::HashMap;
 /// A rebuilt graph holding only what `root` depends on, rewritten; returns its root.
 /// Falls back to the graph as given if a rewrite would grow it past the graph size limit.
 pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId) {
-    let Some((g1, r1)) = rebuild(g, root, None) else { return (g.clone(), root) };
+    let (g, r, _) = simplify_noting(g, root, vocab, max_len);
+    (g, r)
+}
+
+/// [`simplify`], and for each rewritten node (of the returned graph) whose exact value the
+/// interpreter's floating point misses on some input (`k/n·n` is 7.000000000000001 for 7/25·25),
+/// the values the interpreter computes there instead. They belong to the node's value set: a
+/// later map that tells them apart from the exact value is refused, as for any number computed
+/// two ways (`compile::numeric_map`), instead of silently differing from the interpreter.
+pub fn simplify_noting(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId, HashMap<NodeId, Vec<Atom>>) {
+    let Some((g1, r1)) = rebuild(g, root, None) else { return (g.clone(), root, HashMap::new()) };
     let sets = infer(&g1, r1, vocab, max_len);
-    let facts = Facts { sets: &sets, vocab, max_len, new: Default::default() };
-    rebuild(&g1, r1, Some(&facts)).unwrap_or((g1, r1))
+    let facts = Facts { sets: &sets, vocab, max_len, new: Default::default(), inexact: Default::default() };
+    match rebuild(&g1, r1, Some(&facts)) {
+        Some((g2, r2)) => (g2, r2, facts.inexact.into_inner().1),
+        None => (g1, r1, HashMap::new()),
+    }
 }
 
 /// What value analysis knows: the value sets of the graph being rebuilt (old ids), and, for
@@ -50,6 +63,9 @@ struct Facts<'a> {
     vocab: &'a [Atom],
     max_len: usize,
     new: RefCell<(HashMap<NodeId, ValueSet>, HashMap<NodeId, Iv>)>,
+    /// The interpreter's values a rewrite of a node misses (see [`simplify_noting`]): by the
+    /// node being rebuilt (old id), then by the node that replaced it (new id).
+    inexact: RefCell<(Vec<Atom>, HashMap<NodeId, Vec<Atom>>)>,
 }
 
 fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, NodeId)> {
@@ -61,7 +77,7 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
         let lex = facts.and_then(|f| {
             lexicographic(g, id, f.sets, &map, &mut out, node.span)
                 .or_else(|| grid_compare(g, id, f, &map, &mut out, node.span))
-                .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len))
+                .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len, &mut f.inexact.borrow_mut().0))
         });
         let kind = lex.unwrap_or(kind);
         let kind = rewrite(&mut out, &kind, node.span).unwrap_or(kind);
@@ -70,6 +86,13 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
             out.set_origin(new, node.span, node.library.clone());
         }
         map.insert(id, new);
+        if let Some(f) = facts {
+            let mut inexact = f.inexact.borrow_mut();
+            if !inexact.0.is_empty() {
+                let values = std::mem::take(&mut inexact.0);
+                inexact.1.insert(new, values);
+            }
+        }
     }
     let r = map[&root];
     Some((out, r))
@@ -123,7 +146,17 @@ const MAX_WIDTH_TERMS: usize = 8;
 /// is `Σ_a λ·a·selector_width(s and select(v, a, ==))` over the nonzero values `a` of `v`. Built
 /// in `out`; `None` when the pattern does not hold, or when the index-only counted sum of
 /// [`crate::numeric`] (a product with positions, cheaper for many values) applies.
-fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: &HashMap<NodeId, NodeId>, out: &mut Graph, span: raspc_lang::Span, max_len: usize) -> Option<NodeKind> {
+#[allow(clippy::too_many_arguments)]
+fn counted_widths(
+    g: &Graph,
+    id: NodeId,
+    sets: &HashMap<NodeId, ValueSet>,
+    map: &HashMap<NodeId, NodeId>,
+    out: &mut Graph,
+    span: raspc_lang::Span,
+    max_len: usize,
+    inexact: &mut Vec<Atom>,
+) -> Option<NodeKind> {
     let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return None };
     let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
     if crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
@@ -172,6 +205,27 @@ fn counted_widths(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: 
             let pick = out.add(NodeKind::Select { keys: v, queries: q, cmp: Cmp::Eq }, span)?;
             terms.push((out.add(NodeKind::SelectAnd(s, pick), span)?, lambda * x));
         }
+        // Where the interpreter's `(Σ/c)·f` is not the exact λ·Σ (c the count, f = λ·c at a grid
+        // pair, Σ an integer sum of c values), its value joins the node's values.
+        let (vmin, vmax) = nonzero.iter().fold((0.0f64, 0.0f64), |(lo, hi), (x, _)| (lo.min(*x), hi.max(*x)));
+        let mut missed = std::collections::BTreeSet::new();
+        let mut budget: usize = 1 << 22;
+        for (&(i, l), &c) in pairs.iter().zip(&counts) {
+            let Some(fv) = f_at(i, l).filter(|_| c > 0) else { continue };
+            let c = c as f64;
+            let (lo, hi) = ((vmin * c).round() as i64, (vmax * c).round() as i64);
+            budget = budget.saturating_sub((hi - lo + 1).max(0) as usize);
+            if budget == 0 {
+                break;
+            }
+            for sum in lo..=hi {
+                let float = (sum as f64 / c) * fv;
+                if float != lambda * sum as f64 {
+                    missed.insert(float.to_bits());
+                }
+            }
+        }
+        inexact.extend(missed.into_iter().map(|b| Atom::Float(f64::from_bits(b))));
         let weight = |k: f64| if k.fract() == 0.0 && k.abs() < 1e15 { Atom::Int(k as i64) } else { Atom::Float(k) };
         // λ·a·width, the width node added unless it is the whole result (which keeps the label).
         let term = |out: &mut Graph, both: NodeId, k: f64, last: bool| -> Option<NodeKind> {

@@ -785,6 +785,9 @@ fn figures_and_reports_never_replace_a_users_file_or_write_through_a_link() {
     assert!(err.contains("is not a regular file"), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim");
     std::fs::remove_file(&notes).unwrap();
+    let (code, _, err) = cli(&["plot", c, "-o", "-"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not to standard output") && !std::path::Path::new("-").exists(), "{err}");
     for _ in 0..2 {
         let (code, out, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
         assert_eq!(code, 0, "{err}");

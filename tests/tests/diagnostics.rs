@@ -111,3 +111,40 @@ fn a_map_of_floats_equal_up_to_rounding_says_so_and_the_advice_works() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", 0 mismatches"), "{out}");
 }
+
+/// Counting with a mean times the length, `frac * length`, is an exact count in the model; the
+/// interpreter's floats give 7/25·25 = 7.000000000000001 (and 1/49·49 = 0.9999999999999999). A
+/// map that tells the two apart (`== 7`, `< 1`) is refused, naming both numbers; one that does
+/// not (`round` first) compiles and verifies. Up to max-len 21, k/n·n is exactly k for every
+/// k <= n, so nothing is refused there.
+#[test]
+fn a_count_from_a_mean_compared_exactly_is_refused_where_floats_miss_it() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-count-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let frac = "frac_a = aggregate(select(1, 1, ==), indicator(tokens == \"a\"));\n";
+    for (name, body, max_len, says) in [
+        ("eq7", "prog = frac_a * length == 7;\n", "32", Some("can be 7 or 7.000000000000001")),
+        ("lt1", "n = frac_a * length;\nprog = tokens if n < 1 else \"many\";\n", "64", Some("`n` can be 1 or 0.9999999999999999")),
+        ("eq7_short", "prog = frac_a * length == 7;\n", "21", None),
+        ("rounded", "prog = round(frac_a * length) == 7;\n", "32", None),
+    ] {
+        let p = dir.join(format!("{name}.rasp"));
+        std::fs::write(&p, format!("{frac}{body}")).unwrap();
+        let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "ab", "--max-len", max_len, "--samples", "100"]);
+        match says {
+            Some(s) => {
+                assert_eq!(code, 1, "{name}: {out}{err}");
+                assert!(err.contains("compile::numeric_map") && err.contains(s) && err.contains("round"), "{name}: {err}");
+            }
+            None => {
+                assert_eq!(code, 0, "{name}: {err}");
+                assert!(out.contains(", 0 mismatches"), "{name}: {out}");
+            }
+        }
+    }
+    // The interpreter's own arithmetic, independently: the pairs the refusals name.
+    assert_ne!(7.0f64 / 25.0 * 25.0, 7.0);
+    assert_ne!(1.0f64 / 49.0 * 49.0, 1.0);
+    assert!((1..=21).all(|n| (0..=n).all(|k| k as f64 / n as f64 * n as f64 == k as f64)));
+    let _ = std::fs::remove_dir_all(&dir);
+}

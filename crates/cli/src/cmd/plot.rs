@@ -6,6 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 pub(crate) fn plot_cmd(path: &Path, dir: &Path, format: PlotFormat, symlog: bool, json: bool, out: &mut dyn Write) -> Result<(), Failure> {
+    if dir.as_os_str() == "-" {
+        return Err("`-o -`: plot writes figures into a directory, not to standard output; give a directory (`./-` for one named `-`)".to_string().into());
+    }
     let ck = read_checkpoint(path)?;
     let format = match format {
         PlotFormat::Png => plot::Format::Png,
