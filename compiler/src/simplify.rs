@@ -65,8 +65,11 @@ struct Facts<'a> {
     new: RefCell<(HashMap<NodeId, ValueSet>, HashMap<NodeId, Iv>)>,
     /// The interpreter's values a rewrite of a node misses (see [`simplify_noting`]): by the
     /// node being rebuilt (old id), then by the node that replaced it (new id).
-    inexact: RefCell<(Vec<Atom>, HashMap<NodeId, Vec<Atom>>)>,
+    inexact: RefCell<Inexact>,
 }
+
+/// The floats a rewrite misses: for the node being rebuilt, then by the node that replaced it.
+type Inexact = (Vec<Atom>, HashMap<NodeId, Vec<Atom>>);
 
 fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, NodeId)> {
     let mut out = Graph::new();
