@@ -32,6 +32,10 @@ fn load_appends_the_rasp_extension() {
         let v = eval_with_files(&main, &[("/virtual/lib.rasp", lib)], "y", &chars("abc")).unwrap();
         assert_eq!(json(&v), json!([2, 3, 4]), "load \"{spelling}\"");
     }
+    // `lib.rasp` wins over a file named `lib` (a script without an extension, say).
+    let main = "load \"lib\";\ny = plus_two(indices);";
+    let v = eval_with_files(main, &[("/virtual/lib.rasp", lib), ("/virtual/lib", "#!/bin/sh\necho not rasp")], "y", &chars("abc")).unwrap();
+    assert_eq!(json(&v), json!([2, 3, 4]));
 }
 
 #[test]
@@ -305,4 +309,30 @@ fn evaluation_frees_its_scopes() {
     assert!(globals.upgrade().is_some());
     drop(s);
     assert!(globals.upgrade().is_none(), "the global scope outlives its session");
+}
+
+/// `exit` and `quit` stop the program where they stand, as the reference stops reading its input
+/// there (its tests `quit.txt`, `exit_fun.txt`): later assignments do not run, also after an
+/// `exit` inside a loaded file.
+#[test]
+fn exit_and_quit_stop_the_program_there() {
+    for stop in ["exit;", "exit()", "quit", "quit();"] {
+        let src = format!("x = tokens_int + 1;\n{stop}\nx = tokens_int + 100;\n");
+        let v = eval(&src, "x", &[Atom::Int(1), Atom::Int(2)]).unwrap();
+        assert_eq!(json(&v), json!([2, 3]), "{stop}");
+    }
+    let lib = "y = indices;\nexit;\ny = indices + 5;";
+    let v = eval_with_files("x = 1;\nload \"lib\";\nz = 7;", &[("/virtual/lib.rasp", lib)], "y", &chars("ab")).unwrap();
+    assert_eq!(json(&v), json!([0, 1]));
+    let e = eval_with_files("x = 1;\nload \"lib\";\nz = tokens;", &[("/virtual/lib.rasp", lib)], "z", &chars("ab")).unwrap_err();
+    assert!(e.contains("z"), "{e}");
+}
+
+/// An expression statement's value is `out`, as the reference's `set_out`: later statements read
+/// it, and so does `--entry out`.
+#[test]
+fn an_expression_statement_binds_out() {
+    let src = "x = tokens_int;\nx + 1;\ny = out * 2;";
+    assert_eq!(json(&eval(src, "y", &[Atom::Int(1), Atom::Int(2)]).unwrap()), json!([4, 6]));
+    assert_eq!(json(&eval("tokens_int * 3;", "out", &[Atom::Int(1), Atom::Int(2)]).unwrap()), json!([3, 6]));
 }

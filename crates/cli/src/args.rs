@@ -379,6 +379,21 @@ impl MlpArg {
     }
 }
 
+/// The first token of `vocab` that repeats an earlier one, as the message that refuses it
+/// (`what` names the argument). Tokens are the same when a Python dict would hold them under one
+/// key, as the value sets do: the same string, or equal numbers (`0`, `0.0` and `-0.0`; `1`,
+/// `1.0` and `true`).
+pub fn vocab_duplicate(what: &str, vocab: &[raspc_lang::Atom]) -> Option<String> {
+    let mut seen: std::collections::HashMap<raspc_lang::atom::AtomKey, &raspc_lang::Atom> = std::collections::HashMap::new();
+    for a in vocab {
+        if let Some(first) = seen.insert(a.key(), a) {
+            let (x, y) = (first.to_json().to_string(), a.to_json().to_string());
+            return Some(if x == y { format!("{what} lists {} twice", a.repr()) } else { format!("{what} lists {x} and {y}, the same token (equal numbers, as Python's sets and dicts see them)") });
+        }
+    }
+    None
+}
+
 /// `LO,HI,STEP` -> the numbers LO, LO + STEP, ..., up to HI (at most 4096).
 pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
     let bad = || format!("bad --input-grid `{s}`: expected LO,HI,STEP with LO <= HI and STEP > 0, e.g. -1,1,0.25");

@@ -380,6 +380,10 @@ fn flags_are_checked_before_anything_is_allocated() {
     fails(&["compile", h, "--vocab", "[1,2", "--max-len", "4", "-o", "/nonexistent/typo.safetensors", "--force"], &["bad --vocab", "not valid JSON"]);
     fails(&["compile", h, "--input-grid", "0,1,1e-300", "--max-len", "4", "-o", "/nonexistent/g.safetensors"], &["--input-grid", "at most 4096"]);
     fails(&["compile", h, "--vocab", "abc", "--max-len", "100000", "-o", "/nonexistent/x.safetensors"], &["--max-len 100000"]);
+    // Equal numbers are one token (as in Python's sets): -0.0 and 0.0, 0 and 0.0, 1 and true.
+    for (vocab, says) in [("[-0.0, 0.0]", "-0.0 and 0.0"), ("[0, -0]", "0 and -0.0"), ("[1, 2, 1.0]", "1 and 1.0"), ("[true, 1]", "true and 1"), ("[\"a\", \"a\"]", "lists 'a' twice")] {
+        fails(&["compile", h, "--vocab", vocab, "--max-len", "4", "-o", "/nonexistent/z.safetensors"], &[says]);
+    }
 }
 
 #[test]

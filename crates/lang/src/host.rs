@@ -292,6 +292,8 @@ struct Evaluator<'l> {
     /// re-binds its names without evaluating it again (its names depend only on the library).
     loaded: HashMap<PathBuf, Env>,
     notes: Vec<Diagnostic>,
+    /// An `exit` or `quit` ran: no later statement runs (the reference stops reading there).
+    stopped: bool,
     steps: u64,
     depth: usize,
     loading: Vec<PathBuf>,
@@ -319,6 +321,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
         globals: Rc::new(RefCell::new(Scope::default())),
         loaded: HashMap::new(),
         notes: vec![],
+        stopped: false,
         steps: 0,
         depth: 0,
         loading: vec![],
@@ -496,6 +499,9 @@ impl<'l> Evaluator<'l> {
 
     fn exec_block(&mut self, stmts: &[Stmt], env: &Env, top_of_main: bool) -> R<()> {
         for s in stmts {
+            if self.stopped {
+                break;
+            }
             self.exec(s, env, top_of_main)?;
         }
         Ok(())
@@ -505,7 +511,11 @@ impl<'l> Evaluator<'l> {
         self.tick(s.span)?;
         match &s.kind {
             StmtKind::Expr(e) => {
-                self.eval(e, env)?;
+                // As in the reference, an expression statement's value is `out` (readable by
+                // later statements and as `--entry out`); it names no node and is not the
+                // default entry.
+                let v = self.eval(e, env)?;
+                set_var(env, "out", v);
             }
             StmtKind::Assign { targets, values } => {
                 targets.iter().try_for_each(check_name)?;
@@ -565,6 +575,12 @@ impl<'l> Evaluator<'l> {
                 }
                 self.notes.push(Diagnostic::note_at("eval::draw-ignored", "`draw` is ignored: raspc does not draw computation flows", s.span));
             }
+            StmtKind::Repl { kind: crate::ast::ReplKind::Exit, .. } => {
+                // The reference stops reading input at `exit`/`quit`: nothing after it runs, in
+                // this file or any that loaded it.
+                self.stopped = true;
+                self.notes.push(Diagnostic::note_at("eval::exit", "`exit`: the statements after it are not run (as in the reference)", s.span));
+            }
             StmtKind::Repl { .. } => {
                 self.notes.push(Diagnostic::note_at("eval::repl-ignored", "REPL-only statement ignored", s.span));
             }
@@ -619,13 +635,14 @@ impl<'l> Evaluator<'l> {
     }
 
     /// Where `load "name";` may find its file, in order: relative to the including file, then
-    /// to the working directory; each as written and with `.rasp` appended (the reference
-    /// appends it).
+    /// to the working directory; each first with `.rasp` appended (what the reference opens),
+    /// then as written (`load "lib.rasp";` too).
     fn load_candidates(&self, path: &str, span: Span) -> Vec<PathBuf> {
-        let mut names = vec![PathBuf::from(path)];
+        let mut names = vec![];
         if !path.ends_with(".rasp") {
             names.push(PathBuf::from(format!("{path}.rasp")));
         }
+        names.push(PathBuf::from(path));
         let mut out: Vec<PathBuf> = vec![];
         if let Some(dir) = self.sources.get(span.file).path.as_ref().and_then(|b| b.parent()) {
             out.extend(names.iter().map(|n| dir.join(n)));

@@ -371,11 +371,8 @@ fn compile(
     if vocab.is_empty() && real.is_none() {
         return Err(err("vocab is empty: give the tokens the model must accept"));
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for a in &vocab {
-        if !seen.insert(a.to_json().to_string()) {
-            return Err(err(format!("vocab lists {} twice", a.repr())));
-        }
+    if let Some(e) = raspc::vocab_duplicate("vocab", &vocab) {
+        return Err(err(e));
     }
     if max_len == 0 || max_len > 4096 {
         return Err(err(format!("max_len must be between 1 and 4096 (got {max_len})")));

@@ -131,11 +131,8 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
     if vocab.len() > raspc_compiler::infer::MAX_VALUES {
         return Err(format!("--vocab has {} tokens; a token s-op's values are enumerated, at most {}", vocab.len(), raspc_compiler::infer::MAX_VALUES).into());
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for a in &vocab {
-        if !seen.insert(a.to_json().to_string()) {
-            return Err(format!("--vocab lists {} twice", a.repr()).into());
-        }
+    if let Some(e) = vocab_duplicate("--vocab", &vocab) {
+        return Err(e.into());
     }
     if target.max_len == 0 {
         return Err("--max-len must be at least 1".to_string().into());
