@@ -130,6 +130,25 @@ pub fn infer_with_intervals(graph: &Graph, root: NodeId, vocab: &[Atom], max_len
         // Integer facts narrow (counted sums) or bound (sums too large to enumerate) the set.
         let counted = crate::numeric::counted_sum_parts(graph, id, max_len).is_some();
         let set = match iv.as_ref().and_then(crate::numeric::int_set) {
+            Some(ValueSet::Finite(mut ints)) if counted => {
+                // The interpreter's floats where they miss the exact count stay possible values.
+                let values = match &graph.node(id).kind {
+                    NodeKind::Map { args, .. } => args.iter().find_map(|a| match a {
+                        raspc_lang::graph::Operand::Sop(x) => match &graph.node(*x).kind {
+                            NodeKind::Aggregate { values, .. } => Some(*values),
+                            _ => None,
+                        },
+                        _ => None,
+                    }),
+                    _ => None,
+                };
+                if let Some(ValueSet::Finite(vs)) = values.and_then(|v| out.get(&v)) {
+                    for a in crate::numeric::counted_sum_floats(graph, id, max_len, &vs.iter().cloned().collect::<Vec<_>>()) {
+                        ints.insert(a);
+                    }
+                }
+                ValueSet::Finite(ints)
+            }
             Some(ints) if counted || set == ValueSet::Unbounded => ints,
             _ => set,
         };

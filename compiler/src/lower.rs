@@ -749,11 +749,22 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Whether `id` is, or is computed from, a mean of values that are not all integers.
+    fn mean_of_non_integers(&self, id: NodeId) -> bool {
+        self.g.ancestors(id).into_iter().any(|n| match &self.g.node(n).kind {
+            NodeKind::Aggregate { values, .. } => match self.sets.get(values) {
+                Some(ValueSet::Finite(set)) => set.iter().any(|a| matches!(a, Atom::Float(x) if x.fract() != 0.0)),
+                _ => true,
+            },
+            _ => false,
+        })
+    }
+
     /// `id` maps `input`'s value `exact` and `other`, the same number computed another way, to
     /// different results.
     fn rounding_differs(&self, id: NodeId, input: NodeId, exact: &Atom, other: &Atom) -> Diagnostic {
         self.err(id, "compile::numeric_map", format!("{} gives different results for numbers that differ only by rounding", crate::names::describe(self.g, id))).with_label("this map").with_note(format!(
-            "{} can be {} or {}, the same number computed two ways (a count computed as a mean times a length, k/n·n, is not always exactly k in floating point); the interpreter's result depends on which, a model cannot tell them apart. Round the values first (`round(...)`), or compute with integers",
+            "{} can be {} or {}, the same number computed two ways in floating point (a mean of floats depends on the order they are added; k/n·n is not always exactly k); the interpreter's result depends on which, a model cannot tell them apart. Round the values first (`round(...)`), or compute with integers",
             crate::names::describe(self.g, input),
             exact.repr(),
             other.repr()
@@ -830,6 +841,11 @@ impl Lowerer<'_> {
         let outputs: Vec<Vec<f64>> = (0..n).map(|i| (0..n).map(|j| (i == j) as u8 as f64).collect()).collect();
         let label = format!("{}:categorical", self.slots[num].label);
         let out = self.new_slot(label, SlotEnc::Cat(atoms), vec![0.0; n]);
+        // A point that stands for several floats (a number computed two ways) still does in the
+        // one-hot: a map reading it must give them the same result.
+        if let Some(groups) = self.num_atoms.get(&num).filter(|g| g.iter().any(|x| x.len() > 1)) {
+            self.cat_alts.insert(out, groups.clone());
+        }
         let mlp = staircase(num, &points, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("categorical({})", self.slots[num].label));
         self.conv.insert(num, out);
@@ -912,12 +928,29 @@ impl Lowerer<'_> {
                             continue;
                         }
                         if node.named {
-                            named.push(node.label.clone());
+                            // Numbers computed two ways by rounding: storing categorically helps
+                            // only for a mean of integers (one float per sum and count, which
+                            // the map then reads exactly); a count computed as a mean times a
+                            // length, or a mean of other floats, stays ambiguous.
+                            let plain_mean = match &node.kind {
+                                raspc_lang::NodeKind::Aggregate { values, .. } => {
+                                    matches!(self.sets.get(values), Some(ValueSet::Finite(set)) if set.iter().all(|a| !matches!(a, Atom::Float(x) if x.fract() != 0.0)))
+                                }
+                                _ => false,
+                            };
+                            if !rounding || plain_mean {
+                                named.push(node.label.clone());
+                            }
                         } else {
                             todo.extend(node.kind.operands());
                         }
                     }
                     named.sort();
+                    // Storing a mean of non-integers categorically does not help: its float
+                    // depends on the order the interpreter adds the values in.
+                    if rounding && self.mean_of_non_integers(leaves[0]) {
+                        named.clear();
+                    }
                     let flag = match named.as_slice() {
                         [] => String::new(),
                         _ => format!(" (`{}`)", named.iter().map(|n| format!("--encoding {n}=categorical")).collect::<Vec<_>>().join(" ")),
@@ -925,7 +958,10 @@ impl Lowerer<'_> {
                     let (what, note) = if rounding {
                         (
                             "numbers that differ only by rounding",
-                            format!("{input} can be {values}, the same number computed two ways; the interpreter's result depends on which, a model cannot tell them apart. Round the values first, compute with integers, or store the s-ops it comes from categorically{flag}"),
+                            format!(
+                                "{input} can be {values}, the same number computed two ways; the interpreter's result depends on which, a model cannot tell them apart. Round the values first, {}",
+                                if flag.is_empty() { "or compute with integers".to_string() } else { format!("compute with integers, or store the s-ops it comes from categorically{flag}") }
+                            ),
                         )
                     } else {
                         ("equal numbers of different types", format!("{input} can be {values}; store the s-ops it comes from categorically{flag}"))

@@ -239,6 +239,45 @@ pub fn counted_sum_parts(g: &Graph, id: NodeId, max_len: usize) -> Option<(NodeI
     None
 }
 
+/// The floats the interpreter computes for a counted sum `aggregate(sel, v) * f(indices)` where
+/// they are not the exact λ·Σv (`(Σ/c)·f` with Σ an integer sum of c values: 15/22·22 is
+/// 14.999999999999998): they belong to its value set beside the integers, so that a map telling
+/// them apart is refused (`compile::numeric_map`). Empty unless v's values are integers.
+pub fn counted_sum_floats(g: &Graph, id: NodeId, max_len: usize, values: &[Atom]) -> Vec<Atom> {
+    let Some((sel, _, lambda)) = counted_sum_parts(g, id, max_len) else { return vec![] };
+    let NodeKind::Map { args, .. } = &g.node(id).kind else { return vec![] };
+    let Some(f) = args.iter().find_map(|a| match a {
+        Operand::Sop(x) if !matches!(g.node(*x).kind, NodeKind::Aggregate { .. }) => Some(*x),
+        _ => None,
+    }) else {
+        return vec![];
+    };
+    let Some(nums) = values.iter().map(|a| a.as_f64().filter(|x| x.fract() == 0.0 && !a.is_str())).collect::<Option<Vec<f64>>>() else { return vec![] };
+    let (vmin, vmax) = nums.iter().fold((0.0f64, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    let Some(counts) = backward_counts(g, sel, max_len) else { return vec![] };
+    let mut out = std::collections::BTreeSet::new();
+    let mut budget: usize = 1 << 22;
+    for (i, &c) in counts.iter().enumerate() {
+        let Some(fv) = index_value(g, f, i as i64).and_then(|x| if x.is_str() { None } else { x.as_f64() }) else { continue };
+        if c == 0 {
+            continue;
+        }
+        let cf = c as f64;
+        let (lo, hi) = ((vmin * cf).round() as i64, (vmax * cf).round() as i64);
+        budget = budget.saturating_sub((hi - lo + 1).max(0) as usize);
+        if budget == 0 {
+            break;
+        }
+        for sum in lo..=hi {
+            let float = (sum as f64 / cf) * fv;
+            if float != lambda * sum as f64 {
+                out.insert(float.to_bits());
+            }
+        }
+    }
+    out.into_iter().map(|b| Atom::Float(f64::from_bits(b))).collect()
+}
+
 /// The λ with f = λ·c at every point of `points` (pairs of f, None where it has no number, and
 /// a key count c; f must be 0 where c is 0), equal up to 1e-12 relative; 0 when every c is 0.
 /// None when some f is missing or no single λ fits.

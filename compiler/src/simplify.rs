@@ -46,9 +46,11 @@ pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Gra
 /// later map that tells them apart from the exact value is refused, as for any number computed
 /// two ways (`compile::numeric_map`), instead of silently differing from the interpreter.
 pub fn simplify_noting(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId, HashMap<NodeId, Vec<Atom>>) {
-    let Some((g1, r1)) = rebuild(g, root, None) else { return (g.clone(), root, HashMap::new()) };
+    let none = HashMap::new();
+    let structural = Facts { sets: &none, vocab, max_len, new: Default::default(), inexact: Default::default(), structural: true };
+    let Some((g1, r1)) = rebuild(g, root, Some(&structural)) else { return (g.clone(), root, HashMap::new()) };
     let sets = infer(&g1, r1, vocab, max_len);
-    let facts = Facts { sets: &sets, vocab, max_len, new: Default::default(), inexact: Default::default() };
+    let facts = Facts { sets: &sets, vocab, max_len, new: Default::default(), inexact: Default::default(), structural: false };
     match rebuild(&g1, r1, Some(&facts)) {
         Some((g2, r2)) => (g2, r2, facts.inexact.into_inner().1),
         None => (g1, r1, HashMap::new()),
@@ -66,6 +68,9 @@ struct Facts<'a> {
     /// The interpreter's values a rewrite of a node misses (see [`simplify_noting`]): by the
     /// node being rebuilt (old id), then by the node that replaced it (new id).
     inexact: RefCell<Inexact>,
+    /// The first pass: only the rewrites that need no value sets of the graph being rebuilt
+    /// (`rewrite`, which asks for the new graph's).
+    structural: bool,
 }
 
 /// The floats a rewrite misses: for the node being rebuilt, then by the node that replaced it.
@@ -77,13 +82,13 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
     for id in g.ancestors(root) {
         let node = g.node(id);
         let kind = node.kind.remap(&|x| map[&x]);
-        let lex = facts.and_then(|f| {
+        let lex = facts.filter(|f| !f.structural).and_then(|f| {
             lexicographic(g, id, f.sets, &map, &mut out, node.span)
                 .or_else(|| grid_compare(g, id, f, &map, &mut out, node.span))
                 .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len, &mut f.inexact.borrow_mut().0))
         });
         let kind = lex.unwrap_or(kind);
-        let kind = rewrite(&mut out, &kind, node.span).unwrap_or(kind);
+        let kind = rewrite(&mut out, &kind, node.span, facts).unwrap_or(kind);
         let new = out.add_labelled(kind, node.span, &node.label, node.named)?;
         if out.node(new).library.is_none() && node.library.is_some() {
             out.set_origin(new, node.span, node.library.clone());
@@ -303,7 +308,7 @@ fn compares_several(g: &Graph, s: NodeId) -> bool {
     p.len() > 1
 }
 
-fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span) -> Option<NodeKind> {
+fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Option<&Facts>) -> Option<NodeKind> {
     if let NodeKind::SelectorWidth(sel) = kind
         && let NodeKind::SelectOr(a, b) = out.node(*sel).kind.clone()
         && compares_several(out, *sel)
@@ -324,7 +329,7 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span) -> Option<N
     match (op, args.as_slice()) {
         (BinOp::Add | BinOp::Sub, [a, b]) => {
             let ((s1, v1, d1), (s2, v2, d2)) = (agg(a)?, agg(b)?);
-            if s1 != s2 {
+            if s1 != s2 || !integral_values(facts, out, &[v1, v2]) {
                 return None;
             }
             let default = atom::binary(*op, &d1, &d2).ok()?;
@@ -333,12 +338,31 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span) -> Option<N
         }
         (BinOp::Mul | BinOp::Div, [a, Operand::Const(c)]) | (BinOp::Mul, [Operand::Const(c), a]) if numeric(c) => {
             let (s, v, d) = agg(a)?;
+            if !integral_values(facts, out, &[v]) {
+                return None;
+            }
             let default = atom::binary(*op, &d, c).ok()?;
             let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v), Operand::Const(c.clone())] }, span)?;
             Some(NodeKind::Aggregate { sel: s, values, default })
         }
         _ => None,
     }
+}
+
+/// Whether every value of the s-ops `ids` of the new graph is an integer (or a boolean). A mean
+/// of other floats depends on the order the interpreter adds them in (0.4 + 0.2 + 0.3 + 0.1 is
+/// 1.0000000000000002), which a merged or scaled mean would not reproduce: such means keep
+/// their own heads, whose value sets carry the alternatives (`compile::numeric_map`). Without
+/// value analysis (no `facts`), true.
+fn integral_values(facts: Option<&Facts>, out: &Graph, ids: &[NodeId]) -> bool {
+    let Some(f) = facts else { return true };
+    ids.iter().all(|&id| {
+        f.learn(out, id);
+        match f.new.borrow().0.get(&id) {
+            Some(ValueSet::Finite(set)) => set.iter().all(|a| integral(a) || matches!(a, Atom::Bool(_))),
+            _ => false,
+        }
+    })
 }
 
 // ---- comparisons with means of integers -----------------------------------------------------

@@ -314,6 +314,7 @@ def misuse():
             "exhaustive on real inputs": (lambda: real_double.verify(exhaustive=True), "cannot be enumerated"),
             "a set as the vocabulary (unordered)": (lambda: raspc.compile(rev, vocab={"a", "b"}, max_len=4), "must be ordered"),
             "an empty batch": (lambda: m.run([]), "the batch is empty"),
+            "an unknown word with a word vocabulary": (lambda: words.run(["the", "dog"]), '"dog" at position 1'),
             "an empty batch's readout": (lambda: m.readout([]), "the batch is empty"),
             "a NaN readout decoded": (lambda: m.decode(np.full((3, len(m.output["encoding"]["values"])), np.nan)), "non-finite"),
             "NaN in U's X": (lambda: raspc.universal(2, 2, 2, 1).simulate([[float("nan"), 0], [0, 0]], [[[0, 0], [0, 0]]], [[[0, 0], [0, 0]]]), "not finite"),

@@ -126,6 +126,8 @@ fn a_count_from_a_mean_compared_exactly_is_refused_where_floats_miss_it() {
         ("eq7", "prog = frac_a * length == 7;\n", "32", Some("can be 7 or 7.000000000000001")),
         ("lt1", "n = frac_a * length;\nprog = tokens if n < 1 else \"many\";\n", "64", Some("`n` can be 1 or 0.9999999999999999")),
         ("eq7_short", "prog = frac_a * length == 7;\n", "21", None),
+        // A prefix count (the paper's dyck idiom): 15/22·22 is 14.999999999999998.
+        ("prefix", "n = (indices + 1) * aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\nprog = n == 15;\n", "32", Some("14.999999999999998")),
         ("rounded", "prog = round(frac_a * length) == 7;\n", "32", None),
     ] {
         let p = dir.join(format!("{name}.rasp"));
@@ -146,5 +148,30 @@ fn a_count_from_a_mean_compared_exactly_is_refused_where_floats_miss_it() {
     assert_ne!(7.0f64 / 25.0 * 25.0, 7.0);
     assert_ne!(1.0f64 / 49.0 * 49.0, 1.0);
     assert!((1..=21).all(|n| (0..=n).all(|k| k as f64 / n as f64 * n as f64 == k as f64)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A mean of floats that are not integers depends on the order the interpreter adds them in
+/// ((0.4 + 0.2 + 0.3 + 0.1) / 4 is 0.25000000000000006): scaling it (`m * 10`, which the
+/// compiler would otherwise fold into the mean) and rounding is refused, not compiled to a
+/// model that rounds 2.5 where the interpreter rounds 2.5000000000000004; storing the mean
+/// categorically is not suggested, and when asked for it is refused the same way.
+#[test]
+fn a_mean_of_floats_scaled_and_rounded_is_refused_and_categorical_is_not_offered() {
+    assert_eq!((0.4f64 + 0.2 + 0.3 + 0.1) / 4.0 * 10.0, 2.5000000000000004);
+    let dir = std::env::temp_dir().join(format!("raspc-diag-floatmean-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mean = "m = aggregate(select(indices, indices, <=), tokens_float);\n";
+    for (name, body, extra) in [("scaled", "prog = round(m * 10);\n", None), ("eq", "prog = m == 0.15;\n", None), ("eq_cat", "prog = m == 0.15;\n", Some("m=categorical"))] {
+        let p = dir.join(format!("{name}.rasp"));
+        std::fs::write(&p, format!("{mean}{body}")).unwrap();
+        let mut args = vec!["verify", p.to_str().unwrap(), "--vocab", "[0.1,0.2,0.3,0.4]", "--max-len", "6", "--samples", "100"];
+        if let Some(e) = extra {
+            args.extend(["--encoding", e]);
+        }
+        let (code, out, err) = run_cli(&args);
+        assert_eq!(code, 1, "{name}: {out}{err}");
+        assert!(err.contains("compile::numeric_map") && err.contains("computed two ways") && !err.contains("--encoding"), "{name}: {err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -251,6 +251,21 @@ pub struct Checkpoint {
     pub tensors: BTreeMap<String, Tensor>,
 }
 
+/// When a file's size is not what its header describes (a truncated download or copy): says so,
+/// with both sizes. None when the header does not parse or the sizes agree.
+fn size_mismatch(bytes: &[u8], header_len: u64) -> Option<String> {
+    let end = 8usize.checked_add(usize::try_from(header_len).ok()?)?;
+    let header: serde_json::Value = serde_json::from_slice(bytes.get(8..end)?).ok()?;
+    let data = header.as_object()?.iter().filter(|(k, _)| *k != "__metadata__").filter_map(|(_, t)| t.get("data_offsets")?.get(1)?.as_u64()).max().unwrap_or(0);
+    let expected = (end as u64).checked_add(data)?;
+    let found = bytes.len() as u64;
+    match found.cmp(&expected) {
+        std::cmp::Ordering::Less => Some(format!("the file is truncated: its header describes {expected} bytes ({data} of tensor data), the file has {found}")),
+        std::cmp::Ordering::Greater => Some(format!("the file has {} bytes after the {expected} its header describes", found - expected)),
+        std::cmp::Ordering::Equal => None,
+    }
+}
+
 /// Everything that can be wrong with a checkpoint file.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum CheckpointError {
@@ -711,7 +726,7 @@ impl Checkpoint {
         };
         let header_len = u64::from_le_bytes(*head);
         check_header_size(header_len, bytes.len() as u64, limits)?;
-        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| CheckpointError::NotSafetensors(e.to_string()))?;
+        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| CheckpointError::NotSafetensors(size_mismatch(bytes, header_len).unwrap_or_else(|| e.to_string())))?;
         let (_, md) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| CheckpointError::NotSafetensors(e.to_string()))?;
         let meta = md.metadata().clone().unwrap_or_default();
         let get = |k: &'static str| meta.get(k).cloned().ok_or(CheckpointError::MissingKey(k));

@@ -388,7 +388,11 @@ pub fn vocab_duplicate(what: &str, vocab: &[raspc_lang::Atom]) -> Option<String>
     for a in vocab {
         if let Some(first) = seen.insert(a.key(), a) {
             let (x, y) = (first.to_json().to_string(), a.to_json().to_string());
-            return Some(if x == y { format!("{what} lists {} twice", a.repr()) } else { format!("{what} lists {x} and {y}, the same token (equal numbers, as Python's sets and dicts see them)") });
+            return Some(if x == y {
+                format!("{what} lists {} twice", a.repr())
+            } else {
+                format!("{what} lists {x} and {y}, the same token (equal numbers, as Python's sets and dicts see them)")
+            });
         }
     }
     None

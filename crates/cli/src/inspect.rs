@@ -159,7 +159,8 @@ fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, 
     let panels: Vec<&[usize]> = keep_c.chunks(per).collect();
     for (p, panel) in panels.iter().enumerate() {
         if panels.len() > 1 {
-            let _ = writeln!(s, "-- columns {}..{} of {} --", p * per + 1, p * per + panel.len(), keep_c.len());
+            let (first, last) = (&cols[panel[0]], &cols[panel[panel.len() - 1]]);
+            let _ = writeln!(s, "-- nonzero columns {}..{} of {} ({first} .. {last}) --", p * per + 1, p * per + panel.len(), keep_c.len());
         }
         let _ = write!(s, "{:w$}", "");
         for &j in *panel {

@@ -20,7 +20,9 @@ pub mod probe;
 pub mod simulate;
 pub mod verify;
 
-pub use args::{grid, limits, vocab_duplicate, parse_bounds, parse_tokens, AttentionArg, AttentionModes, Bounds, Cli, Command, DtypeArg, ExportFormat, MlpArg, PlotFormat, ProbeKind, Stage, Target};
+pub use args::{
+    grid, limits, parse_bounds, parse_tokens, vocab_duplicate, AttentionArg, AttentionModes, Bounds, Cli, Command, DtypeArg, ExportFormat, MlpArg, PlotFormat, ProbeKind, Stage, Target,
+};
 pub use cmd::output::{save_checkpoint, save_onnx};
 pub use cmd::{program_hash, read_input_file};
 pub use diagnostics::render;

@@ -244,6 +244,10 @@ pub struct Graph {
     g: DiGraph<Node, u8>,
     dedup: HashMap<NodeKind, NodeId>,
     labels: HashMap<String, NodeId>,
+    /// Per base name, an index below which every `base_i` (i >= 2) is taken: where
+    /// [`fresh_label`](Self::fresh_label) starts looking, so that naming a thousand nodes `x` in a
+    /// loop costs a thousand lookups, not half a million. Lowered when a label is freed.
+    suffix_hint: HashMap<String, usize>,
 }
 
 impl Graph {
@@ -304,17 +308,29 @@ impl Graph {
         Some(id)
     }
 
-    fn fresh_label(&self, base: &str) -> String {
+    /// `base` if free, else `base_i` for the smallest free i >= 2.
+    fn fresh_label(&mut self, base: &str) -> String {
         if !self.labels.contains_key(base) {
             return base.to_string();
         }
-        let mut i = 2usize;
+        let mut i = self.suffix_hint.get(base).copied().unwrap_or(2).max(2);
         loop {
             let l = format!("{base}_{i}");
             if !self.labels.contains_key(&l) {
+                self.suffix_hint.insert(base.to_string(), i + 1);
                 return l;
             }
             i += 1;
+        }
+    }
+
+    /// Frees a label (keeping [`fresh_label`](Self::fresh_label)'s hint below it).
+    fn free_label(&mut self, label: &str) {
+        self.labels.remove(label);
+        if let Some((base, i)) = label.rsplit_once('_').and_then(|(b, i)| Some((b, i.parse::<usize>().ok()?)))
+            && let Some(h) = self.suffix_hint.get_mut(base)
+        {
+            *h = (*h).min(i);
         }
     }
 
@@ -333,7 +349,7 @@ impl Graph {
             return;
         }
         let old = self.g[id.ix()].label.clone();
-        self.labels.remove(&old);
+        self.free_label(&old);
         let label = self.fresh_label(name);
         self.labels.insert(label.clone(), id);
         let node = &mut self.g[id.ix()];
@@ -349,13 +365,13 @@ impl Graph {
             return;
         }
         if let Some(&other) = self.labels.get(name) {
-            self.labels.remove(name);
+            self.free_label(name);
             let moved = self.fresh_label(name);
             self.labels.insert(moved.clone(), other);
             self.g[other.ix()].label = moved;
         }
         let old = std::mem::replace(&mut self.g[id.ix()].label, name.to_string());
-        self.labels.remove(&old);
+        self.free_label(&old);
         self.labels.insert(name.to_string(), id);
         self.g[id.ix()].named = true;
     }
@@ -367,9 +383,9 @@ impl Graph {
         let id = self.add(kind, span)?;
         if !existed && !self.labels.contains_key(label) {
             let new = &mut self.g[id.ix()];
-            self.labels.remove(&new.label);
-            new.label = label.to_string();
+            let old = std::mem::replace(&mut new.label, label.to_string());
             new.named = named;
+            self.free_label(&old);
             self.labels.insert(label.to_string(), id);
         }
         Some(id)
@@ -404,8 +420,9 @@ impl Graph {
             let kind = node.kind.remap(&|x| map[&x]);
             // `keep` is a subset of this graph's nodes, so `out` stays within MAX_NODES.
             let id = out.add(kind, node.span).expect("extract never exceeds the source graph");
+            let old = out.g[id.ix()].label.clone();
+            out.free_label(&old);
             let new = &mut out.g[id.ix()];
-            out.labels.remove(&new.label);
             new.label = node.label.clone();
             new.named = node.named;
             new.library = node.library.clone();

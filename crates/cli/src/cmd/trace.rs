@@ -44,6 +44,20 @@ pub(crate) fn trace_cmd(
     if let Some(p) = program {
         let session = load(p, err, color)?;
         let (_, root) = session.entry(entry)?;
+        if session.graph.node(root).kind.is_selector() {
+            return Err(format!("`{}` is a selector; trace compares s-ops: give --entry the s-op the model computes (`{}`)", session.graph.node(root).label, ck.output.label).into());
+        }
+        // An entry other than the model's output is compared by name only (the output's slot
+        // is not that s-op).
+        let other_entry = entry.is_some_and(|e| e != ck.output.label);
+        if other_entry {
+            let _ = writeln!(
+                err,
+                "note: the model computes `{}`; `--entry {}` names another s-op, compared only where the model holds an s-op of that name",
+                ck.output.label,
+                entry.unwrap_or_default()
+            );
+        }
         if !compiled_from(&session, root, &ck) {
             let _ = writeln!(err, "warning: `{}` was not compiled from `{}` (the program hashes differ): s-ops are compared by name only", path.display(), p.display());
         }
@@ -74,6 +88,7 @@ pub(crate) fn trace_cmd(
         // the last `x` is the output): the same swap here.
         let (out_label, root_label) = (ck.output.label.clone(), session.graph.node(root).label.clone());
         if out_label != root_label
+            && !other_entry
             && ck.layout.sops.iter().any(|s| s.label == out_label)
             && let Some(raspc_lang::Value::Seq(r)) = root_value
         {
@@ -197,10 +212,14 @@ pub(crate) fn trace_cmd(
         };
         let _ = writeln!(out, "{}", crate::inspect::printable(&format!("  {label} = [{}]{mark}", shown.join(", "))));
     }
+    let compared = report.iter().filter(|r| r.4.is_some()).count();
+    if let (Some(p), 0) = (program, compared) {
+        return Err(format!("trace: nothing was compared: no s-op of the model is named in `{}`{}", p.display(), entry.map(|e| format!(" (--entry {e})")).unwrap_or_default()).into());
+    }
     if program.is_some() {
         match &first_divergence {
             None => {
-                let _ = writeln!(out, "trace: every s-op agrees with the interpreter");
+                let _ = writeln!(out, "trace: every s-op agrees with the interpreter ({compared} compared)");
             }
             Some((s, l)) => {
                 let _ = writeln!(out, "trace: first divergence at `{}` after {s}", crate::inspect::printable(l));

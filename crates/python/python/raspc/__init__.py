@@ -83,6 +83,10 @@ def _batch(inputs, vocab=()):
     # vocabulary (``["the", "cat"]``, ``[1, "a"]``); a list holding other strings is a batch.
     if inputs and all(atom(x) and (not isinstance(x, str) or x in tokens) for x in inputs):
         return [_seq(inputs)], True
+    # A list of atoms holding a word of a word vocabulary is one sequence too, whatever else it
+    # holds (``["the", "dog"]``: "dog" is then reported as not a token, not "t" and "h").
+    if inputs and all(atom(x) for x in inputs) and any(isinstance(x, str) and len(x) > 1 and x in tokens for x in inputs):
+        return [_seq(inputs)], True
     return [_seq(x) for x in inputs], False
 
 
@@ -454,6 +458,10 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     native, summary, warning = _raspc.compile(
         source, vocab_json, max_len, bool(causal), input_bounds, entry, path, mlp, numerical, categorical
     )
+    if mlp == "gated" and input_bounds is None:
+        import warnings
+
+        warnings.warn('mlp="gated" changes nothing here: it is for real-valued programs (input_bounds); a token program\'s MLPs are exact lookups either way', RuntimeWarning, stacklevel=2)
     if warning:
         import warnings
 
