@@ -98,6 +98,10 @@ struct Lowerer<'a> {
     /// Categorical slots whose values stand for others too, aligned with the encoding's values:
     /// a count the interpreter computes as `k/n·n` (7.000000000000001 where the model has 7).
     cat_alts: HashMap<SlotId, Vec<Vec<Atom>>>,
+    /// The leaves of inline maps (`leaves_of`), computed once: a chain of a thousand inline maps
+    /// (`x = x + 1` in a loop) would otherwise walk the chain again for each of its nodes.
+    /// Cleared when a node that was read through becomes a slot.
+    leaf_cache: std::cell::RefCell<HashMap<NodeId, std::rc::Rc<Vec<NodeId>>>>,
     diags: Vec<Diagnostic>,
     tokens: Option<SlotId>,
     indices: Option<SlotId>,
@@ -152,6 +156,7 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
         conv: HashMap::new(),
         num_atoms: HashMap::new(),
         cat_alts: HashMap::new(),
+        leaf_cache: Default::default(),
         diags: vec![],
         tokens: None,
         indices: None,
@@ -504,7 +509,7 @@ impl Lowerer<'_> {
             let d = vals.len();
             self.new_slot(label, SlotEnc::Cat(vals), vec![0.0; d])
         };
-        self.rep.insert(id, Rep::Slot(s));
+        self.set_rep(id, Rep::Slot(s));
         Ok(s)
     }
 
@@ -520,20 +525,20 @@ impl Lowerer<'_> {
                 self.indices = Some(s);
             }
             NodeKind::Const(_) => {
-                self.rep.insert(id, Rep::Inline);
+                self.set_rep(id, Rep::Inline);
             }
             NodeKind::Map { .. } => self.lower_map(id)?,
             NodeKind::Length => {
                 let s = self.width(id, None)?;
-                self.rep.insert(id, Rep::Slot(s));
+                self.set_rep(id, Rep::Slot(s));
             }
             NodeKind::SelectorWidth(sel) => {
                 let s = self.width(id, Some(sel))?;
-                self.rep.insert(id, Rep::Slot(s));
+                self.set_rep(id, Rep::Slot(s));
             }
             NodeKind::Aggregate { sel, values, default } => {
                 let s = self.aggregate(id, sel, values, &default)?;
-                self.rep.insert(id, Rep::Slot(s));
+                self.set_rep(id, Rep::Slot(s));
             }
             NodeKind::AggregateMax { .. } => {
                 return Err(self
@@ -569,7 +574,7 @@ impl Lowerer<'_> {
                 && vals.len() < ls.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l)))
             {
                 let s = self.materialise(*o)?;
-                self.rep.insert(*o, Rep::Slot(s));
+                self.set_rep(*o, Rep::Slot(s));
             }
         }
         Ok(())
@@ -577,7 +582,7 @@ impl Lowerer<'_> {
 
     fn lower_map(&mut self, id: NodeId) -> Result<(), Diagnostic> {
         if let Some(s) = self.affine_map(id)? {
-            self.rep.insert(id, Rep::Slot(s));
+            self.set_rep(id, Rep::Slot(s));
             return Ok(());
         }
         let ops = self.g.node(id).kind.operands();
@@ -606,7 +611,7 @@ impl Lowerer<'_> {
                     && self.leaf_list(*o).len() > 1
                 {
                     let s = self.materialise(*o)?;
-                    self.rep.insert(*o, Rep::Slot(s));
+                    self.set_rep(*o, Rep::Slot(s));
                 }
             }
             leaves = gather(self);
@@ -618,7 +623,7 @@ impl Lowerer<'_> {
             }
             if product(self, &leaves) > MAX_COMBINATIONS {
                 if let Some(s) = self.separable_sum(id)? {
-                    self.rep.insert(id, Rep::Slot(s));
+                    self.set_rep(id, Rep::Slot(s));
                     return Ok(());
                 }
                 // The inputs, with the user's names (or the built-in ones: `length`, `indices`).
@@ -646,10 +651,10 @@ impl Lowerer<'_> {
                 return Err(d);
             }
         }
-        self.rep.insert(id, Rep::Inline);
+        self.set_rep(id, Rep::Inline);
         if self.opts.numerical.contains(self.label(id)) || self.opts.categorical.contains(self.label(id)) {
             let s = self.materialise(id)?;
-            self.rep.insert(id, Rep::Slot(s));
+            self.set_rep(id, Rep::Slot(s));
         }
         Ok(())
     }
@@ -709,6 +714,18 @@ impl Lowerer<'_> {
     }
 
     /// The nodes with slots an inline node is computed from (walking maps until a slot).
+    /// Records how `id` is represented; a node that was read through as inline and now has a
+    /// slot makes every cached leaf set stale.
+    fn set_rep(&mut self, id: NodeId, rep: Rep) {
+        let was = self.rep.insert(id, rep);
+        let mut cache = self.leaf_cache.borrow_mut();
+        if was.is_some() && matches!(self.rep[&id], Rep::Slot(_)) {
+            cache.clear();
+        } else {
+            cache.remove(&id);
+        }
+    }
+
     fn leaves_of(&self, id: NodeId, out: &mut BTreeSet<NodeId>) {
         if let Some(Rep::Slot(_)) = self.rep.get(&id) {
             out.insert(id);
@@ -716,11 +733,18 @@ impl Lowerer<'_> {
         }
         match &self.g.node(id).kind {
             NodeKind::Map { args, .. } => {
+                if let Some(cached) = self.leaf_cache.borrow().get(&id) {
+                    out.extend(cached.iter().copied());
+                    return;
+                }
+                let mut mine = BTreeSet::new();
                 for a in args {
                     if let Operand::Sop(s) = a {
-                        self.leaves_of(*s, out);
+                        self.leaves_of(*s, &mut mine);
                     }
                 }
+                out.extend(mine.iter().copied());
+                self.leaf_cache.borrow_mut().insert(id, std::rc::Rc::new(mine.into_iter().collect()));
             }
             NodeKind::Const(_) => {}
             _ => {
@@ -798,7 +822,7 @@ impl Lowerer<'_> {
                     return Ok(View { slot: s, map: Some(map) });
                 }
                 let s = self.materialise(id)?;
-                self.rep.insert(id, Rep::Slot(s));
+                self.set_rep(id, Rep::Slot(s));
                 Ok(View { slot: s, map: None })
             }
         }
@@ -1123,7 +1147,7 @@ impl Lowerer<'_> {
                 && matches!(self.sets.get(&n), Some(ValueSet::Finite(_)))
             {
                 let s = self.materialise(n)?;
-                self.rep.insert(n, Rep::Slot(s));
+                self.set_rep(n, Rep::Slot(s));
             }
         }
         let mut leaves = BTreeSet::new();

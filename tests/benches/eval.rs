@@ -43,6 +43,25 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
+    // A chain of s-op maps written by a loop (`x = x + 1` N times): every node is named `x`, so
+    // naming must not search the taken suffixes from the start (it did: quadratic), and the
+    // compiler fuses the chain into one lookup without walking it again per node.
+    let mut g = c.benchmark_group("chain");
+    for n in [4000usize, 16000] {
+        let text = format!("x = tokens_int;\nfor i in range({n}) {{ x = x + 1; }}\nprog = x;\n");
+        g.bench_function(format!("front_end/{n}"), |b| {
+            b.iter(|| {
+                let (_, r) = raspc_lang::evaluate_program("chain.rasp", None, black_box(&text), &raspc_lang::MemoryLoader::default());
+                r.unwrap()
+            })
+        });
+        let (_, r) = raspc_lang::evaluate_program("chain.rasp", None, &text, &raspc_lang::MemoryLoader::default());
+        let mut s = r.unwrap();
+        let (_, root) = s.compile_entry(Some("prog")).unwrap();
+        let opts = raspc_compiler::Options { vocab: vec![Atom::Int(1), Atom::Int(2)], max_len: 4, ..Default::default() };
+        g.bench_function(format!("compile/{n}"), |b| b.iter(|| raspc_compiler::compile(&s.graph, root, black_box(&opts), "chain").unwrap()));
+    }
+    g.finish();
 }
 
 criterion_group! {
