@@ -175,3 +175,25 @@ fn a_mean_of_floats_scaled_and_rounded_is_refused_and_categorical_is_not_offered
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A lexical error is the only error reported on its line: no "expected `;`" before an
+/// unexpected `!`, and a number with an exponent (which RASP's grammar does not have) is named
+/// as such instead of splitting into `1` and a name `e5`.
+#[test]
+fn a_lexical_error_is_reported_alone_on_its_line() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-lex-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, src, code, col) in [("bang", "x = tokens ! 3;\n", "lex::bad-char", ":1:12"), ("exp", "y = 1;\nx = 1e5 + tokens_int;\n", "lex::exponent", ":2:5"), ("exp_float", "x = 2.5E-3 * tokens_int;\n", "lex::exponent", ":1:5")] {
+        let p = dir.join(format!("{name}.rasp"));
+        std::fs::write(&p, src).unwrap();
+        let (status, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "12"]);
+        assert_eq!(status, 1, "{name}: {err}");
+        assert!(err.contains(code) && err.contains(col) && !err.contains("parse::") && err.contains("due to 1 previous error"), "{name}: {err}");
+    }
+    // Elsewhere in the file, parse errors are still reported.
+    let p = dir.join("both.rasp");
+    std::fs::write(&p, "x = tokens ! 3;\ny = = 2;\n").unwrap();
+    let (_, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "12"]);
+    assert!(err.contains("lex::bad-char") && err.contains("parse::") && err.contains(":2:"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -158,6 +158,29 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                     while i < bytes.len() && bytes[i].is_ascii_digit() {
                         i += 1;
                     }
+                }
+                // `1e5`, `2.5E-3`: an exponent, which RASP's numbers do not have (the letters
+                // would lex as a name and the number end there, a confusing "expected `;`").
+                let exp = i < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') && {
+                    let j = i + 1 + usize::from(matches!(bytes.get(i + 1), Some(b'+' | b'-')));
+                    bytes.get(j).is_some_and(u8::is_ascii_digit)
+                };
+                if exp {
+                    let mut j = i + 1;
+                    if matches!(bytes.get(j), Some(b'+' | b'-')) {
+                        j += 1;
+                    }
+                    while j < bytes.len() && bytes[j].is_ascii_digit() {
+                        j += 1;
+                    }
+                    errs.push(
+                        Diagnostic::error("lex::exponent", format!("`{}`: numbers in RASP have no exponent", &text[start..j]), sp(start, j))
+                            .with_label("exponent notation")
+                            .with_note("write the number out (`100000`, `0.0025`), or compute it (`10 ^ 5`)"),
+                    );
+                    i = j;
+                    toks.push(Token { tok: Tok::Int(0), span: sp(start, j) });
+                } else if is_float {
                     let f: f64 = text[start..i].parse().unwrap_or(f64::INFINITY);
                     toks.push(Token { tok: Tok::Float(f), span: sp(start, i) });
                 } else {

@@ -39,6 +39,11 @@ pub fn parse(file: FileId, text: &str) -> (Program, Vec<Diagnostic>) {
     let (tokens, mut errs) = lex(file, text);
     let mut p = Parser { toks: tokens, pos: 0, errs: vec![], text, depth: 0 };
     let stmts = p.statements(true);
+    // A line with a lexical error (a stray `!`, `1e5`) gets only that error: what the parser
+    // then says about the line ("expected `;`") follows from it and misleads.
+    let line_of = |d: &Diagnostic| d.primary_span().map(|s| text.as_bytes()[..(s.start as usize).min(text.len())].iter().filter(|&&b| b == b'\n').count());
+    let bad_lines: std::collections::HashSet<usize> = errs.iter().filter_map(line_of).collect();
+    p.errs.retain(|d| line_of(d).is_none_or(|l| !bad_lines.contains(&l)));
     errs.append(&mut p.errs);
     errs.sort_by_key(|d| d.primary_span().map(|s| s.start));
     (Program { stmts }, errs)
