@@ -339,9 +339,21 @@ impl Lowerer<'_> {
     /// User overrides must name s-ops of the program, and make sense for them.
     fn check_overrides(&mut self, root: NodeId) {
         let labels: HashMap<&str, NodeId> = self.g.ancestors(root).into_iter().map(|id| (self.g.node(id).label.as_str(), id)).collect();
+        // A selector holds no values in the residual stream: there is nothing to encode.
+        for name in self.opts.numerical.iter().chain(&self.opts.categorical) {
+            if let Some(&id) = labels.get(name.as_str())
+                && self.g.node(id).kind.is_selector()
+            {
+                self.diags.push(
+                    self.err(id, "compile::encoding", format!("`{name}` is a selector; --encoding applies to s-ops"))
+                        .with_label("a selector")
+                        .with_note("a selector has no slot in the residual stream (heads read it through the s-ops it compares): encode those s-ops instead"),
+                );
+            }
+        }
         for name in self.opts.numerical.iter().chain(&self.opts.categorical) {
             if !labels.contains_key(name.as_str()) {
-                let mut known: Vec<&&str> = labels.keys().filter(|l| !l.contains('_') || !l.starts_with("select")).collect();
+                let mut known: Vec<&&str> = labels.iter().filter(|(l, id)| !self.g.node(**id).kind.is_selector() && (!l.contains('_') || !l.starts_with("select"))).map(|(l, _)| l).collect();
                 known.sort();
                 self.diags.push(
                     Diagnostic::error("compile::encoding", format!("--encoding names `{name}`, which is not an s-op of this program"), self.g.node(root).span)
@@ -357,7 +369,7 @@ impl Lowerer<'_> {
                     Some(ValueSet::Finite(s)) => s.iter().all(|a| !a.is_str()),
                     Some(ValueSet::Unbounded) | None => true,
                 };
-                if kind.is_selector() || matches!(kind, NodeKind::Const(_)) || !numeric {
+                if !kind.is_selector() && (matches!(kind, NodeKind::Const(_)) || !numeric) {
                     self.diags.push(
                         self.err(id, "compile::encoding", format!("`{name}` cannot be numerical"))
                             .with_label("here")

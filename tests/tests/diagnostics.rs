@@ -197,3 +197,21 @@ fn a_lexical_error_is_reported_alone_on_its_line() {
     assert!(err.contains("lex::bad-char") && err.contains("parse::") && err.contains(":2:"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--encoding` on a selector is refused (it has no slot to encode), either encoding, and the
+/// list of s-ops offered for a misspelled name holds no selectors.
+#[test]
+fn encoding_a_selector_is_refused() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-encsel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("sel.rasp");
+    std::fs::write(&p, "up = select(indices, indices, <=);\nx = aggregate(up, tokens_int);\n").unwrap();
+    for e in ["up=categorical", "up=numerical"] {
+        let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "12", "--max-len", "4", "--encoding", e, "-o", dir.join("o.safetensors").to_str().unwrap()]);
+        assert_eq!(code, 1, "{e}: {err}");
+        assert!(err.contains("`up` is a selector; --encoding applies to s-ops"), "{e}: {err}");
+    }
+    let (_, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "12", "--max-len", "4", "--encoding", "nope=numerical", "-o", dir.join("o.safetensors").to_str().unwrap()]);
+    assert!(err.contains("s-ops here: indices, tokens, tokens_int, x"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
