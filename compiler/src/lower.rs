@@ -102,6 +102,9 @@ struct Lowerer<'a> {
     /// (`x = x + 1` in a loop) would otherwise walk the chain again for each of its nodes.
     /// Cleared when a node that was read through becomes a slot.
     leaf_cache: std::cell::RefCell<HashMap<NodeId, std::rc::Rc<Vec<NodeId>>>>,
+    /// Nodes whose value sets hold floats the interpreter computes beside the exact values
+    /// (`simplify::simplify_noting`).
+    inexact_nodes: std::collections::HashSet<NodeId>,
     diags: Vec<Diagnostic>,
     tokens: Option<SlotId>,
     indices: Option<SlotId>,
@@ -157,6 +160,7 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
         num_atoms: HashMap::new(),
         cat_alts: HashMap::new(),
         leaf_cache: Default::default(),
+        inexact_nodes: inexact.keys().copied().collect(),
         diags: vec![],
         tokens: None,
         indices: None,
@@ -353,7 +357,8 @@ impl Lowerer<'_> {
         }
         for name in self.opts.numerical.iter().chain(&self.opts.categorical) {
             if !labels.contains_key(name.as_str()) {
-                let mut known: Vec<&&str> = labels.iter().filter(|(l, id)| !self.g.node(**id).kind.is_selector() && (!l.contains('_') || !l.starts_with("select"))).map(|(l, _)| l).collect();
+                let mut known: Vec<&&str> =
+                    labels.iter().filter(|(l, id)| !self.g.node(**id).kind.is_selector() && (!l.contains('_') || !l.starts_with("select"))).map(|(l, _)| l).collect();
                 known.sort();
                 self.diags.push(
                     Diagnostic::error("compile::encoding", format!("--encoding names `{name}`, which is not an s-op of this program"), self.g.node(root).span)
@@ -664,7 +669,11 @@ impl Lowerer<'_> {
             }
         }
         self.set_rep(id, Rep::Inline);
-        if self.opts.numerical.contains(self.label(id)) || self.opts.categorical.contains(self.label(id)) {
+        // A node whose values include the interpreter's floats beside the exact ones gets a slot
+        // of its own, so that the maps reading it check them (an inline node's are not seen).
+        let missed =
+            matches!(self.sets.get(&id), Some(ValueSet::Finite(set)) if self.inexact_nodes.contains(&id) && set.iter().any(|a| matches!(a, Atom::Float(x) if x.fract() != 0.0)));
+        if missed || self.opts.numerical.contains(self.label(id)) || self.opts.categorical.contains(self.label(id)) {
             let s = self.materialise(id)?;
             self.set_rep(id, Rep::Slot(s));
         }
@@ -906,8 +915,28 @@ impl Lowerer<'_> {
         let Some(Rep::Inline) = self.rep.get(&id) else { return Err(self.internal(id, "materialising what already has a slot")) };
         let leaves = self.leaf_list(id);
         let label = self.label(id).to_string();
-        let vals = self.finite(id)?;
+        let mut vals = self.finite(id)?;
         let numerical = self.opts.numerical.contains(&label);
+        // Categorical: a float the interpreter computes in place of an integer value (a count
+        // from a mean, 3.0000000000000004) stands with that integer, not in a dim of its own.
+        let mut alts: Option<Vec<Vec<Atom>>> = None;
+        if !numerical && self.inexact_nodes.contains(&id) {
+            let near = |a: &Atom| matches!(a, Atom::Float(x) if x.fract() != 0.0 && (x - x.round()).abs() <= 1e-12 * x.abs().max(1.0));
+            let (floats, exact): (Vec<Atom>, Vec<Atom>) = vals.iter().cloned().partition(near);
+            let mut groups: Vec<Vec<Atom>> = exact.iter().map(|v| vec![v.clone()]).collect();
+            let mut kept = vec![];
+            for a in floats {
+                match a.as_f64().and_then(|x| exact.iter().position(|v| !v.is_str() && v.as_f64() == Some(x.round()))) {
+                    Some(k) => groups[k].push(a),
+                    None => kept.push(a),
+                }
+            }
+            if groups.iter().any(|g| g.len() > 1) {
+                vals = exact.into_iter().chain(kept.iter().cloned()).collect();
+                groups.extend(kept.into_iter().map(|a| vec![a]));
+                alts = Some(groups);
+            }
+        }
         let enc = if numerical {
             let (pts, groups) = points_of(&vals).ok_or_else(|| self.err(id, "compile::encoding", format!("`{label}` has non-numeric values")))?;
             (SlotEnc::Num { points: Some(pts) }, Some(groups))
@@ -1010,6 +1039,9 @@ impl Lowerer<'_> {
                 outputs.push(first.and_then(|r| encode(&r)).unwrap_or_else(|| vec![0.0; dims]));
             }
             let out = self.new_slot(label, enc.0, vec![0.0; dims]);
+            if let (Some(a), SlotEnc::Cat(_)) = (&alts, &self.slots[out].enc) {
+                self.cat_alts.insert(out, a.clone());
+            }
             if let Some(gr) = enc.1 {
                 self.num_atoms.insert(out, gr);
             }
@@ -1021,6 +1053,9 @@ impl Lowerer<'_> {
         // Categorical leaves (numerical ones converted first): one unit per combination.
         let views = self.categorical_leaves(&leaves)?;
         let out = self.new_slot(label, enc.0.clone(), vec![0.0; dims]);
+        if let (Some(a), SlotEnc::Cat(_)) = (&alts, &self.slots[out].enc) {
+            self.cat_alts.insert(out, a.clone());
+        }
         if let Some(gr) = enc.1 {
             self.num_atoms.insert(out, gr);
         }

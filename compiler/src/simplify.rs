@@ -32,6 +32,7 @@ use raspc_lang::graph::{MapOp, Operand};
 use raspc_lang::{atom, Atom, Graph, NodeId, NodeKind};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// A rebuilt graph holding only what `root` depends on, rewritten; returns its root.
 /// Falls back to the graph as given if a rewrite would grow it past the graph size limit.
@@ -47,10 +48,12 @@ pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Gra
 /// two ways (`compile::numeric_map`), instead of silently differing from the interpreter.
 pub fn simplify_noting(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId, HashMap<NodeId, Vec<Atom>>) {
     let none = HashMap::new();
-    let structural = Facts { sets: &none, vocab, max_len, new: Default::default(), inexact: Default::default(), structural: true };
+    let structural =
+        Facts { sets: &none, vocab, max_len, new: Default::default(), inexact: Default::default(), structural: true, tables: Default::default(), old_tables: HashMap::new() };
     let Some((g1, r1)) = rebuild(g, root, Some(&structural)) else { return (g.clone(), root, HashMap::new()) };
     let sets = infer(&g1, r1, vocab, max_len);
-    let facts = Facts { sets: &sets, vocab, max_len, new: Default::default(), inexact: Default::default(), structural: false };
+    let old_tables = structural.tables.into_inner().1;
+    let facts = Facts { sets: &sets, vocab, max_len, new: Default::default(), inexact: Default::default(), structural: false, tables: Default::default(), old_tables };
     match rebuild(&g1, r1, Some(&facts)) {
         Some((g2, r2)) => (g2, r2, facts.inexact.into_inner().1),
         None => (g1, r1, HashMap::new()),
@@ -71,10 +74,30 @@ struct Facts<'a> {
     /// The first pass: only the rewrites that need no value sets of the graph being rebuilt
     /// (`rewrite`, which asks for the new graph's).
     structural: bool,
+    /// Mean tables (see [`MeanTable`]) of the aggregates a merge or a scaling built: the one
+    /// for the node being rebuilt, then by new id.
+    /// `Some(None)`: a merge or scaling whose table grew too large, which is then not tracked
+    /// (nor is anything merged from it).
+    tables: RefCell<(Option<Tracked>, HashMap<NodeId, Tracked>)>,
+    /// The previous pass's tables, by the ids of the graph being rebuilt.
+    old_tables: HashMap<NodeId, Tracked>,
 }
 
 /// The floats a rewrite misses: for the node being rebuilt, then by the node that replaced it.
 type Inexact = (Vec<Atom>, HashMap<NodeId, Vec<Atom>>);
+
+/// What the interpreter computes for a merged or scaled mean of integers, by key count c and
+/// integer sum S of the merged values: (c, S, value), every value some input gives (`1/5 + 2/5`
+/// is 0.6000000000000001 where the merged mean `3/5` is 0.6).
+type MeanTable = Vec<(u32, i64, f64)>;
+
+/// A merged or scaled mean's table, or None when it grew too large to track.
+type Tracked = Option<Rc<MeanTable>>;
+
+/// Entries a mean table may hold, and pairs a merge may combine (beyond them, the rewrite is
+/// not tracked).
+const MAX_TABLE: usize = 1 << 16;
+const MAX_TABLE_WORK: usize = 1 << 21;
 
 fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, NodeId)> {
     let mut out = Graph::new();
@@ -85,9 +108,12 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
         let lex = facts.filter(|f| !f.structural).and_then(|f| {
             lexicographic(g, id, f.sets, &map, &mut out, node.span)
                 .or_else(|| grid_compare(g, id, f, &map, &mut out, node.span))
-                .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len, &mut f.inexact.borrow_mut().0))
+                .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len, &f.old_tables, &mut f.inexact.borrow_mut().0))
         });
         let kind = lex.unwrap_or(kind);
+        if let Some(f) = facts {
+            f.tables.borrow_mut().0 = None;
+        }
         let kind = rewrite(&mut out, &kind, node.span, facts).unwrap_or(kind);
         let new = out.add_labelled(kind, node.span, &node.label, node.named)?;
         if out.node(new).library.is_none() && node.library.is_some() {
@@ -95,6 +121,20 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
         }
         map.insert(id, new);
         if let Some(f) = facts {
+            // A mean table built here, or carried from the previous pass for an aggregate that
+            // stays one: its values the exact mean misses join the node's values.
+            let mut tables = f.tables.borrow_mut();
+            let table = tables.0.take().or_else(|| f.old_tables.get(&id).filter(|_| matches!(out.node(new).kind, NodeKind::Aggregate { .. })).cloned());
+            if let Some(t) = table {
+                if let Some(t) = &t {
+                    let mut missed: Vec<Atom> = t.iter().filter(|&&(c, sum, v)| v != sum as f64 / f64::from(c)).map(|&(_, _, v)| Atom::Float(v)).collect();
+                    missed.sort_by(|a, b| a.as_f64().unwrap_or(0.0).total_cmp(&b.as_f64().unwrap_or(0.0)));
+                    missed.dedup();
+                    f.inexact.borrow_mut().0.extend(missed);
+                }
+                tables.1.insert(new, t);
+            }
+            drop(tables);
             let mut inexact = f.inexact.borrow_mut();
             if !inexact.0.is_empty() {
                 let values = std::mem::take(&mut inexact.0);
@@ -163,6 +203,7 @@ fn counted_widths(
     out: &mut Graph,
     span: raspc_lang::Span,
     max_len: usize,
+    tables: &HashMap<NodeId, Tracked>,
     inexact: &mut Vec<Atom>,
 ) -> Option<NodeKind> {
     let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return None };
@@ -218,8 +259,25 @@ fn counted_widths(
         let (vmin, vmax) = nonzero.iter().fold((0.0f64, 0.0f64), |(lo, hi), (x, _)| (lo.min(*x), hi.max(*x)));
         let mut missed = std::collections::BTreeSet::new();
         let mut budget: usize = 1 << 22;
+        // A merged or scaled mean: what the interpreter computes for each count and sum.
+        let table: Option<HashMap<u32, Vec<(i64, f64)>>> = tables.get(&m).cloned().flatten().map(|t| {
+            let mut by: HashMap<u32, Vec<(i64, f64)>> = HashMap::new();
+            for &(c, sum, x) in t.iter() {
+                by.entry(c).or_default().push((sum, x));
+            }
+            by
+        });
         for (&(i, l), &c) in pairs.iter().zip(&counts) {
             let Some(fv) = f_at(i, l).filter(|_| c > 0) else { continue };
+            if let Some(by) = &table {
+                for &(sum, x) in by.get(&(c as u32)).into_iter().flatten() {
+                    let float = x * fv;
+                    if float != lambda * sum as f64 {
+                        missed.insert(float.to_bits());
+                    }
+                }
+                continue;
+            }
             let c = c as f64;
             let (lo, hi) = ((vmin * c).round() as i64, (vmax * c).round() as i64);
             budget = budget.saturating_sub((hi - lo + 1).max(0) as usize);
@@ -333,6 +391,11 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
                 return None;
             }
             let default = atom::binary(*op, &d1, &d2).ok()?;
+            if let (Some(f), Operand::Sop(ma), Operand::Sop(mb)) = (facts, a, b) {
+                let sign = if *op == BinOp::Sub { -1 } else { 1 };
+                let table = merged_table(f, out, *ma, *mb, |x, y| if sign < 0 { x - y } else { x + y }, sign);
+                f.tables.borrow_mut().0 = Some(table.map(Rc::new));
+            }
             let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v1), Operand::Sop(v2)] }, span)?;
             Some(NodeKind::Aggregate { sel: s1, values, default })
         }
@@ -342,11 +405,71 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
                 return None;
             }
             let default = atom::binary(*op, &d, c).ok()?;
+            // `mean * k` for an integer k: the interpreter scales the mean (0.1 · 3 is
+            // 0.30000000000000004 where the mean of 3s gives 0.3). Other scalings stay untracked.
+            if let (Some(f), BinOp::Mul, Some(k), Operand::Sop(m)) = (facts, op, c.as_f64().filter(|k| k.fract() == 0.0 && k.abs() < 1e6), a) {
+                let table = mean_table(f, out, *m).map(|t| t.iter().map(|&(n, sum, x)| (n, sum * k as i64, x * k)).collect::<MeanTable>());
+                f.tables.borrow_mut().0 = Some(table.map(Rc::new));
+            }
             let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v), Operand::Const(c.clone())] }, span)?;
             Some(NodeKind::Aggregate { sel: s, values, default })
         }
         _ => None,
     }
+}
+
+/// The mean table of the aggregate `m` of the new graph: one a merge or scaling built, or, for a
+/// mean of integers, (c, S, S/c) for every count c and sum S its values allow.
+fn mean_table(f: &Facts, out: &Graph, m: NodeId) -> Option<Rc<MeanTable>> {
+    if let Some(t) = f.tables.borrow().1.get(&m) {
+        return t.clone();
+    }
+    let NodeKind::Aggregate { values, .. } = &out.node(m).kind else { return None };
+    f.learn(out, *values);
+    let (lo, hi) = match f.new.borrow().0.get(values) {
+        Some(ValueSet::Finite(set)) => set.iter().try_fold((0i64, 0i64), |(lo, hi), a| {
+            let x = a.as_f64().filter(|x| x.fract() == 0.0 && x.abs() < 1e9)? as i64;
+            Some((lo.min(x), hi.max(x)))
+        })?,
+        _ => return None,
+    };
+    let mut t = vec![];
+    for c in 1..=f.max_len as i64 {
+        for sum in lo * c..=hi * c {
+            t.push((c as u32, sum, sum as f64 / c as f64));
+            if t.len() > MAX_TABLE {
+                return None;
+            }
+        }
+    }
+    Some(Rc::new(t))
+}
+
+/// The table of `a ± b` for two means over one selector: per count c, every pair of their sums.
+fn merged_table(f: &Facts, out: &Graph, a: NodeId, b: NodeId, combine: impl Fn(f64, f64) -> f64, sign: i64) -> Option<MeanTable> {
+    let (ta, tb) = (mean_table(f, out, a)?, mean_table(f, out, b)?);
+    let mut by_count: HashMap<u32, Vec<(i64, f64)>> = HashMap::new();
+    for &(c, sum, x) in tb.iter() {
+        by_count.entry(c).or_default().push((sum, x));
+    }
+    let work: usize = ta.iter().map(|(c, _, _)| by_count.get(c).map_or(0, Vec::len)).sum();
+    if work > MAX_TABLE_WORK {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut t = vec![];
+    for &(c, s1, x1) in ta.iter() {
+        for &(s2, x2) in by_count.get(&c).into_iter().flatten() {
+            let entry = (c, s1 + sign * s2, combine(x1, x2));
+            if seen.insert((entry.0, entry.1, entry.2.to_bits())) {
+                t.push(entry);
+                if t.len() > MAX_TABLE {
+                    return None;
+                }
+            }
+        }
+    }
+    Some(t)
 }
 
 /// Whether every value of the s-ops `ids` of the new graph is an integer (or a boolean). A mean

@@ -129,6 +129,12 @@ fn a_count_from_a_mean_compared_exactly_is_refused_where_floats_miss_it() {
         // A prefix count (the paper's dyck idiom): 15/22·22 is 14.999999999999998.
         ("prefix", "n = (indices + 1) * aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\nprog = n == 15;\n", "32", Some("14.999999999999998")),
         ("rounded", "prog = round(frac_a * length) == 7;\n", "32", None),
+        // Means merged into one (`frac_a + frac_b` is one head): the interpreter adds two floats,
+        // 1/9 + 5/9 = 0.6666666666666667 where 6/9 is 0.6666666666666666; and then times the
+        // length, 1/5 + 2/5 = 0.6000000000000001, times 5 is 3.0000000000000004.
+        ("merged", "frac_b = aggregate(select(1, 1, ==), indicator(tokens == \"b\"));\nprog = frac_a + frac_b > 2 / 3;\n", "12", Some("0.6666666666666667")),
+        ("merged_count", "frac_b = aggregate(select(1, 1, ==), indicator(tokens == \"b\"));\nn = (frac_a + frac_b) * length;\nprog = n == 3;\n", "8", Some("3.0000000000000004")),
+        ("merged_rounded", "frac_b = aggregate(select(1, 1, ==), indicator(tokens == \"b\"));\nn = round((frac_a + frac_b) * length);\nprog = n == 3;\n", "8", None),
     ] {
         let p = dir.join(format!("{name}.rasp"));
         std::fs::write(&p, format!("{frac}{body}")).unwrap();
@@ -147,6 +153,8 @@ fn a_count_from_a_mean_compared_exactly_is_refused_where_floats_miss_it() {
     // The interpreter's own arithmetic, independently: the pairs the refusals name.
     assert_ne!(7.0f64 / 25.0 * 25.0, 7.0);
     assert_ne!(1.0f64 / 49.0 * 49.0, 1.0);
+    assert_ne!(1.0f64 / 9.0 + 5.0 / 9.0, 6.0 / 9.0);
+    assert_eq!((1.0f64 / 5.0 + 2.0 / 5.0) * 5.0, 3.0000000000000004);
     assert!((1..=21).all(|n| (0..=n).all(|k| k as f64 / n as f64 * n as f64 == k as f64)));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -183,7 +191,11 @@ fn a_mean_of_floats_scaled_and_rounded_is_refused_and_categorical_is_not_offered
 fn a_lexical_error_is_reported_alone_on_its_line() {
     let dir = std::env::temp_dir().join(format!("raspc-diag-lex-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (name, src, code, col) in [("bang", "x = tokens ! 3;\n", "lex::bad-char", ":1:12"), ("exp", "y = 1;\nx = 1e5 + tokens_int;\n", "lex::exponent", ":2:5"), ("exp_float", "x = 2.5E-3 * tokens_int;\n", "lex::exponent", ":1:5")] {
+    for (name, src, code, col) in [
+        ("bang", "x = tokens ! 3;\n", "lex::bad-char", ":1:12"),
+        ("exp", "y = 1;\nx = 1e5 + tokens_int;\n", "lex::exponent", ":2:5"),
+        ("exp_float", "x = 2.5E-3 * tokens_int;\n", "lex::exponent", ":1:5"),
+    ] {
         let p = dir.join(format!("{name}.rasp"));
         std::fs::write(&p, src).unwrap();
         let (status, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "12"]);

@@ -496,3 +496,16 @@ fn gguf_with_huge_dims_is_an_error() {
     fails(&["probe", "svflow", "/dev/zero.gguf"], &["/dev/zero.gguf"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A bad RASPC_LIMITS is reported as the environment's error, not the model file's.
+#[test]
+fn a_bad_budget_in_the_environment_is_not_blamed_on_the_file() {
+    let dir = scratch();
+    let (f, _) = hist(&dir);
+    for args in [vec!["run", f.as_str(), "--input", "ab"], vec!["inspect", f.as_str()]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_raspc")).args(&args).env("RASPC_LIMITS", "foo=1").output().expect("start raspc");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.starts_with("error: bad RASPC_LIMITS: `foo=1`") && !err.contains(f.as_str()), "{args:?}: {err}");
+    }
+}

@@ -8,6 +8,8 @@ use std::path::Path;
 
 pub(crate) fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, device: &str, out: &mut dyn Write) -> Result<(), Failure> {
     let dev = raspc_runtime::device(device).map_err(|e| e.to_string())?;
+    // The environment's budgets are checked first, so that their error is not blamed on the file.
+    limits()?;
     let m = raspc_runtime::Model::load_file(model, &dev).map_err(|e| format!("`{}`: {e}", model.display()))?;
     let tokens = parse_tokens("--input", input)?;
     let values = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
