@@ -262,20 +262,29 @@ pub fn counted_sum_floats(g: &Graph, id: NodeId, max_len: usize, values: &[Atom]
         if c == 0 {
             continue;
         }
-        let cf = c as f64;
-        let (lo, hi) = ((vmin * cf).round() as i64, (vmax * cf).round() as i64);
-        budget = budget.saturating_sub((hi - lo + 1).max(0) as usize);
-        if budget == 0 {
+        if !missed_counts(c as f64, fv, lambda, (vmin, vmax), &mut budget, &mut out) {
             break;
-        }
-        for sum in lo..=hi {
-            let float = (sum as f64 / cf) * fv;
-            if float != lambda * sum as f64 {
-                out.insert(float.to_bits());
-            }
         }
     }
     out.into_iter().map(|b| Atom::Float(f64::from_bits(b))).collect()
+}
+
+/// For a count `c` of keys with integer values in `[vmin, vmax]` and the factor `fv` = λ·c: adds
+/// to `out` (as bits) every `(Σ/c)·fv` the interpreter computes that is not the exact λ·Σ, over
+/// the integer sums Σ the values allow. False when that would pass `budget` (sums tried).
+pub(crate) fn missed_counts(c: f64, fv: f64, lambda: f64, (vmin, vmax): (f64, f64), budget: &mut usize, out: &mut std::collections::BTreeSet<u64>) -> bool {
+    let (lo, hi) = ((vmin * c).round() as i64, (vmax * c).round() as i64);
+    *budget = budget.saturating_sub((hi - lo + 1).max(0) as usize);
+    if *budget == 0 {
+        return false;
+    }
+    for sum in lo..=hi {
+        let float = (sum as f64 / c) * fv;
+        if float != lambda * sum as f64 {
+            out.insert(float.to_bits());
+        }
+    }
+    true
 }
 
 /// The λ with f = λ·c at every point of `points` (pairs of f, None where it has no number, and

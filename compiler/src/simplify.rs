@@ -278,17 +278,8 @@ fn counted_widths(
                 }
                 continue;
             }
-            let c = c as f64;
-            let (lo, hi) = ((vmin * c).round() as i64, (vmax * c).round() as i64);
-            budget = budget.saturating_sub((hi - lo + 1).max(0) as usize);
-            if budget == 0 {
+            if !crate::numeric::missed_counts(c as f64, fv, lambda, (vmin, vmax), &mut budget, &mut missed) {
                 break;
-            }
-            for sum in lo..=hi {
-                let float = (sum as f64 / c) * fv;
-                if float != lambda * sum as f64 {
-                    missed.insert(float.to_bits());
-                }
             }
         }
         inexact.extend(missed.into_iter().map(|b| Atom::Float(f64::from_bits(b))));
