@@ -297,6 +297,25 @@ fn points_of(atoms: &[Atom]) -> Option<(Vec<f64>, Vec<Vec<Atom>>)> {
     Some((pts, groups))
 }
 
+/// A value set whose non-integer floats within rounding of one of its integers (the
+/// interpreter's 3.0000000000000004 for a count of 3: `simplify::simplify_noting`) stand with
+/// that integer: the other values, each with the floats it stands for (first the value itself).
+fn with_missed_floats(vals: Vec<Atom>) -> (Vec<Atom>, Vec<Vec<Atom>>) {
+    let near = |a: &Atom| matches!(a, Atom::Float(x) if x.fract() != 0.0 && (x - x.round()).abs() <= 1e-12 * x.abs().max(1.0));
+    let (floats, mut kept): (Vec<Atom>, Vec<Atom>) = vals.into_iter().partition(near);
+    let mut groups: Vec<Vec<Atom>> = kept.iter().map(|v| vec![v.clone()]).collect();
+    for a in floats {
+        match a.as_f64().and_then(|x| kept.iter().position(|v| !v.is_str() && v.as_f64() == Some(x.round()))) {
+            Some(k) => groups[k].push(a),
+            None => {
+                kept.push(a.clone());
+                groups.push(vec![a]);
+            }
+        }
+    }
+    (kept, groups)
+}
+
 impl Lowerer<'_> {
     fn label(&self, id: NodeId) -> &str {
         &self.g.node(id).label
@@ -921,19 +940,9 @@ impl Lowerer<'_> {
         // from a mean, 3.0000000000000004) stands with that integer, not in a dim of its own.
         let mut alts: Option<Vec<Vec<Atom>>> = None;
         if !numerical && self.inexact_nodes.contains(&id) {
-            let near = |a: &Atom| matches!(a, Atom::Float(x) if x.fract() != 0.0 && (x - x.round()).abs() <= 1e-12 * x.abs().max(1.0));
-            let (floats, exact): (Vec<Atom>, Vec<Atom>) = vals.iter().cloned().partition(near);
-            let mut groups: Vec<Vec<Atom>> = exact.iter().map(|v| vec![v.clone()]).collect();
-            let mut kept = vec![];
-            for a in floats {
-                match a.as_f64().and_then(|x| exact.iter().position(|v| !v.is_str() && v.as_f64() == Some(x.round()))) {
-                    Some(k) => groups[k].push(a),
-                    None => kept.push(a),
-                }
-            }
+            let (kept, groups) = with_missed_floats(vals.clone());
             if groups.iter().any(|g| g.len() > 1) {
-                vals = exact.into_iter().chain(kept.iter().cloned()).collect();
-                groups.extend(kept.into_iter().map(|a| vec![a]));
+                vals = kept;
                 alts = Some(groups);
             }
         }
@@ -1492,7 +1501,7 @@ impl Lowerer<'_> {
         self.push_block(BlockKind::Head(head), scratch, format!("{label}:inverse = 1/(1 + selector_width({}))", self.selector_text(sel)));
         // A non-integer count is what the interpreter computes where this width replaced a mean
         // times a count (`simplify_noting`): it stands with the integer it rounds to.
-        let (vals, missed): (Vec<Atom>, Vec<Atom>) = self.finite(id)?.into_iter().partition(|a| !matches!(a, Atom::Float(x) if x.fract() != 0.0));
+        let (vals, groups) = with_missed_floats(self.finite(id)?);
         let numerical = self.opts.numerical.contains(&label);
         // Point 1/(w+1) (ascending order: w descending) -> w.
         let ws: Vec<i64> = (0..=n as i64).rev().collect();
@@ -1509,20 +1518,12 @@ impl Lowerer<'_> {
         let dims = enc.dims();
         let out = self.new_slot(label.clone(), enc, vec![0.0; dims]);
         if numerical {
-            let mut groups: Vec<Vec<Atom>> = (0..=n as i64).map(|w| vec![Atom::Int(w)]).collect();
-            for a in &missed {
-                if let Some(g) = a.as_f64().and_then(|x| groups.get_mut(x.round().max(0.0) as usize)) {
-                    g.push(a.clone());
-                }
-            }
-            self.num_atoms.insert(out, groups);
-        } else if !missed.is_empty() {
-            let mut groups: Vec<Vec<Atom>> = vals.iter().map(|v| vec![v.clone()]).collect();
-            for a in &missed {
-                if let Some(k) = a.as_f64().and_then(|x| vals.iter().position(|v| v.as_f64() == Some(x.round()))) {
-                    groups[k].push(a.clone());
-                }
-            }
+            // Count w's point stands for w and the floats grouped with it.
+            let by_count: Vec<Vec<Atom>> = (0..=n as i64)
+                .map(|w| groups.iter().find(|g| g[0].as_f64() == Some(w as f64)).cloned().filter(|g| matches!(g[0], Atom::Int(_))).unwrap_or_else(|| vec![Atom::Int(w)]))
+                .collect();
+            self.num_atoms.insert(out, by_count);
+        } else if groups.iter().any(|g| g.len() > 1) {
             self.cat_alts.insert(out, groups);
         }
         let mlp = staircase(scratch, &pts, &outputs, out);
