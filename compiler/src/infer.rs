@@ -128,22 +128,15 @@ pub fn infer_with_intervals(graph: &Graph, root: NodeId, vocab: &[Atom], max_len
         };
         let iv = crate::numeric::interval(graph, id, &set, &ivs, max_len);
         // Integer facts narrow (counted sums) or bound (sums too large to enumerate) the set.
-        let counted = crate::numeric::counted_sum_parts(graph, id, max_len).is_some();
+        let parts = crate::numeric::counted_sum_parts(graph, id, max_len);
+        let counted = parts.is_some();
         let set = match iv.as_ref().and_then(crate::numeric::int_set) {
             Some(ValueSet::Finite(mut ints)) if counted => {
                 // The interpreter's floats where they miss the exact count stay possible values.
-                let values = match &graph.node(id).kind {
-                    NodeKind::Map { args, .. } => args.iter().find_map(|a| match a {
-                        raspc_lang::graph::Operand::Sop(x) => match &graph.node(*x).kind {
-                            NodeKind::Aggregate { values, .. } => Some(*values),
-                            _ => None,
-                        },
-                        _ => None,
-                    }),
-                    _ => None,
-                };
-                if let Some(ValueSet::Finite(vs)) = values.and_then(|v| out.get(&v)) {
-                    for a in crate::numeric::counted_sum_floats(graph, id, max_len, &vs.iter().cloned().collect::<Vec<_>>()) {
+                if let Some(parts) = parts
+                    && let Some(ValueSet::Finite(vs)) = out.get(&parts.1)
+                {
+                    for a in crate::numeric::counted_sum_floats(graph, id, max_len, parts, &vs.iter().cloned().collect::<Vec<_>>()) {
                         ints.insert(a);
                     }
                 }

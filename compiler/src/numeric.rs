@@ -242,9 +242,9 @@ pub fn counted_sum_parts(g: &Graph, id: NodeId, max_len: usize) -> Option<(NodeI
 /// The floats the interpreter computes for a counted sum `aggregate(sel, v) * f(indices)` where
 /// they are not the exact λ·Σv (`(Σ/c)·f` with Σ an integer sum of c values: 15/22·22 is
 /// 14.999999999999998): they belong to its value set beside the integers, so that a map telling
-/// them apart is refused (`compile::numeric_map`). Empty unless v's values are integers.
-pub fn counted_sum_floats(g: &Graph, id: NodeId, max_len: usize, values: &[Atom]) -> Vec<Atom> {
-    let Some((sel, _, lambda)) = counted_sum_parts(g, id, max_len) else { return vec![] };
+/// them apart is refused (`compile::numeric_map`). `parts` are [`counted_sum_parts`]'s, `values`
+/// the values v takes; empty unless they are integers.
+pub fn counted_sum_floats(g: &Graph, id: NodeId, max_len: usize, (sel, _, lambda): (NodeId, NodeId, f64), values: &[Atom]) -> Vec<Atom> {
     let NodeKind::Map { args, .. } = &g.node(id).kind else { return vec![] };
     let Some(f) = args.iter().find_map(|a| match a {
         Operand::Sop(x) if !matches!(g.node(*x).kind, NodeKind::Aggregate { .. }) => Some(*x),

@@ -260,13 +260,7 @@ fn counted_widths(
         let mut missed = std::collections::BTreeSet::new();
         let mut budget: usize = 1 << 22;
         // A merged or scaled mean: what the interpreter computes for each count and sum.
-        let table: Option<HashMap<u32, Vec<(i64, f64)>>> = tables.get(&m).cloned().flatten().map(|t| {
-            let mut by: HashMap<u32, Vec<(i64, f64)>> = HashMap::new();
-            for &(c, sum, x) in t.iter() {
-                by.entry(c).or_default().push((sum, x));
-            }
-            by
-        });
+        let table = tables.get(&m).cloned().flatten().map(|t| by_count(&t));
         for (&(i, l), &c) in pairs.iter().zip(&counts) {
             let Some(fv) = f_at(i, l).filter(|_| c > 0) else { continue };
             if let Some(by) = &table {
@@ -383,8 +377,7 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
             }
             let default = atom::binary(*op, &d1, &d2).ok()?;
             if let (Some(f), Operand::Sop(ma), Operand::Sop(mb)) = (facts, a, b) {
-                let sign = if *op == BinOp::Sub { -1 } else { 1 };
-                let table = merged_table(f, out, *ma, *mb, |x, y| if sign < 0 { x - y } else { x + y }, sign);
+                let table = merged_table(f, out, *ma, *mb, if *op == BinOp::Sub { -1 } else { 1 });
                 f.tables.borrow_mut().0 = Some(table.map(Rc::new));
             }
             let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v1), Operand::Sop(v2)] }, span)?;
@@ -436,13 +429,20 @@ fn mean_table(f: &Facts, out: &Graph, m: NodeId) -> Option<Rc<MeanTable>> {
     Some(Rc::new(t))
 }
 
-/// The table of `a ± b` for two means over one selector: per count c, every pair of their sums.
-fn merged_table(f: &Facts, out: &Graph, a: NodeId, b: NodeId, combine: impl Fn(f64, f64) -> f64, sign: i64) -> Option<MeanTable> {
-    let (ta, tb) = (mean_table(f, out, a)?, mean_table(f, out, b)?);
-    let mut by_count: HashMap<u32, Vec<(i64, f64)>> = HashMap::new();
-    for &(c, sum, x) in tb.iter() {
-        by_count.entry(c).or_default().push((sum, x));
+/// A mean table's (sum, value) pairs by key count.
+fn by_count(t: &MeanTable) -> HashMap<u32, Vec<(i64, f64)>> {
+    let mut by: HashMap<u32, Vec<(i64, f64)>> = HashMap::new();
+    for &(c, sum, x) in t {
+        by.entry(c).or_default().push((sum, x));
     }
+    by
+}
+
+/// The table of `a + sign·b` (sign ±1) for two means over one selector: per count c, every pair
+/// of their sums (`x - y` is `x + (-1)·y` exactly in floating point).
+fn merged_table(f: &Facts, out: &Graph, a: NodeId, b: NodeId, sign: i64) -> Option<MeanTable> {
+    let (ta, tb) = (mean_table(f, out, a)?, mean_table(f, out, b)?);
+    let by_count = by_count(&tb);
     let work: usize = ta.iter().map(|(c, _, _)| by_count.get(c).map_or(0, Vec::len)).sum();
     if work > MAX_TABLE_WORK {
         return None;
@@ -451,7 +451,7 @@ fn merged_table(f: &Facts, out: &Graph, a: NodeId, b: NodeId, combine: impl Fn(f
     let mut t = vec![];
     for &(c, s1, x1) in ta.iter() {
         for &(s2, x2) in by_count.get(&c).into_iter().flatten() {
-            let entry = (c, s1 + sign * s2, combine(x1, x2));
+            let entry = (c, s1 + sign * s2, x1 + sign as f64 * x2);
             if seen.insert((entry.0, entry.1, entry.2.to_bits())) {
                 t.push(entry);
                 if t.len() > MAX_TABLE {
