@@ -202,12 +202,14 @@ fn head_writers(plan: &Plan, sched: &Schedule, t: SlotId) -> usize {
 /// rounding of their pre-activations (8 ulps of the summed magnitudes) plus the error of what
 /// they read when that has no finite set, each times the weight it is written with.
 fn slot_error(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize) -> f64 {
-    slot_error_memo(plan, sched, s, depth, &mut std::collections::HashMap::new())
+    slot_error_memo(plan, sched, s, depth, true, &mut std::collections::HashMap::new())
 }
 
 /// [`slot_error`] with each slot's error computed once (the plan is a DAG, but the same slot is
 /// reached along many paths: without the memo the walk is exponential in the depth).
-fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo: &mut std::collections::HashMap<SlotId, f64>) -> f64 {
+/// `soft`: charge each head its soft-attention budget; without it, only f32 rounding (hard
+/// attention).
+fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, soft: bool, memo: &mut std::collections::HashMap<SlotId, f64>) -> f64 {
     if let Some(&e) = memo.get(&s) {
         return e;
     }
@@ -223,7 +225,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
     let mut read_err = |t: SlotId| -> f64 {
         match &plan.slots[t].enc {
             SlotEnc::Cat(_) | SlotEnc::Num { points: Some(_) } => 0.0,
-            SlotEnc::Num { .. } if depth < 8 => slot_error_memo(plan, sched, t, depth + 1, memo),
+            SlotEnc::Num { .. } if depth < 8 => slot_error_memo(plan, sched, t, depth + 1, soft, memo),
             SlotEnc::Num { .. } => 1.0,
         }
     };
@@ -235,7 +237,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
                 for &Out { slot: t, w, .. } in &h.o {
                     if t == s {
                         let vmax = head_vmax(plan, h);
-                        e += w.abs() * (head_budget(plan, sched, b, h) + 8.0 * u * vmax);
+                        e += w.abs() * (if soft { head_budget(plan, sched, b, h) } else { 0.0 } + 8.0 * u * vmax);
                     }
                 }
             }
@@ -258,6 +260,54 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
     }
     memo.insert(s, e);
     e
+}
+
+/// A numerical slot whose values f32 cannot tell apart: the slot, the gap its readers must
+/// resolve, the error it may carry (computation plus f32 representation) and its largest value.
+#[derive(Clone, Debug)]
+pub struct PrecisionProblem {
+    pub slot: SlotId,
+    pub label: String,
+    pub gap: f64,
+    /// The error the readers tolerate: half the gap (the output), a quarter (staircases).
+    pub tol: f64,
+    pub error: f64,
+    pub magnitude: f64,
+}
+
+/// The first numerical slot, the output or one a staircase reads, whose values lie closer
+/// together than f32 holds them: the residual stream, the weights and the readout are f32, so a
+/// value `v` is stored to within about `u·|v|` (u = 2^-23, for the value, the sum of its
+/// parts and the readout, on top of the error [`slot_error`] charges its computation). The
+/// output decodes to the nearest value within half the smallest gap; a staircase steps across
+/// a quarter of its gap. `indices * 10000000 + tokens_int` (7.0e7 + 1 is 7.0e7 in f32) or
+/// the mean of the floats 0.1 and 0.1000001 would otherwise compile to a model that gives a
+/// neighbouring value.
+pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProblem> {
+    let u = f32::EPSILON as f64;
+    let magnitude = |s: SlotId| match &plan.slots[s].enc {
+        SlotEnc::Num { points: Some(p) } => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
+        SlotEnc::Num { .. } => plan.grid_reads.get(&s).map_or(0.0, |g| g.1),
+        SlotEnc::Cat(_) => 0.0,
+    };
+    let check = |s: SlotId, tol: f64, gap: f64| -> Option<PrecisionProblem> {
+        let mag = magnitude(s);
+        // Soft attention's budgets are derived from these gaps (β); what no β changes is f32.
+        let error = slot_error_memo(plan, sched, s, 0, false, &mut Default::default()) + 1.5 * u * mag;
+        (error.is_nan() || error >= tol).then(|| PrecisionProblem { slot: s, label: plan.slots[s].label.clone(), gap, tol, error, magnitude: mag })
+    };
+    let out = &plan.output;
+    if out.values.is_none() && plan.output_bound.is_none() {
+        let gap = match (&out.points, plan.output_ints) {
+            (Some(p), _) if p.len() > 1 => Some(min_gap(p)),
+            (_, Some(_)) => Some(1.0),
+            _ => None,
+        };
+        if let Some(problem) = gap.and_then(|g| check(out.slot, g / 2.0, g)) {
+            return Some(problem);
+        }
+    }
+    plan.grid_reads.iter().find_map(|(&s, &(gap, _))| check(s, gap / 4.0, gap))
 }
 
 fn min_gap(p: &[f64]) -> f64 {

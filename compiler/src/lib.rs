@@ -167,6 +167,32 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         .with_label("this s-op")
         .with_note(format!("d_model would be {}; a smaller --max-len or vocabulary shrinks the one-hot encodings", schedule.d_model))]);
     }
+    if plan.output_bound.is_none()
+        && let Some(pp) = emit::precision_problem(&plan, &schedule)
+    {
+        let node = graph.node(root);
+        // A slot of the compiler's own (`m:categorical`) holds the number of the s-op before it.
+        let name = pp.label.split(':').next().unwrap_or(&pp.label).to_string();
+        let num = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x}") } else { format!("{x:.3e}") };
+        let this = if name == node.label { "this s-op".to_string() } else { format!("`{name}` feeds this s-op") };
+        let advice = if opts.categorical.contains(&name) {
+            format!("`{name}` is computed as a number before it is stored categorically, so no encoding avoids it; smaller or fewer distinct numbers do")
+        } else {
+            format!("smaller numbers keep them apart, or a categorical encoding (`--encoding {name}=categorical`) holds each value in a dim of its own")
+        };
+        return Err(vec![Diagnostic::error(
+            "compile::precision",
+            format!("the values of `{name}` are too close together for f32: some differ by {} at magnitudes up to {}", num(pp.gap), num(pp.magnitude)),
+            node.span,
+        )
+        .with_label(this)
+        .with_note(format!(
+            "weights and activations are f32: the model holds `{name}` only to within about {}, and telling its values apart needs less than {}, so it would give a neighbouring value",
+            num(pp.error),
+            num(pp.tol)
+        ))
+        .with_note(advice)]);
+    }
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };
     let checkpoint = emit::emit(&plan, &schedule, &inputs).map_err(|e| {
         let node = graph.node(root);

@@ -123,8 +123,7 @@ struct Lowerer<'a> {
     /// Extra token-embedding and position-embedding entries (sum slots).
     token_values: Vec<EmbedRow>,
     positional: Vec<EmbedRow>,
-    /// Numerical slots without a finite set read by staircases over a grid: (smallest step
-    /// gap, largest magnitude).
+    /// Numerical slots read by staircases: (smallest step gap, largest magnitude).
     grid_reads: std::collections::BTreeMap<SlotId, (f64, f64)>,
 }
 
@@ -910,7 +909,7 @@ impl Lowerer<'_> {
         if let Some(groups) = self.num_atoms.get(&num).filter(|g| g.iter().any(|x| x.len() > 1)) {
             self.cat_alts.insert(out, groups.clone());
         }
-        let mlp = staircase(num, &points, &outputs, out);
+        let mlp = self.staircase(num, &points, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("categorical({})", self.slots[num].label));
         self.conv.insert(num, out);
         Ok(out)
@@ -1055,7 +1054,7 @@ impl Lowerer<'_> {
                 self.num_atoms.insert(out, gr);
             }
             let (points, outputs) = if on_grid { self.grid_steps(ls, &points, outputs) } else { (points, outputs) };
-            let mlp = staircase(ls, &points, &outputs, out);
+            let mlp = self.staircase(ls, &points, &outputs, out);
             self.push_block(BlockKind::Mlp(mlp), out, what);
             return Ok(out);
         }
@@ -1302,7 +1301,7 @@ impl Lowerer<'_> {
         let outputs: Vec<Vec<f64>> = class_of.iter().map(|&k| (0..n).map(|j| (j == k) as u8 as f64).collect()).collect();
         let label = format!("{}:classes", self.slots[num].label);
         let out = self.new_slot(label.clone(), SlotEnc::Cat(names), vec![0.0; n]);
-        let mlp = staircase(num, points, &outputs, out);
+        let mlp = self.staircase(num, points, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = which class of values `{}` is in", self.slots[num].label));
         self.class_slots.insert((num, class_of.to_vec()), out);
         out
@@ -1316,8 +1315,17 @@ impl Lowerer<'_> {
     fn grid_steps(&mut self, slot: SlotId, points: &[f64], outputs: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
         let n = points.len();
         let keep = |j: usize| j == 0 || j + 1 == n || outputs[j] != outputs[j - 1] || outputs[j] != outputs[j + 1];
+        self.note_steps(slot, points, &outputs);
+        let kept: Vec<usize> = (0..n).filter(|&j| keep(j)).collect();
+        (kept.iter().map(|&j| points[j]).collect(), kept.into_iter().map(|j| outputs[j].clone()).collect())
+    }
+
+    /// Records the smallest gap between neighbouring points of `slot` that a step lies between
+    /// and the largest magnitude ([`Plan::grid_reads`]): emission checks that the slot's error,
+    /// f32 rounding included, stays within a quarter of that gap.
+    fn note_steps(&mut self, slot: SlotId, points: &[f64], outputs: &[Vec<f64>]) {
         let mut gap = f64::INFINITY;
-        for j in 1..n {
+        for j in 1..points.len() {
             if outputs[j] != outputs[j - 1] {
                 gap = gap.min(points[j] - points[j - 1]);
             }
@@ -1325,8 +1333,12 @@ impl Lowerer<'_> {
         let magnitude = points.iter().fold(0.0f64, |m, p| m.max(p.abs()));
         let e = self.grid_reads.entry(slot).or_insert((f64::INFINITY, 0.0));
         *e = (e.0.min(gap), e.1.max(magnitude));
-        let kept: Vec<usize> = (0..n).filter(|&j| keep(j)).collect();
-        (kept.iter().map(|&j| points[j]).collect(), kept.into_iter().map(|j| outputs[j].clone()).collect())
+    }
+
+    /// [`staircase`], with its steps recorded ([`Self::note_steps`]).
+    fn staircase(&mut self, input: SlotId, points: &[f64], outputs: &[Vec<f64>], out: SlotId) -> Mlp {
+        self.note_steps(input, points, outputs);
+        staircase(input, points, outputs, out)
     }
 
     /// Builds the query/key entries of a selector; returns (q, k, columns used, number of terms).
@@ -1526,7 +1538,7 @@ impl Lowerer<'_> {
         } else if groups.iter().any(|g| g.len() > 1) {
             self.cat_alts.insert(out, groups);
         }
-        let mlp = staircase(scratch, &pts, &outputs, out);
+        let mlp = self.staircase(scratch, &pts, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = selector_width({})", self.selector_text(sel)));
         Ok(out)
     }

@@ -210,10 +210,10 @@ pub struct Plan {
     pub output_ints: Option<(f64, f64)>,
     /// Numerical output: the certified bound on |model - program| (real-valued programs).
     pub output_bound: Option<f64>,
-    /// Numerical slots without a finite set of values that staircases read over a grid of the
-    /// values they can take (means of integers): (smallest gap between neighbouring values a
-    /// step lies between, largest magnitude). Their writers' error must stay within a quarter
-    /// of that gap, like for slots with a finite set.
+    /// Numerical slots that staircases read, over their finite set of values or over a grid of
+    /// the values they can take (means of integers): (smallest gap between neighbouring values
+    /// a step lies between, largest magnitude). Their error, f32 rounding included, must stay
+    /// within a quarter of that gap.
     pub grid_reads: std::collections::BTreeMap<SlotId, (f64, f64)>,
     /// Numerical values stored as partial sums: a slot, and the further slots whose numbers
     /// add to its own (the checkpoint layout lists them as the entry's `parts`).

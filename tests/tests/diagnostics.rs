@@ -227,3 +227,43 @@ fn encoding_a_selector_is_refused() {
     assert!(err.contains("s-ops here: indices, tokens, tokens_int, x"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Values f32 cannot tell apart are refused at compile time, not compiled into a model that
+/// gives a neighbouring value: integers past 2^24 one apart (f32 holds 20000001 as 20000000),
+/// and floats 1e-7 apart (means of 0.1 and 0.1000001). The integers stored categorically
+/// compile and verify; a mean stays a number first, so no encoding is offered for it.
+#[test]
+fn values_too_close_for_f32_are_refused() {
+    assert_eq!(20000001.0f32, 20000000.0f32);
+    let dir = std::env::temp_dir().join(format!("raspc-diag-precision-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.rasp");
+    std::fs::write(&big, "prog = indices * 10000000 + tokens_int;\n").unwrap();
+    let args = ["verify", big.to_str().unwrap(), "--vocab", "0123456789", "--max-len", "8", "--samples", "200"];
+    let (code, _, err) = run_cli(&args);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::precision") && err.contains("differ by 1 at magnitudes up to 70000009"), "{err}");
+    assert!(err.contains("big.rasp:1:8") && err.contains("`--encoding prog=categorical`"), "{err}");
+    let (code, out, err) = run_cli(&[&args[..], &["--encoding", "prog=categorical"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(", 0 mismatches"), "{out}");
+    // Small integers are far from it.
+    std::fs::write(&big, "prog = indices * 1000 + tokens_int;\n").unwrap();
+    let (code, out, err) = run_cli(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(", 0 mismatches"), "{out}");
+
+    let mean = dir.join("mean.rasp");
+    std::fs::write(&mean, "prog = aggregate(select(1, 1, ==), tokens_float);\n").unwrap();
+    for extra in [None, Some("prog=categorical")] {
+        let mut args = vec!["verify", mean.to_str().unwrap(), "--vocab", "[0.1, 0.1000001, 0.3]", "--max-len", "5", "--samples", "100"];
+        if let Some(e) = extra {
+            args.extend(["--encoding", e]);
+        }
+        let (code, _, err) = run_cli(&args);
+        assert_eq!(code, 1, "{extra:?}: {err}");
+        assert!(err.contains("compile::precision") && err.contains("`prog`"), "{extra:?}: {err}");
+        assert_eq!(err.contains("no encoding avoids it"), extra.is_some(), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -163,7 +163,9 @@ pub(crate) fn trace_cmd(
             let agrees = expected.map(|e| {
                 e.len() == values.len()
                     && e.iter().zip(&values).all(|(w, g)| match (g.as_f64(), &sop.encoding) {
-                        (Some(x), raspc_checkpoint::Encoding::Numerical { .. }) => w.as_f64().is_some_and(|y| (x - y).abs() <= (1e-3 * y.abs().max(1.0)).max(num_tol)),
+                        (Some(x), raspc_checkpoint::Encoding::Numerical { values }) => {
+                            w.as_f64().is_some_and(|y| numbers_agree(x, y, values.as_deref(), if sop.label == ck.output.label { Some(ck.output.tolerance) } else { None }, num_tol))
+                        }
                         _ => verify::decoded_atom(&raspc_runtime::Decoded::Value(g.clone())).py_eq(w),
                     })
             });
@@ -231,4 +233,57 @@ pub(crate) fn trace_cmd(
         return Err(Failure::Silent);
     }
     Ok(())
+}
+
+/// Whether the number `x` the model holds for an s-op is the interpreter's `y`. With the
+/// s-op's values listed, as `run` decodes the output: `x` and `y` have the same nearest listed
+/// value, both within the output's tolerance (the output) or half the gap to the next listed
+/// value (other s-ops). Without a list: within the output's tolerance, or 1e-3
+/// relative for other s-ops of a token model (whose checkpoints state no tolerance for them),
+/// or `real_tol`, the certified bound of a real-valued model.
+fn numbers_agree(x: f64, y: f64, values: Option<&[serde_json::Value]>, out_tol: Option<f64>, real_tol: f64) -> bool {
+    let mut listed: Vec<f64> = values.unwrap_or_default().iter().filter_map(|v| v.as_f64().or_else(|| v.as_bool().map(f64::from))).collect();
+    listed.sort_by(f64::total_cmp);
+    listed.dedup();
+    if listed.is_empty() || real_tol > 0.0 {
+        return (x - y).abs() <= out_tol.unwrap_or(1e-3 * y.abs().max(1.0)).max(real_tol);
+    }
+    let nearest = |x: f64| {
+        let i = listed.partition_point(|&v| v < x);
+        [i.checked_sub(1), Some(i).filter(|&i| i < listed.len())].into_iter().flatten().min_by(|&a, &b| (listed[a] - x).abs().total_cmp(&(listed[b] - x).abs()))
+    };
+    let (Some(k), Some(ky)) = (nearest(x), nearest(y)) else { return false };
+    let gap = [k.checked_sub(1).map(|j| listed[k] - listed[j]), listed.get(k + 1).map(|v| v - listed[k])].into_iter().flatten().fold(f64::INFINITY, f64::min);
+    let tol = out_tol.unwrap_or(gap / 2.0);
+    // The interpreter's float may be another rounding of a listed number (0.44999999999999996
+    // for 0.45): both snap to the same listed value.
+    k == ky && (x - listed[k]).abs() <= tol && (y - listed[k]).abs() <= tol
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbers_agree;
+    use serde_json::json;
+
+    /// The rule `run` decodes with: a neighbouring listed value is a divergence however close
+    /// in relative terms (f32 holds 20000001 as 20000000), another rounding of the same listed
+    /// number is not.
+    #[test]
+    fn a_number_agrees_only_when_it_snaps_to_the_interpreters_value() {
+        let big = [json!(2), json!(10000008), json!(20000000), json!(20000001)];
+        assert!(!numbers_agree(20000000.0, 20000001.0, Some(&big), None, 0.0));
+        assert!(!numbers_agree(20000000.0, 20000001.0, Some(&big), Some(0.5), 0.0));
+        assert!(numbers_agree(20000001.0, 20000001.0, Some(&big), None, 0.0));
+        // 0.45 computed as 0.9 / 2 and as 0.15 * 3: the list holds one of them.
+        let (a, b) = (0.9f64 / 2.0, 0.15f64 * 3.0);
+        assert_ne!(a, b);
+        let means = [json!(0.25), json!(a), json!(0.5)];
+        assert!(numbers_agree(f64::from(b as f32), b, Some(&means), None, 0.0));
+        assert!(!numbers_agree(0.5, b, Some(&means), None, 0.0));
+        // Without a list: the output's tolerance, else 1e-3 relative.
+        assert!(numbers_agree(1.0004, 1.0, None, Some(0.001), 0.0));
+        assert!(!numbers_agree(1.0004, 1.0, None, Some(0.0001), 0.0));
+        assert!(numbers_agree(1000.9, 1000.0, None, None, 0.0));
+        assert!(!numbers_agree(1002.0, 1000.0, None, None, 0.0));
+    }
 }
