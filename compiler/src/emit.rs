@@ -202,14 +202,12 @@ fn head_writers(plan: &Plan, sched: &Schedule, t: SlotId) -> usize {
 /// rounding of their pre-activations (8 ulps of the summed magnitudes) plus the error of what
 /// they read when that has no finite set, each times the weight it is written with.
 fn slot_error(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize) -> f64 {
-    slot_error_memo(plan, sched, s, depth, true, &mut std::collections::HashMap::new())
+    slot_error_memo(plan, sched, s, depth, &mut std::collections::HashMap::new())
 }
 
 /// [`slot_error`] with each slot's error computed once (the plan is a DAG, but the same slot is
 /// reached along many paths: without the memo the walk is exponential in the depth).
-/// `soft`: charge each head its soft-attention budget; without it, only f32 rounding (hard
-/// attention).
-fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, soft: bool, memo: &mut std::collections::HashMap<SlotId, f64>) -> f64 {
+fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo: &mut std::collections::HashMap<SlotId, f64>) -> f64 {
     if let Some(&e) = memo.get(&s) {
         return e;
     }
@@ -225,7 +223,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, soft:
     let mut read_err = |t: SlotId| -> f64 {
         match &plan.slots[t].enc {
             SlotEnc::Cat(_) | SlotEnc::Num { points: Some(_) } => 0.0,
-            SlotEnc::Num { .. } if depth < 8 => slot_error_memo(plan, sched, t, depth + 1, soft, memo),
+            SlotEnc::Num { .. } if depth < 8 => slot_error_memo(plan, sched, t, depth + 1, memo),
             SlotEnc::Num { .. } => 1.0,
         }
     };
@@ -237,7 +235,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, soft:
                 for &Out { slot: t, w, .. } in &h.o {
                     if t == s {
                         let vmax = head_vmax(plan, h);
-                        e += w.abs() * (if soft { head_budget(plan, sched, b, h) } else { 0.0 } + 8.0 * u * vmax);
+                        e += w.abs() * (head_budget(plan, sched, b, h) + 8.0 * u * vmax);
                     }
                 }
             }
@@ -263,7 +261,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, soft:
 }
 
 /// A numerical slot whose values f32 cannot tell apart: the slot, the gap its readers must
-/// resolve, the error it may carry (computation plus f32 representation) and its largest value.
+/// resolve, the f32 error it may carry and its largest value.
 #[derive(Clone, Debug)]
 pub struct PrecisionProblem {
     pub slot: SlotId,
@@ -277,8 +275,9 @@ pub struct PrecisionProblem {
 
 /// The first numerical slot, the output or one a staircase reads, whose values lie closer
 /// together than f32 holds them: the residual stream, the weights and the readout are f32, so a
-/// value `v` is stored to within about `u·|v|` (u = 2^-23, for the value, the sum of its
-/// parts and the readout, on top of the error [`slot_error`] charges its computation). The
+/// value `v` is held to within a few `u·|v|` (u = 2^-23: the value, the sum of its parts, the
+/// readout), plus the rounding of the means heads write into it. (Soft attention's budgets are
+/// not charged: β is derived from the same gaps, and lookups are built to tolerate them.) The
 /// output decodes to the nearest value within half the smallest gap; a staircase steps across
 /// a quarter of its gap. `indices * 10000000 + tokens_int` (7.0e7 + 1 is 7.0e7 in f32) or
 /// the mean of the floats 0.1 and 0.1000001 would otherwise compile to a model that gives a
@@ -292,8 +291,17 @@ pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProbl
     };
     let check = |s: SlotId, tol: f64, gap: f64| -> Option<PrecisionProblem> {
         let mag = magnitude(s);
-        // Soft attention's budgets are derived from these gaps (β); what no β changes is f32.
-        let error = slot_error_memo(plan, sched, s, 0, false, &mut Default::default()) + 1.5 * u * mag;
+        // What no β changes is f32: the value itself, the sum of its parts and the readout
+        // round (a few u·|v|), and a head's mean rounds its sum (about 8u·max|value| per head).
+        let heads: f64 = sched
+            .time
+            .keys()
+            .filter_map(|&b| match &plan.blocks[b].kind {
+                BlockKind::Head(h) => Some(h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(plan, h)).sum::<f64>()),
+                _ => None,
+            })
+            .sum();
+        let error = 4.0 * u * mag + heads;
         (error.is_nan() || error >= tol).then(|| PrecisionProblem { slot: s, label: plan.slots[s].label.clone(), gap, tol, error, magnitude: mag })
     };
     let out = &plan.output;

@@ -145,6 +145,31 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     // not after whatever node simplification left at the root (`sequencemap_5`).
     let mut plan = plan;
     rename_output(&mut plan, &graph.node(root).label);
+    // inf and NaN (a product past f64's range, inf - inf) cannot be weights or decoded values:
+    // a checkpoint's JSON has no spelling for them and f32 weights no room.
+    let non_finite = plan.slots.iter().find_map(|slot| {
+        let bad = match &slot.enc {
+            plan::SlotEnc::Cat(values) => values.iter().find_map(|a| match a {
+                raspc_lang::Atom::Float(x) if !x.is_finite() => Some(*x),
+                _ => None,
+            }),
+            plan::SlotEnc::Num { points: Some(p) } => p.iter().copied().find(|x| !x.is_finite()),
+            plan::SlotEnc::Num { points: None } => None,
+        };
+        bad.map(|x| (slot.label.split(':').next().unwrap_or(&slot.label).to_string(), x))
+    });
+    let out_bad = plan.output.values.iter().flatten().find_map(|a| match a {
+        raspc_lang::Atom::Float(x) if !x.is_finite() => Some(*x),
+        _ => None,
+    });
+    let non_finite = non_finite.or_else(|| out_bad.map(|x| (plan.output_label.clone(), x)));
+    if let Some((name, x)) = non_finite {
+        let node = graph.node(root);
+        let this = if name == node.label { "this s-op".to_string() } else { format!("`{name}` feeds this s-op") };
+        return Err(vec![Diagnostic::error("compile::non_finite", format!("`{name}` can be {x}, which a model cannot hold"), node.span)
+            .with_label(this)
+            .with_note("weights and activations are finite f32 numbers; a vocabulary of smaller numbers (or a program that stays within f64's range) keeps every value finite")]);
+    }
     let problems = plan.verify();
     if !problems.is_empty() {
         let node = graph.node(root);
@@ -207,6 +232,11 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         // Weights beyond f32 (or the loaders' budget) come from extreme real-valued bounds;
         // anything else the checkpoint's own checks refuse is a bug of the compiler's.
         return Err(vec![match e {
+            raspc_checkpoint::CheckpointError::OverBudget { .. } => {
+                Diagnostic::error("compile::too_large", format!("the checkpoint for `{}` would not load: {e}", node.label), node.span)
+                    .with_label("this s-op")
+                    .with_note("the budgets bound what a loader accepts (docs/checkpoint-format.md, \"Budgets\"): a smaller vocabulary, --max-len or shorter tokens and names fit them")
+            }
             raspc_checkpoint::CheckpointError::NonFinite { .. } | raspc_checkpoint::CheckpointError::WeightTooLarge { .. } => {
                 Diagnostic::error("compile::too_large", format!("the weights for `{}` do not fit in f32: {e}", node.label), node.span)
                     .with_label("this s-op")

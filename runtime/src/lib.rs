@@ -29,8 +29,8 @@ pub enum RuntimeError {
     Checkpoint(#[from] CheckpointError),
     #[error("tensor computation failed: {0}")]
     Candle(#[from] candle_core::Error),
-    #[error("input token {token} at position {position} is not in the model's vocabulary ({vocab})")]
-    UnknownToken { position: usize, token: String, vocab: String },
+    #[error("input token {token} at position {position} is not in the model's vocabulary ({vocab}){hint}")]
+    UnknownToken { position: usize, token: String, vocab: String, hint: String },
     #[error("input has {len} tokens but the model was compiled for at most {max} (--max-len)")]
     TooLong { len: usize, max: usize },
     #[error("the input is empty; RASP programs need at least one token")]
@@ -400,7 +400,13 @@ impl Model {
             match self.vocab.get(&tok.to_string()) {
                 Some(&id) => ids.push(id),
                 None => {
-                    return Err(RuntimeError::UnknownToken { position, token: tok.to_string(), vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", ") });
+                    // The same number spelled as the vocabulary spells it is a different token
+                    // (programs read tokens as strings: "1" is not "1.0"): say so.
+                    let hint = other_spelling(tok)
+                        .filter(|o| self.vocab.contains_key(o))
+                        .map(|o| format!("; the vocabulary has {o}: a token is spelled as it is listed, since programs read tokens as strings (`1` is not `1.0`)"))
+                        .unwrap_or_default();
+                    return Err(RuntimeError::UnknownToken { position, token: tok.to_string(), vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", "), hint });
                 }
             }
         }
@@ -632,5 +638,17 @@ impl Model {
             self.forward_inner(&[self.encode(input)?], None, attention, None, None, true)?
         };
         Ok(self.decode(&r)?.remove(0))
+    }
+}
+
+/// The JSON text of the other spelling of a number: `1.0` for `1`, `1` for `1.0`.
+fn other_spelling(tok: &serde_json::Value) -> Option<String> {
+    let n = tok.as_number()?;
+    if n.is_f64() {
+        let x = n.as_f64()?;
+        (x.fract() == 0.0 && x.abs() < 9.2e18).then(|| serde_json::Value::from(x as i64).to_string())
+    } else {
+        let x = n.as_i64().map(|i| i as f64).or_else(|| n.as_u64().map(|u| u as f64))?;
+        Some(serde_json::Value::from(x).to_string())
     }
 }

@@ -287,6 +287,14 @@ def misuse():
         checks += 1
         if got != want:
             failures.append(f"{what}: {got!r} instead of {want!r}")
+    import pathlib
+
+    other = tempfile.mkdtemp()
+    fifo, latin1 = os.path.join(other, "pipe"), os.path.join(other, "latin1.rasp")
+    os.mkfifo(fifo)
+    with open(latin1, "wb") as f:
+        f.write("y = tokens; # caf\u00e9\n".encode("latin-1"))
+    main_rasp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "load", "main.rasp")
     with tempfile.TemporaryDirectory() as d:
         notes = os.path.join(d, "notes.txt")
         with open(notes, "w") as f:
@@ -305,7 +313,7 @@ def misuse():
             "a file descriptor for a path": (lambda: raspc.load(3), "file path"),
             "an input past max_len (named as the argument)": (lambda: m.run("abcab"), "(max_len)"),
             "NaN in an input": (lambda: real_double.run([0.5, float("nan")]), "position 1 is nan"),
-            "entry as an int": (lambda: raspc.compile(rev, vocab="ab", max_len=4, entry=3), "entry must be a string"),
+            "entry as an int": (lambda: raspc.compile(rev, vocab="ab", max_len=4, entry=3), "entry must be the name of an s-op"),
             "mlp as None": (lambda: raspc.compile(rev, vocab="ab", max_len=4, mlp=None), "mlp must be"),
             "vocab as an int": (lambda: raspc.compile(rev, vocab=5, max_len=4), "vocab must be"),
             "input_bounds of strings": (lambda: raspc.compile("y = tokens_float;", input_bounds=("a", "b"), max_len=4), "input_bounds must be"),
@@ -318,9 +326,38 @@ def misuse():
             "an empty batch's readout": (lambda: m.readout([]), "the batch is empty"),
             "a NaN readout decoded": (lambda: m.decode(np.full((3, len(m.output["encoding"]["values"])), np.nan)), "non-finite"),
             "NaN in U's X": (lambda: raspc.universal(2, 2, 2, 1).simulate([[float("nan"), 0], [0, 0]], [[[0, 0], [0, 0]]], [[[0, 0], [0, 0]]]), "not finite"),
+            # Checked before reading: a device or a pipe would exhaust memory or hang.
+            "a device loaded": (lambda: raspc.load("/dev/zero"), "is not a regular file"),
+            "a pipe loaded": (lambda: raspc.load(fifo), "is not a regular file"),
+            "a numpy NaN in the vocabulary": (lambda: raspc.compile(rev, vocab=[np.float32("nan"), 1.0], max_len=4), "finite number"),
+            "an integer past 64 bits in the vocabulary": (lambda: raspc.compile(rev, vocab=[2**63, 1], max_len=4), "fit in 64 bits"),
+            "bytes as the vocabulary": (lambda: raspc.compile(rev, vocab=b"ab", max_len=4), "not bytes"),
+            "a file that is not UTF-8": (lambda: raspc.compile_file(latin1, vocab="ab", max_len=4), "line 1, column 18"),
+            "None as a program file": (lambda: raspc.compile_file(None, vocab="ab", max_len=4), "file path"),
+            "a path as the entry": (lambda: raspc.compile(rev, vocab="ab", max_len=4, entry=pathlib.Path("reverse")), "entry must be"),
+            "a string bound for U": (lambda: raspc.universal(2, 2, 2, 1, bound="a"), "bound must be a number"),
+            "an int as the ONNX path": (lambda: m.to_onnx(3), "to_onnx needs a file path"),
+            "a dict as the inputs": (lambda: m.run({1: 2}), "not a dict"),
+            "inf as a program value": (lambda: raspc.compile("a = tokens_float * 10;", vocab=[1e308, 1.0], max_len=2), "compile::non_finite"),
+            "a grid with HI off it": (lambda: raspc.compile("y = tokens_float;", input_grid=(0, 1, 0.3), max_len=2), "HI is not on the grid"),
+            "pl_error on a token program": (lambda: raspc.compile(rev, vocab="ab", max_len=4, pl_error=0.01), "pl_error is for real-valued"),
         }
         for what, (call, says) in refused.items():
             expect_error(what, call, says)
+        # What those refusals leave working: a grid as typed, a bytes path with `load` inside,
+        # a numpy vocabulary.
+        grid = raspc.compile("y = tokens_float * 2;", input_grid="0,1,0.1", max_len=2)
+        checks += 1
+        if grid.run([0.3, 0.7]) != [0.6, 1.4] or 0.3 not in grid.vocab:
+            failures.append(f"input_grid 0,1,0.1: vocab {grid.vocab}, run {grid.run([0.3, 0.7])}")
+        loaded = raspc.compile_file(os.fsencode(main_rasp), vocab="0123", max_len=2)
+        checks += 1
+        if loaded.run("12") != raspc.compile_file(main_rasp, vocab="0123", max_len=2).run("12"):
+            failures.append("compile_file with a bytes path differs from a str path")
+        nv = raspc.compile("y = tokens_int + 1;", vocab=np.array([1, 2, 3], dtype=np.int8), max_len=2)
+        checks += 1
+        if nv.run([2, 3]) != [3, 4]:
+            failures.append(f"numpy int8 vocabulary: {nv.run([2, 3])}")
         checks += 1
         if open(notes).read() != "precious":
             failures.append("a refused write changed the file")
@@ -333,6 +370,9 @@ def misuse():
         checks += 1
         if raspc.load(ck).run("abc") != ["c", "b", "a"] or sorted(os.listdir(d)) != ["m.onnx", "m.safetensors", "notes.txt"]:
             failures.append(f"save/to_onnx twice: {sorted(os.listdir(d))}")
+    import shutil
+
+    shutil.rmtree(other, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ fn inputs_that_are_not_json_arrays_are_strings() {
     assert!(err.contains("bad --input: it starts with `[` but is not valid JSON"), "{err}");
     let (code, _, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "[1, null]"]);
     assert_eq!(code, 1);
-    assert!(err.contains("input item 1 is null"), "{err}");
+    assert!(err.contains("bad --input: item 1 is null"), "{err}");
 }
 
 #[test]
@@ -130,9 +130,10 @@ fn run_rejects_bad_inputs_clearly() {
     let (code, _, err) = cli(&["run", o, "--input", "[]"]);
     assert_eq!(code, 1);
     assert!(err.contains("empty"), "{err}");
+    // An unknown value of a flag is a usage error (exit 2), the values listed.
     let (code, _, err) = cli(&["run", o, "--input", "ab", "--device", "tpu"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("unknown device `tpu`"), "{err}");
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid value 'tpu'") && err.contains("[possible values: cpu, cuda]"), "{err}");
 }
 
 #[test]
@@ -635,10 +636,10 @@ fn simulate_runs_on_the_device_asked_for_and_refuses_unknown_ones() {
     let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(j["device"], "cpu");
     assert_eq!(j["failures"], 0);
-    // Refused before U is built, with the device named.
+    // Refused before U is built, with the devices named.
     let (code, _, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--device", "tpu"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("unknown device `tpu` (expected cpu or cuda)"), "{err}");
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid value 'tpu'") && err.contains("[possible values: cpu, cuda]"), "{err}");
 }
 
 #[test]

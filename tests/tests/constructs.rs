@@ -216,5 +216,5 @@ fn entry_defaults() {
     // A trailing host assignment does not hide the last s-op.
     assert_eq!(raspc_lang::run_source("x = indices + 5; n = 3;", None, &input).unwrap().to_json(), json!([5]));
     let e = raspc_lang::run_source("x = [1];", None, &input).unwrap_err();
-    assert!(e.contains("is a list, not an s-op"), "{e}");
+    assert!(e.contains("assigns no s-op or selector") && e.contains("`x`, is a list"), "{e}");
 }

@@ -267,3 +267,90 @@ fn values_too_close_for_f32_are_refused() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Values and options a checkpoint cannot hold are refused when compiling, as the user's
+/// problem (not "internal error", not pointing into the built-in prelude): inf and NaN program
+/// values, a token past the loaders' string budget (which `run` would then refuse to load).
+#[test]
+fn what_a_checkpoint_cannot_hold_is_refused_at_compile_time() {
+    assert!((1e308f64 * 10.0).is_infinite() && (1e308f64 * 10.0 - 1e308 * 10.0).is_nan());
+    let dir = std::env::temp_dir().join(format!("raspc-diag-hold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("m.safetensors");
+    for (name, src, vocab, says) in [
+        ("inf", "a = tokens_float * 10;\n", "[1e308, 1.0]", "`a` can be inf"),
+        ("nan", "a = tokens_float * 10 - tokens_float * 10;\n", "[1e308, 1.0]", "`a` can be NaN"),
+        ("inf_mean", "a = aggregate(select(indices, indices, ==), tokens_float * 10);\n", "[1e308, 1.0]", "can be inf"),
+    ] {
+        let p = dir.join(format!("{name}.rasp"));
+        std::fs::write(&p, src).unwrap();
+        let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", vocab, "--max-len", "2", "-o", out.to_str().unwrap()]);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(err.contains("compile::non_finite") && err.contains(says) && err.contains(&format!("{name}.rasp:1:5")), "{name}: {err}");
+        assert!(!out.exists(), "{name}");
+    }
+    let p = dir.join("id.rasp");
+    std::fs::write(&p, "y = tokens;\n").unwrap();
+    let vocab = serde_json::json!(["x".repeat(70_000), "a"]).to_string();
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", &vocab, "--max-len", "2", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::too_large") && err.contains("config.vocab[1].token is 70000") && err.contains("string_bytes"), "{err}");
+    assert!(!err.contains("internal") && !err.contains("<prelude>") && !out.exists(), "{err}");
+    // Naming no s-op of the program: said plainly, without a line of the prelude.
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "2", "--encoding", "zz=numerical", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not an s-op of this program") && !err.contains("<prelude>"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--input-grid` holds the numbers as typed (0.3, not 0.30000000000000004, so `--input
+/// [0.3]` is a token), refuses a HI the grid misses, and an input spelled unlike its token
+/// (`1` for `1.0`) is told how the vocabulary spells it. Integers past 64 bits are refused.
+#[test]
+fn input_grids_hold_the_numbers_as_typed() {
+    assert_ne!(0.0 + 3.0 * 0.1, 0.3);
+    let dir = std::env::temp_dir().join(format!("raspc-diag-grid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (p, out) = (dir.join("g.rasp"), dir.join("g.safetensors"));
+    std::fs::write(&p, "y = tokens_float * 2;\n").unwrap();
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--input-grid", "0,1,0.1", "--max-len", "3", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, stdout, err) = run_cli(&["run", out.to_str().unwrap(), "--input", "[0.3, 0.7, 1.0]", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let got: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(got["output"], serde_json::json!([0.6, 1.4, 2.0]), "{stdout}");
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--input-grid", "0,4,1", "--max-len", "3", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run_cli(&["run", out.to_str().unwrap(), "--input", "[1, 2]"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("the vocabulary has 1.0") && err.contains("`1` is not `1.0`"), "{err}");
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--input-grid", "0,1,0.3", "--max-len", "3", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("HI is not on the grid") && err.contains("`0,0.9,0.3`"), "{err}");
+    let (code, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "[9223372036854775808]"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("does not fit in 64 bits"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file of definitions and example lists (the reference REPL's style) names what is missing,
+/// not "entry `X` is a list"; `set example` with no value is reported on its own line.
+#[test]
+fn entries_and_repl_statements_are_reported_where_they_are() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-entry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("defs.rasp");
+    std::fs::write(&p, "X = [5, 2, 9];\ndef f(x) {\n  return x + 1;\n}\n").unwrap();
+    let (code, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("assigns no s-op or selector") && err.contains("`X`, is a list") && err.contains("--entry NAME"), "{err}");
+    // An expression statement's value is the entry `out`.
+    std::fs::write(&p, "n = 3;\nindices + n;\n").unwrap();
+    let (code, out, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!((code, out.trim()), (0, "[3, 4]"), "{err}");
+    std::fs::write(&p, "set example\nprog = tokens;\n").unwrap();
+    let (code, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("`set example` needs a value") && err.contains("defs.rasp:1:5"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -262,7 +262,24 @@ fn size_mismatch(bytes: &[u8], header_len: u64) -> Option<String> {
     match found.cmp(&expected) {
         std::cmp::Ordering::Less => Some(format!("the file is truncated: its header describes {expected} bytes ({data} of tensor data), the file has {found}")),
         std::cmp::Ordering::Greater => Some(format!("the file has {} bytes after the {expected} its header describes", found - expected)),
-        std::cmp::Ordering::Equal => None,
+        // The total fits: a tensor whose bytes do not fit its dtype and shape (a dtype edited
+        // in the header, say).
+        std::cmp::Ordering::Equal => header.as_object()?.iter().filter(|(k, _)| *k != "__metadata__").find_map(|(name, t)| {
+            let dtype = t.get("dtype")?.as_str()?;
+            let size: u64 = match dtype {
+                "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" => 1,
+                "U16" | "I16" | "F16" | "BF16" => 2,
+                "U32" | "I32" | "F32" => 4,
+                "U64" | "I64" | "F64" => 8,
+                _ => return None,
+            };
+            let shape: Vec<u64> = t.get("shape")?.as_array()?.iter().map(|d| d.as_u64()).collect::<Option<_>>()?;
+            let offsets = t.get("data_offsets")?.as_array()?;
+            let (a, b) = (offsets.first()?.as_u64()?, offsets.get(1)?.as_u64()?);
+            let want = shape.iter().try_fold(size, |n, &d| n.checked_mul(d))?;
+            (b.checked_sub(a) != Some(want))
+                .then(|| format!("tensor `{name}` has dtype {dtype} and shape {shape:?} ({want} bytes), but its data_offsets [{a}, {b}] hold {} bytes", b.saturating_sub(a)))
+        }),
     }
 }
 
@@ -453,6 +470,17 @@ impl Checkpoint {
     pub fn validate_with(&self, limits: &Limits) -> Result<(), CheckpointError> {
         let c = &self.config;
         c.check_budget(limits)?;
+        // The metadata's strings and lists, as loading checks them: a checkpoint that passes
+        // here loads (a compiled 70,000-character token would otherwise be written, then refused).
+        let json = |key: &'static str, v: Result<serde_json::Value, serde_json::Error>| -> Result<(), CheckpointError> {
+            limits.json(key, &v.map_err(|e| CheckpointError::BadKey { key, reason: e.to_string() })?)
+        };
+        json(keys::CONFIG, serde_json::to_value(c))?;
+        json(keys::LAYOUT, serde_json::to_value(&self.layout))?;
+        json(keys::OUTPUT, serde_json::to_value(&self.output))?;
+        for (what, s) in [("program_hash", &self.program_hash), ("compiler_version", &self.compiler_version)] {
+            limits.size(format!("the length of metadata key `{what}`"), s.len(), limits.max_string_bytes, "string_bytes")?;
+        }
         self.validate_config(limits)?;
         self.validate_layout()?;
         let expected = c.expected_tensors();

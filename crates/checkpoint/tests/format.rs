@@ -102,6 +102,19 @@ fn every_corruption_is_named() {
     assert!(matches!(e, CheckpointError::NotSafetensors(_)), "{e}");
     let e = Checkpoint::from_bytes(b"garbage").unwrap_err();
     assert!(matches!(e, CheckpointError::NotSafetensors(_)), "{e}");
+    // A dtype edited in the header, the bytes left alone: F16 halves the size the shape needs.
+    let header_len = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&good[8..8 + header_len]).unwrap();
+    let at = header.find("\"readout\":{").expect("readout's entry");
+    let at = at + header[at..].find("\"dtype\":\"F32\"").expect("its dtype");
+    let mut edited = good.clone();
+    let dtype = 8 + at + "\"dtype\":\"".len();
+    edited[dtype..dtype + 3].copy_from_slice(b"F16");
+    let e = Checkpoint::from_bytes(&edited).unwrap_err();
+    let shape = &ck.tensors["readout"].shape;
+    let bytes = shape.iter().product::<usize>();
+    assert!(e.to_string().contains(&format!("tensor `readout` has dtype F16 and shape {shape:?} ({} bytes)", bytes * 2)), "{e}");
+    assert!(e.to_string().contains(&format!("hold {} bytes", bytes * 4)), "{e}");
 
     let e = Checkpoint::from_bytes(&with_tensors(&ck, |t| {
         t.remove("layers.1.attn.0.w_o");

@@ -62,7 +62,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "hard")]
         attention: AttentionArg,
         /// cpu, or cuda (builds with the `cuda` feature).
-        #[arg(long, default_value = "cpu")]
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
         device: String,
     },
     /// Compile, then compare the model with the interpreter on many inputs.
@@ -75,7 +75,8 @@ pub enum Command {
         /// Every input up to --max-len.
         #[arg(long, conflicts_with = "samples")]
         exhaustive: bool,
-        /// Number of random inputs (lengths uniform in 1..=max-len).
+        /// Number of random inputs (lengths uniform in 1..=max-len; 1000 when neither this nor
+        /// --exhaustive is given).
         #[arg(long)]
         samples: Option<usize>,
         /// Seed of the random inputs.
@@ -228,7 +229,7 @@ pub enum Command {
         input: Option<PathBuf>,
         /// Where U runs: cpu, or cuda (builds with the `cuda` feature; T(X) itself is always
         /// computed on the CPU in f64, so the comparison checks the device's forward pass).
-        #[arg(long, default_value = "cpu")]
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
         device: String,
         /// Print one JSON object instead of text.
         #[arg(long)]
@@ -409,10 +410,26 @@ pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
     // Count in f64 first: (hi - lo) / step can be far beyond usize (or infinite).
     let points = ((hi - lo) / step + 1e-9).floor() + 1.0;
     if points > 4096.0 {
-        return Err(format!("--input-grid `{s}` has {points:e} points (at most 4096)"));
+        return Err(format!("--input-grid `{s}` has {} points (at most 4096)", if points < 1e15 { format!("{}", points as u64) } else { format!("{points:e}") }));
     }
     let count = points as usize;
-    Ok((0..count).map(|k| raspc_lang::Atom::Float(lo + k as f64 * step)).collect())
+    // The points as typed: `0,1,0.1` gives 0.3, not 0.30000000000000004 (the decimals of the
+    // arguments, when written without an exponent).
+    let decimals = s.split(',').map(|p| p.trim()).try_fold(0usize, |m, p| if p.contains(['e', 'E']) { None } else { Some(m.max(p.split_once('.').map_or(0, |(_, f)| f.len()))) });
+    let point = |k: usize| {
+        let x = lo + k as f64 * step;
+        match decimals {
+            Some(dp) if dp <= 15 => format!("{x:.dp$}").parse::<f64>().unwrap_or(x),
+            _ => x,
+        }
+    };
+    let points: Vec<f64> = (0..count).map(point).collect();
+    if let Some(last) = points.last()
+        && (hi - last).abs() > step * 1e-9
+    {
+        return Err(format!("bad --input-grid `{s}`: HI is not on the grid (LO + k·STEP stops at {last}); give a HI that is, e.g. `{lo},{last},{step}`"));
+    }
+    Ok(points.into_iter().map(raspc_lang::Atom::Float).collect())
 }
 
 /// Real-valued bounds: (lo, hi, blocks).

@@ -28,6 +28,10 @@ pub fn render(sources: &SourceMap, diags: &[Diagnostic], color: bool) -> String 
             .with_labels(
                 d.labels
                     .iter()
+                    // The start of the built-in prelude is no place of the user's: a diagnostic
+                    // about a built-in s-op (`y = tokens;` compiles `tokens`) or about the
+                    // options names no line.
+                    .filter(|l| !(l.span.start == 0 && sources.get(l.span.file).name == "<prelude>"))
                     .map(|l| {
                         let f = l.span.file.0 as usize;
                         let len = sources.get(l.span.file).text.len();

@@ -1,7 +1,8 @@
 use std::io::IsTerminal;
 
 fn main() {
-    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    // Colours only on a terminal that shows them (NO_COLOR, https://no-color.org; TERM=dumb).
+    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none() && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
     // Unlocked handles: the worker thread's progress bars lock stderr themselves.
     let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     let code = raspc::run(args, &mut std::io::stdout(), &mut std::io::stderr(), color);

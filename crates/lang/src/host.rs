@@ -377,13 +377,14 @@ impl Session {
     }
 
     /// The entry name: `prog` when bound, else the last name assigned in the main file that
-    /// holds an s-op or selector (else the last name assigned, which then fails as an entry).
+    /// holds an s-op or selector, else `out` (the last expression statement's value) when it
+    /// holds one.
     pub fn default_entry(&self) -> Option<String> {
         if self.globals.borrow().vars.contains_key("prog") {
             return Some("prog".into());
         }
         let is_graph = |n: &String| matches!(self.get(n), Some(HostValue::Sop(_) | HostValue::Sel(_)));
-        self.assigned.iter().rev().find(|n| is_graph(n)).or(self.assigned.last()).cloned()
+        self.assigned.iter().rev().find(|n| is_graph(n)).cloned().or_else(|| Some("out".to_string()).filter(is_graph))
     }
 
     /// [`entry`](Self::entry) for compiling: the entry's node also takes the entry's name as its
@@ -398,7 +399,14 @@ impl Session {
     pub fn entry(&self, name: Option<&str>) -> Result<(String, NodeId), String> {
         let name = match name {
             Some(n) => n.to_string(),
-            None => self.default_entry().ok_or("the program assigns no name; pass --entry NAME")?,
+            None => self.default_entry().ok_or_else(|| match self.assigned.last() {
+                // A file of definitions and example lists (as written for the reference's REPL).
+                Some(last) => format!(
+                    "the program assigns no s-op or selector to a name (the last name assigned, `{last}`, is {}); assign one (`prog = ...;`) or pass --entry NAME",
+                    self.get(last).map_or("undefined".to_string(), |v| v.a_kind())
+                ),
+                None => "the program assigns no name; pass --entry NAME".to_string(),
+            })?,
         };
         match self.get(&name) {
             Some(HostValue::Sop(n)) | Some(HostValue::Sel(n)) => Ok((name, n)),

@@ -36,9 +36,12 @@ pub fn parse_input(s: &str) -> Result<Vec<Atom>, String> {
                 serde_json::Value::String(s) => Ok(Atom::Str(s.clone())),
                 serde_json::Value::Number(n) => match n.as_i64() {
                     Some(i) => Ok(Atom::Int(i)),
-                    None => n.as_f64().map(Atom::Float).ok_or_else(|| format!("input item {i}: number {n} is out of range")),
+                    // An integer past i64 (RASP's integers are 64-bit) is refused, not turned
+                    // into a float.
+                    None if n.is_u64() => Err(format!("item {i}: the integer {n} does not fit in 64 bits (RASP's integers are i64)")),
+                    None => n.as_f64().map(Atom::Float).ok_or_else(|| format!("item {i}: number {n} is out of range")),
                 },
-                other => Err(format!("input item {i} is {other}: items must be numbers, strings or booleans")),
+                other => Err(format!("item {i} is {other}: items must be numbers, strings or booleans")),
             })
             .collect();
     }

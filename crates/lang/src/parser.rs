@@ -218,6 +218,18 @@ impl<'a> Parser<'a> {
                 for _ in 0..(2 + q) {
                     self.bump();
                 }
+                // `set example` with nothing after it on its line: say so there, instead of
+                // reading the next line as its value.
+                let cur = self.span();
+                let gap = self.text.get(self.prev_span().end as usize..cur.start as usize).unwrap_or("");
+                if set && (matches!(self.peek(), Tok::Semi | Tok::Eof) || gap.contains('\n')) {
+                    let at = self.prev_span();
+                    self.errs.push(
+                        Diagnostic::error("parse::expected", "`set example` needs a value: the example input, e.g. `set example \"hello\"`", at)
+                            .with_label("expected a value after this"),
+                    );
+                    return Err(Fail);
+                }
                 let arg = if set { Some(self.expr(PREC_IN)?) } else { None };
                 self.optional_semi();
                 let kind = if set { ReplKind::SetExample } else { ReplKind::ShowExample };

@@ -335,7 +335,7 @@ impl NativeModel {
 
 /// `raspc.compile`: `vocab_json` is a JSON array of tokens (empty for real-valued inputs).
 #[pyfunction]
-#[pyo3(signature = (source, vocab_json, max_len, causal=false, input_bounds=None, entry=None, path=None, mlp="relu", numerical=vec![], categorical=vec![]))]
+#[pyo3(signature = (source, vocab_json, max_len, causal=false, input_bounds=None, entry=None, path=None, mlp="relu", numerical=vec![], categorical=vec![], input_grid=None, pl_error=None))]
 #[allow(clippy::too_many_arguments)]
 fn compile(
     py: Python<'_>,
@@ -349,6 +349,8 @@ fn compile(
     mlp: &str,
     numerical: Vec<String>,
     categorical: Vec<String>,
+    input_grid: Option<String>,
+    pl_error: Option<f64>,
 ) -> PyResult<(NativeModel, String, String)> {
     let mlp = match mlp {
         "relu" => raspc_compiler::real::MlpMode::Relu,
@@ -358,15 +360,18 @@ fn compile(
     let real = match &input_bounds {
         Some(b) => {
             let (lo, hi, blocks) = raspc::parse_bounds(b).map_err(err)?;
-            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp, pl_error: None, f32_inputs: false })
+            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp, pl_error, f32_inputs: false })
         }
+        None if pl_error.is_some() => return Err(err("pl_error is for real-valued programs (input_bounds)")),
         None => None,
     };
-    let vocab = match (&vocab_json, &real) {
-        (Some(_), Some(_)) => return Err(err("give vocab (token inputs) or input_bounds (real-valued inputs), not both")),
-        (None, Some(_)) => vec![],
-        (Some(v), None) => raspc_lang::parse_input(v).map_err(|m| err(format!("bad vocab: {m}")))?,
-        (None, None) => return Err(err("give vocab (the tokens the model accepts) or input_bounds (real-valued inputs)")),
+    let vocab = match (&vocab_json, &real, &input_grid) {
+        (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => return Err(err("give one of vocab, input_grid and input_bounds")),
+        (None, None, Some(g)) => raspc::args::grid(g).map_err(|e| err(e.replace("--input-grid", "input_grid").replace("LO,HI,STEP", "\"LO,HI,STEP\" or (lo, hi, step)")))?,
+        (Some(_), Some(_), None) => return Err(err("give vocab (token inputs) or input_bounds (real-valued inputs), not both")),
+        (None, Some(_), None) => vec![],
+        (Some(v), None, None) => raspc_lang::parse_input(v).map_err(|m| err(format!("bad vocab: {m}")))?,
+        (None, None, None) => return Err(err("give vocab (the tokens the model accepts), input_grid or input_bounds (real-valued inputs)")),
     };
     if vocab.is_empty() && real.is_none() {
         return Err(err("vocab is empty: give the tokens the model must accept"));
@@ -390,7 +395,16 @@ fn compile(
     Ok((m, summary, warning))
 }
 
-/// `raspc.load` (from the file's bytes).
+/// `raspc.load`: the file checked as `raspc run` checks it (a regular file within the
+/// `file_bytes` budget) before it is read.
+#[pyfunction]
+fn load_file(path: std::path::PathBuf) -> PyResult<NativeModel> {
+    let limits = raspc_checkpoint::Limits::from_env().map_err(|e| err(e.to_string()))?;
+    let ck = raspc_checkpoint::Checkpoint::from_file(&path, &limits).map_err(|e| err(format!("`{}`: {e}", path.display())))?;
+    NativeModel::new(ck, None)
+}
+
+/// `raspc.from_bytes` (a checkpoint file's bytes).
 #[pyfunction]
 fn load_bytes(bytes: &[u8]) -> PyResult<NativeModel> {
     let ck = raspc_checkpoint::Checkpoint::from_bytes(bytes).map_err(|e| err(e.to_string()))?;
@@ -427,6 +441,7 @@ fn _raspc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeModel>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(load_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(load_file, m)?)?;
     m.add_function(wrap_pyfunction!(universal, m)?)?;
     m.add_function(wrap_pyfunction!(universal_encode, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

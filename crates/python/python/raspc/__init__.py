@@ -12,6 +12,7 @@ Every failure is a :class:`RaspcError` whose message is raspc's diagnostic text.
 
 import copy as _copy
 import json as _json
+import math as _math
 import os as _os
 import types as _types
 
@@ -68,6 +69,8 @@ def _batch(inputs, vocab=()):
     a list are inputs of a batch, each split into characters."""
     if isinstance(inputs, str):
         return [_seq(inputs)], True
+    if isinstance(inputs, (dict, set, frozenset)):
+        raise RaspcError(f"inputs must be a string, a sequence of tokens or a batch of them, not a {type(inputs).__name__}")
     tolist = getattr(inputs, "tolist", None)
     if tolist is not None:
         inputs = tolist()
@@ -329,9 +332,11 @@ class Model:
         real-valued models, ``values`` (float [batch, seq]); output ``readout``. Writes it to
         ``path`` when given (never over a file that is not an ONNX file raspc wrote) and returns
         None, as ``save`` does; without a path, returns the bytes."""
+        if path is not None and not isinstance(path, (str, bytes, _os.PathLike)):
+            raise RaspcError(f"to_onnx needs a file path (a str or a path-like object) or None, not {path!r}")
         if path is not None:
             # Replaces only an ONNX file raspc wrote (as ``raspc export``), atomically.
-            self._native.save_onnx(_os.fspath(path), _attention(attention))
+            self._native.save_onnx(_os.fsdecode(path), _attention(attention))
             return None
         return self._native.to_onnx_bytes(_attention(attention))
 
@@ -408,7 +413,7 @@ class Universal(Model):
         return np.asarray(out[: h * n * dv], dtype=float).reshape(h, n, dv)
 
 
-def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, entry=None, *, path=None, mlp="relu", numerical=(), categorical=()):
+def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, entry=None, *, path=None, mlp="relu", numerical=(), categorical=(), input_grid=None, pl_error=None):
     """Compiles RASP source text to a :class:`Model`.
 
     ``vocab``: the tokens the model accepts (a string of characters or a list of tokens);
@@ -416,7 +421,10 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     program's input bounds (``(lo, hi)`` or the CLI's ``"lo,hi;lo,hi@start:end"`` string);
     ``entry``: the s-op to compile (default: ``prog`` or the last assigned); ``path``: the
     file the source came from (for ``load`` statements); ``mlp``: ``"relu"`` or ``"gated"``
-    (real-valued programs); ``numerical`` / ``categorical``: labels whose encoding to force."""
+    (real-valued programs); ``numerical`` / ``categorical``: labels whose encoding to force;
+    ``input_grid``: instead of ``vocab``, the numbers lo, lo + step, .., hi as tokens
+    (``(lo, hi, step)`` or the CLI's ``"lo,hi,step"``); ``pl_error``: a real-valued program's
+    interpolation target (the CLI's ``--pl-error``)."""
     if not isinstance(source, str):
         raise RaspcError("source must be the program's text (a string); use raspc.compile_file for a path")
     if max_len is None:
@@ -424,11 +432,12 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     max_len = _count("max_len", max_len, 1)
     if not isinstance(causal, bool):
         raise RaspcError(f"causal must be True or False, not {causal!r}")
-    for name, value in (("entry", entry), ("path", path)):
-        if value is not None and not isinstance(value, (str, _os.PathLike)):
-            raise RaspcError(f"{name} must be a string, not {value!r}")
+    if entry is not None and not isinstance(entry, str):
+        raise RaspcError(f"entry must be the name of an s-op (a string), not {entry!r}")
+    if path is not None and not isinstance(path, (str, bytes, _os.PathLike)):
+        raise RaspcError(f"path must be a file path (a str or a path-like object), not {path!r}")
     if path is not None:
-        path = _os.fspath(path)
+        path = _os.fsdecode(path)
     if mlp not in ("relu", "gated"):
         raise RaspcError(f'mlp must be "relu" or "gated", not {mlp!r}')
     if vocab is not None and not isinstance(vocab, str) and not hasattr(vocab, "__iter__"):
@@ -437,10 +446,30 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
         # Token ids follow the vocabulary's order: a set's order changes from one Python process
         # to the next (string hashing), and so would the checkpoint.
         raise RaspcError(f"vocab must be ordered (a string or a list): a {type(vocab).__name__}'s order changes between Python processes, and the token ids with it; pass sorted(vocab)")
+    if isinstance(vocab, (bytes, bytearray)):
+        raise RaspcError(f"vocab must be a string of one-character tokens or a list of tokens, not {type(vocab).__name__} (decode it first: vocab.decode())")
     if vocab is not None and not isinstance(vocab, str):
-        for t in vocab if not hasattr(vocab, "tolist") else vocab.tolist():
-            if isinstance(t, float) and t != t or t in (float("inf"), float("-inf")):
+        # Once, as atoms (numpy scalars become Python numbers; a generator is read once).
+        vocab = _seq(vocab)
+        for t in vocab:
+            if isinstance(t, float) and not _math.isfinite(t):
                 raise RaspcError(f"vocab: every token must be a string or a finite number, not {t!r}")
+            if isinstance(t, int) and not isinstance(t, bool) and not -(2**63) <= t < 2**63:
+                raise RaspcError(f"vocab: integer tokens must fit in 64 bits (RASP's integers), not {t}")
+    if input_grid is not None:
+        if vocab is not None or input_bounds is not None:
+            raise RaspcError("give one of vocab, input_grid and input_bounds")
+        if not isinstance(input_grid, str):
+            try:
+                lo, hi, step = input_grid
+                input_grid = f"{float(lo)!r},{float(hi)!r},{float(step)!r}"
+            except (TypeError, ValueError):
+                raise RaspcError(f'input_grid must be (lo, hi, step) or a string like "0,1,0.25", not {input_grid!r}') from None
+    if pl_error is not None:
+        try:
+            pl_error = float(pl_error)
+        except (TypeError, ValueError):
+            raise RaspcError(f"pl_error must be a number, not {pl_error!r}") from None
     if max_len > 4096:
         raise RaspcError(f"max_len must be between 1 and 4096 (got {max_len})")
     if vocab is not None and input_bounds is not None:
@@ -456,7 +485,7 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     if vocab is not None:
         vocab_json = _json.dumps(_seq(vocab))
     native, summary, warning = _raspc.compile(
-        source, vocab_json, max_len, bool(causal), input_bounds, entry, path, mlp, numerical, categorical
+        source, vocab_json, max_len, bool(causal), input_bounds, entry, path, mlp, numerical, categorical, input_grid, pl_error
     )
     if mlp == "gated" and input_bounds is None:
         import warnings
@@ -483,13 +512,22 @@ def _labels(name, labels):
 
 
 def compile_file(path, **kwargs):
-    """:func:`compile` on the program in ``path``."""
+    """:func:`compile` on the program in ``path`` (a str, bytes or path-like object)."""
+    if not isinstance(path, (str, bytes, _os.PathLike)):
+        raise RaspcError(f"compile_file needs a file path (a str or a path-like object), not {path!r}")
+    path = _os.fsdecode(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise RaspcError(f"cannot read `{path}`: {e}") from None
-    return compile(text, path=str(path), **kwargs)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise RaspcError(f"`{path}` is not valid UTF-8 (first bad byte at line {line}, column {column}, byte offset {e.start})") from None
+    return compile(text, path=path, **kwargs)
 
 
 def load(path):
@@ -497,15 +535,9 @@ def load(path):
     path-like object."""
     if not isinstance(path, (str, bytes, _os.PathLike)):
         raise RaspcError(f"load needs a file path (a str or a path-like object), not {path!r}")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise RaspcError(f"cannot read `{path}`: {e}") from None
-    try:
-        return Model(_raspc.load_bytes(data))
-    except RaspcError as e:
-        raise RaspcError(f"`{path}`: {e}") from None
+    # The native side checks the file (a regular file within the file_bytes budget: not a
+    # device or a pipe) before it reads it.
+    return Model(_raspc.load_file(_os.fsdecode(path)))
 
 
 def from_bytes(data):
@@ -529,5 +561,13 @@ def universal(n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None):
     n, d, dv, heads = (_count(name, v, 1) for name, v in (("n", n), ("d", d), ("dv", dv), ("heads", heads)))
     if max(n, d, dv, heads) > 4096:
         raise RaspcError(f"n, d, dv and heads must be at most 4096 (got {n}, {d}, {dv}, {heads})")
-    native, b, summary = _raspc.universal(n, d, dv, heads, mlp, float(bound), None if x_bound is None else float(x_bound))
+    def number(name, x):
+        try:
+            return float(x)
+        except (TypeError, ValueError):
+            raise RaspcError(f"{name} must be a number, not {x!r}") from None
+
+    bound = number("bound", bound)
+    x_bound = None if x_bound is None else number("x_bound", x_bound)
+    native, b, summary = _raspc.universal(n, d, dv, heads, mlp, bound, x_bound)
     return Universal(native, (n, d, dv, heads), b, summary)
