@@ -322,6 +322,37 @@ fn boolean_op(op: &MapOp) -> bool {
 }
 
 fn map_set(op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>) -> ValueSet {
+    // `t if c else e` takes a value of t or of e: the union (of the branches c can pick), not
+    // the image of every (t, c, e) combination, which passes the enumeration limit long
+    // before the union does (`w if c else w`).
+    if let (MapOp::Ternary, [t, c, e]) = (op, args) {
+        let set = |a: &Operand| -> Option<Vec<Atom>> {
+            match a {
+                Operand::Const(x) => Some(vec![x.clone()]),
+                Operand::Sop(n) => match &sets[n] {
+                    ValueSet::Finite(s) => Some(s.iter().cloned().collect()),
+                    ValueSet::Unbounded => None,
+                },
+            }
+        };
+        if let (Some(ts), Some(cs), Some(es)) = (set(t), set(c), set(e)) {
+            // Which branches the condition's values pick (Python's truthiness, as the map applies it).
+            let picks = |v: &Atom| apply_map(op, &[Atom::Bool(true), v.clone(), Atom::Bool(false)]).ok();
+            let (mut yes, mut no) = (false, false);
+            for v in &cs {
+                match picks(v) {
+                    Some(Atom::Bool(true)) => yes = true,
+                    Some(_) => no = true,
+                    None => {}
+                }
+            }
+            let mut s = AtomSet::default();
+            for v in ts.into_iter().filter(|_| yes).chain(es.into_iter().filter(|_| no)) {
+                s.insert(v);
+            }
+            return if s.len() > MAX_VALUES { ValueSet::Unbounded } else { ValueSet::Finite(s) };
+        }
+    }
     match map_set_enumerated(op, args, sets) {
         // Too many inputs to enumerate, but the result is a boolean.
         ValueSet::Unbounded if boolean_op(op) => {
