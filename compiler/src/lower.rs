@@ -934,7 +934,12 @@ impl Lowerer<'_> {
         let leaves = self.leaf_list(id);
         let label = self.label(id).to_string();
         let mut vals = self.finite(id)?;
-        let numerical = self.opts.numerical.contains(&label);
+        // A map whose results include floats that differ only by rounding (a fractional mean
+        // passed through: `w * indicator(c)`, `w if c else 0`) is stored as a number, one
+        // point for each such group, as its input is: a one-hot would give the two floats
+        // dims of their own, which no model tells apart.
+        let rounding_results = points_of(&vals).is_some_and(|(_, g)| g.iter().any(|g| g.iter().any(|a| a.as_f64() != g[0].as_f64())));
+        let numerical = self.opts.numerical.contains(&label) || (rounding_results && !self.opts.categorical.contains(&label));
         // Categorical: a float the interpreter computes in place of an integer value (a count
         // from a mean, 3.0000000000000004) stands with that integer, not in a dim of its own.
         let mut alts: Option<Vec<Vec<Atom>>> = None;
@@ -981,7 +986,13 @@ impl Lowerer<'_> {
             for g in &groups {
                 let results: Vec<Option<Atom>> = g.iter().map(|a| self.eval_inline(id, &HashMap::from([(leaves[0], a.clone())]))).collect();
                 let first = results.iter().flatten().next().cloned();
-                if results.iter().flatten().zip(std::iter::repeat(&first)).any(|(r, f)| f.as_ref().is_some_and(|f| !r.py_eq(f))) {
+                // A numerical result may itself differ only by rounding (the input passed
+                // through); it is then one point of the output.
+                let same = |r: &Atom, f: &Atom| {
+                    r.py_eq(f)
+                        || matches!((&enc.0, r.is_str() || f.is_str(), r.as_f64(), f.as_f64()), (SlotEnc::Num { .. }, false, Some(p), Some(q)) if (p - q).abs() <= 1e-12 * p.abs().max(1.0))
+                };
+                if results.iter().flatten().zip(std::iter::repeat(&first)).any(|(r, f)| f.as_ref().is_some_and(|f| !same(r, f))) {
                     // One point stands either for equal numbers of different types (1, 1.0,
                     // True) or for floats that differ only by rounding (a mean's 27/7 computed
                     // two ways); the remedy differs.

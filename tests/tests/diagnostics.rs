@@ -97,19 +97,29 @@ fn refusals_inside_the_library_point_at_the_call() {
 
 /// A map whose results differ between floats that are the same number rounded two ways is
 /// refused with that reason (not "different types"), naming the s-op to store categorically;
-/// following the advice compiles and verifies.
+/// following the advice compiles and verifies on every input. Where the float is only passed
+/// on (the key of a select that no index sits between, cases/rounding/passed_on.rasp), the
+/// two floats are one number of the map's output and the model verifies on every input.
 #[test]
 fn a_map_of_floats_equal_up_to_rounding_says_so_and_the_advice_works() {
-    let p = "cases/refusals/rounded_mean.rasp";
-    let args = ["verify", p, "--vocab", "01+", "--max-len", "8", "--samples", "200", "--allow-rejected"];
+    let dir = std::env::temp_dir().join(format!("raspc-diag-rounded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("rounded.rasp");
+    std::fs::write(&p, "n = aggregate(select(tokens, \"+\", ==), indices);\ny = indices - n - 1;\nprog = y * 7 == -27;\n").unwrap();
+    let args = ["verify", p.to_str().unwrap(), "--vocab", "01+", "--max-len", "8", "--samples", "200", "--allow-rejected"];
     let (code, _, err) = run_cli(&args);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("compile::numeric_map") && err.contains("differ only by rounding"), "{err}");
     assert!(!err.contains("different types"), "{err}");
     assert!(err.contains("`--encoding n=categorical`"), "{err}");
-    let (code, out, err) = run_cli(&[&args[..], &["--encoding", "n=categorical"]].concat());
+    let exhaustive = ["verify", p.to_str().unwrap(), "--vocab", "01+", "--max-len", "8", "--exhaustive", "--allow-rejected"];
+    let (code, out, err) = run_cli(&[&exhaustive[..], &["--encoding", "n=categorical"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("9840 inputs, 0 mismatches"), "{out}");
+    let (code, out, err) = run_cli(&["verify", "cases/rounding/passed_on.rasp", "--vocab", "01+", "--max-len", "8", "--exhaustive", "--allow-rejected"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", 0 mismatches"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Counting with a mean times the length, `frac * length`, is an exact count in the model; the
@@ -367,5 +377,30 @@ fn a_conditional_has_the_values_of_its_branches() {
     let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "0123456789", "--max-len", "8", "--samples", "200"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("200 inputs, 0 mismatches"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Masking or passing through a fractional mean (`w * indicator(c)`, `w if c else 0`, `w if
+/// w > 2 else 0`) keeps its floats that differ only by rounding (2.166666666666667 and
+/// 2.1666666666666665) as one number of the output, instead of refusing the map; the models
+/// verify.
+#[test]
+fn a_fractional_mean_masked_or_passed_through_compiles() {
+    assert_ne!(1.0f64 + 7.0 / 6.0, 13.0 / 6.0);
+    let dir = std::env::temp_dir().join(format!("raspc-diag-mask-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let head = "v = aggregate(select(indices, indices, !=), indices + length, 2);\nw = indices + v;\n";
+    for (name, body) in [
+        ("mask", "prog = w * indicator(tokens_int > 0);\n"),
+        ("cond", "prog = w if tokens_int > 0 else 0;\n"),
+        ("self", "prog = w if w > 2 else 0;\n"),
+        ("same", "prog = w if tokens_int > 0 else w;\n"),
+    ] {
+        let p = dir.join(format!("{name}.rasp"));
+        std::fs::write(&p, format!("{head}{body}")).unwrap();
+        let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "0123", "--max-len", "7", "--samples", "300"]);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(out.contains("300 inputs, 0 mismatches"), "{name}: {out}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
