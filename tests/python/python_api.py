@@ -324,7 +324,9 @@ def misuse():
             "an empty batch": (lambda: m.run([]), "the batch is empty"),
             "an unknown word with a word vocabulary": (lambda: words.run(["the", "dog"]), '"dog" at position 1'),
             "an empty batch's readout": (lambda: m.readout([]), "the batch is empty"),
-            "a NaN readout decoded": (lambda: m.decode(np.full((3, len(m.output["encoding"]["values"])), np.nan)), "non-finite"),
+            "a NaN readout decoded": (lambda: m.decode(np.full((3, len(m.output["encoding"]["values"])), np.nan)), "NaN or infinity"),
+            "a readout longer than max_len": (lambda: m.decode(np.zeros((50, len(m.output["encoding"]["values"])))), "len from 1 to max_len = 4"),
+            "a negative bound for U (no x_bound named)": (lambda: raspc.universal(2, 2, 2, 1, bound=-1), "bound must be a positive finite number, not -1.0"),
             "NaN in U's X": (lambda: raspc.universal(2, 2, 2, 1).simulate([[float("nan"), 0], [0, 0]], [[[0, 0], [0, 0]]], [[[0, 0], [0, 0]]]), "not finite"),
             # Checked before reading: a device or a pipe would exhaust memory or hang.
             "a device loaded": (lambda: raspc.load("/dev/zero"), "is not a regular file"),
@@ -354,6 +356,9 @@ def misuse():
         checks += 1
         if loaded.run("12") != raspc.compile_file(main_rasp, vocab="0123", max_len=2).run("12"):
             failures.append("compile_file with a bytes path differs from a str path")
+        checks += 1
+        if not repr(raspc.universal(2, 2, 2, 1)).startswith("<raspc.Universal "):
+            failures.append(f"repr of U: {raspc.universal(2, 2, 2, 1)!r}")
         nv = raspc.compile("y = tokens_int + 1;", vocab=np.array([1, 2, 3], dtype=np.int8), max_len=2)
         checks += 1
         if nv.run([2, 3]) != [3, 4]:

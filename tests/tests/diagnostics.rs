@@ -404,3 +404,33 @@ fn a_fractional_mean_masked_or_passed_through_compiles() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Notes quote the statement they are about (`quit()`, not "exit"; which REPL statement was
+/// ignored), and a file error names the file once; `plot -o` at a file says it is a file.
+#[test]
+fn notes_and_file_errors_say_what_they_are_about() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-notes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("q.rasp");
+    std::fs::write(&p, "set example \"ab\"\nprog = tokens;\nquit()\nprog = 1;\n").unwrap();
+    let (code, out, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "['a', 'b']");
+    assert!(err.contains("q.rasp:1:1: REPL-only statement `set example \"ab\"` ignored"), "{err}");
+    assert!(err.contains("q.rasp:3:1: `quit()`: the statements after it are not run"), "{err}");
+    let missing = dir.join("missing.safetensors");
+    let (code, _, err) = run_cli(&["run", missing.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert_eq!(err.matches("missing.safetensors").count(), 1, "{err}");
+    assert!(err.contains("cannot read"), "{err}");
+    let ck = dir.join("m.safetensors");
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "3", "-o", ck.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let file = dir.join("notes.txt");
+    std::fs::write(&file, "mine").unwrap();
+    let (code, _, err) = run_cli(&["plot", ck.to_str().unwrap(), "-o", file.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is a file, not a folder"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    let _ = std::fs::remove_dir_all(&dir);
+}

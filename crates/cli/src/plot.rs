@@ -406,7 +406,7 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
         return Err(format!("plot draws d_model x d_model and d_model x hidden heatmaps; d_model {d} with widest block {widest} is over {MAX_PLOT_CELLS} cells (use `raspc inspect --layer L --head H` instead)"));
     }
     register()?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| create_error(dir, e))?;
     let names = crate::inspect::basis(ck);
     let mut files = vec![];
     let p = dir.join(format!("overview.{}", opts.format.ext()));
@@ -445,7 +445,7 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
 /// One PNG per SVFlow metric: the metric (mean over seeds) against depth, one line per level.
 pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path) -> Result<Vec<PathBuf>, String> {
     register()?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| create_error(dir, e))?;
     let mut levels: Vec<f64> = conds.iter().map(|c| c.level).collect();
     levels.sort_by(f64::total_cmp);
     levels.dedup();
@@ -513,5 +513,14 @@ mod tests {
         let in_order = names.clone();
         names.sort();
         assert_eq!(names, in_order);
+    }
+}
+
+/// Why the output folder could not be made: a file standing at its path is said plainly.
+fn create_error(dir: &Path, e: std::io::Error) -> String {
+    if dir.is_file() {
+        format!("`{}` is a file, not a folder: plot writes its figures into a folder (give a new or existing folder's path)", dir.display())
+    } else {
+        format!("cannot create the folder `{}`: {e}", dir.display())
     }
 }

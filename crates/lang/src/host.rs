@@ -587,13 +587,26 @@ impl<'l> Evaluator<'l> {
                 // The reference stops reading input at `exit`/`quit`: nothing after it runs, in
                 // this file or any that loaded it.
                 self.stopped = true;
-                self.notes.push(Diagnostic::note_at("eval::exit", "`exit`: the statements after it are not run (as in the reference)", s.span));
+                let text = self.statement_text(s.span);
+                self.notes.push(Diagnostic::note_at("eval::exit", format!("`{text}`: the statements after it are not run (as in the reference)"), s.span));
             }
             StmtKind::Repl { .. } => {
-                self.notes.push(Diagnostic::note_at("eval::repl-ignored", "REPL-only statement ignored", s.span));
+                let text = self.statement_text(s.span);
+                self.notes.push(Diagnostic::note_at("eval::repl-ignored", format!("REPL-only statement `{text}` ignored"), s.span));
             }
         }
         Ok(())
+    }
+
+    /// A statement's source text for a note: one line, at most 40 characters, without `;`.
+    fn statement_text(&self, span: Span) -> String {
+        let text = self.sources.get(span.file).text.get(span.start as usize..span.end as usize).unwrap_or("");
+        let line = text.lines().next().unwrap_or("").trim().trim_end_matches(';').trim_end();
+        let mut shown: String = line.chars().take(40).collect();
+        if line.chars().count() > 40 {
+            shown.push_str("...");
+        }
+        shown
     }
 
     fn bind(&mut self, env: &Env, target: &Ident, value: HostValue, top_of_main: bool) {

@@ -188,5 +188,9 @@ pub(crate) fn attention_of(a: AttentionArg) -> raspc_runtime::Attention {
 }
 
 pub(crate) fn read_checkpoint(path: &Path) -> Result<raspc_checkpoint::Checkpoint, Failure> {
-    Ok(raspc_checkpoint::Checkpoint::from_file(path, &limits()?).map_err(|e| format!("`{}`: {e}", path.display()))?)
+    // An I/O error names the file already ("cannot read `x`: ..."); the others are about its contents.
+    Ok(raspc_checkpoint::Checkpoint::from_file(path, &limits()?).map_err(|e| match e {
+        raspc_checkpoint::CheckpointError::Io(m) => m,
+        e => format!("`{}`: {e}", path.display()),
+    })?)
 }

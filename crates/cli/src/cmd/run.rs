@@ -10,7 +10,11 @@ pub(crate) fn run_cmd(model: &Path, input: &str, json: bool, attention: Attentio
     let dev = raspc_runtime::device(device).map_err(|e| e.to_string())?;
     // The environment's budgets are checked first, so that their error is not blamed on the file.
     limits()?;
-    let m = raspc_runtime::Model::load_file(model, &dev).map_err(|e| format!("`{}`: {e}", model.display()))?;
+    // An I/O error names the file already.
+    let m = raspc_runtime::Model::load_file(model, &dev).map_err(|e| match e {
+        raspc_runtime::RuntimeError::Checkpoint(raspc_checkpoint::CheckpointError::Io(m)) => m,
+        e => format!("`{}`: {e}", model.display()),
+    })?;
     let tokens = parse_tokens("--input", input)?;
     let values = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
     let decoded = m.run(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}", model.display()))?;

@@ -215,7 +215,7 @@ class Model:
         return self._weights
 
     def __repr__(self):
-        return f"<raspc.Model {self._output['label']!r}: {self.summary}>"
+        return f"<raspc.{type(self).__name__} {self._output['label']!r}: {self.summary}>"
 
     # ---- running -----------------------------------------------------------------------
     def run(self, inputs, attention="hard"):
@@ -245,8 +245,11 @@ class Model:
         import numpy as np
 
         r = np.asarray(readout, dtype=np.float64)
-        if r.ndim != 2 or r.shape[0] < 1:
-            raise RaspcError(f"decode expects a [len + 1, readout_dims] array, got shape {r.shape}")
+        dims = self._config["readout_dims"]
+        if r.ndim != 2 or not 2 <= r.shape[0] <= self.max_len + 1 or r.shape[1] != dims:
+            raise RaspcError(f"decode expects a [len + 1, {dims}] array (BOS first, len from 1 to max_len = {self.max_len}), got shape {r.shape}")
+        if not np.isfinite(r).all():
+            raise RaspcError("decode: the readout holds NaN or infinity, which decodes to no value")
         return _json.loads(self._native.decode(r.reshape(-1).tolist(), r.shape[0] - 1))
 
     def encode(self, inputs):
@@ -569,5 +572,8 @@ def universal(n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None):
 
     bound = number("bound", bound)
     x_bound = None if x_bound is None else number("x_bound", x_bound)
+    for name, x in (("bound", bound), ("x_bound", x_bound)):
+        if x is not None and not (_math.isfinite(x) and x > 0):
+            raise RaspcError(f"{name} must be a positive finite number, not {x!r}")
     native, b, summary = _raspc.universal(n, d, dv, heads, mlp, bound, x_bound)
     return Universal(native, (n, d, dv, heads), b, summary)
