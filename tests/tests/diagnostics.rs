@@ -434,3 +434,54 @@ fn notes_and_file_errors_say_what_they_are_about() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `inspect --json` lists a matrix's nonzero rows and columns with their indices in the full
+/// `shape`: rebuilding the dense matrix from them gives the checkpoint's tensor exactly.
+#[test]
+fn inspect_json_rebuilds_every_matrix() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-inspect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck = dir.join("rev.safetensors");
+    let (code, _, err) = run_cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "5", "-o", ck.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let checkpoint = raspc_checkpoint::Checkpoint::from_file(&ck, &raspc_checkpoint::Limits::default()).unwrap();
+    let mut seen = 0;
+    for block in [vec!["--layer", "0", "--head", "0"], vec!["--layer", "0", "--mlp"]] {
+        let (code, out, err) = run_cli(&[&["inspect", ck.to_str().unwrap(), "--json"][..], &block].concat());
+        assert_eq!(code, 0, "{err}");
+        let mats: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for m in mats.as_array().unwrap() {
+            // `w_out` is shown transposed (rows in the residual basis, as `w_in`).
+            let name = m["name"].as_str().unwrap();
+            let (base, transposed) = name.strip_suffix(" (transposed)").map_or((name, false), |b| (b, true));
+            let t = checkpoint.tensors[base].clone();
+            let t = if transposed {
+                let (r, c) = (t.shape[0], t.shape[1]);
+                raspc_checkpoint::Tensor { shape: vec![c, r], data: (0..c * r).map(|k| t.data[(k % r) * c + k / r]).collect() }
+            } else {
+                t
+            };
+            let shape: Vec<usize> = m["shape"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
+            assert_eq!(shape, t.shape, "{name}");
+            let cols = shape.get(1).copied().unwrap_or(1);
+            let mut dense = vec![0f32; t.data.len()];
+            // A bias (1-D) has one row and no row indices.
+            let zero = vec![serde_json::json!(0)];
+            let ri = m.get("row_indices").map_or(&zero, |r| r.as_array().unwrap());
+            let ci = m["col_indices"].as_array().unwrap();
+            for (i, row) in ri.iter().zip(m["values"].as_array().unwrap()) {
+                for (j, v) in ci.iter().zip(row.as_array().unwrap()) {
+                    dense[i.as_u64().unwrap() as usize * cols + j.as_u64().unwrap() as usize] = v.as_f64().unwrap() as f32;
+                }
+            }
+            assert_eq!(dense, t.data, "{}", m["name"]);
+            seen += 1;
+        }
+    }
+    assert!(seen >= 6, "{seen}");
+    // A program from standard input is refused with the reason and a way out.
+    let (code, _, err) = run_cli(&["eval", "-", "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not from standard input") && err.contains("cat > prog.rasp"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -131,6 +131,17 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
     s
 }
 
+/// A bias vector shown as one row named `bias`, with its own (1-D) shape.
+fn bias(name: &str, t: &Tensor, cols: &[String], json: bool, width: Option<usize>) -> (String, serde_json::Value) {
+    let n = t.data.len();
+    let (text, mut value) = matrix(name, &Tensor { shape: vec![1, n], data: t.data.clone() }, &["bias".to_string()], cols, json, width);
+    value["shape"] = serde_json::json!(t.shape);
+    if let Some(o) = value.as_object_mut() {
+        o.remove("row_indices");
+    }
+    (text.replacen(&format!("{name} [1, {n}]"), &format!("{name} [{n}]"), 1), value)
+}
+
 /// One matrix with labelled rows and columns; all-zero rows and columns are left out.
 ///
 /// Index safety: `t` comes from [`tensor`] (shape checked against the config, data length the
@@ -142,9 +153,14 @@ fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, 
     let at = |i: usize, j: usize| t.data[i * c + j];
     let keep_r: Vec<usize> = (0..r).filter(|&i| (0..c).any(|j| at(i, j) != 0.0)).collect();
     let keep_c: Vec<usize> = (0..c).filter(|&j| (0..r).any(|i| at(i, j) != 0.0)).collect();
+    // `shape` is the tensor's; `rows`/`cols` (and their indices into it) are the nonzero ones
+    // that `values` holds: a consumer rebuilds the dense matrix from the indices.
     let value = serde_json::json!({
         "name": name,
         "shape": t.shape,
+        "nonzero_only": true,
+        "row_indices": keep_r,
+        "col_indices": keep_c,
         "rows": keep_r.iter().map(|&i| &rows[i]).collect::<Vec<_>>(),
         "cols": keep_c.iter().map(|&j| &cols[j]).collect::<Vec<_>>(),
         "values": keep_r.iter().map(|&i| keep_c.iter().map(|&j| at(i, j)).collect::<Vec<_>>()).collect::<Vec<_>>(),
@@ -254,7 +270,7 @@ fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, widt
                 let (s, v) = if transposed {
                     matrix(&format!("{n} (transposed)"), &transpose(t), &names, &cols, json, width)
                 } else if t.shape.len() == 1 {
-                    matrix(&n, &Tensor { shape: vec![1, t.data.len()], data: t.data.clone() }, &["bias".to_string()], &cols, json, width)
+                    bias(&n, t, &cols, json, width)
                 } else {
                     matrix(&n, t, &names, &cols, json, width)
                 };
@@ -264,7 +280,7 @@ fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, widt
             // The output bias adds into the residual stream: one row over its dims.
             let n = raspc_checkpoint::names::mlp(layer, "b_out");
             let t = tensor(ck, &n)?;
-            let (s, v) = matrix(&n, &Tensor { shape: vec![1, t.data.len()], data: t.data.clone() }, &["bias".to_string()], &names, json, width);
+            let (s, v) = bias(&n, t, &names, json, width);
             text += &format!("\n{s}");
             values.push(v);
         }

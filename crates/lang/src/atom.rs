@@ -433,9 +433,21 @@ pub fn to_int(a: &Atom) -> OpResult {
         Atom::Str(s) => {
             let t = s.trim();
             let t = t.strip_prefix('+').unwrap_or(t);
-            t.parse::<i64>().map(Atom::Int).map_err(|_| OpError(format!("invalid literal for int(): '{s}'")))
+            digits_grouped(t).and_then(|t| t.parse::<i64>().ok()).map(Atom::Int).ok_or_else(|| OpError(format!("invalid literal for int(): '{s}'")))
         }
     }
+}
+
+/// A number's text with Python's digit-grouping underscores removed (`1_000`); None when an
+/// underscore is not between two digits (`_1`, `1__0`, `1_`), which Python rejects.
+fn digits_grouped(t: &str) -> Option<String> {
+    let b = t.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'_' && !(i > 0 && b[i - 1].is_ascii_digit() && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            return None;
+        }
+    }
+    Some(t.replace('_', ""))
 }
 
 /// Python `float(x)`.
@@ -447,7 +459,7 @@ pub fn to_float(a: &Atom) -> OpResult {
                 "inf" | "+inf" | "infinity" | "+infinity" => Some(f64::INFINITY),
                 "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
                 "nan" | "+nan" | "-nan" => Some(f64::NAN),
-                _ => t.parse::<f64>().ok().filter(|_| t.chars().all(|c| c.is_ascii_digit() || "+-.e_".contains(c))),
+                _ => digits_grouped(&t).and_then(|g| g.parse::<f64>().ok()).filter(|_| t.chars().all(|c| c.is_ascii_digit() || "+-.e_".contains(c))),
             };
             v.map(Atom::Float).ok_or_else(|| OpError(format!("could not convert string to float: '{s}'")))
         }
@@ -458,6 +470,19 @@ pub fn to_float(a: &Atom) -> OpResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Python's `int("1_000")` and `float("1_000.5")` read digit groups; an underscore not
+    /// between two digits is an error there too.
+    #[test]
+    fn conversions_read_digit_groups_as_python_does() {
+        let s = |x: &str| Atom::Str(x.into());
+        assert_eq!(to_int(&s("1_000")), Ok(Atom::Int(1000)));
+        assert_eq!(to_int(&s(" -12_3 ")), Ok(Atom::Int(-123)));
+        assert_eq!(to_float(&s("1_000.5")), Ok(Atom::Float(1000.5)));
+        for bad in ["_1", "1_", "1__0", "1_.5"] {
+            assert!(to_int(&s(bad)).is_err() && to_float(&s(bad)).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn float_repr_matches_python() {

@@ -42,6 +42,11 @@ pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 pub(crate) fn read_program(path: &std::path::Path) -> Result<String, Failure> {
+    if path.as_os_str() == "-" && !path.exists() {
+        return Err(Failure::Message(
+            "`-`: raspc reads a program from a file (its `load` statements are relative to it, and `verify` and `trace` read it again), not from standard input: save it first (`cat > prog.rasp`)".into(),
+        ));
+    }
     let bytes = read_input_file(path)?;
     String::from_utf8(bytes).map_err(|e| Failure::Message(format!("`{}` is not valid UTF-8 ({})", path.display(), raspc_lang::utf8_place(e.as_bytes(), e.utf8_error().valid_up_to()))))
 }
