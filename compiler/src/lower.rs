@@ -98,6 +98,10 @@ struct Lowerer<'a> {
     /// Categorical slots whose values stand for others too, aligned with the encoding's values:
     /// a count the interpreter computes as `k/n·n` (7.000000000000001 where the model has 7).
     cat_alts: HashMap<SlotId, Vec<Vec<Atom>>>,
+    /// Slots whose `cat_alts` are the floats the interpreter computes for the same input (a
+    /// count from a mean, 7.000000000000001), not values of different inputs grouped as one
+    /// number (`length ^ 0.5` arithmetic): selectors reading these check every alternative.
+    same_input_alts: std::collections::HashSet<SlotId>,
     /// The leaves of inline maps (`leaves_of`), computed once: a chain of a thousand inline maps
     /// (`x = x + 1` in a loop) would otherwise walk the chain again for each of its nodes.
     /// Cleared when a node that was read through becomes a slot.
@@ -158,6 +162,7 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
         conv: HashMap::new(),
         num_atoms: HashMap::new(),
         cat_alts: HashMap::new(),
+        same_input_alts: Default::default(),
         leaf_cache: Default::default(),
         inexact_nodes: inexact.keys().copied().collect(),
         diags: vec![],
@@ -268,6 +273,12 @@ fn is_mean_capable(a: &Atom) -> bool {
 }
 
 /// Distinct numeric points of a set of atoms (ascending), with the atoms behind each.
+/// Whether two numbers are the same number computed two ways in floating point: within 1e-12
+/// of the larger, relatively (at any scale: 1e-13 and 3e-13 are two numbers, not one).
+fn same_up_to_rounding(x: f64, y: f64) -> bool {
+    (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
+}
+
 fn points_of(atoms: &[Atom]) -> Option<(Vec<f64>, Vec<Vec<Atom>>)> {
     let mut v: Vec<(f64, Atom)> = Vec::with_capacity(atoms.len());
     for a in atoms {
@@ -280,7 +291,7 @@ fn points_of(atoms: &[Atom]) -> Option<(Vec<f64>, Vec<Vec<Atom>>)> {
     let (mut pts, mut groups): (Vec<f64>, Vec<Vec<Atom>>) = (vec![], vec![]);
     for (x, a) in v {
         match pts.last() {
-            Some(&p) if (x - p).abs() <= 1e-12 * p.abs().max(1.0) => groups.last_mut()?.push(a),
+            Some(&p) if same_up_to_rounding(x, p) => groups.last_mut()?.push(a),
             _ => {
                 pts.push(x);
                 groups.push(vec![a]);
@@ -938,8 +949,7 @@ impl Lowerer<'_> {
         // passed through: `w * indicator(c)`, `w if c else 0`) is stored as a number, one
         // point for each such group, as its input is: a one-hot would give the two floats
         // dims of their own, which no model tells apart.
-        let rounding_results = points_of(&vals).is_some_and(|(_, g)| g.iter().any(|g| g.iter().any(|a| a.as_f64() != g[0].as_f64())));
-        let numerical = self.opts.numerical.contains(&label) || (rounding_results && !self.opts.categorical.contains(&label));
+        let numerical = self.opts.numerical.contains(&label);
         // Categorical: a float the interpreter computes in place of an integer value (a count
         // from a mean, 3.0000000000000004) stands with that integer, not in a dim of its own.
         let mut alts: Option<Vec<Vec<Atom>>> = None;
@@ -989,8 +999,7 @@ impl Lowerer<'_> {
                 // A numerical result may itself differ only by rounding (the input passed
                 // through); it is then one point of the output.
                 let same = |r: &Atom, f: &Atom| {
-                    r.py_eq(f)
-                        || matches!((&enc.0, r.is_str() || f.is_str(), r.as_f64(), f.as_f64()), (SlotEnc::Num { .. }, false, Some(p), Some(q)) if (p - q).abs() <= 1e-12 * p.abs().max(1.0))
+                    r.py_eq(f) || matches!((&enc.0, r.is_str() || f.is_str(), r.as_f64(), f.as_f64()), (SlotEnc::Num { .. }, false, Some(p), Some(q)) if same_up_to_rounding(p, q))
                 };
                 if results.iter().flatten().zip(std::iter::repeat(&first)).any(|(r, f)| f.as_ref().is_some_and(|f| !same(r, f))) {
                     // One point stands either for equal numbers of different types (1, 1.0,
@@ -1050,6 +1059,15 @@ impl Lowerer<'_> {
                     } else {
                         ("equal numbers of different types", format!("{input} can be {values}; store the s-ops it comes from categorically{flag}"))
                     };
+                    // Results that differ only by rounding themselves (the number passed on):
+                    // stored as a number, they are one.
+                    let results: Vec<f64> = results.iter().flatten().filter(|r| !r.is_str()).filter_map(Atom::as_f64).collect();
+                    let passed_on = matches!(enc.0, SlotEnc::Cat(_)) && results.len() > 1 && results.iter().all(|&x| same_up_to_rounding(x, results[0]));
+                    let note = if passed_on {
+                        format!("{note}; its results differ only by rounding too: storing it as a number (`--encoding {label}=numerical`) keeps them as one")
+                    } else {
+                        note
+                    };
                     return Err(self
                         .err(id, "compile::numeric_map", format!("{} gives different results for {what}", crate::names::describe(self.g, id)))
                         .with_label("this map")
@@ -1060,6 +1078,7 @@ impl Lowerer<'_> {
             let out = self.new_slot(label, enc.0, vec![0.0; dims]);
             if let (Some(a), SlotEnc::Cat(_)) = (&alts, &self.slots[out].enc) {
                 self.cat_alts.insert(out, a.clone());
+                self.same_input_alts.insert(out);
             }
             if let Some(gr) = enc.1 {
                 self.num_atoms.insert(out, gr);
@@ -1071,9 +1090,10 @@ impl Lowerer<'_> {
         }
         // Categorical leaves (numerical ones converted first): one unit per combination.
         let views = self.categorical_leaves(&leaves)?;
-        let out = self.new_slot(label, enc.0.clone(), vec![0.0; dims]);
+        let out = self.new_slot(label.clone(), enc.0.clone(), vec![0.0; dims]);
         if let (Some(a), SlotEnc::Cat(_)) = (&alts, &self.slots[out].enc) {
             self.cat_alts.insert(out, a.clone());
+            self.same_input_alts.insert(out);
         }
         if let Some(gr) = enc.1 {
             self.num_atoms.insert(out, gr);
@@ -1113,12 +1133,24 @@ impl Lowerer<'_> {
                     let differs = |x: &Atom| match &enc.0 {
                         SlotEnc::Cat(_) => !x.py_eq(r) && encode(x) != encode(r),
                         SlotEnc::Num { .. } => match (x.is_str() || r.is_str(), x.as_f64(), r.as_f64()) {
-                            (false, Some(p), Some(q)) => (p - q).abs() > 1e-12 * p.abs().max(1.0),
+                            (false, Some(p), Some(q)) => !same_up_to_rounding(p, q),
                             _ => !x.py_eq(r),
                         },
                     };
-                    if self.eval_inline(id, &e).is_some_and(|other| differs(&other)) {
-                        return Err(self.rounding_differs(id, views[j].0, &group[0], a));
+                    if let Some(other) = self.eval_inline(id, &e).filter(|other| differs(other)) {
+                        let mut d = self.rounding_differs(id, views[j].0, &group[0], a);
+                        if let (SlotEnc::Cat(_), false, Some(p), Some(q)) = (&enc.0, other.is_str() || r.is_str(), other.as_f64(), r.as_f64())
+                            && same_up_to_rounding(p, q)
+                        {
+                            // The results differ only by rounding too (the number passed on):
+                            // stored as a number, they are one.
+                            d = d.with_note(format!(
+                                "its results ({} and {}) differ only by rounding too: storing it as a number (`--encoding {label}=numerical`) keeps them as one",
+                                r.repr(),
+                                other.repr()
+                            ));
+                        }
+                        return Err(d);
                     }
                 }
             }
@@ -1365,7 +1397,19 @@ impl Lowerer<'_> {
             // several floats that differ only by rounding (`4/3 + 2` and `10/3`).
             let alternatives = |lw: &Self, s: &Side| -> Vec<Vec<Option<Vec<Atom>>>> {
                 match s {
-                    Side::Cat(_, t) => t.iter().map(|x| vec![x.clone()]).collect(),
+                    // A one-hot dim may stand for floats too (`cat_alts`: a count from a mean,
+                    // 14 and 14.000000000000002), when the side reads the slot's own values.
+                    Side::Cat(slot, t) => match lw.cat_alts.get(slot).filter(|_| lw.same_input_alts.contains(slot)) {
+                        Some(groups) if groups.len() == t.len() => groups
+                            .iter()
+                            .zip(t)
+                            .map(|(g, x)| match x {
+                                Some(v) if v.len() == 1 && g.len() > 1 && g[0].py_eq(&v[0]) => g.iter().map(|a| Some(vec![a.clone()])).collect(),
+                                _ => vec![x.clone()],
+                            })
+                            .collect(),
+                        _ => t.iter().map(|x| vec![x.clone()]).collect(),
+                    },
                     Side::Num(slot, _, atoms) => match lw.num_atoms.get(slot) {
                         Some(groups) if groups.len() == atoms.len() => groups.iter().map(|g| g.iter().map(|a| Some(vec![a.clone()])).collect()).collect(),
                         _ => atoms.iter().map(|a| vec![Some(vec![a.clone()])]).collect(),
@@ -1548,6 +1592,7 @@ impl Lowerer<'_> {
             self.num_atoms.insert(out, by_count);
         } else if groups.iter().any(|g| g.len() > 1) {
             self.cat_alts.insert(out, groups);
+            self.same_input_alts.insert(out);
         }
         let mlp = self.staircase(scratch, &pts, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = selector_width({})", self.selector_text(sel)));
@@ -1631,7 +1676,29 @@ impl Lowerer<'_> {
         let Some(di) = index_of(&outs, default) else { return Err(self.internal(id, "the default value is missing")) };
         v.push(In::new(BOS, 0, di, 1.0));
         let at_bos = (0..m).map(|j| (j == di) as u8 as f64).collect();
+        // A value standing for floats the interpreter computes in its place (`cat_alts`: a
+        // mean's 0.3 and 0.29999999999999993) still does in the copy (`shift`, a `==` select on
+        // indices): the maps reading the copy must see them too.
+        let alts = self
+            .cat_alts
+            .get(&vv.slot)
+            .filter(|g| g.iter().any(|x| x.len() > 1))
+            .map(|src| outs.iter().map(|o| src.iter().find(|g| g.first().is_some_and(|f| f.py_eq(o))).cloned().unwrap_or_else(|| vec![o.clone()])).collect::<Vec<_>>());
+        if alts.is_some() && vv.map.is_some() {
+            return Err(self
+                .err(id, "compile::numeric_map", format!("`{label}` aggregates a map of numbers that the interpreter may compute two ways"))
+                .with_label("this aggregate")
+                .with_note(
+                    "its values are floats that differ only by rounding, passed through a map a model cannot apply to both; round them first (`round(...)`), or compute with integers",
+                ));
+        }
         let s = self.new_slot(label, SlotEnc::Cat(outs), at_bos);
+        if let Some(groups) = alts {
+            self.cat_alts.insert(s, groups);
+            if self.same_input_alts.contains(&vv.slot) {
+                self.same_input_alts.insert(s);
+            }
+        }
         let head = Head { width: (cols + 1).max(m), q, k, v, o: (0..m).map(|j| Out::new(j, s, j, 1.0)).collect(), gap: 0.5, qk_terms: cols };
         self.push_block(BlockKind::Head(head), s, what);
         Ok(s)

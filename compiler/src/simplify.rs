@@ -383,15 +383,18 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
             let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v1), Operand::Sop(v2)] }, span)?;
             Some(NodeKind::Aggregate { sel: s1, values, default })
         }
-        (BinOp::Mul | BinOp::Div, [a, Operand::Const(c)]) | (BinOp::Mul, [Operand::Const(c), a]) if numeric(c) => {
+        // Only integer scalings: the interpreter's `mean / 3` or `mean * 0.1` rounds where the
+        // scaled mean does not ((3/5)/3 is 0.19999999999999998), and those floats are not
+        // tracked; the map over the mean computes them exactly as the interpreter does.
+        (BinOp::Mul, [a, Operand::Const(c)]) | (BinOp::Mul, [Operand::Const(c), a]) if numeric(c) && c.as_f64().is_some_and(|k| k.fract() == 0.0 && k.abs() < 1e6) => {
             let (s, v, d) = agg(a)?;
             if !integral_values(facts, out, &[v]) {
                 return None;
             }
             let default = atom::binary(*op, &d, c).ok()?;
             // `mean * k` for an integer k: the interpreter scales the mean (0.1 · 3 is
-            // 0.30000000000000004 where the mean of 3s gives 0.3). Other scalings stay untracked.
-            if let (Some(f), BinOp::Mul, Some(k), Operand::Sop(m)) = (facts, op, c.as_f64().filter(|k| k.fract() == 0.0 && k.abs() < 1e6), a) {
+            // 0.30000000000000004 where the mean of 3s gives 0.3).
+            if let (Some(f), Some(k), Operand::Sop(m)) = (facts, c.as_f64(), a) {
                 let table = mean_table(f, out, *m).map(|t| t.iter().map(|&(n, sum, x)| (n, sum * k as i64, x * k)).collect::<MeanTable>());
                 f.tables.borrow_mut().0 = Some(table.map(Rc::new));
             }

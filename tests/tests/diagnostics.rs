@@ -98,8 +98,8 @@ fn refusals_inside_the_library_point_at_the_call() {
 /// A map whose results differ between floats that are the same number rounded two ways is
 /// refused with that reason (not "different types"), naming the s-op to store categorically;
 /// following the advice compiles and verifies on every input. Where the float is only passed
-/// on (the key of a select that no index sits between, cases/rounding/passed_on.rasp), the
-/// two floats are one number of the map's output and the model verifies on every input.
+/// on (cases/rounding/passed_on.rasp), the refusal says that storing it as a number keeps the
+/// two floats one, and with that the model verifies on every input.
 #[test]
 fn a_map_of_floats_equal_up_to_rounding_says_so_and_the_advice_works() {
     let dir = std::env::temp_dir().join(format!("raspc-diag-rounded-{}", std::process::id()));
@@ -116,7 +116,11 @@ fn a_map_of_floats_equal_up_to_rounding_says_so_and_the_advice_works() {
     let (code, out, err) = run_cli(&[&exhaustive[..], &["--encoding", "n=categorical"]].concat());
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("9840 inputs, 0 mismatches"), "{out}");
-    let (code, out, err) = run_cli(&["verify", "cases/rounding/passed_on.rasp", "--vocab", "01+", "--max-len", "8", "--exhaustive", "--allow-rejected"]);
+    let passed_on = ["verify", "cases/rounding/passed_on.rasp", "--vocab", "01+", "--max-len", "8", "--exhaustive", "--allow-rejected"];
+    let (code, _, err) = run_cli(&passed_on);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`--encoding y=numerical`"), "{err}");
+    let (code, out, err) = run_cli(&[&passed_on[..], &["--encoding", "y=numerical"]].concat());
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", 0 mismatches"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -381,11 +385,11 @@ fn a_conditional_has_the_values_of_its_branches() {
 }
 
 /// Masking or passing through a fractional mean (`w * indicator(c)`, `w if c else 0`, `w if
-/// w > 2 else 0`) keeps its floats that differ only by rounding (2.166666666666667 and
-/// 2.1666666666666665) as one number of the output, instead of refusing the map; the models
-/// verify.
+/// w > 2 else 0`) whose floats differ only by rounding (2.166666666666667 and
+/// 2.1666666666666665) is refused as a one-hot output, with the advice that works: stored as
+/// a number (`--encoding prog=numerical`) the results are one point, and the models verify.
 #[test]
-fn a_fractional_mean_masked_or_passed_through_compiles() {
+fn a_fractional_mean_masked_or_passed_through_compiles_as_a_number() {
     assert_ne!(1.0f64 + 7.0 / 6.0, 13.0 / 6.0);
     let dir = std::env::temp_dir().join(format!("raspc-diag-mask-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -398,7 +402,11 @@ fn a_fractional_mean_masked_or_passed_through_compiles() {
     ] {
         let p = dir.join(format!("{name}.rasp"));
         std::fs::write(&p, format!("{head}{body}")).unwrap();
-        let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "0123", "--max-len", "7", "--samples", "300"]);
+        let args = ["verify", p.to_str().unwrap(), "--vocab", "0123", "--max-len", "7", "--samples", "300"];
+        let (code, _, err) = run_cli(&args);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(err.contains("compile::numeric_map") && err.contains("`--encoding prog=numerical`"), "{name}: {err}");
+        let (code, out, err) = run_cli(&[&args[..], &["--encoding", "prog=numerical"]].concat());
         assert_eq!(code, 0, "{name}: {err}");
         assert!(out.contains("300 inputs, 0 mismatches"), "{name}: {out}");
     }
@@ -483,5 +491,68 @@ fn inspect_json_rebuilds_every_matrix() {
     let (code, _, err) = run_cli(&["eval", "-", "--input", "ab"]);
     assert_eq!(code, 1);
     assert!(err.contains("not from standard input") && err.contains("cat > prog.rasp"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Floats the interpreter computes for a mean survive what the compiler does with the mean:
+/// a one-key copy (`shift`-style `==` select on indices) carries them, so a comparison after
+/// it is refused like one before it; a selector comparing indices with a count from a mean
+/// checks them; a mean divided by a constant is computed as the interpreter rounds it; tiny
+/// floats are distinct numbers; and `round(frac * length)` compiles at every max-len (it once
+/// stopped at an internal error).
+#[test]
+fn rounding_survives_copies_selectors_scalings_and_scale() {
+    assert_eq!((3.0f64 / 5.0) / 3.0, 0.19999999999999998);
+    assert_eq!(7.0f64 / 25.0 * 25.0, 7.000000000000001);
+    let dir = std::env::temp_dir().join(format!("raspc-diag-survive-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let refused = [
+        ("copy", "m = aggregate(select(indices, indices, <=), tokens_float);\ny = aggregate(select(indices, indices - 1, ==), m, 0);\nprog = y >= 0.3;\n", "[0.1,0.2,0.7]", "6", "compile::numeric_map"),
+        (
+            "copy_sum",
+            "fa = aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\nfb = aggregate(select(indices, indices, <=), indicator(tokens == \"b\"));\ns = fa + fb;\ny = aggregate(select(indices, indices - 1, ==), s, 0);\nprog = y > 0.6;\n",
+            "abc",
+            "6",
+            "compile::numeric_map",
+        ),
+        ("width", "frac_a = aggregate(select(1, 1, ==), indicator(tokens == \"a\"));\nn = frac_a * length;\nprog = selector_width(select(indices, n, <));\n", "ab", "32", "compile::float_compare"),
+    ];
+    for (name, src, vocab, max_len, code_name) in refused {
+        let p = dir.join(format!("{name}.rasp"));
+        std::fs::write(&p, src).unwrap();
+        let (code, _, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", vocab, "--max-len", max_len, "--samples", "50"]);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(err.contains(code_name), "{name}: {err}");
+    }
+    let verified = [
+        ("div", "fa = aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\nprog = fa / 3 >= 0.2;\n", "ab", "6"),
+        ("mul", "fa = aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\nprog = fa * 0.1 > 0.02;\n", "ab", "6"),
+        ("tiny", "prog = aggregate(select(indices, indices, <=), tokens_float);\n", "[0.0, 1e-13, 3e-13]", "4"),
+        ("round_count", "frac_a = aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\nprog = round(frac_a * length);\n", "ab", "8"),
+        ("mean_count", "m = aggregate(select(tokens, tokens, ==), indices);\nprog = m * length == 6;\n", "ab", "8"),
+    ];
+    for (name, src, vocab, max_len) in verified {
+        let p = dir.join(format!("{name}.rasp"));
+        std::fs::write(&p, src).unwrap();
+        let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", vocab, "--max-len", max_len, "--exhaustive"]);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(out.contains(", 0 mismatches"), "{name}: {out}");
+    }
+    // round(frac * length) at max-len 14 (the internal error's first length), sampled.
+    let p = dir.join("round_count.rasp");
+    let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "14", "--samples", "500"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("500 inputs, 0 mismatches"), "{out}");
+    // The tiny floats are three numbers of the output, not one.
+    let ck = dir.join("tiny.safetensors");
+    let (code, _, err) = run_cli(&["compile", dir.join("tiny.rasp").to_str().unwrap(), "--vocab", "[0.0, 1e-13, 3e-13]", "--max-len", "4", "-o", ck.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run_cli(&["run", ck.to_str().unwrap(), "--input", "[3e-13, 1e-13, 0.0, 3e-13]", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let got: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let want = [3e-13, 4e-13 / 2.0, 4e-13 / 3.0, 7e-13 / 4.0];
+    for (g, w) in got["output"].as_array().unwrap().iter().zip(want) {
+        assert!((g.as_f64().unwrap() - w).abs() <= 1e-6 * w, "{out}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
