@@ -112,6 +112,17 @@ fn rename_output(plan: &mut plan::Plan, name: &str) {
     plan.output_label = name.to_string();
 }
 
+/// How to name the s-op a slot labelled `label` holds, and where: the node of `graph` (above
+/// `root`) with that label, as the user knows it (`an expression in `prog``), or `root`'s place
+/// when simplification renamed it away.
+fn user_place(graph: &Graph, root: NodeId, label: &str) -> (String, raspc_lang::Span) {
+    match graph.ancestors(root).into_iter().find(|&n| graph.node(n).label == label) {
+        Some(n) => (names::describe(graph, n), names::place(graph, n)),
+        None if graph.node(root).named => (format!("a value computed for `{}`", graph.node(root).label), graph.node(root).span),
+        None => ("a value this program computes".to_string(), graph.node(root).span),
+    }
+}
+
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
@@ -149,11 +160,13 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     // a checkpoint's JSON has no spelling for them and f32 weights no room.
     let non_finite = plan.slots.iter().find_map(|slot| {
         let bad = match &slot.enc {
+            // A one-hot value is a label, not a weight: only inf and NaN are refused there.
             plan::SlotEnc::Cat(values) => values.iter().find_map(|a| match a {
                 raspc_lang::Atom::Float(x) if !x.is_finite() => Some(*x),
                 _ => None,
             }),
-            plan::SlotEnc::Num { points: Some(p) } => p.iter().copied().find(|x| !x.is_finite()),
+            // A number is a weight or an activation: past f32's range it is inf there.
+            plan::SlotEnc::Num { points: Some(p) } => p.iter().copied().find(|x| !x.is_finite() || x.abs() > f32::MAX as f64),
             plan::SlotEnc::Num { points: None } => None,
         };
         bad.map(|x| (slot.label.split(':').next().unwrap_or(&slot.label).to_string(), x))
@@ -164,10 +177,10 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     });
     let non_finite = non_finite.or_else(|| out_bad.map(|x| (plan.output_label.clone(), x)));
     if let Some((name, x)) = non_finite {
-        let node = graph.node(root);
-        let this = if name == node.label { "this s-op".to_string() } else { format!("`{name}` feeds this s-op") };
-        return Err(vec![Diagnostic::error("compile::non_finite", format!("`{name}` can be {x}, which a model cannot hold"), node.span)
-            .with_label(this)
+        let (who, span) = user_place(graph, root, &name);
+        let what = if x.is_finite() { format!("{x:e}, past f32's range (about 3.4e38)") } else { format!("{x}") };
+        return Err(vec![Diagnostic::error("compile::non_finite", format!("{who} can be {what}, which a model cannot hold"), span)
+            .with_label("here")
             .with_note("weights and activations are finite f32 numbers; a vocabulary of smaller numbers (or a program that stays within f64's range) keeps every value finite")]);
     }
     let problems = plan.verify();

@@ -295,6 +295,8 @@ fn what_a_checkpoint_cannot_hold_is_refused_at_compile_time() {
         ("inf", "a = tokens_float * 10;\n", "[1e308, 1.0]", "`a` can be inf"),
         ("nan", "a = tokens_float * 10 - tokens_float * 10;\n", "[1e308, 1.0]", "`a` can be NaN"),
         ("inf_mean", "a = aggregate(select(indices, indices, ==), tokens_float * 10);\n", "[1e308, 1.0]", "can be inf"),
+        // Finite in f64, past f32: a weight or an activation would be inf.
+        ("f32", "a = aggregate(select(indices, indices, <=), tokens_float) > 2;\n", "[1e39, 1.0]", "can be 5e38, past f32's range"),
     ] {
         let p = dir.join(format!("{name}.rasp"));
         std::fs::write(&p, src).unwrap();
