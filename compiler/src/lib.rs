@@ -213,7 +213,11 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         let name = pp.label.split(':').next().unwrap_or(&pp.label).to_string();
         let num = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x}") } else { format!("{x:.3e}") };
         let this = if name == node.label { "this s-op".to_string() } else { format!("`{name}` feeds this s-op") };
-        let advice = if opts.categorical.contains(&name) {
+        // A mean is computed as a number by its head whatever its encoding.
+        let mean = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Head(h) if h.o.iter().any(|o| o.slot == pp.slot)));
+        let advice = if mean {
+            format!("`{name}` is a mean, which attention computes as a number whatever its encoding, so no encoding avoids it; smaller numbers do (averaging `x - c` and adding `c` after, for a large common offset c, keeps the mean's own rounding small)")
+        } else if opts.categorical.contains(&name) {
             format!("`{name}` is computed as a number before it is stored categorically, so no encoding avoids it; smaller or fewer distinct numbers do")
         } else {
             format!("smaller numbers keep them apart, or a categorical encoding (`--encoding {name}=categorical`) holds each value in a dim of its own")
