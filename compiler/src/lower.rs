@@ -1025,9 +1025,11 @@ impl Lowerer<'_> {
                             // only for a mean of integers (one float per sum and count, which
                             // the map then reads exactly); a count computed as a mean times a
                             // length, or a mean of other floats, stays ambiguous.
+                            // (A merged or scaled mean, `fa + fb`, carries the floats of its
+                            // parts' order: not plain.)
                             let plain_mean = match &node.kind {
                                 raspc_lang::NodeKind::Aggregate { values, .. } => {
-                                    matches!(self.sets.get(values), Some(ValueSet::Finite(set)) if set.iter().all(|a| !matches!(a, Atom::Float(x) if x.fract() != 0.0)))
+                                    !self.inexact_nodes.contains(&n) && matches!(self.sets.get(values), Some(ValueSet::Finite(set)) if set.iter().all(|a| !matches!(a, Atom::Float(x) if x.fract() != 0.0)))
                                 }
                                 _ => false,
                             };
