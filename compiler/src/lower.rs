@@ -1029,7 +1029,8 @@ impl Lowerer<'_> {
                             // parts' order: not plain.)
                             let plain_mean = match &node.kind {
                                 raspc_lang::NodeKind::Aggregate { values, .. } => {
-                                    !self.inexact_nodes.contains(&n) && matches!(self.sets.get(values), Some(ValueSet::Finite(set)) if set.iter().all(|a| !matches!(a, Atom::Float(x) if x.fract() != 0.0)))
+                                    !self.inexact_nodes.contains(&n)
+                                        && matches!(self.sets.get(values), Some(ValueSet::Finite(set)) if set.iter().all(|a| !matches!(a, Atom::Float(x) if x.fract() != 0.0)))
                                 }
                                 _ => false,
                             };
