@@ -502,6 +502,15 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
     Ok(files)
 }
 
+/// Why the output folder could not be made: a file standing at its path is said plainly.
+fn create_error(dir: &Path, e: std::io::Error) -> String {
+    if dir.is_file() {
+        format!("`{}` is a file, not a folder: plot writes its figures into a folder (give a new or existing folder's path)", dir.display())
+    } else {
+        format!("cannot create the folder `{}`: {e}", dir.display())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -513,14 +522,5 @@ mod tests {
         let in_order = names.clone();
         names.sort();
         assert_eq!(names, in_order);
-    }
-}
-
-/// Why the output folder could not be made: a file standing at its path is said plainly.
-fn create_error(dir: &Path, e: std::io::Error) -> String {
-    if dir.is_file() {
-        format!("`{}` is a file, not a folder: plot writes its figures into a folder (give a new or existing folder's path)", dir.display())
-    } else {
-        format!("cannot create the folder `{}`: {e}", dir.display())
     }
 }
