@@ -289,30 +289,75 @@ pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProbl
         SlotEnc::Num { .. } => plan.grid_reads.get(&s).map_or(0.0, |g| g.1),
         SlotEnc::Cat(_) => 0.0,
     };
-    let check = |s: SlotId, tol: f64, gap: f64| -> Option<PrecisionProblem> {
-        let mag = magnitude(s);
-        // What no β changes is f32: the value itself, the sum of its parts and the readout
-        // round (a few u·|v|), and a head's mean rounds its sum (about 8u·max|value| per head).
-        let heads: f64 = sched
+    // What no β changes is f32: the value itself, the sum of its parts and the readout round
+    // (a few u·|v|, v the values either side of a step), and a head's mean rounds its sum
+    // (about 8u·max|value| per head).
+    // One head whose averaged terms all have one sign writes a mean no larger than the values
+    // it averages: its rounding scales with the value at the step (`mag`), not the largest
+    // value anywhere.
+    let one_signed_head = |s: SlotId| -> bool {
+        let writers: Vec<&crate::plan::Head> = sched
+            .time
+            .keys()
+            .filter_map(|&b| match &plan.blocks[b].kind {
+                BlockKind::Head(h) if h.o.iter().any(|o| o.slot == s) => Some(h),
+                _ => None,
+            })
+            .collect();
+        let terms = |h: &crate::plan::Head| -> Vec<f64> {
+            h.v.iter()
+                .flat_map(|&In { slot, w, .. }| match &plan.slots[slot].enc {
+                    SlotEnc::Num { points: Some(p) } => p.iter().map(|x| w * x).collect::<Vec<_>>(),
+                    SlotEnc::Cat(_) => vec![w],
+                    SlotEnc::Num { points: None } => vec![f64::NAN],
+                })
+                .collect()
+        };
+        matches!(writers.as_slice(), [h] if { let t = terms(h); t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0) })
+    };
+    let heads = |s: SlotId| -> f64 {
+        sched
             .time
             .keys()
             .filter_map(|&b| match &plan.blocks[b].kind {
                 BlockKind::Head(h) => Some(h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(plan, h)).sum::<f64>()),
                 _ => None,
             })
-            .sum();
-        let error = 4.0 * u * mag + heads;
+            .sum()
+    };
+    let heads_at = |s: SlotId, mag: f64| -> f64 {
+        if one_signed_head(s) {
+            8.0 * u * mag
+        } else {
+            heads(s)
+        }
+    };
+    let check = |s: SlotId, tol: f64, gap: f64| -> Option<PrecisionProblem> {
+        let mag = magnitude(s);
+        let error = 4.0 * u * mag + heads(s);
         (error.is_nan() || error >= tol).then(|| PrecisionProblem { slot: s, label: plan.slots[s].label.clone(), gap, tol, error, magnitude: mag })
     };
     let out = &plan.output;
     if out.values.is_none() && plan.output_bound.is_none() {
-        let gap = match (&out.points, plan.output_ints) {
-            (Some(p), _) if p.len() > 1 => Some(min_gap(p)),
-            (_, Some(_)) => Some(1.0),
-            _ => None,
-        };
-        if let Some(problem) = gap.and_then(|g| check(out.slot, g / 2.0, g)) {
-            return Some(problem);
+        match (&out.points, plan.output_ints) {
+            // Each pair of neighbouring values at its own magnitude (1/6 apart near 1 is fine
+            // beside 100000).
+            (Some(p), _) if p.len() > 1 => {
+                let err = |mag: f64| 4.0 * u * mag + heads_at(out.slot, mag);
+                let worst = p.windows(2).map(|w| (w[1] - w[0], w[0].abs().max(w[1].abs()))).find(|&(gap, mag)| {
+                    let e = err(mag);
+                    e.is_nan() || e >= gap / 2.0
+                });
+                if let Some((gap, mag)) = worst {
+                    return Some(PrecisionProblem { slot: out.slot, label: plan.slots[out.slot].label.clone(), gap, tol: gap / 2.0, error: err(mag), magnitude: mag });
+                }
+            }
+            (_, Some(_)) => {
+                if let Some(problem) = check(out.slot, 0.5, 1.0) {
+                    return Some(problem);
+                }
+            }
+            _ => {}
         }
     }
     plan.grid_reads.iter().find_map(|(&s, &(gap, _))| check(s, gap / 4.0, gap))

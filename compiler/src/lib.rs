@@ -224,7 +224,7 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         };
         return Err(vec![Diagnostic::error(
             "compile::precision",
-            format!("the values of `{name}` are too close together for f32: some differ by {} at magnitudes up to {}", num(pp.gap), num(pp.magnitude)),
+            format!("the values of `{name}` are too close together for f32: two of them are {} apart at magnitude {}", num(pp.gap), num(pp.magnitude)),
             node.span,
         )
         .with_label(this)

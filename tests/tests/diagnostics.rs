@@ -256,7 +256,7 @@ fn values_too_close_for_f32_are_refused() {
     let args = ["verify", big.to_str().unwrap(), "--vocab", "0123456789", "--max-len", "8", "--samples", "200"];
     let (code, _, err) = run_cli(&args);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("compile::precision") && err.contains("differ by 1 at magnitudes up to 70000009"), "{err}");
+    assert!(err.contains("compile::precision") && err.contains("two of them are 1 apart at magnitude 10000001"), "{err}");
     assert!(err.contains("big.rasp:1:8") && err.contains("`--encoding prog=categorical`"), "{err}");
     let (code, out, err) = run_cli(&[&args[..], &["--encoding", "prog=categorical"]].concat());
     assert_eq!(code, 0, "{err}");
