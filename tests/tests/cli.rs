@@ -538,6 +538,30 @@ fn simulate_runs_a_users_attention_layer() {
     let (code, _, err) = cli(&["simulate", "--target", bad.to_str().unwrap(), "--input", x.to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("neither tensor `A`"), "{err}");
+    // Every wrong shape is refused naming the tensors and their shapes, never cut to fit (W_Q
+    // [2, 3] with W_K [2, 1] once gave a wrong A whose own reference agreed with it).
+    let v = ("W_V", vec![1.0, 0.0, -0.5, 0.25, 0.5, 0.75], vec![2usize, 3]);
+    for (tensors, says) in [
+        (vec![("W_Q", vec![0.5f32; 6], vec![2usize, 3]), ("W_K", vec![0.3; 2], vec![2, 1]), v.clone()], "tensors `W_Q` [2, 3] and `W_K` [2, 1] must have the same shape"),
+        (vec![("A", vec![0.5f32; 6], vec![2usize, 3]), v.clone()], "A has shape [2, 3]; with X of 2 columns it must be [2, 2]"),
+        (vec![("A", vec![0.5f32; 4], vec![2usize, 2]), ("W_Q", vec![0.5; 4], vec![2, 2]), ("W_K", vec![0.5; 4], vec![2, 2]), v.clone()], "both `A` and `W_Q`/`W_K`"),
+        (vec![("A", vec![0.5f32; 4], vec![2usize, 2]), ("V", vec![1.0; 2], vec![1, 2]), v.clone()], "both `V` and `W_V`"),
+        (vec![("A", vec![0.5, f32::NAN, 0.0, 1.0], vec![2usize, 2]), v.clone()], "tensor `A` (shape [2, 2]) holds NaN at flat index 1"),
+        (vec![("A", vec![0.5f32; 4], vec![2usize, 2]), ("W_V", vec![1.0; 6], vec![3, 2])], "W_V has shape [3, 2]; with X of 2 columns it must be [2, dv]"),
+    ] {
+        write_safetensors(&bad, &tensors);
+        let (code, _, err) = cli(&["simulate", "--target", bad.to_str().unwrap(), "--input", x.to_str().unwrap()]);
+        assert_eq!(code, 1, "{says}: {err}");
+        assert!(err.contains(says), "{says}: {err}");
+    }
+    write_safetensors(&bad, &[("A", vec![0.5f32; 4], vec![2usize, 2]), v]);
+    let (code, _, err) = cli(&["simulate", "--target", bad.to_str().unwrap(), "--input", "[[0.1, 0.2], [1e39, 0.0]]"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("X (--input): entry 2 (row 1, column 0) is not a finite f32 number"), "{err}");
+    // The shapes come from the tensors and X: shape flags are refused, not ignored.
+    let (code, _, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x.to_str().unwrap(), "--n", "4"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot be used with '--n <N>'"), "{err}");
 }
 
 /// A minimal safetensors writer for test inputs (F32 tensors).

@@ -222,7 +222,7 @@ pub enum Command {
         /// `W_Q`, `W_K`, `W_V`; [d, ·] for one head or [h, d, ·]) instead of random ones.
         /// Every entry (X's too, and A = W_Q·W_Kᵀ) is taken as its nearest f32 number, what U
         /// reads, and T(X) is computed from those.
-        #[arg(long, requires = "input")]
+        #[arg(long, requires = "input", conflicts_with_all = ["n", "d", "dv", "heads", "trials", "seed", "x_bound"])]
         target: Option<PathBuf>,
         /// With --target: X as a JSON array of rows, inline (`[[1, 0], [0, 1]]`) or in a file.
         #[arg(long, requires = "target")]

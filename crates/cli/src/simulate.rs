@@ -276,27 +276,47 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
 pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<Instance, String> {
     let bytes = crate::read_input_file(target)?;
     let ts = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| format!("cannot read `{}`: {e}", target.display()))?;
-    let heads = |name: &str| -> Result<Option<Vec<Vec<Vec<f64>>>>, String> {
+    let file = target.display();
+    // A tensor as heads of rows, with its shape for messages: [d, k] is one head.
+    let heads = |name: &str| -> Result<Option<(Vec<usize>, Vec<Vec<Vec<f64>>>)>, String> {
         let Some(t) = ts.get(name) else { return Ok(None) };
-        let t = t.to_dtype(DType::F64).map_err(|e| e.to_string())?;
-        match t.dims().len() {
-            2 => Ok(Some(vec![t.to_vec2::<f64>().map_err(|e| e.to_string())?])),
-            3 => Ok(Some(t.to_vec3::<f64>().map_err(|e| e.to_string())?)),
-            _ => Err(format!("`{}`: tensor `{name}` has shape {:?}; expected [d, k] or [heads, d, k]", target.display(), t.dims())),
+        let dims = t.dims().to_vec();
+        let t = t.to_dtype(DType::F64).map_err(|e| format!("`{file}`: tensor `{name}`: {e}"))?;
+        let data = match dims.len() {
+            2 => vec![t.to_vec2::<f64>().map_err(|e| e.to_string())?],
+            3 => t.to_vec3::<f64>().map_err(|e| e.to_string())?,
+            _ => return Err(format!("`{file}`: tensor `{name}` has shape {dims:?}; expected [d, k] or [heads, d, k]")),
+        };
+        if data.is_empty() {
+            return Err(format!("`{file}`: tensor `{name}` has shape {dims:?}: no heads"));
         }
+        if let Some(i) = data.iter().flatten().flatten().position(|x| !x.is_finite() || x.abs() > f32::MAX as f64) {
+            return Err(format!(
+                "`{file}`: tensor `{name}` (shape {dims:?}) holds {} at flat index {i}; entries must be finite f32 numbers",
+                data.iter().flatten().flatten().nth(i).copied().unwrap_or(f64::NAN)
+            ));
+        }
+        Ok(Some((dims, data)))
     };
     let matmul_t = |q: &[Vec<f64>], k: &[Vec<f64>]| -> Vec<Vec<f64>> { q.iter().map(|qi| k.iter().map(|kj| qi.iter().zip(kj).map(|(a, b)| a * b).sum()).collect()).collect() };
-    let a = match (heads("A")?, heads("W_Q")?, heads("W_K")?) {
-        (Some(a), _, _) => a,
-        (None, Some(q), Some(k)) => {
-            if q.len() != k.len() {
-                return Err(format!("`{}`: W_Q has {} heads but W_K has {}", target.display(), q.len(), k.len()));
+    let (a, a_name, a_dims) = match (heads("A")?, heads("W_Q")?, heads("W_K")?) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => return Err(format!("`{file}` holds both `A` and `W_Q`/`W_K`: give one (A = W_Q W_Kᵀ)")),
+        (Some((dims, a)), None, None) => (a, "A", dims),
+        (None, Some((qd, q)), Some((kd, k))) => {
+            if qd != kd {
+                return Err(format!("`{file}`: tensors `W_Q` {qd:?} and `W_K` {kd:?} must have the same shape ([d, k] or [heads, d, k]) for A = W_Q W_Kᵀ"));
             }
-            q.iter().zip(&k).map(|(q, k)| matmul_t(q, k)).collect()
+            let dims = if qd.len() == 3 { vec![qd[0], qd[1], qd[1]] } else { vec![qd[0], qd[0]] };
+            (q.iter().zip(&k).map(|(q, k)| matmul_t(q, k)).collect(), "W_Q W_Kᵀ", dims)
         }
-        _ => return Err(format!("`{}` has neither tensor `A` nor both `W_Q` and `W_K`", target.display())),
+        _ => return Err(format!("`{file}` has neither tensor `A` nor both `W_Q` and `W_K`")),
     };
-    let v = heads("V")?.or(heads("W_V")?).ok_or_else(|| format!("`{}` has neither tensor `V` nor `W_V`", target.display()))?;
+    let (v, v_name, v_dims) = match (heads("V")?, heads("W_V")?) {
+        (Some(_), Some(_)) => return Err(format!("`{file}` holds both `V` and `W_V`: give one")),
+        (Some((dims, v)), None) => (v, "V", dims),
+        (None, Some((dims, v))) => (v, "W_V", dims),
+        (None, None) => return Err(format!("`{file}` has neither tensor `V` nor `W_V`")),
+    };
     // X inline (`[[1, 0], [0, 1]]`, as `eval --input` takes inputs) or in a file.
     let inline = input.to_str().map(str::trim_start).filter(|t| t.starts_with('['));
     let text = match inline {
@@ -306,23 +326,25 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
     let x: Vec<Vec<f64>> = serde_json::from_str(&text).map_err(|e| format!("`{}`: expected a JSON array of rows of numbers: {e}", input.display()))?;
     let inst = Instance { x, a, v };
     let s = inst.shape();
-    let bad = |what: String| Err(format!("`{}`: {what}", target.display()));
+    let bad = |what: String| Err(format!("`{file}`: {what}"));
+    let x_name = if inline.is_some() { "X (--input)".to_string() } else { format!("X (`{}`)", input.display()) };
     if s.n == 0 || s.d == 0 || inst.x.iter().any(|r| r.len() != s.d) {
-        return Err(format!("`{}`: X must be a non-empty array of rows of equal length", input.display()));
+        return Err(format!("{x_name} must be a non-empty array of rows of equal length"));
+    }
+    if let Some(i) = inst.x.iter().flatten().position(|x| !x.is_finite() || x.abs() > f32::MAX as f64) {
+        return Err(format!("{x_name}: entry {i} (row {}, column {}) is not a finite f32 number", i / s.d, i % s.d));
     }
     if inst.a.len() != inst.v.len() {
-        return bad(format!("{} heads of A but {} of V", inst.a.len(), inst.v.len()));
+        return bad(format!("{} heads of {a_name} ({a_dims:?}) but {} of {v_name} ({v_dims:?})", inst.a.len(), inst.v.len()));
     }
-    for (t, (am, vm)) in inst.a.iter().zip(&inst.v).enumerate() {
-        if am.len() != s.d || am.iter().any(|r| r.len() != s.d) {
-            return bad(format!("head {t}: A must be {} x {} (X has {} columns)", s.d, s.d, s.d));
+    let d = s.d;
+    for (am, vm) in inst.a.iter().zip(&inst.v) {
+        if am.len() != d || am.iter().any(|r| r.len() != d) {
+            return bad(format!("{a_name} has shape {a_dims:?}; with X of {d} columns it must be [{d}, {d}] (or [heads, {d}, {d}])"));
         }
-        if vm.len() != s.d || vm.iter().any(|r| r.len() != s.dv || r.is_empty()) {
-            return bad(format!("head {t}: V must be {} x {}", s.d, s.dv));
+        if vm.len() != d || vm.iter().any(|r| r.len() != s.dv || r.is_empty()) {
+            return bad(format!("{v_name} has shape {v_dims:?}; with X of {d} columns it must be [{d}, dv] (or [heads, {d}, dv]) with dv at least 1"));
         }
-    }
-    if inst.x.iter().flatten().chain(inst.a.iter().flatten().flatten()).chain(inst.v.iter().flatten().flatten()).any(|x| !x.is_finite() || x.abs() > f32::MAX as f64) {
-        return bad("entries must be finite f32 numbers".into());
     }
     Ok(inst.to_f32())
 }
