@@ -532,6 +532,14 @@ fn simulate_runs_a_users_attention_layer() {
     for (p, w) in printed.iter().zip(&row0) {
         assert!((p - w).abs() < 1e-5, "{printed:?} vs {row0:?}");
     }
+    // `--json` carries U's output too, every digit (the text's first row is the same numbers).
+    let (code, json, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let first: Vec<f64> = j["output"][0][0].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(first, printed);
+    assert_eq!(j["output"].as_array().unwrap().len(), 1);
+    assert_eq!(j["output"][0].as_array().unwrap().len(), 3);
     // Bad targets are named.
     let bad = temp("bad.safetensors");
     write_safetensors(&bad, &[("V", vec![1.0, 2.0], vec![2, 1])]);

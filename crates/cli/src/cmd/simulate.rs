@@ -118,8 +118,20 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
     let o = simulate::run_trials(&model, &u, &instances, a.f64, a.tolerance, &mut |k| bar.set_position(k as u64))?;
     bar.finish_and_clear();
     let s = shape;
+    // With --target: U(<T, X>) per head, [h][n][dv], from U's readout (one row per output entry
+    // after BOS; a missing one is NaN rather than a panic).
+    let shown = match target {
+        Some(_) => {
+            let first = instances.first().ok_or_else(|| "no instance to show".to_string())?;
+            let got = model.forward_real(&[first.encode()], raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
+            let rows: Vec<Vec<Vec<f64>>> = got.to_dtype(candle_core::DType::F64).and_then(|t| t.to_vec3()).map_err(|e| e.to_string())?;
+            let at = |k: usize| rows.first().and_then(|r| r.get(k)).and_then(|r| r.first()).copied().unwrap_or(f64::NAN);
+            Some((0..s.h).map(|t| (0..s.n).map(|i| (0..s.dv).map(|b| at(1 + t * s.n * s.dv + i * s.dv + b)).collect::<Vec<f64>>()).collect::<Vec<_>>()).collect::<Vec<_>>())
+        }
+        None => None,
+    };
     if a.json {
-        let j = serde_json::json!({
+        let mut j = serde_json::json!({
             "n": s.n, "d": s.d, "dv": s.dv, "heads": s.h, "mlp": format!("{:?}", a.mlp).to_lowercase(),
             "dtype": if a.f64 { "f64" } else { "f32" }, "device": a.device, "input_bound": bound, "seq_len": s.seq_len(),
             "layers": sum.layers, "attention_heads": sum.heads, "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden,
@@ -129,6 +141,9 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             "max_abs_err": o.max_abs_err, "max_rel_err": o.max_rel_err, "bound": o.bound, "tolerance": a.tolerance,
             "forward_ms": o.forward_ms, "forward_warm_ms": o.forward_warm_ms, "direct_ms": o.direct_ms,
         });
+        if let Some(u_out) = &shown {
+            j["output"] = serde_json::json!(u_out);
+        }
         let _ = writeln!(out, "{j}");
     } else {
         let xb = if x_bound != bound { format!(", X in [-{x_bound}, {x_bound}]") } else { String::new() };
@@ -143,17 +158,12 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             s.seq_len()
         );
         let _ = writeln!(out, "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32)", u.compile_ms, report.output_bound_f64, report.output_bound);
-        if target.is_some() {
-            let first = instances.first().ok_or_else(|| "no instance to show".to_string())?;
-            let got = model.forward_real(&[first.encode()], raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
-            let rows: Vec<Vec<Vec<f64>>> = got.to_dtype(candle_core::DType::F64).and_then(|t| t.to_vec3()).map_err(|e| e.to_string())?;
-            // U's readout has one row per output entry after BOS (its shape is U's own); a
-            // missing one is shown as NaN rather than a panic.
-            let at = |k: usize| rows.first().and_then(|r| r.get(k)).and_then(|r| r.first()).copied().unwrap_or(f64::NAN);
-            for t in 0..s.h {
+        if let Some(u_out) = &shown {
+            // Shortest round-trip form (all the digits U computed; `--json` gives "output" too).
+            for (t, head) in u_out.iter().enumerate() {
                 let _ = writeln!(out, "head {t}: U(<T,X>) =");
-                for i in 0..s.n {
-                    let r: Vec<String> = (0..s.dv).map(|b| format!("{:.6}", at(1 + t * s.n * s.dv + i * s.dv + b))).collect();
+                for row in head {
+                    let r: Vec<String> = row.iter().map(|x| format!("{x:?}")).collect();
                     let _ = writeln!(out, "  [{}]", r.join(", "));
                 }
             }
