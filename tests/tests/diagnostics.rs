@@ -558,3 +558,14 @@ fn rounding_survives_copies_selectors_scalings_and_scale() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A U that cannot be built says what to change, each reason once.
+#[test]
+fn a_u_that_cannot_be_built_says_what_to_change() {
+    let (code, _, err) = run_cli(&["simulate", "--n", "3", "--d", "3", "--dv", "3", "--mlp", "relu", "--bound", "10", "--trials", "1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("U does not compile") && err.contains("`--mlp gated`"), "{err}");
+    let first = err.lines().next().unwrap_or("");
+    let parts: Vec<&str> = first.split("; ").collect();
+    assert!(parts.iter().enumerate().all(|(i, p)| !parts[..i].contains(p)), "{err}");
+}

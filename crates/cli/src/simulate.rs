@@ -183,7 +183,20 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
     };
     let t0 = std::time::Instant::now();
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, &s.hash())
-        .map_err(|d| format!("U does not compile: {}", d.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
+        .map_err(|d| {
+            // Each message once (a function used by several heads fails for each).
+            let mut seen: Vec<String> = vec![];
+            for x in d {
+                if !seen.contains(&x.message) {
+                    seen.push(x.message.clone());
+                }
+            }
+            let advice = match mlp {
+                MlpMode::Relu => "ReLU U interpolates its products, which stops at about n = d = dv = 18 for entries in [-1, 1]: `--mlp gated` (exact products) reaches 64, or use smaller shapes or --bound",
+                MlpMode::Gated => "smaller shapes, --bound or --x-bound keep U's intermediate values within what it can approximate",
+            };
+            format!("U does not compile: {}\n  = {advice}", seen.join("; "))
+        })?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
     Ok(BuiltU { shape: s, compiled, compile_ms })
 }

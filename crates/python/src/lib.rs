@@ -23,6 +23,7 @@ fn err(msg: impl Into<String>) -> PyErr {
 /// The shared messages name the CLI's flags; in Python they are keyword arguments.
 fn pythonic(msg: &str) -> String {
     const FLAGS: &[(&str, &str)] = &[
+        ("`--mlp gated`", "`mlp=\"gated\"`"),
         ("--x-bound", "x_bound"),
         ("--bound", "bound"),
         ("--input-bounds", "input_bounds"),
