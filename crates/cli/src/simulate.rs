@@ -284,6 +284,9 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
     Ok(o)
 }
 
+/// One matrix per head, rows of numbers.
+type Matrices = Vec<Vec<Vec<f64>>>;
+
 /// Reads a user's attention layer (`A`, `V` or `W_Q`, `W_K`, `W_V`; 2-D for one head, 3-D
 /// [h, d, ·] for several) and X (a JSON array of n rows of d numbers, inline or in a file).
 pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<Instance, String> {
@@ -291,7 +294,7 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
     let ts = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| format!("cannot read `{}`: {e}", target.display()))?;
     let file = target.display();
     // A tensor as heads of rows, with its shape for messages: [d, k] is one head.
-    let heads = |name: &str| -> Result<Option<(Vec<usize>, Vec<Vec<Vec<f64>>>)>, String> {
+    let heads = |name: &str| -> Result<Option<(Vec<usize>, Matrices)>, String> {
         let Some(t) = ts.get(name) else { return Ok(None) };
         let dims = t.dims().to_vec();
         let t = t.to_dtype(DType::F64).map_err(|e| format!("`{file}`: tensor `{name}`: {e}"))?;
