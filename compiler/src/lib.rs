@@ -112,6 +112,79 @@ fn rename_output(plan: &mut plan::Plan, name: &str) {
     plan.output_label = name.to_string();
 }
 
+/// The user's name of a slot: a slot of the compiler's own (`m:categorical`) holds the s-op
+/// before the colon.
+fn user_name(label: &str) -> String {
+    label.split(':').next().unwrap_or(label).to_string()
+}
+
+/// A value that is inf, NaN (a product past f64's range, inf - inf) or, as a number, past
+/// f32's range: a checkpoint's JSON has no spelling for the first two, and a weight or an
+/// activation would be inf. One-hot values are labels, not weights: only inf and NaN there.
+fn non_finite_value(graph: &Graph, root: NodeId, plan: &plan::Plan) -> Option<Diagnostic> {
+    let in_slots = plan.slots.iter().find_map(|slot| {
+        let bad = match &slot.enc {
+            plan::SlotEnc::Cat(values) => values.iter().find_map(|a| match a {
+                raspc_lang::Atom::Float(x) if !x.is_finite() => Some(*x),
+                _ => None,
+            }),
+            plan::SlotEnc::Num { points: Some(p) } => p.iter().copied().find(|x| !x.is_finite() || x.abs() > f32::MAX as f64),
+            plan::SlotEnc::Num { points: None } => None,
+        };
+        bad.map(|x| (user_name(&slot.label), x))
+    });
+    let in_output = || {
+        plan.output.values.iter().flatten().find_map(|a| match a {
+            raspc_lang::Atom::Float(x) if !x.is_finite() => Some((plan.output_label.clone(), *x)),
+            _ => None,
+        })
+    };
+    let (name, x) = in_slots.or_else(in_output)?;
+    let (who, span) = user_place(graph, root, &name);
+    let what = if x.is_finite() { format!("{x:e}, past f32's range (about 3.4e38)") } else { format!("{x}") };
+    Some(
+        Diagnostic::error("compile::non_finite", format!("{who} can be {what}, which a model cannot hold"), span)
+            .with_label("here")
+            .with_note("weights and activations are finite f32 numbers; a vocabulary of smaller numbers (or a program that stays within f64's range) keeps every value finite"),
+    )
+}
+
+/// A numerical slot whose values f32 cannot tell apart ([`emit::precision_problem`]), with the
+/// advice that helps: a categorical encoding, except for a mean (attention computes it as a
+/// number whatever its encoding) or an s-op already categorical.
+fn precision_refusal(graph: &Graph, root: NodeId, plan: &plan::Plan, schedule: &emit::Schedule, opts: &Options) -> Option<Diagnostic> {
+    if plan.output_bound.is_some() {
+        return None;
+    }
+    let pp = emit::precision_problem(plan, schedule)?;
+    let node = graph.node(root);
+    let name = user_name(&pp.label);
+    let num = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x}") } else { format!("{x:.3e}") };
+    let this = if name == node.label { "this s-op".to_string() } else { format!("`{name}` feeds this s-op") };
+    let mean = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Head(h) if h.o.iter().any(|o| o.slot == pp.slot)));
+    let advice = if mean {
+        format!("`{name}` is a mean, which attention computes as a number whatever its encoding, so no encoding avoids it; smaller numbers do (averaging `x - c` and adding `c` after, for a large common offset c, keeps the mean's own rounding small)")
+    } else if opts.categorical.contains(&name) {
+        format!("`{name}` is computed as a number before it is stored categorically, so no encoding avoids it; smaller or fewer distinct numbers do")
+    } else {
+        format!("smaller numbers keep them apart, or a categorical encoding (`--encoding {name}=categorical`) holds each value in a dim of its own")
+    };
+    Some(
+        Diagnostic::error(
+            "compile::precision",
+            format!("the values of `{name}` are too close together for f32: two of them are {} apart at magnitude {}", num(pp.gap), num(pp.magnitude)),
+            node.span,
+        )
+        .with_label(this)
+        .with_note(format!(
+            "weights and activations are f32: the model holds `{name}` only to within about {}, and telling its values apart needs less than {}, so it would give a neighbouring value",
+            num(pp.error),
+            num(pp.tol)
+        ))
+        .with_note(advice),
+    )
+}
+
 /// How to name the s-op a slot labelled `label` holds, and where: the node of `graph` (above
 /// `root`) with that label, as the user knows it (`an expression in `prog``), or `root`'s place
 /// when simplification renamed it away.
@@ -156,32 +229,8 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     // not after whatever node simplification left at the root (`sequencemap_5`).
     let mut plan = plan;
     rename_output(&mut plan, &graph.node(root).label);
-    // inf and NaN (a product past f64's range, inf - inf) cannot be weights or decoded values:
-    // a checkpoint's JSON has no spelling for them and f32 weights no room.
-    let non_finite = plan.slots.iter().find_map(|slot| {
-        let bad = match &slot.enc {
-            // A one-hot value is a label, not a weight: only inf and NaN are refused there.
-            plan::SlotEnc::Cat(values) => values.iter().find_map(|a| match a {
-                raspc_lang::Atom::Float(x) if !x.is_finite() => Some(*x),
-                _ => None,
-            }),
-            // A number is a weight or an activation: past f32's range it is inf there.
-            plan::SlotEnc::Num { points: Some(p) } => p.iter().copied().find(|x| !x.is_finite() || x.abs() > f32::MAX as f64),
-            plan::SlotEnc::Num { points: None } => None,
-        };
-        bad.map(|x| (slot.label.split(':').next().unwrap_or(&slot.label).to_string(), x))
-    });
-    let out_bad = plan.output.values.iter().flatten().find_map(|a| match a {
-        raspc_lang::Atom::Float(x) if !x.is_finite() => Some(*x),
-        _ => None,
-    });
-    let non_finite = non_finite.or_else(|| out_bad.map(|x| (plan.output_label.clone(), x)));
-    if let Some((name, x)) = non_finite {
-        let (who, span) = user_place(graph, root, &name);
-        let what = if x.is_finite() { format!("{x:e}, past f32's range (about 3.4e38)") } else { format!("{x}") };
-        return Err(vec![Diagnostic::error("compile::non_finite", format!("{who} can be {what}, which a model cannot hold"), span)
-            .with_label("here")
-            .with_note("weights and activations are finite f32 numbers; a vocabulary of smaller numbers (or a program that stays within f64's range) keeps every value finite")]);
+    if let Some(d) = non_finite_value(graph, root, &plan) {
+        return Err(vec![d]);
     }
     let problems = plan.verify();
     if !problems.is_empty() {
@@ -205,35 +254,8 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         .with_label("this s-op")
         .with_note(format!("d_model would be {}; a smaller --max-len or vocabulary shrinks the one-hot encodings", schedule.d_model))]);
     }
-    if plan.output_bound.is_none()
-        && let Some(pp) = emit::precision_problem(&plan, &schedule)
-    {
-        let node = graph.node(root);
-        // A slot of the compiler's own (`m:categorical`) holds the number of the s-op before it.
-        let name = pp.label.split(':').next().unwrap_or(&pp.label).to_string();
-        let num = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x}") } else { format!("{x:.3e}") };
-        let this = if name == node.label { "this s-op".to_string() } else { format!("`{name}` feeds this s-op") };
-        // A mean is computed as a number by its head whatever its encoding.
-        let mean = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Head(h) if h.o.iter().any(|o| o.slot == pp.slot)));
-        let advice = if mean {
-            format!("`{name}` is a mean, which attention computes as a number whatever its encoding, so no encoding avoids it; smaller numbers do (averaging `x - c` and adding `c` after, for a large common offset c, keeps the mean's own rounding small)")
-        } else if opts.categorical.contains(&name) {
-            format!("`{name}` is computed as a number before it is stored categorically, so no encoding avoids it; smaller or fewer distinct numbers do")
-        } else {
-            format!("smaller numbers keep them apart, or a categorical encoding (`--encoding {name}=categorical`) holds each value in a dim of its own")
-        };
-        return Err(vec![Diagnostic::error(
-            "compile::precision",
-            format!("the values of `{name}` are too close together for f32: two of them are {} apart at magnitude {}", num(pp.gap), num(pp.magnitude)),
-            node.span,
-        )
-        .with_label(this)
-        .with_note(format!(
-            "weights and activations are f32: the model holds `{name}` only to within about {}, and telling its values apart needs less than {}, so it would give a neighbouring value",
-            num(pp.error),
-            num(pp.tol)
-        ))
-        .with_note(advice)]);
+    if let Some(d) = precision_refusal(graph, root, &plan, &schedule, opts) {
+        return Err(vec![d]);
     }
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };
     let checkpoint = emit::emit(&plan, &schedule, &inputs).map_err(|e| {
