@@ -291,11 +291,11 @@ pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProbl
     };
     // What no β changes is f32: the value itself, the sum of its parts and the readout round
     // (a few u·|v|, v the values either side of a step), and a head's mean rounds its sum
-    // (about 8u·max|value| per head).
-    // One head whose averaged terms all have one sign writes a mean no larger than the values
-    // it averages: its rounding scales with the value at the step (`mag`), not the largest
-    // value anywhere.
-    let one_signed_head = |s: SlotId| -> bool {
+    // (about 8u·max|value| per head). Per slot: whether one head writes it whose averaged
+    // terms all have one sign (its mean is no larger than the values it averages, so its
+    // rounding scales with the value at the step, not the largest value anywhere), and the
+    // heads' rounding at the largest values.
+    let head_rounding = |s: SlotId| -> (bool, f64) {
         let writers: Vec<&crate::plan::Head> = sched
             .time
             .keys()
@@ -313,28 +313,12 @@ pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProbl
                 })
                 .collect()
         };
-        matches!(writers.as_slice(), [h] if { let t = terms(h); t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0) })
+        let one_signed = matches!(writers.as_slice(), [h] if { let t = terms(h); t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0) });
+        let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(plan, h)).sum::<f64>()).sum();
+        (one_signed, at_largest)
     };
-    let heads = |s: SlotId| -> f64 {
-        sched
-            .time
-            .keys()
-            .filter_map(|&b| match &plan.blocks[b].kind {
-                BlockKind::Head(h) => Some(h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(plan, h)).sum::<f64>()),
-                _ => None,
-            })
-            .sum()
-    };
-    let heads_at = |s: SlotId, mag: f64| -> f64 {
-        if one_signed_head(s) {
-            8.0 * u * mag
-        } else {
-            heads(s)
-        }
-    };
-    let check = |s: SlotId, tol: f64, gap: f64| -> Option<PrecisionProblem> {
-        let mag = magnitude(s);
-        let error = 4.0 * u * mag + heads(s);
+    let problem = |s: SlotId, gap: f64, tol: f64, mag: f64, heads: f64| -> Option<PrecisionProblem> {
+        let error = 4.0 * u * mag + heads;
         (error.is_nan() || error >= tol).then(|| PrecisionProblem { slot: s, label: plan.slots[s].label.clone(), gap, tol, error, magnitude: mag })
     };
     let out = &plan.output;
@@ -343,24 +327,24 @@ pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProbl
             // Each pair of neighbouring values at its own magnitude (1/6 apart near 1 is fine
             // beside 100000).
             (Some(p), _) if p.len() > 1 => {
-                let err = |mag: f64| 4.0 * u * mag + heads_at(out.slot, mag);
-                let worst = p.windows(2).map(|w| (w[1] - w[0], w[0].abs().max(w[1].abs()))).find(|&(gap, mag)| {
-                    let e = err(mag);
-                    e.is_nan() || e >= gap / 2.0
+                let (one_signed, at_largest) = head_rounding(out.slot);
+                let found = p.windows(2).find_map(|w| {
+                    let (gap, mag) = (w[1] - w[0], w[0].abs().max(w[1].abs()));
+                    problem(out.slot, gap, gap / 2.0, mag, if one_signed { 8.0 * u * mag } else { at_largest })
                 });
-                if let Some((gap, mag)) = worst {
-                    return Some(PrecisionProblem { slot: out.slot, label: plan.slots[out.slot].label.clone(), gap, tol: gap / 2.0, error: err(mag), magnitude: mag });
+                if found.is_some() {
+                    return found;
                 }
             }
             (_, Some(_)) => {
-                if let Some(problem) = check(out.slot, 0.5, 1.0) {
-                    return Some(problem);
+                if let Some(found) = problem(out.slot, 1.0, 0.5, magnitude(out.slot), head_rounding(out.slot).1) {
+                    return Some(found);
                 }
             }
             _ => {}
         }
     }
-    plan.grid_reads.iter().find_map(|(&s, &(gap, _))| check(s, gap / 4.0, gap))
+    plan.grid_reads.iter().find_map(|(&s, &(gap, _))| problem(s, gap, gap / 4.0, magnitude(s), head_rounding(s).1))
 }
 
 fn min_gap(p: &[f64]) -> f64 {
