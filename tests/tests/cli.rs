@@ -137,6 +137,37 @@ fn run_rejects_bad_inputs_clearly() {
 }
 
 #[test]
+fn plain_text_input_to_a_model_of_longer_tokens_is_told_to_use_json() {
+    let out_path = temp("sort_numbers.safetensors");
+    let o = out_path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/sort.rasp", "--vocab", "[10, 2, 3]", "--max-len", "4", "-o", o]).0, 0);
+    // `1023` is four one-character tokens, not the tokens 10, 2 and 3.
+    let (code, _, err) = cli(&["run", o, "--input", "1023"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("\"1\" at position 0") && err.contains("read one character per token") && err.contains("--input '[10, 2]'"), "{err}");
+    let (code, _, err) = cli(&["trace", o, "--input", "10 2 3"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("6 tokens") && err.contains("read one character per token"), "{err}");
+    // The JSON array runs; a model of one-character tokens gets no such hint.
+    let (code, out, err) = cli(&["run", o, "--input", "[10, 3, 2]"]);
+    assert_eq!((code, out.as_str()), (0, "[2, 3, 10]\n"), "{err}");
+    // The interpreter fails as the reference does (`int(",")`), and says why.
+    let prog = temp("ints_plus_one.rasp");
+    std::fs::write(&prog, "y = tokens_int + 1;\n").unwrap();
+    let (code, _, err) = cli(&["eval", prog.to_str().unwrap(), "--input", "1, 2"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("position 1") && err.contains("4 tokens here"), "{err}");
+    let (code, out, err) = cli(&["eval", prog.to_str().unwrap(), "--input", "[1, 2]"]);
+    assert_eq!((code, out.as_str()), (0, "[2, 3]\n"), "{err}");
+    let hist = temp("hist_chars.safetensors");
+    let h = hist.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", h]).0, 0);
+    let (code, _, err) = cli(&["run", h, "--input", "abz"]);
+    assert_eq!(code, 1);
+    assert!(!err.contains("one character per token"), "{err}");
+}
+
+#[test]
 fn compile_never_overwrites_what_is_not_a_checkpoint() {
     let victim = temp("notes.txt");
     std::fs::write(&victim, "precious").unwrap();

@@ -15,6 +15,14 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
     if tokens.len() > budget {
         return Err(format!("--input has {} tokens, over the budget of {budget} (raise it with RASPC_LIMITS=input_tokens=N)", tokens.len()).into());
     }
+    // Plain text is one token per character (as in the reference); a failure on text holding
+    // spaces or commas is most likely meant as several-character tokens.
+    let text_note = (!input.trim_start().starts_with('[') && input.contains([' ', ','])).then(|| {
+        format!(
+            "`--input` text is one token per character ({} tokens here, spaces and commas included); tokens of several characters are given as a JSON array, e.g. --input '[-1, 0.5]'",
+            tokens.len()
+        )
+    });
     match raspc_lang::evaluate(&session.graph, node, &tokens) {
         Ok(v) => {
             if json {
@@ -30,14 +38,20 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
             let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
             let _ = writeln!(err, "error[eval::runtime]: evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message);
             let _ = writeln!(err, "  = input: {input}");
+            if let Some(n) = &text_note {
+                let _ = writeln!(err, "  = {n}");
+            }
             Err(Failure::Reported)
         }
         Err(e) => {
             let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
             // The user's name for the s-op, or the named s-op the failing expression is part of.
-            let d = Diagnostic::error("eval::runtime", format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message), e.span)
+            let mut d = Diagnostic::error("eval::runtime", format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message), e.span)
                 .with_label("this operation failed")
                 .with_note(format!("input: {input}"));
+            if let Some(n) = text_note {
+                d = d.with_note(n);
+            }
             let _ = write!(err, "{}", render(&session.sources, &[d], color));
             Err(Failure::Reported)
         }

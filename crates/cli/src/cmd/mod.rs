@@ -199,3 +199,19 @@ pub(crate) fn read_checkpoint(path: &Path) -> Result<raspc_checkpoint::Checkpoin
         e => format!("`{}`: {e}", path.display()),
     })?)
 }
+
+/// A hint for an input the model refuses when `--input` was plain text, which is read one
+/// character per token: a vocabulary of longer tokens (numbers, words) or a model reading real
+/// numbers needs the tokens as a JSON array.
+pub(crate) fn char_input_hint(input: &str, ck: &raspc_checkpoint::Checkpoint) -> String {
+    let one_char = |v: &serde_json::Value| v.as_str().is_some_and(|s| s.chars().count() == 1);
+    // The BOS entry's token is null.
+    let tokens = || ck.config.vocab.iter().map(|e| &e.token).filter(|t| !t.is_null());
+    let long_tokens = ck.config.real_input.is_some() || tokens().any(|t| !one_char(t));
+    if input.trim_start().starts_with('[') || !long_tokens {
+        return String::new();
+    }
+    let example = tokens().take(2).map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+    let example = if ck.config.real_input.is_some() || example.is_empty() { "-1.0, 0.5".to_string() } else { example };
+    format!(" (`--input` text is read one character per token, and this model's tokens are not all single characters: give them as a JSON array, e.g. --input '[{example}]')")
+}

@@ -17,7 +17,7 @@ pub(crate) fn run_cmd(model: &Path, input: &str, json: bool, attention: Attentio
     })?;
     let tokens = parse_tokens("--input", input)?;
     let values = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
-    let decoded = m.run(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}", model.display()))?;
+    let decoded = m.run(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}{}", model.display(), char_input_hint(input, &m.checkpoint)))?;
     if json {
         let line = serde_json::json!({ "output": decoded.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() });
         let _ = writeln!(out, "{line}");

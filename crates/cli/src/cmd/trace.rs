@@ -23,12 +23,12 @@ pub(crate) fn trace_cmd(
     let mut tokens = parse_tokens("--input", input)?;
     let json_tokens = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
     let states = if model.is_real() {
-        let values = model.encode_real(&json_tokens).map_err(|e| e.to_string())?;
+        let values = model.encode_real(&json_tokens).map_err(|e| format!("{e}{}", char_input_hint(input, &ck)))?;
         // The interpreter sees the same numbers as floats (tokens_float).
         tokens = values.iter().map(|&v| raspc_lang::Atom::Float(v)).collect();
         model.trace_real(&values, attention_of(attention)).map_err(|e| e.to_string())?
     } else {
-        let ids = model.encode(&json_tokens).map_err(|e| e.to_string())?;
+        let ids = model.encode(&json_tokens).map_err(|e| format!("{e}{}", char_input_hint(input, &ck)))?;
         model.trace(&ids, attention_of(attention)).map_err(|e| e.to_string())?
     };
     // A NaN or an infinity decodes to nothing meaningful: say where it first appears, as `run`
