@@ -118,7 +118,7 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
     };
     let _ = writeln!(out, "compiled `{}`: {}", built.compiled.plan.output_label, built.compiled.summary);
     let bar = indicatif::ProgressBar::new(seqs.len() as u64);
-    bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} inputs ({eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    bar.set_style(indicatif::ProgressStyle::with_template("{wide_bar} {pos}/{len} inputs ({eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
     let report = verify::verify(&built.session.graph, built.root, &model, &built.vocab, &seqs, &modes, &mut |n| bar.set_position(n as u64))?;
     bar.finish_and_clear();
     let c = &model.checkpoint.config;
