@@ -7,45 +7,183 @@ use codespan_reporting::term::{self, termcolor};
 use raspc_lang::{Diagnostic, Severity, SourceMap};
 use std::io::Write;
 
-/// Renders diagnostics with the source line and a caret under the place.
-pub fn render(sources: &SourceMap, diags: &[Diagnostic], color: bool) -> String {
-    let mut files = SimpleFiles::new();
-    for (_, f) in sources.files() {
-        files.add(f.name.clone(), f.text.clone());
+/// Source lines longer than this many characters are shown as a window around the labels.
+const MAX_LINE: usize = 160;
+/// Characters kept either side of the labels in a shortened line.
+const CONTEXT: usize = 50;
+
+/// A file's text as shown, with long lines cut to a window (`…` marks a cut), and the map from
+/// offsets in the original text to offsets in the shown one.
+struct Shown {
+    text: String,
+    /// Kept pieces: (start in the original, end in the original, start in the shown text).
+    kept: Vec<(usize, usize, usize)>,
+    /// Cut pieces: (start, end in the original; where an offset in them is shown: the edge of
+    /// the window beside them).
+    cut: Vec<(usize, usize, usize)>,
+}
+
+impl Shown {
+    fn new(text: &str, marks: &[(usize, usize)]) -> Shown {
+        let mut shown = Shown { text: String::with_capacity(text.len().min(1 << 16)), kept: vec![], cut: vec![] };
+        let mut start = 0;
+        for line in text.split_inclusive('\n') {
+            let end = start + line.len();
+            let body = line.trim_end_matches(['\n', '\r']);
+            let chars = body.chars().count();
+            if chars <= MAX_LINE {
+                shown.keep(text, start, end);
+            } else {
+                // The labels that start on this line, clipped to it.
+                let on_line: Vec<(usize, usize)> = marks.iter().filter(|&&(s, _)| s >= start && s < end).map(|&(s, e)| (s - start, e.min(start + body.len()) - start)).collect();
+                let char_at = |byte: usize| body[..byte].chars().count();
+                let byte_at = |ch: usize| body.char_indices().nth(ch).map_or(body.len(), |(b, _)| b);
+                let (lo, hi) = match (on_line.iter().map(|m| m.0).min(), on_line.iter().map(|m| m.1).max()) {
+                    (Some(lo), Some(hi)) => (char_at(lo).saturating_sub(CONTEXT), (char_at(hi) + CONTEXT).min(chars)),
+                    _ => (0, MAX_LINE),
+                };
+                let (a, b) = (byte_at(lo), byte_at(hi));
+                if a > 0 {
+                    shown.text.push('…');
+                    shown.cut.push((start, start + a, shown.text.len()));
+                }
+                shown.keep(text, start + a, start + b);
+                if b < body.len() {
+                    shown.cut.push((start + b, end, shown.text.len()));
+                    shown.text.push('…');
+                }
+                shown.text.push_str(&line[body.len()..]);
+            }
+            start = end;
+        }
+        shown
     }
+
+    fn keep(&mut self, text: &str, from: usize, to: usize) {
+        self.kept.push((from, to, self.text.len()));
+        self.text.push_str(&text[from..to]);
+    }
+
+    /// An original offset in the shown text (one in a cut moves to the nearest kept piece).
+    fn map(&self, pos: usize) -> usize {
+        if let Some(&(_, _, at)) = self.cut.iter().find(|c| c.0 <= pos && pos < c.1) {
+            return at;
+        }
+        // Otherwise the last kept piece that starts at or before it (the line ends between
+        // pieces are kept whole after them).
+        match self.kept.iter().rev().find(|k| k.0 <= pos) {
+            Some(&(s, e, n)) => n + (pos.min(e) - s) + pos.saturating_sub(e),
+            None => 0,
+        }
+    }
+}
+
+/// Renders diagnostics with the source line and a caret under the place. Lines longer than
+/// `MAX_LINE` characters are shown around the labels, with the true line and column in the
+/// location.
+pub fn render(sources: &SourceMap, diags: &[Diagnostic], color: bool) -> String {
     let config = term::Config::default();
-    let mut buf = Vec::new();
-    {
-        let mut w: Box<dyn termcolor::WriteColor> = if color { Box::new(termcolor::Ansi::new(&mut buf)) } else { Box::new(termcolor::NoColor::new(&mut buf)) };
-        for d in diags {
-            let cs = CsDiagnostic::new(match d.severity {
-                Severity::Error => CsSeverity::Error,
-                Severity::Warning => CsSeverity::Warning,
-                Severity::Note => CsSeverity::Note,
-            })
-            .with_code(d.code)
-            .with_message(&d.message)
-            .with_labels(
-                d.labels
-                    .iter()
-                    // The start of the built-in prelude is no place of the user's: a diagnostic
-                    // about a built-in s-op (`y = tokens;` compiles `tokens`) or about the
-                    // options names no line.
-                    .filter(|l| !(l.span.start == 0 && sources.get(l.span.file).name == "<prelude>"))
-                    .map(|l| {
-                        let f = l.span.file.0 as usize;
-                        let len = sources.get(l.span.file).text.len();
-                        let (s, e) = ((l.span.start as usize).min(len), (l.span.end as usize).min(len));
-                        let lab = if l.primary { CsLabel::primary(f, s..e) } else { CsLabel::secondary(f, s..e) };
-                        lab.with_message(&l.message)
-                    })
-                    .collect(),
-            )
-            .with_notes(d.notes.clone());
+    let mut out = String::new();
+    for d in diags {
+        // The start of the built-in prelude is no place of the user's: a diagnostic about a
+        // built-in s-op (`y = tokens;` compiles `tokens`) or about the options names no line.
+        let labels: Vec<_> = d.labels.iter().filter(|l| !(l.span.start == 0 && sources.get(l.span.file).name == "<prelude>")).collect();
+        let mut files = SimpleFiles::new();
+        let mut shown = vec![];
+        // Where codespan will put a location that a cut moved, and where it truly is.
+        let mut fixes: Vec<(String, String)> = vec![];
+        for (id, f) in sources.files() {
+            let clip = |p: u32| (p as usize).min(f.text.len());
+            let marks: Vec<(usize, usize)> = labels.iter().filter(|l| l.span.file == id).map(|l| (clip(l.span.start), clip(l.span.end))).collect();
+            let s = Shown::new(&f.text, &marks);
+            for l in labels.iter().filter(|l| l.span.file == id) {
+                let (line, col) = sources.line_col(id, l.span.start);
+                let at = s.map(clip(l.span.start));
+                let shown_col = s.text[..at].rsplit('\n').next().map_or(0, |x| x.chars().count()) + 1;
+                if shown_col != col {
+                    fixes.push((format!("{}:{line}:{shown_col}", f.name), format!("{}:{line}:{col}", f.name)));
+                }
+            }
+            files.add(f.name.clone(), s.text.clone());
+            shown.push(s);
+        }
+        let cs = CsDiagnostic::new(match d.severity {
+            Severity::Error => CsSeverity::Error,
+            Severity::Warning => CsSeverity::Warning,
+            Severity::Note => CsSeverity::Note,
+        })
+        .with_code(d.code)
+        .with_message(&d.message)
+        .with_labels(
+            labels
+                .iter()
+                .map(|l| {
+                    let f = l.span.file.0 as usize;
+                    let s = &shown[f];
+                    let len = sources.get(l.span.file).text.len();
+                    let (a, b) = (s.map((l.span.start as usize).min(len)), s.map((l.span.end as usize).min(len)));
+                    let lab = if l.primary { CsLabel::primary(f, a..b.max(a)) } else { CsLabel::secondary(f, a..b.max(a)) };
+                    lab.with_message(&l.message)
+                })
+                .collect(),
+        )
+        .with_notes(d.notes.clone());
+        let mut buf = Vec::new();
+        {
+            let mut w: Box<dyn termcolor::WriteColor> = if color { Box::new(termcolor::Ansi::new(&mut buf)) } else { Box::new(termcolor::NoColor::new(&mut buf)) };
             if term::emit(w.as_mut(), &config, &files, &cs).is_err() {
                 let _ = writeln!(w, "{}: {}", d.code, d.message);
             }
         }
+        let mut text = String::from_utf8_lossy(&buf).into_owned();
+        for (from, to) in &fixes {
+            text = text.replacen(from, to, 1);
+        }
+        out.push_str(&text);
     }
-    String::from_utf8_lossy(&buf).into_owned()
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raspc_lang::Span;
+
+    fn one(text: &str, start: usize, end: usize, secondary: Option<(usize, usize)>) -> String {
+        let mut sources = SourceMap::new();
+        let f = sources.add("p.rasp", None, text);
+        let mut d = Diagnostic::error("test::place", "here", Span::new(f, start, end)).with_label("this");
+        if let Some((s, e)) = secondary {
+            d = d.with_secondary(Span::new(f, s, e), "that");
+        }
+        render(&sources, &[d], false)
+    }
+
+    #[test]
+    fn a_long_line_is_shown_around_its_label_with_the_true_column() {
+        // 'é' is two bytes: columns count characters.
+        let line = format!("x = {}BAD{};\n", "é + ".repeat(100), " + 1".repeat(100));
+        let start = line.find("BAD").unwrap();
+        let col = line[..start].chars().count() + 1;
+        let out = one(&line, start, start + 3, None);
+        assert!(out.contains(&format!("p.rasp:1:{col}\n")), "{out}");
+        let shown = out.lines().find(|l| l.contains("BAD")).unwrap();
+        assert!(shown.contains("│ …") && shown.contains("é + BAD") && shown.trim_end().ends_with('…') && shown.chars().count() < 2 * CONTEXT + 20, "{shown}");
+        // The caret is under the label.
+        let caret = out.lines().find(|l| l.contains("^^^")).unwrap();
+        assert_eq!(caret.chars().position(|c| c == '^'), shown.chars().position(|c| c == 'B'), "{out}");
+    }
+
+    #[test]
+    fn short_lines_and_labels_at_a_long_line_end_are_shown_whole() {
+        let text = "y = 1;\nz = oops;\n";
+        let at = text.find("oops").unwrap();
+        let out = one(text, at, at + 4, None);
+        assert!(out.contains("p.rasp:2:5\n") && out.contains("z = oops;") && !out.contains('…'), "{out}");
+        // A label running to the end of a long line (and its line break) keeps the line's end.
+        let line = format!("w = {}END\nv = 2;\n", "1 + ".repeat(80));
+        let end = line.find('\n').unwrap();
+        let out = one(&line, end - 3, end + 1, Some((4, 5)));
+        assert!(out.contains("END") && out.contains("p.rasp:1:"), "{out}");
+    }
 }
