@@ -111,8 +111,14 @@ def main(job_path):
                 p = np.exp(s - s.max(axis=1, keepdims=True))
                 p /= p.sum(axis=1, keepdims=True)
                 want.append(p @ x @ v[t])
-            err = float(np.abs(u.simulate(x, a, v) - np.array(want)).max())
+            got = u.simulate(x, a, v)
+            err = float(np.abs(got - np.array(want)).max())
             worst = max(worst, err)
+            if h == 1:
+                # One head's A and V may be given without the head axis.
+                checks += 1
+                if not np.array_equal(u.simulate(x, a[0], v[0]), got):
+                    failures.append(f"universal{shape}: 2-D A and V for one head give another output")
             checks += 1
             if not err <= u.bound:
                 failures.append(f"universal{shape}: trial {trial}: error {err:.3e} exceeds the bound {u.bound:.3e}")
@@ -328,6 +334,8 @@ def misuse():
             "a readout longer than max_len": (lambda: m.decode(np.zeros((50, len(m.output["encoding"]["values"])))), "len from 1 to max_len = 4"),
             "a negative bound for U (no x_bound named)": (lambda: raspc.universal(2, 2, 2, 1, bound=-1), "bound must be a positive finite number, not -1.0"),
             "NaN in U's X": (lambda: raspc.universal(2, 2, 2, 1).simulate([[float("nan"), 0], [0, 0]], [[[0, 0], [0, 0]]], [[[0, 0], [0, 0]]]), "not finite"),
+            "an entry of A past U's bound (named as given, 2-D)": (lambda: raspc.universal(2, 2, 2, 1).simulate([[0, 0], [0, 0]], [[0.5, -7.0], [0, 0]], [[0, 0], [0, 0]]), "A[0, 1] is -7.0, outside [-1.0, 1.0]"),
+            "an entry of X past x_bound": (lambda: raspc.universal(2, 2, 2, 1, x_bound=0.5).simulate([[0, 0], [0, 0.75]], [[0, 0], [0, 0]], [[0, 0], [0, 0]]), "X[1, 1] is 0.75, outside [-0.5, 0.5]"),
             # Checked before reading: a device or a pipe would exhaust memory or hang.
             "a device loaded": (lambda: raspc.load("/dev/zero"), "is not a regular file"),
             "a pipe loaded": (lambda: raspc.load(fifo), "is not a regular file"),

@@ -394,16 +394,41 @@ class Universal(Model):
         return (_universal_from_bytes, (self.to_bytes(), self.shape, self.bound))
 
     def encode_instance(self, x, a, v):
-        """⟨T, X⟩, U's input sequence: X (n×d), A (h×d×d), V (h×d×dv), zero-padded."""
+        """⟨T, X⟩, U's input sequence: X (n×d), A (h×d×d), V (h×d×dv), zero-padded. With one
+        head, A (d×d) and V (d×dv) may be given without the head axis."""
         import numpy as np
 
         n, d, dv, h = self.shape
         x, a, v = np.asarray(x, dtype=float), np.asarray(a, dtype=float), np.asarray(v, dtype=float)
+        # Indices in messages are those of the arrays as given.
+        given = {"X": x.ndim, "A": a.ndim, "V": v.ndim}
+        if h == 1 and a.ndim == 2:
+            a = a[None]
+        if h == 1 and v.ndim == 2:
+            v = v[None]
+
+        def at(name, idx):
+            return list(idx[len(idx) - given[name] :])
         if x.shape != (n, d) or a.shape != (h, d, d) or v.shape != (h, d, dv):
-            raise RaspcError(f"U was built for X {n}x{d}, A {h}x{d}x{d}, V {h}x{d}x{dv}; got {x.shape}, {a.shape}, {v.shape}")
+            one = f" (or A {d}x{d} and V {d}x{dv}: one head)" if h == 1 else ""
+            raise RaspcError(f"U was built for X {n}x{d}, A {h}x{d}x{d}, V {h}x{d}x{dv}{one}; got {x.shape}, {a.shape}, {v.shape}")
         for name, m in (("X", x), ("A", a), ("V", v)):
             if not np.all(np.isfinite(m)):
-                raise RaspcError(f"{name} has entries that are not finite numbers (NaN or infinity)")
+                bad = tuple(int(i) for i in np.argwhere(~np.isfinite(m))[0])
+                raise RaspcError(f"{name}{at(name, bad)} is {float(m[bad])!r}: entries must be finite numbers")
+        # The bounds U was certified for, from its checkpoint (X's block, then A's and V's).
+        real = self._config.get("real_input") or {}
+        seq = 0
+        for name, m in (("X", x), ("A", a), ("V", v)):
+            lo, hi = real.get("lo", -_math.inf), real.get("hi", _math.inf)
+            for b in real.get("blocks", []):
+                if b["start"] <= seq < b["end"]:
+                    lo, hi = b["lo"], b["hi"]
+            out = np.argwhere((m < lo) | (m > hi))
+            if len(out):
+                bad = tuple(int(i) for i in out[0])
+                raise RaspcError(f"{name}{at(name, bad)} is {float(m[bad])!r}, outside [{lo}, {hi}], the entries this U was built and certified for (raspc.universal(..., bound=, x_bound=))")
+            seq += m.size
         return _raspc.universal_encode(x.tolist(), a.tolist(), v.tolist())
 
     def simulate(self, x, a, v, attention="hard"):
