@@ -273,13 +273,64 @@ pub struct PrecisionProblem {
     pub magnitude: f64,
 }
 
+/// What no β changes is f32: the value itself, the sum of its parts and the readout round (a
+/// few u·|v|, v the values either side of a step), and a head's mean rounds its sum (about
+/// 8u·max|value| per head). Per slot: whether one head writes it whose averaged terms all have
+/// one sign (its mean is no larger than the values it averages, so its rounding scales with
+/// the value at the step, not the largest value anywhere), and the heads' rounding at the
+/// largest values.
+fn head_rounding(plan: &Plan, sched: &Schedule, s: SlotId) -> (bool, f64) {
+    let u = f32::EPSILON as f64;
+    let writers: Vec<&crate::plan::Head> = sched
+        .time
+        .keys()
+        .filter_map(|&b| match &plan.blocks[b].kind {
+            BlockKind::Head(h) if h.o.iter().any(|o| o.slot == s) => Some(h),
+            _ => None,
+        })
+        .collect();
+    let terms = |h: &crate::plan::Head| -> Vec<f64> {
+        h.v.iter()
+            .flat_map(|&In { slot, w, .. }| match &plan.slots[slot].enc {
+                SlotEnc::Num { points: Some(p) } => p.iter().map(|x| w * x).collect::<Vec<_>>(),
+                SlotEnc::Cat(_) => vec![w],
+                SlotEnc::Num { points: None } => vec![f64::NAN],
+            })
+            .collect()
+    };
+    let one_signed = matches!(writers.as_slice(), [h] if { let t = terms(h); t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0) });
+    let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(plan, h)).sum::<f64>()).sum();
+    (one_signed, at_largest)
+}
+
+/// The f32 error of the output at a value of magnitude `mag` (what [`precision_problem`]
+/// charges): a few u·|v| for the value and the readout, plus the heads' rounding.
+fn output_error(plan: &Plan, sched: &Schedule, mag: f64) -> f64 {
+    let u = f32::EPSILON as f64;
+    let (one_signed, at_largest) = head_rounding(plan, sched, plan.output.slot);
+    4.0 * u * mag + if one_signed { 8.0 * u * mag } else { at_largest }
+}
+
+/// The largest f32 error of an output with listed values (at its largest value): the
+/// checkpoint's tolerance is at least this, so that `run` snaps a large value that f32 holds
+/// to within less than the gap to its neighbours, though not within half the smallest gap
+/// anywhere (0 and 1 beside 10000000; [`precision_problem`] checks each pair at its own
+/// magnitude).
+pub fn output_rounding(plan: &Plan, sched: &Schedule) -> f64 {
+    match &plan.output.points {
+        Some(p) if p.len() > 1 => output_error(plan, sched, p.iter().fold(0.0f64, |m, x| m.max(x.abs()))),
+        _ => 0.0,
+    }
+}
+
 /// The first numerical slot, the output or one a staircase reads, whose values lie closer
 /// together than f32 holds them: the residual stream, the weights and the readout are f32, so a
 /// value `v` is held to within a few `u·|v|` (u = 2^-23: the value, the sum of its parts, the
 /// readout), plus the rounding of the means heads write into it. (Soft attention's budgets are
 /// not charged: β is derived from the same gaps, and lookups are built to tolerate them.) The
-/// output decodes to the nearest value within half the smallest gap; a staircase steps across
-/// a quarter of its gap. `indices * 10000000 + tokens_int` (7.0e7 + 1 is 7.0e7 in f32) or
+/// output decodes to the nearest listed value, so each pair of neighbours is checked at its own
+/// magnitude (the checkpoint's tolerance covers the largest rounding: [`output_rounding`]); a
+/// staircase steps across a quarter of its gap. `indices * 10000000 + tokens_int` (7.0e7 + 1 is 7.0e7 in f32) or
 /// the mean of the floats 0.1 and 0.1000001 would otherwise compile to a model that gives a
 /// neighbouring value.
 pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProblem> {
@@ -289,34 +340,7 @@ pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProbl
         SlotEnc::Num { .. } => plan.grid_reads.get(&s).map_or(0.0, |g| g.1),
         SlotEnc::Cat(_) => 0.0,
     };
-    // What no β changes is f32: the value itself, the sum of its parts and the readout round
-    // (a few u·|v|, v the values either side of a step), and a head's mean rounds its sum
-    // (about 8u·max|value| per head). Per slot: whether one head writes it whose averaged
-    // terms all have one sign (its mean is no larger than the values it averages, so its
-    // rounding scales with the value at the step, not the largest value anywhere), and the
-    // heads' rounding at the largest values.
-    let head_rounding = |s: SlotId| -> (bool, f64) {
-        let writers: Vec<&crate::plan::Head> = sched
-            .time
-            .keys()
-            .filter_map(|&b| match &plan.blocks[b].kind {
-                BlockKind::Head(h) if h.o.iter().any(|o| o.slot == s) => Some(h),
-                _ => None,
-            })
-            .collect();
-        let terms = |h: &crate::plan::Head| -> Vec<f64> {
-            h.v.iter()
-                .flat_map(|&In { slot, w, .. }| match &plan.slots[slot].enc {
-                    SlotEnc::Num { points: Some(p) } => p.iter().map(|x| w * x).collect::<Vec<_>>(),
-                    SlotEnc::Cat(_) => vec![w],
-                    SlotEnc::Num { points: None } => vec![f64::NAN],
-                })
-                .collect()
-        };
-        let one_signed = matches!(writers.as_slice(), [h] if { let t = terms(h); t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0) });
-        let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(plan, h)).sum::<f64>()).sum();
-        (one_signed, at_largest)
-    };
+    let head_rounding = |s: SlotId| head_rounding(plan, sched, s);
     let problem = |s: SlotId, gap: f64, tol: f64, mag: f64, heads: f64| -> Option<PrecisionProblem> {
         let error = 4.0 * u * mag + heads;
         (error.is_nan() || error >= tol).then(|| PrecisionProblem { slot: s, label: plan.slots[s].label.clone(), gap, tol, error, magnitude: mag })
@@ -558,7 +582,9 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
             });
             let (tol, values) = match (&out.points, plan.output_bound, plan.output_ints) {
                 (_, Some(b), _) => (b, None),
-                (Some(p), _, _) if p.len() > 1 => (min_gap(p) / 2.0, None),
+                // Half the smallest gap, or f32's rounding at the largest value if more (each
+                // value is held to within less than half the gap to its neighbours: checked).
+                (Some(p), _, _) if p.len() > 1 => ((min_gap(p) / 2.0).max(output_rounding(plan, sched)), None),
                 // Integers too many to enumerate: within 1/2 the nearest integer is the value.
                 (_, _, Some((lo, hi))) if hi - lo < MAX_INT_OUTPUTS as f64 => (0.5, Some((lo as i64..=hi as i64).map(serde_json::Value::from).collect::<Vec<_>>())),
                 _ => (head_budget.unwrap_or(0.0).max(slot_error(plan, sched, out.slot, 0)).max(1e-6), None),

@@ -282,6 +282,33 @@ fn values_too_close_for_f32_are_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An output whose values are far apart at large magnitudes but 1 apart near 0 (a prefix mean
+/// of 10000000 and 1): f32 holds 10000000 to within about 1, more than half the smallest gap
+/// (between 0 and 1). The checkpoint's tolerance covers that rounding, so `run` snaps to the
+/// nearest listed value (before, it printed 10000001.0: 67 of 510 inputs wrong, unrefused).
+#[test]
+fn large_values_beside_small_gaps_decode_to_the_programs_value() {
+    assert_ne!(f64::from(10_000_001.0f32), 10_000_000.0);
+    let dir = std::env::temp_dir().join(format!("raspc-diag-bigmean-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bigmean.rasp");
+    std::fs::write(&p, "prog = aggregate(select(indices, indices, <=), tokens_float);\n").unwrap();
+    for vocab in ["[1e7, 1]", "[1e10, 1]"] {
+        let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", vocab, "--max-len", "8", "--exhaustive"]);
+        assert_eq!(code, 0, "{vocab}: {err}");
+        assert!(out.contains("verified: 510 inputs, 0 mismatches"), "{vocab}: {out}");
+    }
+    let m = dir.join("bigmean.safetensors");
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "[1e7, 1]", "--max-len", "8", "-o", m.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let input = "[1e7, 1e7, 1e7, 1e7, 1e7, 1e7]";
+    let (_, want, _) = run_cli(&["eval", p.to_str().unwrap(), "--input", input]);
+    let (code, got, err) = run_cli(&["run", m.to_str().unwrap(), "--input", input]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(got, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Values and options a checkpoint cannot hold are refused when compiling, as the user's
 /// problem (not "internal error", not pointing into the built-in prelude): inf and NaN program
 /// values, a token past the loaders' string budget (which `run` would then refuse to load).

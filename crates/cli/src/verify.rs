@@ -181,7 +181,8 @@ pub fn decoded_atom(d: &Decoded) -> Atom {
 
 /// Does the model's value agree with the interpreter's? Categorical: Python equality, floats
 /// within 1e-9 relative (a mean's last bits depend on the order its values were summed in, and
-/// the compiler enumerates means in its own order). Numerical: within the checkpoint's tolerance.
+/// the compiler enumerates means in its own order). Numerical: the listed value `run` snaps to,
+/// as a categorical float; a number not snapped, within the checkpoint's tolerance.
 pub fn agrees(got: &Decoded, want: &Atom, tolerance: f64) -> bool {
     match got {
         Decoded::Value(_) => {
@@ -193,6 +194,14 @@ pub fn agrees(got: &Decoded, want: &Atom, tolerance: f64) -> bool {
                 }
                 _ => g.py_eq(want),
             }
+        }
+        // A listed value `run` snapped to is what it prints: it must be the interpreter's (up
+        // to the order a mean was summed in). The tolerance may exceed half the smallest gap
+        // (f32's rounding at large values), so a raw number within it can still be nearer a
+        // neighbour.
+        Decoded::Number { snapped: Some(_), .. } => {
+            let (g, w) = (decoded_atom(got).as_f64(), want.as_f64());
+            !want.is_str() && matches!((g, w), (Some(x), Some(y)) if (x - y).abs() <= 1e-9 * y.abs().max(1.0))
         }
         Decoded::Number { raw, .. } => want.as_f64().is_some_and(|w| !want.is_str() && (raw - w).abs() <= tolerance),
     }
