@@ -89,6 +89,20 @@ def main(job_path):
         r = module(torch.from_numpy(tokens), values=torch.from_numpy(values)).double().numpy()
         check(name, "torch forward, no mask", [model.decode(r[0])], expected["hard"][:1], tol)
         onnx.checker.check_model(onnx.load(case["onnx_soft"]))
+        # The ONNX file carries what building inputs and decoding need.
+        meta = {p.key: p.value for p in onnx.load(case["onnx_soft"]).metadata_props}
+        checks += 1
+        cfg = model.config
+        if (
+            json.loads(meta.get("raspc_vocab", "null")) != cfg["vocab"]
+            or json.loads(meta.get("raspc_output", "null")) != model.output
+            or int(meta.get("raspc_max_seq_len", -1)) != cfg["max_seq_len"]
+            or int(meta.get("raspc_bos_id", -1)) != cfg["bos_id"]
+            or meta.get("raspc_causal") != str(cfg["causal"]).lower()
+            or meta.get("raspc_attention") != "soft"
+            or (cfg.get("real_input") is not None and json.loads(meta["raspc_real_input"]) != cfg["real_input"])
+        ):
+            failures.append(f"{name}: ONNX metadata_props {sorted(meta)} do not match the checkpoint's config and output")
         check(name, "ONNX Runtime (soft, raspc export)", ort_run(model, case["onnx_soft"], inputs), expected["soft"], tol)
         hard_path = str(case["onnx_soft"]).replace(".onnx", ".hard.onnx")
         model.to_onnx(hard_path, attention="hard")

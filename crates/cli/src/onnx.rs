@@ -281,9 +281,26 @@ pub fn export(ck: &Checkpoint, attention: Attention) -> Result<Vec<u8>, String> 
     opset.str(1, "").int(2, OPSET as i64);
     let mut model = Msg::default();
     model.int(1, IR_VERSION as i64).str(2, "raspc").str(3, env!("CARGO_PKG_VERSION")).msg(7, &graph).msg(8, &opset);
-    let mut meta = Msg::default();
-    meta.str(1, "raspc_attention").str(2, if attention == Attention::Hard { "hard" } else { "soft" });
-    model.msg(14, &meta);
+    // What building the inputs and decoding the readout need, so that the ONNX file stands on
+    // its own (docs/checkpoint-format.md, "ONNX export"): JSON as in the checkpoint's metadata.
+    let json = |v: serde_json::Value| v.to_string();
+    let mut props: Vec<(&str, String)> = vec![
+        ("raspc_attention", (if attention == Attention::Hard { "hard" } else { "soft" }).to_string()),
+        ("raspc_vocab", json(serde_json::to_value(&c.vocab).map_err(|e| e.to_string())?)),
+        ("raspc_bos_id", c.bos_id.to_string()),
+        ("raspc_max_seq_len", c.max_seq_len.to_string()),
+        ("raspc_causal", c.causal.to_string()),
+        ("raspc_output", json(serde_json::to_value(&ck.output).map_err(|e| e.to_string())?)),
+        ("raspc_program_hash", ck.program_hash.clone()),
+    ];
+    if let Some(r) = &c.real_input {
+        props.push(("raspc_real_input", json(serde_json::to_value(r).map_err(|e| e.to_string())?)));
+    }
+    for (k, v) in props {
+        let mut meta = Msg::default();
+        meta.str(1, k).str(2, &v);
+        model.msg(14, &meta);
+    }
     Ok(model.0)
 }
 

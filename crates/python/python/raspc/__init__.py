@@ -415,7 +415,7 @@ class Universal(Model):
         for name, m in (("X", x), ("A", a), ("V", v)):
             if not np.all(np.isfinite(m)):
                 bad = tuple(int(i) for i in np.argwhere(~np.isfinite(m))[0])
-                raise RaspcError(f"{name}{at(name, bad)} is {float(m[bad])!r}: entries must be finite numbers")
+                raise RaspcError(f"{name}{at(name, bad)} is {float(m[bad])!r}, not finite: entries must be finite numbers")
         # The bounds U was certified for, from its checkpoint (X's block, then A's and V's).
         real = self._config.get("real_input") or {}
         seq = 0
