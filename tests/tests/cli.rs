@@ -168,6 +168,22 @@ fn plain_text_input_to_a_model_of_longer_tokens_is_told_to_use_json() {
 }
 
 #[test]
+fn verify_checks_a_small_domain_once_instead_of_sampling_it() {
+    // 2 + 4 + 8 inputs: asking for 1000 random ones checks each of the 14 once.
+    let (code, out, err) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("every input checked: 14 (2 tokens, lengths 1 to 3), fewer than the 1000 samples asked"), "{out}");
+    assert!(out.ends_with("verified: 14 inputs, 0 mismatches\n"), "{out}");
+    let (code, out, _) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "--samples", "14"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("every input checked") && out.ends_with("verified: 14 inputs, 0 mismatches\n"), "{out}");
+    // More inputs than samples: random ones, as many as asked.
+    let (code, out, _) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "--samples", "10"]);
+    assert_eq!(code, 0);
+    assert!(out.ends_with("verified: 10 inputs, 0 mismatches\n"), "{out}");
+}
+
+#[test]
 fn compile_never_overwrites_what_is_not_a_checkpoint() {
     let victim = temp("notes.txt");
     std::fs::write(&victim, "precious").unwrap();

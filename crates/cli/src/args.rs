@@ -76,7 +76,8 @@ pub enum Command {
         #[arg(long, conflicts_with = "samples")]
         exhaustive: bool,
         /// Number of random inputs (lengths uniform in 1..=max-len; 1000 when neither this nor
-        /// --exhaustive is given).
+        /// --exhaustive is given). When there are no more inputs than this, every one is
+        /// checked once instead.
         #[arg(long)]
         samples: Option<usize>,
         /// Seed of the random inputs.

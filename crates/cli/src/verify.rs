@@ -38,7 +38,8 @@ pub fn exhaustive_count(vocab: usize, max_len: usize) -> u128 {
     (1..=max_len as u32).map(|n| (vocab as u128).saturating_pow(n)).fold(0u128, u128::saturating_add)
 }
 
-/// The input sequences, as vocabulary indices.
+/// The input sequences, as vocabulary indices. Random inputs as many as there are inputs (or
+/// more) are all the inputs, each once, in order.
 pub fn generate(inputs: &Inputs, vocab: usize, max_len: usize) -> Result<Vec<Vec<usize>>, String> {
     if vocab == 0 || max_len == 0 {
         return Err(format!("inputs need a non-empty vocabulary and max-len >= 1 (got {vocab} tokens, max-len {max_len})"));
@@ -64,6 +65,8 @@ pub fn generate(inputs: &Inputs, vocab: usize, max_len: usize) -> Result<Vec<Vec
             }
             Ok(out)
         }
+        // Asked for at least as many random inputs as there are inputs: every one, once.
+        Inputs::Random { count, .. } if exhaustive_count(vocab, max_len) <= *count as u128 => generate(&Inputs::Exhaustive, vocab, max_len),
         Inputs::Random { count, seed } => {
             let mut rng = SplitMix(*seed);
             Ok((0..*count)

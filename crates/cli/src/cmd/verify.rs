@@ -117,6 +117,10 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
         AttentionModes::Both => vec![raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft],
     };
     let _ = writeln!(out, "compiled `{}`: {}", built.compiled.plan.output_label, built.compiled.summary);
+    let asked = a.samples.unwrap_or(1000);
+    if !a.exhaustive && seqs.len() < asked {
+        let _ = writeln!(out, "every input checked: {} ({} tokens, lengths 1 to {}), fewer than the {asked} samples asked", seqs.len(), built.vocab.len(), target.max_len);
+    }
     let bar = indicatif::ProgressBar::new(seqs.len() as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("{wide_bar} {pos}/{len} inputs ({eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
     let report = verify::verify(&built.session.graph, built.root, &model, &built.vocab, &seqs, &modes, &mut |n| bar.set_position(n as u64))?;

@@ -295,7 +295,7 @@ class Model:
 
     def verify(self, samples=1000, seed=0, attention="both", exhaustive=False):
         """Compares the model with the reference interpreter on ``samples`` random inputs (as
-        ``raspc verify``). Returns a dict: ``ok`` (no mismatch and every input asked for was
+        ``raspc verify``; every input once when there are no more than ``samples``). Returns a dict: ``ok`` (no mismatch and every input asked for was
         checked: ``raspc verify``'s exit status), ``asked``, ``checked``, ``failed``,
         ``per_mode`` (mismatches per attention mode), ``rejected`` (inputs the interpreter
         rejects, so not checked), ``rejections``, ``examples``. Needs the program: models from
