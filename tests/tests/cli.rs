@@ -184,6 +184,23 @@ fn verify_checks_a_small_domain_once_instead_of_sampling_it() {
 }
 
 #[test]
+fn inputs_and_vocabularies_may_start_with_a_hyphen() {
+    // Balanced-ternary digits: clap would take `-0+` for a flag.
+    let (code, out, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "-+0"]);
+    assert_eq!((code, out.as_str()), (0, "['0', '+', '-']\n"), "{err}");
+    let model = temp("ternary.safetensors");
+    let m = model.to_str().unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "-0+", "--max-len", "4", "-o", m]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = cli(&["run", m, "--input", "--0+"]);
+    assert_eq!((code, out.as_str()), (0, "['+', '0', '-', '-']\n"), "{err}");
+    // A flag where the value should be is not silently taken as the input.
+    let (code, _, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "--json"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--input needs a value, and got `--json`, which is a flag"), "{err}");
+}
+
+#[test]
 fn compile_never_overwrites_what_is_not_a_checkpoint() {
     let victim = temp("notes.txt");
     std::fs::write(&victim, "precious").unwrap();

@@ -21,7 +21,7 @@ pub enum Command {
         #[arg(long)]
         entry: Option<String>,
         /// A JSON array (`[1,2,3]`, `["a","b"]`) or a plain string split into characters.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         input: String,
         /// Print exactly one line `{"output": [...]}`.
         #[arg(long)]
@@ -53,7 +53,7 @@ pub enum Command {
         /// The checkpoint (.safetensors) to run.
         model: PathBuf,
         /// Same conventions as `raspc eval --input`; BOS is added and removed by raspc.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         input: String,
         /// Print exactly one line `{"output": [...]}`.
         #[arg(long)]
@@ -158,7 +158,7 @@ pub enum Command {
         /// The checkpoint (.safetensors) to trace.
         model: PathBuf,
         /// Same conventions as `raspc eval --input`.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         input: String,
         /// The program the model was compiled from.
         #[arg(long)]
@@ -248,7 +248,7 @@ pub enum Command {
         stage: Stage,
         /// For the compiler's stages (simplified, values, plan, schedule): the input vocabulary,
         /// as for `raspc compile`.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         vocab: Option<String>,
         /// For the compiler's stages: numeric inputs from a finite grid, as for `raspc compile`.
         #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true)]
@@ -328,7 +328,7 @@ pub struct Target {
     pub entry: Option<String>,
     /// The input vocabulary: a JSON array (`["a","b"]`, `[0,1,2]`) or a string of characters.
     /// A vocabulary of numbers is a finite grid: maps of it compile to exact lookups.
-    #[arg(long, required_unless_present_any = ["input_bounds", "input_grid"])]
+    #[arg(long, allow_hyphen_values = true, required_unless_present_any = ["input_bounds", "input_grid"])]
     pub vocab: Option<String>,
     /// Numeric inputs from a finite grid, `LO,HI,STEP` (the vocabulary LO, LO+STEP, .., HI): every
     /// function of them compiles to an exact lookup.
@@ -473,6 +473,14 @@ pub fn parse_bounds(s: &str) -> Result<Bounds, String> {
 /// Parses `--input` / `--vocab`: a JSON array, or a plain string split into characters. Text
 /// that starts with `[` must be valid JSON (a typo is an error, not a string of characters).
 pub fn parse_tokens(flag: &str, text: &str) -> Result<Vec<raspc_lang::Atom>, String> {
+    // The value may start with `-` (`--vocab '-0+'`), so a flag right after it is taken as its
+    // value: refuse what looks like one (a long flag name), and say how to give it if meant.
+    if let Some(name) = text.strip_prefix("--")
+        && !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+    {
+        return Err(format!("{flag} needs a value, and got `{text}`, which is a flag (to give the characters `{text}` as tokens, write {flag}='[\"-\", \"-\", ...]' as a JSON array)"));
+    }
     if text.trim_start().starts_with('[')
         && let Err(e) = serde_json::from_str::<serde_json::Value>(text)
     {
