@@ -276,11 +276,17 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
                     .with_label("this s-op")
                     .with_note("the budgets bound what a loader accepts (docs/checkpoint-format.md, \"Budgets\"): a smaller vocabulary, --max-len or shorter tokens and names fit them")
             }
-            raspc_checkpoint::CheckpointError::NonFinite { .. } | raspc_checkpoint::CheckpointError::WeightTooLarge { .. } => {
-                Diagnostic::error("compile::too_large", format!("the weights for `{}` do not fit in f32: {e}", node.label), node.span)
-                    .with_label("this s-op")
-                    .with_note("narrower --input-bounds keep every weight finite and within the loaders' budget (RASPC_LIMITS)")
-            }
+            raspc_checkpoint::CheckpointError::NonFinite { .. } | raspc_checkpoint::CheckpointError::WeightTooLarge { .. } => Diagnostic::error(
+                "compile::too_large",
+                format!("the weights for `{}` do not fit in f32: {e}", node.label),
+                node.span,
+            )
+            .with_label("this s-op")
+            .with_note(if opts.real.is_some() {
+                "narrower --input-bounds keep every weight finite and within the loaders' budget (RASPC_LIMITS)"
+            } else {
+                "the program's values set the weights: smaller numbers in --vocab (or scaled down in the program) keep every weight finite and within the loaders' budget (RASPC_LIMITS)"
+            }),
             _ => Diagnostic::error(
                 "compile::internal",
                 format!("internal error: the checkpoint for `{}` fails its own checks: {e} (this is a bug in raspc; please report it with the program)", node.label),

@@ -1172,10 +1172,15 @@ impl RealLowerer<'_> {
                     }
                     (MapOp::Ternary, [t, c, e]) => Ex::Ter(bx(t.clone()), bx(c.clone()), bx(e.clone())),
                     _ => {
-                        return Err(self
+                        let mut d = self
                             .err(id, format!("{} of a real value is not supported", op.name()))
                             .with_label("here")
-                            .with_note("real values support + - * / ^, comparisons inside `a if cond else b`, and aggregates"));
+                            .with_note("real values support + - * / ^, comparisons inside `a if cond else b`, and aggregates");
+                        if op.name() == "to_str" {
+                            // `tokens` is `tokens_str`: a real-valued program reads the numbers.
+                            d = d.with_note("`tokens` reads each input as a string; with --input-bounds the inputs are numbers: read them as `tokens_float` (or compile over a finite set with --vocab or --input-grid)");
+                        }
+                        return Err(d);
                     }
                 };
                 Val::Real(ex)

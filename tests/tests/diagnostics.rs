@@ -309,6 +309,28 @@ fn large_values_beside_small_gaps_decode_to_the_programs_value() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Advice fits how the program was compiled: a token program's huge weights come from its
+/// vocabulary (it has no --input-bounds), and a real-valued program reading `tokens` (strings)
+/// is told to read `tokens_float`.
+#[test]
+fn advice_names_the_options_the_program_uses() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-advice-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("m.safetensors");
+    let big = dir.join("big.rasp");
+    std::fs::write(&big, "prog = aggregate(select(indices, indices, <=), tokens_float);\n").unwrap();
+    let (code, _, err) = run_cli(&["compile", big.to_str().unwrap(), "--vocab", "[1e20, 1]", "--max-len", "4", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::too_large") && err.contains("smaller numbers in --vocab") && !err.contains("--input-bounds"), "{err}");
+    let strs = dir.join("strs.rasp");
+    std::fs::write(&strs, "d = selector_width(select(tokens, tokens, ==));\n").unwrap();
+    let (code, _, err) = run_cli(&["compile", strs.to_str().unwrap(), "--input-bounds=0,1", "--max-len", "4", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("read them as `tokens_float`"), "{err}");
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Values and options a checkpoint cannot hold are refused when compiling, as the user's
 /// problem (not "internal error", not pointing into the built-in prelude): inf and NaN program
 /// values, a token past the loaders' string budget (which `run` would then refuse to load).
