@@ -476,7 +476,7 @@ fn notes_and_file_errors_say_what_they_are_about() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "['a', 'b']");
     assert!(err.contains("q.rasp:1:1: REPL-only statement `set example \"ab\"` ignored"), "{err}");
-    assert!(err.contains("q.rasp:3:1: `quit()`: the statements after it are not run"), "{err}");
+    assert!(err.contains("q.rasp:3:1: `quit()`: the statements after it in this file are not run"), "{err}");
     let missing = dir.join("missing.safetensors");
     let (code, _, err) = run_cli(&["run", missing.to_str().unwrap(), "--input", "ab"]);
     assert_eq!(code, 1);

@@ -584,11 +584,11 @@ impl<'l> Evaluator<'l> {
                 self.notes.push(Diagnostic::note_at("eval::draw-ignored", "`draw` is ignored: raspc does not draw computation flows", s.span));
             }
             StmtKind::Repl { kind: crate::ast::ReplKind::Exit, .. } => {
-                // The reference stops reading input at `exit`/`quit`: nothing after it runs, in
-                // this file or any that loaded it.
+                // The reference stops reading input at `exit`/`quit`: nothing after it runs in
+                // this file (a file that loaded it goes on: `load`).
                 self.stopped = true;
                 let text = self.statement_text(s.span);
-                self.notes.push(Diagnostic::note_at("eval::exit", format!("`{text}`: the statements after it are not run (as in the reference)"), s.span));
+                self.notes.push(Diagnostic::note_at("eval::exit", format!("`{text}`: the statements after it in this file are not run (as in the reference)"), s.span));
             }
             StmtKind::Repl { .. } => {
                 let text = self.statement_text(s.span);
@@ -733,6 +733,9 @@ impl<'l> Evaluator<'l> {
         let prev = self.current_file;
         self.current_file = file;
         let r = self.exec_block(&prog.stmts, &file_env, false);
+        // An `exit` ends the loaded file only: the reference runs a loaded file as a REPL
+        // session of its own, whose stop does not reach the file that loaded it.
+        self.stopped = false;
         self.current_file = prev;
         self.loading.pop();
         // The cached scope no longer passes names on: a later load re-binds them itself.
