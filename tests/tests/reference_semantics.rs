@@ -337,3 +337,31 @@ fn an_expression_statement_binds_out() {
     assert_eq!(json(&eval(src, "y", &[Atom::Int(1), Atom::Int(2)]).unwrap()), json!([4, 6]));
     assert_eq!(json(&eval("tokens_int * 3;", "out", &[Atom::Int(1), Atom::Int(2)]).unwrap()), json!([3, 6]));
 }
+
+/// What the reference's line-by-line reader does not run as raspc does is noted (raspc runs it):
+/// two statements completed on one line (the reference refuses the line, so neither runs), a
+/// `#` comment inside a statement (a syntax error in its grammar: the statement is skipped) and
+/// `exit;` (its `exit` takes no `;`: a syntax error, and the reference goes on).
+#[test]
+fn what_the_reference_reader_skips_is_noted() {
+    let notes = |src: &str| -> Vec<String> {
+        let (_, r) = raspc_lang::evaluate_program("m.rasp", None, src, &MemoryLoader::default());
+        r.unwrap().notes.iter().map(|n| format!("{} {}", n.code, n.message)).collect()
+    };
+    let two = notes("prog = indices;\nprog = indices + 1; prog = indices + 2;\n");
+    assert!(two.iter().any(|n| n.contains("eval::reference-skips two statements on one line")), "{two:?}");
+    let comment = notes("prog = indices +  # add one\n  1;\n");
+    assert!(comment.iter().any(|n| n.contains("a `#` comment inside a statement")), "{comment:?}");
+    let exit = {
+        let (_, r) = raspc_lang::evaluate_program("m.rasp", None, "prog = indices;\nexit;\nprog = 1;\n", &MemoryLoader::default());
+        r.unwrap().notes.iter().flat_map(|n| n.notes.clone()).collect::<Vec<_>>()
+    };
+    assert!(exit.iter().any(|n| n.contains("reads `exit;` (with the `;`) as a syntax error")), "{exit:?}");
+    // What the reference runs the same gets no such note: one statement per line, comments
+    // after a statement or between a function's statements, `#` inside a string, a whole
+    // function on one line, `exit` without `;`.
+    let clean = notes(
+        "x = indices;  # a comment\n# a line comment\ndef f(a) {\n  # inside\n  b = a + 1;  # after\n  return b;\n}\ndef g(a) { c = a; return c; }\ns = \"#\";\nprog = f(x) + g(x);\nexit\n",
+    );
+    assert!(clean.iter().all(|n| !n.contains("reference-skips") && !n.contains("syntax error")), "{clean:?}");
+}

@@ -352,6 +352,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     if !errs.is_empty() {
         return (ev.sources.clone(), Err(errs));
     }
+    ev.notes.extend(reference_reading_notes(main, text, &prog));
     if let Some(p) = path {
         ev.loading.push(canonical(p));
     }
@@ -588,7 +589,12 @@ impl<'l> Evaluator<'l> {
                 // this file (a file that loaded it goes on: `load`).
                 self.stopped = true;
                 let text = self.statement_text(s.span);
-                self.notes.push(Diagnostic::note_at("eval::exit", format!("`{text}`: the statements after it in this file are not run (as in the reference)"), s.span));
+                let mut note = Diagnostic::note_at("eval::exit", format!("`{text}`: the statements after it in this file are not run (as in the reference)"), s.span);
+                if self.sources.get(s.span.file).text.get(s.span.start as usize..s.span.end as usize).is_some_and(|t| t.trim_end().ends_with(';')) {
+                    // The reference's `exit` takes no `;`: `exit;` is a syntax error there.
+                    note = note.with_note("but the reference reads `exit;` (with the `;`) as a syntax error and goes on with the next line: write it without `;` to stop in both");
+                }
+                self.notes.push(note);
             }
             StmtKind::Repl { .. } => {
                 let text = self.statement_text(s.span);
@@ -717,6 +723,9 @@ impl<'l> Evaluator<'l> {
         let text = text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text);
         let file = self.sources.add(full.display().to_string(), Some(full.clone()), text.clone());
         let (prog, errs) = parse(file, &text);
+        if errs.is_empty() {
+            self.notes.extend(reference_reading_notes(file, &text, &prog));
+        }
         if let Some(first) = errs.into_iter().next() {
             if full.extension().is_some_and(|e| e == "rasp") {
                 return Err(Box::new(first.with_secondary(span, "in the file loaded here")));
@@ -1270,4 +1279,60 @@ pub fn host_input(v: &HostValue) -> Result<Vec<Atom>, String> {
             .collect(),
         other => Err(format!("an input must be a string or a list of atoms, got {}", other.describe())),
     }
+}
+
+/// Notes on a file's text that the reference's line-by-line reader would not run as raspc does
+/// (raspc runs them; the note says what the reference does instead): two statements sharing a
+/// line (the reference refuses a line holding more than one statement, and none of them runs),
+/// and a `#` comment inside a statement (its grammar takes a comment only after a whole
+/// statement: a syntax error, and the statement is skipped).
+fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program) -> Vec<Diagnostic> {
+    let line_of = |offset: u32| text.as_bytes()[..(offset as usize).min(text.len())].iter().filter(|&&b| b == b'\n').count();
+    // Comment starts: a `#` between two tokens.
+    let (tokens, _) = crate::lexer::lex(file, text);
+    let mut comments = vec![];
+    let mut prev_end = 0usize;
+    for t in &tokens {
+        let gap = text.get(prev_end..(t.span.start as usize).max(prev_end)).unwrap_or("");
+        if let Some(i) = gap.find('#') {
+            comments.push((prev_end + i) as u32);
+        }
+        prev_end = t.span.end as usize;
+    }
+    let mut notes = vec![];
+    fn leaves<'a>(stmts: &'a [Stmt], out: &mut Vec<Span>) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Def(f) => {
+                    leaves(&f.body, out);
+                    out.push(f.ret_span);
+                }
+                StmtKind::For { body, .. } => leaves(body, out),
+                _ => out.push(s.span),
+            }
+        }
+    }
+    let mut spans = vec![];
+    leaves(&prog.stmts, &mut spans);
+    for span in spans {
+        if let Some(&c) = comments.iter().find(|&&c| span.start < c && c < span.end) {
+            notes.push(
+                Diagnostic::note_at("eval::reference-skips", "a `#` comment inside a statement: the reference skips this statement", Span::new(file, c as usize, c as usize + 1))
+                    .with_label("comment here")
+                    .with_secondary(span, "the statement")
+                    .with_note("the reference's grammar takes a comment only after a whole statement, so there this is a syntax error and the statement does not run; raspc reads the comment as a space (put it at the end of the statement's last line to run the same in both)"),
+            );
+        }
+    }
+    for w in prog.stmts.windows(2) {
+        if line_of(w[1].span.start) == line_of(w[0].span.end.saturating_sub(1)) {
+            notes.push(
+                Diagnostic::note_at("eval::reference-skips", "two statements on one line: the reference runs neither", w[1].span)
+                    .with_label("this statement starts on the line where the previous one ends")
+                    .with_secondary(w[0].span, "the previous statement")
+                    .with_note("the reference reads a file line by line and refuses a line that completes more than one statement; raspc runs both (one statement per line runs the same in both)"),
+            );
+        }
+    }
+    notes
 }

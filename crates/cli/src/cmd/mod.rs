@@ -62,6 +62,9 @@ pub(crate) fn load(path: &std::path::Path, err: &mut dyn Write, color: bool) -> 
             for (n, sp) in notes {
                 let (l, c) = sources.line_col(sp.file, sp.start);
                 let _ = writeln!(err, "note: {}:{l}:{c}: {}", sources.get(sp.file).name, n.message);
+                for more in &n.notes {
+                    let _ = writeln!(err, "  = {more}");
+                }
             }
             Ok(s)
         }
