@@ -1300,7 +1300,7 @@ fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program)
         prev_end = t.span.end as usize;
     }
     let mut notes = vec![];
-    fn leaves<'a>(stmts: &'a [Stmt], out: &mut Vec<Span>) {
+    fn leaves(stmts: &[Stmt], out: &mut Vec<Span>) {
         for s in stmts {
             match &s.kind {
                 StmtKind::Def(f) => {
