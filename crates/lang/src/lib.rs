@@ -28,6 +28,10 @@ pub fn parse_input(s: &str) -> Result<Vec<Atom>, String> {
     if t.starts_with('[')
         && let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(s)
     {
+        // serde_json reads an integer past u64 as a float (1e20): refuse it as one past i64.
+        if let Some(big) = json_integers(s).into_iter().find(|n| n.parse::<i64>().is_err()) {
+            return Err(format!("the integer {big} does not fit in 64 bits (RASP's integers are i64)"));
+        }
         return items
             .iter()
             .enumerate()
@@ -46,6 +50,32 @@ pub fn parse_input(s: &str) -> Result<Vec<Atom>, String> {
             .collect();
     }
     Ok(s.chars().map(|c| Atom::Str(c.to_string())).collect())
+}
+
+/// The integer literals of a JSON text (numbers with no fraction or exponent), outside strings.
+fn json_integers(text: &str) -> Vec<&str> {
+    let b = text.as_bytes();
+    let (mut out, mut i, mut in_str) = (vec![], 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'\\' if in_str => i += 1,
+            b'"' => in_str = !in_str,
+            c if !in_str && (c == b'-' || c.is_ascii_digit()) => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    i += 1;
+                }
+                let tok = &text[start..i];
+                if !tok.contains(['.', 'e', 'E']) {
+                    out.push(tok);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Convenience: evaluate a program text (no `load` from disk) and run `entry` on `input`.
@@ -81,5 +111,24 @@ mod utf8_place_tests {
         let bytes = b"x = 1;\ny = \"\xc3\xa9\xff\";\n";
         let e = String::from_utf8(bytes.to_vec()).unwrap_err();
         assert_eq!(super::utf8_place(bytes, e.utf8_error().valid_up_to()), "first bad byte at line 2, column 7, byte offset 14");
+    }
+}
+
+#[cfg(test)]
+mod parse_input_tests {
+    use super::{parse_input, Atom};
+
+    #[test]
+    fn integers_past_64_bits_are_refused_not_read_as_floats() {
+        for big in ["[100000000000000000000, 1]", "[1, -9223372036854775809]", "[18446744073709551616]"] {
+            let e = parse_input(big).unwrap_err();
+            assert!(e.contains("does not fit in 64 bits"), "{big}: {e}");
+        }
+        // Floats, the i64 range and digits inside strings (escaped quotes included) are fine.
+        let ok = parse_input(r#"[9223372036854775807, -9223372036854775808, 1e20, 2.5, "a\"12345678901234567890123", "x"]"#).unwrap();
+        assert_eq!(ok[0], Atom::Int(i64::MAX));
+        assert_eq!(ok[1], Atom::Int(i64::MIN));
+        assert_eq!(ok[2], Atom::Float(1e20));
+        assert_eq!(ok[4], Atom::Str("a\"12345678901234567890123".into()));
     }
 }
