@@ -987,7 +987,20 @@ impl Lowerer<'_> {
                 None => match crate::numeric::mean_grid(self.g, leaves[0], &self.sets, &self.ivs, self.opts.max_len).and_then(|g| g.points()) {
                     Some(pg) => pg,
                     None => {
-                        return Err(self.err(leaves[0], "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(leaves[0]))).with_label("read by a map"));
+                        let what = crate::names::describe(self.g, leaves[0]);
+                        let grid = match crate::numeric::mean_grid(self.g, leaves[0], &self.sets, &self.ivs, self.opts.max_len) {
+                            Some(_) => format!(", and as a mean of integers over up to {} positions, more than {} fractions", self.opts.max_len, crate::numeric::MAX_GRID_POINTS),
+                            None => String::new(),
+                        };
+                        return Err(self
+                            .err(leaves[0], "compile::unbounded", format!("{what} can take too many values for the map that reads it"))
+                            .with_label("read by a map")
+                            .with_note(format!(
+                                "a map reads a number through a lookup over every value the number can take; with these inputs and --max-len {}, {what} can take more than {} values{grid}",
+                                self.opts.max_len,
+                                crate::infer::MAX_VALUES
+                            ))
+                            .with_note("a smaller --max-len or --vocab bounds it"));
                     }
                 },
             };

@@ -10,6 +10,13 @@ use std::collections::{BTreeSet, VecDeque};
 pub fn describe(g: &Graph, id: NodeId) -> String {
     let node = g.node(id);
     if node.named {
+        // A name bound again (in a loop, or twice) gets a suffix: say whose value it is.
+        if let Some((base, n)) = node.label.rsplit_once('_')
+            && n.parse::<u32>().is_ok_and(|n| n >= 2)
+            && g.by_label(base).is_some_and(|b| g.node(b).named)
+        {
+            return format!("`{}` (a later value of `{base}`)", node.label);
+        }
         return format!("`{}`", node.label);
     }
     match named_user(g, id) {

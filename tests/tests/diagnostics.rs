@@ -327,6 +327,14 @@ fn advice_names_the_options_the_program_uses() {
     let (code, _, err) = run_cli(&["compile", strs.to_str().unwrap(), "--input-bounds=0,1", "--max-len", "4", "-o", out.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("read them as `tokens_float`"), "{err}");
+    // A mean of means read by a map: too many values to look up (not "cannot be bounded"),
+    // named as the user's loop variable.
+    let means = dir.join("means.rasp");
+    std::fs::write(&means, "x = indicator(tokens == \"a\");\nprevs = select(indices, indices, <=);\nfor i in range(2) {\n    x = aggregate(prevs, x);\n}\nprog = x > 0.5;\n").unwrap();
+    let (code, _, err) = run_cli(&["compile", means.to_str().unwrap(), "--vocab", "ab", "--max-len", "8", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`x_3` (a later value of `x`) can take too many values for the map that reads it"), "{err}");
+    assert!(err.contains("--max-len 8, `x_3` (a later value of `x`) can take more than 4097 values") && err.contains("means.rasp:4:9"), "{err}");
     assert!(!out.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -263,6 +263,11 @@ impl Graph {
         self.g.node_count() == 0
     }
 
+    /// The node a label names, if any.
+    pub fn by_label(&self, label: &str) -> Option<NodeId> {
+        self.labels.get(label).copied()
+    }
+
     pub fn node(&self, id: NodeId) -> &Node {
         &self.g[id.ix()]
     }
