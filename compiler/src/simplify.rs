@@ -111,6 +111,9 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
                 .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len, &f.old_tables, &mut f.inexact.borrow_mut().0))
         });
         let kind = lex.unwrap_or(kind);
+        // After `grid_compare` too (`m > indices` becomes `ceil(m) > indices`, still 10,000
+        // combinations at max-len 100).
+        let kind = facts.filter(|f| !f.structural).and_then(|f| difference_compare(&kind, f, &mut out, node.span)).unwrap_or(kind);
         if let Some(f) = facts {
             f.tables.borrow_mut().0 = None;
         }
@@ -623,6 +626,36 @@ fn mirror(c: Cmp) -> Cmp {
         Cmp::Ge => Cmp::Le,
         c => c,
     }
+}
+
+/// A comparison `a op b` (a node kind of the new graph) of two integer-valued s-ops whose value
+/// combinations are too many for one MLP ([`crate::lower::MAX_COMBINATIONS`]) while their difference takes few values,
+/// rewritten as `(a - b) op 0`: the difference is a sum the heads and MLPs add for free, and the
+/// comparison a staircase over its range. For integers (exact in f64 below 2^50) `a - b op 0`
+/// holds exactly when `a op b` does. (`m > indices` at max-len 100: 10,000 combinations, 199
+/// differences.)
+fn difference_compare(kind: &NodeKind, f: &Facts, out: &mut Graph, span: raspc_lang::Span) -> Option<NodeKind> {
+    let NodeKind::Map { op: MapOp::Binary(cmp @ (BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)), args } = kind else { return None };
+    let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
+    let (a, b) = (*a, *b);
+    let range = |x: NodeId| -> Option<(f64, f64)> {
+        if !f.int_valued(out, x) {
+            return None;
+        }
+        let new = f.new.borrow();
+        let Some(ValueSet::Finite(s)) = new.0.get(&x) else { return None };
+        let v: Vec<f64> = s.iter().map(|a| a.as_f64()).collect::<Option<_>>()?;
+        let (lo, hi) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        (lo.is_finite() && hi.is_finite() && lo.abs().max(hi.abs()) < (1u64 << 50) as f64).then_some((lo, hi))
+    };
+    let ((alo, ahi), (blo, bhi)) = (range(a)?, range(b)?);
+    let combos = f.size(a).saturating_mul(f.size(b));
+    let differences = (ahi - blo) - (alo - bhi) + 1.0;
+    if combos <= crate::lower::MAX_COMBINATIONS || differences > crate::infer::MAX_VALUES as f64 {
+        return None;
+    }
+    let diff = out.add(NodeKind::Map { op: MapOp::Binary(BinOp::Sub), args: vec![Operand::Sop(a), Operand::Sop(b)] }, span)?;
+    Some(NodeKind::Map { op: MapOp::Binary(*cmp), args: vec![Operand::Sop(diff), Operand::Const(Atom::Int(0))] })
 }
 
 /// A comparison of an integer-valued `X` with `E = ±u + P` (`u` a mean of integers, `P`
