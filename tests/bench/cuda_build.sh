@@ -46,4 +46,4 @@ cd "$root"
 cargo build --release --locked -p raspc --features cuda
 echo "built: $CARGO_TARGET_DIR/release/raspc (CUDA compute capability $CUDA_COMPUTE_CAP)"
 echo "run it where a GPU is, with the CUDA 13 libraries on the loader path, e.g."
-echo "  LD_LIBRARY_PATH=$cuda_root/lib $CARGO_TARGET_DIR/release/raspc verify PROG ... --device cuda"
+echo "  LD_LIBRARY_PATH=$cuda_root/lib $CARGO_TARGET_DIR/release/raspc run MODEL --input ... --device cuda (or simulate ... --device cuda)"

@@ -115,7 +115,7 @@ impl Atom {
         match self {
             Atom::Int(i) => i.to_string(),
             Atom::Float(f) => float_repr(*f),
-            Atom::Str(s) => format!("'{s}'"),
+            Atom::Str(s) => str_repr(s),
             Atom::Bool(b) => if *b { "True" } else { "False" }.to_string(),
         }
     }
@@ -469,6 +469,20 @@ pub fn to_float(a: &Atom) -> OpResult {
 
 #[cfg(test)]
 mod tests {
+
+    /// Python's repr of strings, as CPython 3 prints them.
+    #[test]
+    fn string_repr_escapes_as_python_does() {
+        let r = |s: &str| Atom::Str(s.to_string()).repr();
+        assert_eq!(r("it's"), r#""it's""#);
+        assert_eq!(r("a\\b"), r#"'a\\b'"#);
+        assert_eq!(r("x\"y'z"), r#"'x"y\'z'"#);
+        assert_eq!(r("\u{1}\t\n\r"), r#"'\x01\t\n\r'"#);
+        assert_eq!(r("é"), "'é'");
+        assert_eq!(r("\u{85}"), r#"'\x85'"#);
+        assert_eq!(r("\u{7f}"), r#"'\x7f'"#);
+        assert_eq!(r("plain"), "'plain'");
+    }
     use super::*;
 
     /// Python's `int("1_000")` and `float("1_000.5")` read digit groups; an underscore not
@@ -532,4 +546,29 @@ mod tests {
         assert!(!Atom::Str("1".into()).py_eq(&Atom::Int(1)));
         assert!(Atom::Str("a".into()).py_cmp(&Atom::Int(1)).is_err());
     }
+}
+
+/// Python's `repr` of a string: single quotes unless the text has a `'` and no `"`; backslashes,
+/// the quote and control characters escaped (`\n`, `\t`, `\r`, `\xNN`); other characters as
+/// they are (Python 3 keeps printable non-ASCII text).
+fn str_repr(s: &str) -> String {
+    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || (0x7f..=0x9f).contains(&(c as u32)) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+    out
 }
