@@ -467,6 +467,31 @@ pub fn to_float(a: &Atom) -> OpResult {
     }
 }
 
+/// Python's `repr` of a string: single quotes unless the text has a `'` and no `"`; backslashes,
+/// the quote and control characters escaped (`\n`, `\t`, `\r`, `\xNN`); other characters as
+/// they are (Python 3 keeps printable non-ASCII text).
+fn str_repr(s: &str) -> String {
+    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || (0x7f..=0x9f).contains(&(c as u32)) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+    out
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -546,29 +571,4 @@ mod tests {
         assert!(!Atom::Str("1".into()).py_eq(&Atom::Int(1)));
         assert!(Atom::Str("a".into()).py_cmp(&Atom::Int(1)).is_err());
     }
-}
-
-/// Python's `repr` of a string: single quotes unless the text has a `'` and no `"`; backslashes,
-/// the quote and control characters escaped (`\n`, `\t`, `\r`, `\xNN`); other characters as
-/// they are (Python 3 keeps printable non-ASCII text).
-fn str_repr(s: &str) -> String {
-    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(q);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == q => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || (0x7f..=0x9f).contains(&(c as u32)) => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push(q);
-    out
 }
