@@ -447,7 +447,12 @@ impl F {
             F::Pow(p, k) => {
                 let p = p.jet(x, mid)?;
                 if p[0].lo <= 0.0 {
-                    return Err(format!("x^{k} of a value that can be <= 0"));
+                    let how = if p[0].hi > 0.0 && *k > 0.0 {
+                        format!(" (its slope is unbounded at 0: keep the argument above 0, as in `(x + 0.001) ^ {k}`, or give input bounds that keep it there, with room for rounding)")
+                    } else {
+                        String::new()
+                    };
+                    return Err(format!("x^{k} of a value that can be <= 0{how}"));
                 }
                 let pw = |e: f64| Iv::new(p[0].lo.powf(e), p[0].hi.powf(e));
                 let d1 = pw(k - 1.0).scale(*k);
@@ -505,6 +510,12 @@ pub fn build_pl_with(f: &F, lo: f64, hi: f64, target: &dyn Fn(Iv) -> f64) -> Res
         let h = 1e-9 * (1.0 + b.abs());
         let (l, r) = (f.eval(b - h), f.eval(b + h));
         if (l - r).abs() > 1e-6 * (1.0 + l.abs().max(r.abs())) {
+            // Continuous but steep (`max(x, 0) ^ 0.5` at 0): closer in, the difference shrinks.
+            let h2 = h * 1e-4;
+            let (l2, r2) = (f.eval(b - h2), f.eval(b + h2));
+            if (l2 - r2).abs() < 0.1 * (l - r).abs() {
+                return Err(format!("the function's slope is unbounded at {b} (a piecewise-linear MLP cannot be certified there): keep its argument away from {b}, as in `(x + 0.001) ^ 0.5` for a square root"));
+            }
             return Err(format!("the function jumps at {b} (a step cannot be computed by a continuous MLP)"));
         }
     }
