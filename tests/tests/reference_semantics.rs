@@ -365,3 +365,17 @@ fn what_the_reference_reader_skips_is_noted() {
     );
     assert!(clean.iter().all(|n| !n.contains("reference-skips") && !n.contains("syntax error")), "{clean:?}");
 }
+
+/// Integers past 2^53 as CPython handles them: a mean sums the integers exactly before one
+/// rounding (`sum(vals) * 1.0 / n`), `/` rounds the exact quotient once, and an int compares
+/// exactly with a float.
+#[test]
+fn integers_past_2_53_follow_python() {
+    let big = [Atom::Int(9007199254740992), Atom::Int(1), Atom::Int(1)];
+    let v = eval("m = aggregate(select(indices, indices, >=), tokens_int);", "m", &big).unwrap();
+    assert_eq!(json(&v), json!([3002399751580331.5, 1.0, 1]));
+    let v = eval("q = tokens_int / 3;", "q", &[Atom::Int(9007199254740993)]).unwrap();
+    assert_eq!(json(&v), json!([3002399751580331.0]));
+    let v = eval("g = tokens_int > 9007199254740992.0;", "g", &[Atom::Int(9007199254740993), Atom::Int(9007199254740992)]).unwrap();
+    assert_eq!(json(&v), json!([true, false]));
+}

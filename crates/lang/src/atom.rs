@@ -92,6 +92,9 @@ impl Atom {
                 };
                 Ok(match (a, b) {
                     (Num::I(x), Num::I(y)) => Some(x.cmp(&y)),
+                    // Python compares an int and a float exactly (2^53 + 1 > 2^53 as a float).
+                    (Num::I(x), Num::F(y)) => int_float_cmp(x, y),
+                    (Num::F(x), Num::I(y)) => int_float_cmp(y, x).map(Ordering::reverse),
                     _ => a.f().partial_cmp(&b.f()),
                 })
             }
@@ -214,6 +217,58 @@ fn int_float_exact(a: Num, b: Num) -> bool {
     match (a, b) {
         (Num::I(i), Num::F(f)) | (Num::F(f), Num::I(i)) => f.fract() == 0.0 && f.abs() < 9.2e18 && f as i64 == i,
         _ => true,
+    }
+}
+
+/// The exact order of an int and a float (None for NaN), as Python compares them.
+fn int_float_cmp(x: i64, y: f64) -> Option<Ordering> {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if y.is_nan() {
+        return None;
+    }
+    if y >= TWO_63 {
+        return Some(Ordering::Less);
+    }
+    if y < -TWO_63 {
+        return Some(Ordering::Greater);
+    }
+    // |y| < 2^63: its integer part is an i64, exactly.
+    let t = y.trunc();
+    Some(x.cmp(&(t as i64)).then(if y > t {
+        Ordering::Less
+    } else if y < t {
+        Ordering::Greater
+    } else {
+        Ordering::Equal
+    }))
+}
+
+/// `i / j` (j != 0) as Python computes it: the exact quotient rounded once to the nearest f64.
+pub fn int_div(i: i64, j: i64) -> f64 {
+    const EXACT: u64 = 1 << 53;
+    if i.unsigned_abs() <= EXACT && j.unsigned_abs() <= EXACT {
+        // Both exact in f64, and IEEE division rounds the exact quotient once.
+        return i as f64 / j as f64;
+    }
+    int_div_exact(i, j)
+}
+
+/// [`int_div`] for any two i64s, in integer arithmetic.
+fn int_div_exact(i: i64, j: i64) -> f64 {
+    let (n, d) = (u128::from(i.unsigned_abs()), u128::from(j.unsigned_abs()));
+    if n == 0 {
+        return if (i < 0) != (j < 0) { -0.0 } else { 0.0 };
+    }
+    // n·2^s / d with at least 64 quotient bits; a nonzero remainder is a sticky bit below the
+    // 53 kept (the cast rounds to nearest, ties to even), so the one rounding is exact.
+    let s = n.leading_zeros() - 1;
+    let (q, r) = ((n << s) / d, (n << s) % d);
+    let q = if r != 0 { q | 1 } else { q };
+    let x = q as f64 * 2f64.powi(-(s as i32));
+    if (i < 0) != (j < 0) {
+        -x
+    } else {
+        x
     }
 }
 
@@ -347,8 +402,8 @@ pub fn binary(op: BinOp, a: &Atom, b: &Atom) -> OpResult {
                 return err(format!("division by zero ({} / {})", a.repr(), b.repr()));
             }
             match (x, y) {
-                // exact for ints that fit in f64's mantissa; Python also rounds here
-                (Num::I(i), Num::I(j)) => Ok(Float(i as f64 / j as f64)),
+                // Python's int / int is the exact quotient, rounded once.
+                (Num::I(i), Num::I(j)) => Ok(Float(int_div(i, j))),
                 _ => Ok(Float(x.f() / y.f())),
             }
         }
@@ -494,6 +549,35 @@ fn str_repr(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Python's int / int and int-vs-float comparisons are exact; values CPython 3 prints.
+    #[test]
+    fn big_integers_divide_and_compare_as_python() {
+        assert_eq!(int_div(9007199254740993, 3), 3002399751580331.0);
+        assert_eq!(int_div(27021597764222979, 3), 9007199254740992.0);
+        assert_eq!(int_div(-9007199254740993, 3), -3002399751580331.0);
+        assert_eq!(int_div(i64::MAX, 7), 1.3176245766935393e18);
+        assert_eq!(int_div(1, i64::MIN), -1.0842021724855044e-19);
+        // The integer path agrees with IEEE division wherever both operands are exact.
+        let mut x = 0x9e3779b97f4a7c15u64;
+        for _ in 0..20000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (i, j) = ((x >> 11) as i64 - (1 << 52), ((x & 0xfffff) as i64) - (1 << 19));
+            if j != 0 {
+                assert_eq!(int_div_exact(i, j), i as f64 / j as f64, "{i} / {j}");
+            }
+        }
+        let big = Atom::Int(9007199254740993);
+        let f = Atom::Float(9007199254740992.0);
+        assert_eq!(big.py_cmp(&f).unwrap(), Some(Ordering::Greater));
+        assert_eq!(f.py_cmp(&big).unwrap(), Some(Ordering::Less));
+        assert_eq!(Atom::Int(3).py_cmp(&Atom::Float(3.5)).unwrap(), Some(Ordering::Less));
+        assert_eq!(Atom::Int(-3).py_cmp(&Atom::Float(-3.5)).unwrap(), Some(Ordering::Greater));
+        assert_eq!(Atom::Int(i64::MAX).py_cmp(&Atom::Float(9.223372036854775808e18)).unwrap(), Some(Ordering::Less));
+        assert_eq!(Atom::Int(1).py_cmp(&Atom::Float(f64::NAN)).unwrap(), None);
+    }
 
     /// Python's repr of strings, as CPython 3 prints them.
     #[test]

@@ -158,8 +158,7 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
                                     ),
                                 ));
                             }
-                            let sum: f64 = picked.iter().map(|a| a.as_f64().unwrap_or(f64::NAN)).sum();
-                            Atom::Float(sum / k as f64)
+                            Atom::Float(python_mean(&picked))
                         }
                     });
                 }
@@ -172,6 +171,26 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
         vals.insert(id, v);
     }
     Ok(vals)
+}
+
+/// The reference's mean, `sum(values) * 1.0 / n`: Python's `sum` adds left to right, exactly
+/// while the values are integers (booleans count as 0 and 1), in floats from the first float
+/// on; the total is then rounded to a float once and divided by n.
+fn python_mean(values: &[&Atom]) -> f64 {
+    let mut int_sum: Option<i128> = Some(0);
+    let mut float_sum = 0.0f64;
+    for v in values {
+        match (int_sum, v) {
+            (Some(t), Atom::Int(i)) => int_sum = Some(t + i128::from(*i)),
+            (Some(t), Atom::Bool(b)) => int_sum = Some(t + i128::from(*b)),
+            (Some(t), other) => {
+                float_sum = t as f64 + other.as_f64().unwrap_or(f64::NAN);
+                int_sum = None;
+            }
+            (None, other) => float_sum += other.as_f64().unwrap_or(f64::NAN),
+        }
+    }
+    int_sum.map_or(float_sum, |t| t as f64) / values.len() as f64
 }
 
 /// The reference's sequence type check: `int`/`float` sequences can be averaged; all-bool and
