@@ -379,3 +379,17 @@ fn integers_past_2_53_follow_python() {
     let v = eval("g = tokens_int > 9007199254740992.0;", "g", &[Atom::Int(9007199254740993), Atom::Int(9007199254740992)]).unwrap();
     assert_eq!(json(&v), json!([true, false]));
 }
+
+/// `sop[-k]` is `aggregate(select(indices, length - k, ==), sop)` with `length` as bound where it
+/// is written, as the reference's `_index_into_sequence` reads it: a program that rebinds
+/// `length` to an s-op changes it, and one that binds it to a number gets an error.
+#[test]
+fn negative_indices_read_length_as_bound() {
+    let chars = chars("abcd");
+    let v = eval("prog = tokens[-1];", "prog", &chars).unwrap();
+    assert_eq!(json(&v), json!(["d", "d", "d", "d"]));
+    let v = eval("length = indices + 1;\nprog = tokens[-1];", "prog", &chars).unwrap();
+    assert_eq!(json(&v), json!(["a", "b", "c", "d"]));
+    let e = eval("def f(seq, length) { return seq[-1]; }\nprog = f(tokens, 2);", "prog", &chars).unwrap_err();
+    assert!(e.contains("a negative index reads `length`") && e.contains("int 2"), "{e}");
+}

@@ -818,7 +818,7 @@ impl<'l> Evaluator<'l> {
             ExprKind::Index { target, index } => {
                 let t = self.eval(target, env)?;
                 let i = self.eval(index, env)?;
-                self.index(t, i, target.span, index.span, span)
+                self.index(t, i, target.span, index.span, span, env)
             }
             ExprKind::Call { callee, args } => {
                 let f = self.eval(callee, env)?;
@@ -989,7 +989,7 @@ impl<'l> Evaluator<'l> {
         }
     }
 
-    fn index(&mut self, t: HostValue, i: HostValue, tspan: Span, ispan: Span, span: Span) -> R<HostValue> {
+    fn index(&mut self, t: HostValue, i: HostValue, tspan: Span, ispan: Span, span: Span, env: &Env) -> R<HostValue> {
         match (&t, &i) {
             (HostValue::List(_) | HostValue::Atom(Atom::Str(_)), HostValue::Atom(a)) => {
                 let Atom::Int(k) = a else {
@@ -1016,7 +1016,20 @@ impl<'l> Evaluator<'l> {
                 let target = if *k >= 0 {
                     self.node(NodeKind::Const(Atom::Int(*k)), span)?
                 } else {
-                    let length = self.node(NodeKind::Length, span)?;
+                    // The reference computes `length + k` with `length` as bound where the
+                    // indexing is written (a program may rebind it).
+                    let length = match lookup(env, "length") {
+                        Some(HostValue::Sop(l)) => l,
+                        Some(other) => {
+                            return Err(self.err(
+                                "eval::type",
+                                format!("a negative index reads `length` (the reference computes `length - {}`), and `length` is {} here", k.unsigned_abs(), other.describe()),
+                                ispan,
+                                "negative index",
+                            ))
+                        }
+                        None => self.node(NodeKind::Length, span)?,
+                    };
                     self.node(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(length), Operand::Const(Atom::Int(*k))] }, span)?
                 };
                 let sel = self.node(NodeKind::Select { keys: indices, queries: target, cmp: Cmp::Eq }, span)?;
