@@ -1144,13 +1144,16 @@ fn trace_entry_is_compared_by_what_the_model_holds() {
     assert!(err.contains("note: the model computes `reverse`") && agrees_all(&out), "{out}{err}");
 }
 
-/// `--mlp gated` on a token program changes nothing: said, not silently ignored.
+/// `--mlp gated` and `--pl-error` on a token program change nothing: said, not silently ignored.
 #[test]
 fn gated_mlps_on_a_token_program_are_a_warning() {
     let ck = temp("rev-gated.safetensors");
     let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "--mlp", "gated", "-o", ck.to_str().unwrap(), "--force"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("warning: --mlp gated changes nothing here"), "{err}");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "--pl-error", "0.1", "-o", ck.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: --pl-error changes nothing here"), "{err}");
     let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "-o", ck.to_str().unwrap(), "--force"]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("warning"), "{err}");

@@ -168,7 +168,29 @@ impl Lowerer<'_> {
                 if !(any_num || combos > MAX_COMBINATIONS || self.read_as_number(id, 0)) {
                     return Ok(None);
                 }
-                let (Some(x), Some(y)) = (operand(self, a)?, operand(self, c)?) else { return Ok(None) };
+                // Beside a number, a map of several s-ops (`round(x * prev) + mean`) is computed
+                // by its own MLP and read through its value table, instead of enumerating it
+                // with the number's values, when the sum is read as a number (a reader that
+                // needs it one-hot would add a layer after the sum) or cannot be enumerated.
+                // Decided before any MLP is built: when the other side is not linear either,
+                // the enumeration below takes the whole map.
+                let (xa, xc) = (operand(self, a)?, operand(self, c)?);
+                let worth = any_num && (combos > MAX_COMBINATIONS || self.read_as_number(id, 0));
+                let own_mlp = |lw: &Self, op: &Operand| matches!(op, Operand::Sop(s) if worth && matches!(lw.rep.get(s), Some(Rep::Inline)) && lw.leaf_list(*s).len() > 1);
+                if (xa.is_none() && !own_mlp(self, a)) || (xc.is_none() && !own_mlp(self, c)) {
+                    return Ok(None);
+                }
+                let side = |lw: &mut Self, lin: Option<Lin>, op: &Operand| -> Result<Option<Lin>, Diagnostic> {
+                    match (lin, op) {
+                        (Some(l), _) => Ok(Some(l)),
+                        (None, Operand::Sop(s)) => {
+                            lw.view(*s)?;
+                            lw.lin_of(*s)
+                        }
+                        (None, Operand::Const(_)) => Ok(None),
+                    }
+                };
+                let (Some(x), Some(y)) = (side(self, xa, a)?, side(self, xc, c)?) else { return Ok(None) };
                 x.add(&y, if *b == BinOp::Sub { -1.0 } else { 1.0 })
             }
             (MapOp::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul), [Operand::Sop(_), Operand::Const(_)] | [Operand::Const(_), Operand::Sop(_)])

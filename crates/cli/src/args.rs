@@ -345,7 +345,8 @@ pub struct Target {
     /// Real-valued programs: interpolation error per piecewise-linear function (default: per
     /// function, the coarsest within about twice the f32 rounding of its weights; relative for
     /// exp and reciprocals; docs/compiler.md. A smaller value can tighten a bound at the cost of
-    /// more units).
+    /// more units, up to a point: more units also round more in f32, so a much smaller value
+    /// can loosen it; `compile --bounds` prints the bound).
     #[arg(long = "pl-error")]
     pub pl_error: Option<f64>,
     /// Longest input the model accepts.

@@ -133,6 +133,9 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
         (None, None, Some(g)) => grid(g)?,
         (None, None, None) => return Err("give --vocab (token inputs), --input-grid or --input-bounds (real-valued inputs)".to_string().into()),
     };
+    if real.is_none() && target.pl_error.is_some() {
+        let _ = writeln!(err, "warning: --pl-error changes nothing here: it is for real-valued programs (--input-bounds); a token program's MLPs are exact lookups");
+    }
     if real.is_none() && target.mlp == MlpArg::Gated {
         let _ = writeln!(err, "warning: --mlp gated changes nothing here: it is for real-valued programs (--input-bounds); a token program's MLPs are exact lookups either way");
     }
