@@ -113,7 +113,7 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
         let kind = lex.unwrap_or(kind);
         // After `grid_compare` too (`m > indices` becomes `ceil(m) > indices`, still 10,000
         // combinations at max-len 100).
-        let kind = facts.filter(|f| !f.structural && false).and_then(|f| difference_compare(&kind, f, &mut out, node.span)).unwrap_or(kind);
+        let kind = facts.filter(|f| !f.structural).and_then(|f| difference_compare(&kind, f, &mut out, node.span)).unwrap_or(kind);
         if let Some(f) = facts {
             f.tables.borrow_mut().0 = None;
         }
