@@ -162,7 +162,13 @@ fn precision_refusal(graph: &Graph, root: NodeId, plan: &plan::Plan, schedule: &
     let num = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x}") } else { format!("{x:.3e}") };
     let this = if name == node.label { "this s-op".to_string() } else { format!("`{name}` feeds this s-op") };
     let mean = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Head(h) if h.o.iter().any(|o| o.slot == pp.slot)));
-    let advice = if mean {
+    let advice = if pp.label.ends_with(":inverse") {
+        // selector_width (and `length`, a width) is read from the mean 1/(w+1).
+        format!(
+            "`{name}` is a selector width, which a head computes as the mean 1/(w+1): at --max-len {}, 1/(k+1) and 1/(k+2) for the largest k are closer together than f32 tells apart; a smaller --max-len compiles (widths up to 417 do)",
+            opts.max_len
+        )
+    } else if mean {
         format!("`{name}` is a mean, which attention computes as a number whatever its encoding, so no encoding avoids it; smaller numbers do (averaging `x - c` and adding `c` after, for a large common offset c, keeps the mean's own rounding small)")
     } else if opts.categorical.contains(&name) {
         format!("`{name}` is computed as a number before it is stored categorically, so no encoding avoids it; smaller or fewer distinct numbers do")

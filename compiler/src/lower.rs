@@ -360,7 +360,7 @@ impl Lowerer<'_> {
             ValueSet::Finite(s) => Ok(s.iter().cloned().collect()),
             ValueSet::Unbounded => {
                 let what = crate::names::describe(self.g, id);
-                Err(self.err(id, "compile::unbounded", format!("the values of {what} cannot be bounded")).with_label("too many possible values").with_note(format!(
+                Err(self.err(id, "compile::unbounded", format!("{what} takes too many values to list")).with_label("too many possible values").with_note(format!(
                     "with these inputs and --max-len {}, {what} could take more than {} values; a categorical encoding needs a finite set: a smaller --vocab or --max-len, or `--encoding NAME=numerical` on a named s-op that feeds it, can bound it",
                     self.opts.max_len,
                     crate::infer::MAX_VALUES
@@ -905,7 +905,16 @@ impl Lowerer<'_> {
             return Err(self
                 .finite(id)
                 .err()
-                .unwrap_or_else(|| self.err(id, "compile::unbounded", format!("the values of `{}` cannot be bounded", self.label(id))).with_label("needed as a categorical value")));
+                .unwrap_or_else(|| {
+                    let what = crate::names::describe(self.g, id);
+                    self.err(id, "compile::unbounded", format!("{what} takes too many values to list, and a reader needs it one-hot"))
+                        .with_label("needed as a categorical value")
+                        .with_note(format!(
+                            "a categorical encoding has a dim per value; with these inputs and --max-len {}, {what} can take more than {} values (a number it is computed as); a smaller --max-len or --vocab bounds it",
+                            self.opts.max_len,
+                            crate::infer::MAX_VALUES
+                        ))
+                }));
         };
         let atoms: Vec<Atom> = match self.num_atoms.get(&num) {
             Some(groups) => groups.iter().map(|g| g[0].clone()).collect(),

@@ -335,7 +335,15 @@ fn advice_names_the_options_the_program_uses() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("`x_3` (a later value of `x`) can take too many values for the map that reads it"), "{err}");
     assert!(err.contains("--max-len 8, `x_3` (a later value of `x`) can take more than 4097 values") && err.contains("means.rasp:4:9"), "{err}");
-    assert!(!out.exists());
+    // A width past max-len 417: its mean 1/(w+1) is what f32 cannot hold apart (said so; not
+    // the advice for a mean of the user's numbers).
+    let width = dir.join("width.rasp");
+    std::fs::write(&width, "w = selector_width(select(tokens, tokens, ==));\n").unwrap();
+    let (code, _, err) = run_cli(&["compile", width.to_str().unwrap(), "--vocab", "ab", "--max-len", "418", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`w` is a selector width, which a head computes as the mean 1/(w+1)") && !err.contains("x - c"), "{err}");
+    let (code, _, err) = run_cli(&["compile", width.to_str().unwrap(), "--vocab", "ab", "--max-len", "417", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
