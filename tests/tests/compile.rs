@@ -126,6 +126,27 @@ fn soft_attention_needs_the_derived_beta() {
     assert!(run(beta / 8.0).failed > 0, "an eighth of the derived beta should not be enough");
 }
 
+/// β allows for depth: a 24-layer chain agrees with the interpreter under soft attention at
+/// the derived β, and not at half of it (about what a derivation per head alone gave: 442 of
+/// 1000 inputs wrong).
+#[test]
+fn soft_attention_holds_through_a_deep_chain() {
+    let case = Case { file: "deep_chain.rasp", entry: None, vocab: "[0,1,2,3,4,5,6,7,8,9]" };
+    let (s, root, vocab, compiled) = compile(&case, 64, false).unwrap();
+    assert!(compiled.summary.layers >= 24, "{}", compiled.summary);
+    let beta = compiled.checkpoint.config.attention.soft_beta;
+    let seqs = raspc::verify::generate(&Inputs::Random { count: 300, seed: 24 }, vocab.len(), 64).unwrap();
+    let run = |b: f64| {
+        let mut ck = compiled.checkpoint.clone();
+        ck.config.attention.soft_beta = b;
+        let model = raspc_runtime::Model::new(ck, &raspc_runtime::device("cpu").unwrap()).unwrap();
+        raspc::verify::verify(&s.graph, root, &model, &vocab, &seqs, &[raspc_runtime::Attention::Soft, raspc_runtime::Attention::Hard], &mut |_| {}).unwrap()
+    };
+    let at_beta = run(beta);
+    assert_eq!((at_beta.failed, at_beta.checked), (0, 300), "{:#?}", at_beta.examples);
+    assert!(run(beta / 2.0).failed > 0, "half the derived beta should not be enough at depth 24");
+}
+
 /// Layers and widths stay within Tracr's at max-len 16 (docs/benchmarks.md has the table).
 #[test]
 fn no_deeper_or_wider_than_tracr() {
