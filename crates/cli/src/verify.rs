@@ -270,8 +270,14 @@ pub fn verify(graph: &Graph, root: NodeId, model: &Model, vocab: &[Atom], inputs
                 let ids: Vec<Vec<u32>> =
                     rows.iter().map(|(_, a, _)| model.encode(&a.iter().map(Atom::to_json).collect::<Vec<_>>())).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
                 for (m, &mode) in modes.iter().enumerate() {
-                    let out = model.forward(&ids, mode).map_err(|e| e.to_string())?;
-                    let decoded = model.decode(&out).map_err(|e| e.to_string())?;
+                    // Name the attention and an input of the batch: soft attention's errors can
+                    // grow where hard attention's cannot.
+                    let batch_failed = |e: raspc_runtime::RuntimeError| {
+                        let first = rows[0].1.iter().map(Atom::repr).collect::<Vec<_>>().join(", ");
+                        format!("{mode:?} attention, on a batch of {} inputs of length {} (the first [{first}]): {e}", rows.len(), rows[0].1.len())
+                    };
+                    let out = model.forward(&ids, mode).map_err(batch_failed)?;
+                    let decoded = model.decode(&out).map_err(batch_failed)?;
                     for ((i, atoms, want), got) in rows.iter().zip(decoded) {
                         let ok = got.len() == want.len() && got.iter().zip(want).all(|(g, w)| agrees(g, w, tol));
                         if !ok {
