@@ -61,6 +61,16 @@ pub fn summarize(ck: &Checkpoint) -> Summary {
 /// Largest model emitted (dense f32 parameters): 400 M, i.e. 1.6 GB.
 pub const MAX_PARAMS: usize = 400_000_000;
 
+/// The compiler's parameter limit: [`MAX_PARAMS`], or the `params` budget when `RASPC_LIMITS`
+/// sets one (the same name raises what the loaders accept).
+pub fn params_cap() -> usize {
+    let set = std::env::var(raspc_checkpoint::LIMITS_ENV).is_ok_and(|s| s.split(',').any(|kv| kv.trim().starts_with("params=")));
+    match raspc_checkpoint::Limits::from_env() {
+        Ok(l) if set => usize::try_from(l.max_params).unwrap_or(usize::MAX),
+        _ => MAX_PARAMS,
+    }
+}
+
 /// Dense parameter count of the checkpoint a plan and schedule would produce, without building it.
 fn estimated_params(plan: &plan::Plan, sched: &emit::Schedule, opts: &Options) -> usize {
     let d = sched.d_model;
@@ -250,15 +260,19 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
     }
     let schedule = emit::schedule(&plan);
     let params = estimated_params(&plan, &schedule, opts);
-    if params > MAX_PARAMS {
+    let cap = params_cap();
+    if params > cap {
         let node = graph.node(root);
         return Err(vec![Diagnostic::error(
             "compile::too_large",
-            format!("the model for `{}` would have about {params} parameters (the limit is {MAX_PARAMS})", node.label),
+            format!("the model for `{}` would have about {params} parameters (the limit is {cap})", node.label),
             node.span,
         )
         .with_label("this s-op")
-        .with_note(format!("d_model would be {}; a smaller --max-len or vocabulary shrinks the one-hot encodings", schedule.d_model))]);
+        .with_note(format!("d_model would be {}; a smaller --max-len or vocabulary shrinks the one-hot encodings", schedule.d_model))
+        .with_note(format!(
+            "the limit keeps a compile within memory (dense f32 tensors); `RASPC_LIMITS=params=N` raises it with the loaders' budget of the same name (docs/checkpoint-format.md, \"Budgets\")"
+        ))]);
     }
     if let Some(d) = precision_refusal(graph, root, &plan, &schedule, opts) {
         return Err(vec![d]);

@@ -124,6 +124,8 @@ struct Lowerer<'a> {
     sums: HashMap<SlotId, affine::Lin>,
     /// Users of each s-op (built on first use).
     users: HashMap<NodeId, Vec<NodeId>>,
+    /// [`Lowerer::read_as_number`]'s answers (they depend on the graph alone).
+    read_as_number: HashMap<NodeId, bool>,
     /// Extra token-embedding and position-embedding entries (sum slots).
     token_values: Vec<EmbedRow>,
     positional: Vec<EmbedRow>,
@@ -174,6 +176,7 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
         ivs,
         sums: HashMap::new(),
         users: HashMap::new(),
+        read_as_number: HashMap::new(),
         token_values: vec![],
         positional: vec![],
         grid_reads: Default::default(),

@@ -139,3 +139,20 @@ fn a_copy_scaled_into_a_sum_keeps_soft_attention_within_the_gap() {
     assert_eq!(b.compiled.summary.layers, 1, "{}", b.compiled.summary);
     check(&b, 16, 300);
 }
+
+/// A long chain of sums is read as a number all the way (the check that decides it keeps its
+/// answers, so it is not cut short at 16 additions): 24 shifted copies of the tokens add up in
+/// one attention layer with no MLP. (At 19 copies it had become 14 layers and 105 M
+/// parameters.)
+#[test]
+fn a_sum_of_24_shifted_copies_is_one_layer() {
+    let mut src = String::new();
+    for i in 0..24 {
+        src.push_str(&format!("s{i} = aggregate(select(indices, indices - {i}, ==), tokens_int, 0);\n"));
+    }
+    src.push_str(&format!("total = {} + 0;\n", (0..24).map(|i| format!("s{i}")).collect::<Vec<_>>().join(" + ")));
+    let b = build(&src, "total", (0..10).map(Atom::Int).collect(), 32);
+    assert_eq!((b.compiled.summary.layers, mlp_units(&b.compiled)), (1, 0), "{}", b.compiled.summary);
+    assert!(b.compiled.summary.d_model <= 60, "{}", b.compiled.summary);
+    check(&b, 32, 300);
+}

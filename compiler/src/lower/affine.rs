@@ -116,21 +116,29 @@ impl Lowerer<'_> {
     /// True when every user of `id` reads it as a number anyway: the output, linear maps
     /// (themselves read only as numbers), products with positions, `round`, numerical means.
     fn read_as_number(&mut self, id: NodeId, depth: usize) -> bool {
-        if depth > 16 {
+        if let Some(&known) = self.read_as_number.get(&id) {
+            return known;
+        }
+        // Answers are kept, so a long chain of sums (`s0 + s1 + ... + s18`) is walked once; the
+        // depth bound only keeps the recursion within the stack.
+        if depth > 4096 {
             return false;
         }
         let users = self.users_of(id);
-        if users.is_empty() {
-            return id == self.root;
-        }
-        users.into_iter().all(|u| match &self.g.node(u).kind {
-            NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub) | MapOp::Neg | MapOp::Pos | MapOp::Round, .. } => self.read_as_number(u, depth + 1),
-            NodeKind::Map { op: MapOp::Binary(BinOp::Mul | BinOp::Div), args } => {
-                args.iter().any(|a| matches!(a, Operand::Const(c) if number(c).is_some())) && self.read_as_number(u, depth + 1)
-            }
-            NodeKind::Aggregate { sel, values, .. } => *values == id && !crate::infer::selects_at_most_one_with(self.g, *sel, self.opts.max_len, &self.sets),
-            _ => false,
-        })
+        let answer = if users.is_empty() {
+            id == self.root
+        } else {
+            users.into_iter().all(|u| match &self.g.node(u).kind {
+                NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub) | MapOp::Neg | MapOp::Pos | MapOp::Round, .. } => self.read_as_number(u, depth + 1),
+                NodeKind::Map { op: MapOp::Binary(BinOp::Mul | BinOp::Div), args } => {
+                    args.iter().any(|a| matches!(a, Operand::Const(c) if number(c).is_some())) && self.read_as_number(u, depth + 1)
+                }
+                NodeKind::Aggregate { sel, values, .. } => *values == id && !crate::infer::selects_at_most_one_with(self.g, *sel, self.opts.max_len, &self.sets),
+                _ => false,
+            })
+        };
+        self.read_as_number.insert(id, answer);
+        answer
     }
 
     /// Lowers a linear map, or a product with a function of `indices`, without enumeration.
