@@ -270,9 +270,7 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         )
         .with_label("this s-op")
         .with_note(format!("d_model would be {}; a smaller --max-len or vocabulary shrinks the one-hot encodings", schedule.d_model))
-        .with_note(format!(
-            "the limit keeps a compile within memory (dense f32 tensors); `RASPC_LIMITS=params=N` raises it with the loaders' budget of the same name (docs/checkpoint-format.md, \"Budgets\")"
-        ))]);
+        .with_note("the limit keeps a compile within memory (dense f32 tensors); `RASPC_LIMITS=params=N` raises it with the loaders' budget of the same name (docs/checkpoint-format.md, \"Budgets\")")]);
     }
     if let Some(d) = precision_refusal(graph, root, &plan, &schedule, opts) {
         return Err(vec![d]);
