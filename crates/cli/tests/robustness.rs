@@ -509,3 +509,26 @@ fn a_bad_budget_in_the_environment_is_not_blamed_on_the_file() {
         assert!(err.starts_with("error: bad RASPC_LIMITS: `foo=1`") && !err.contains(f.as_str()), "{args:?}: {err}");
     }
 }
+
+/// `RASPC_LIMITS=params=N` is compile's parameter limit as well as the loaders' budget: a small
+/// one refuses a model, naming the limit and how to raise it; a large one admits it.
+#[test]
+fn the_params_budget_is_compiles_limit_too() {
+    let dir = scratch();
+    let prog = dir.join("rev.rasp");
+    std::fs::write(&prog, "r = aggregate(select(indices, length - indices - 1, ==), tokens);\n").unwrap();
+    let out = dir.join("rev.safetensors");
+    let compile = |limits: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_raspc"))
+            .args(["compile", prog.to_str().unwrap(), "--vocab", "abc", "--max-len", "8", "-o", out.to_str().unwrap(), "--force"])
+            .env("RASPC_LIMITS", limits)
+            .output()
+            .expect("start raspc");
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = compile("params=1000");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("compile::too_large") && err.contains("(the limit is 1000)") && err.contains("RASPC_LIMITS=params=N"), "{err}");
+    let (code, err) = compile("params=1e9");
+    assert_eq!(code, Some(0), "{err}");
+}
