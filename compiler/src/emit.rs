@@ -312,12 +312,15 @@ fn head_rounding(plan: &Plan, sched: &Schedule, s: SlotId) -> (bool, f64) {
     (one_signed, at_largest)
 }
 
-/// The f32 error of the output at a value of magnitude `mag` (what [`precision_problem`]
-/// charges): a few u·|v| for the value and the readout, plus the heads' rounding.
-fn output_error(plan: &Plan, sched: &Schedule, mag: f64) -> f64 {
-    let u = f32::EPSILON as f64;
-    let (one_signed, at_largest) = head_rounding(plan, sched, plan.output.slot);
-    4.0 * u * mag + if one_signed { 8.0 * u * mag } else { at_largest }
+/// The heads' share of the output's f32 error at a value of magnitude `mag`, given the output
+/// slot's [`head_rounding`]: at the value itself when one head writes it from one-signed terms,
+/// else at the largest values the heads average.
+fn heads_error((one_signed, at_largest): (bool, f64), mag: f64) -> f64 {
+    if one_signed {
+        8.0 * f32::EPSILON as f64 * mag
+    } else {
+        at_largest
+    }
 }
 
 /// The largest f32 error of an output with listed values (at its largest value): the
@@ -327,7 +330,12 @@ fn output_error(plan: &Plan, sched: &Schedule, mag: f64) -> f64 {
 /// magnitude).
 pub fn output_rounding(plan: &Plan, sched: &Schedule) -> f64 {
     match &plan.output.points {
-        Some(p) if p.len() > 1 => output_error(plan, sched, p.iter().fold(0.0f64, |m, x| m.max(x.abs()))),
+        Some(p) if p.len() > 1 => {
+            // What `precision_problem` charges at the largest value: a few u·|v| for the value
+            // and the readout, plus the heads' rounding.
+            let mag = p.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            4.0 * f32::EPSILON as f64 * mag + heads_error(head_rounding(plan, sched, plan.output.slot), mag)
+        }
         _ => 0.0,
     }
 }
@@ -360,10 +368,10 @@ pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProbl
             // Each pair of neighbouring values at its own magnitude (1/6 apart near 1 is fine
             // beside 100000).
             (Some(p), _) if p.len() > 1 => {
-                let (one_signed, at_largest) = head_rounding(out.slot);
+                let rounding = head_rounding(out.slot);
                 let found = p.windows(2).find_map(|w| {
                     let (gap, mag) = (w[1] - w[0], w[0].abs().max(w[1].abs()));
-                    problem(out.slot, gap, gap / 2.0, mag, if one_signed { 8.0 * u * mag } else { at_largest })
+                    problem(out.slot, gap, gap / 2.0, mag, heads_error(rounding, mag))
                 });
                 if found.is_some() {
                     return found;
