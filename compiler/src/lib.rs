@@ -238,7 +238,31 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
             let mut o = opts.clone();
             o.numerical.retain(|n| !gone(n));
             o.categorical.retain(|n| !gone(n));
-            (lower::lower_noting(&simple, simple_root, &o, &inexact)?, None)
+            // Sums of two s-ops enumerated up to 8,192 value combinations, or added in a sum
+            // slot from 1,024 on: the second plan is kept when it is no deeper, no wider and no
+            // larger (Tracr's sort at max-len 64: 3.2 M parameters enumerating a 65 x 65 sum,
+            // 0.19 M adding it); neither is better everywhere (a sum read one-hot can need a
+            // layer more).
+            let plain = lower::lower_noting(&simple, simple_root, &o, &inexact);
+            let eager = lower::lower_noting(&simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, &inexact);
+            let plan = match (plain, eager) {
+                (Ok(a), Ok(b)) => {
+                    let size = |p: &plan::Plan| {
+                        let s = emit::schedule(p);
+                        (s.layers, s.d_model, estimated_params(p, &s, &o))
+                    };
+                    let ((la, da, pa), (lb, db, pb)) = (size(&a), size(&b));
+                    if lb <= la && db <= da && pb <= pa {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                (Ok(a), Err(_)) => a,
+                (Err(_), Ok(b)) => b,
+                (Err(e), Err(_)) => return Err(e),
+            };
+            (plan, None)
         }
     };
     // The output is named after the entry as the caller's graph labels it (the user's name),

@@ -57,7 +57,14 @@ pub struct Options {
     pub categorical: BTreeSet<String>,
     /// Real-valued inputs (`--input-bounds`): compiled by [`crate::real`] instead.
     pub real: Option<crate::real::RealOptions>,
+    /// Lower `a + b` of two s-ops as a sum slot from [`EAGER_SUM_COMBINATIONS`] value
+    /// combinations on, instead of enumerating them up to [`MAX_COMBINATIONS`]. `compile` tries
+    /// both and keeps this plan when it is no deeper, no wider and no larger.
+    pub eager_sums: bool,
 }
+
+/// Value combinations from which [`Options::eager_sums`] adds two s-ops in a sum slot.
+pub const EAGER_SUM_COMBINATIONS: usize = 1024;
 
 #[derive(Clone, Debug)]
 enum Rep {

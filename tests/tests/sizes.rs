@@ -9,7 +9,9 @@
 //! `idioms/long_add_ref.rasp` was replaced by a different program (written in the reference's
 //! style instead of loading the corpus's long addition); its rows are that program's sizes.
 //! On 2026-12-01 every row was lowered to the sizes the compiler then gave (all smaller or
-//! equal; rows that read `refused` became sizes), so any growth since is caught.
+//! equal; rows that read `refused` became sizes), so any growth since is caught; again in
+//! session 13, when sums of two widths began to be added rather than enumerated (16 rows at
+//! max-len 64 smaller, none larger).
 
 use raspc_tests::{compile, Case};
 use std::collections::BTreeMap;

@@ -173,7 +173,8 @@ impl Lowerer<'_> {
         let lin = match (&op, args.as_slice()) {
             (MapOp::Binary(b @ (BinOp::Add | BinOp::Sub)), [a, c]) if sop_leaves.len() == 2 => {
                 let combos = leaves.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1)));
-                if !(any_num || combos > MAX_COMBINATIONS || self.read_as_number(id, 0)) {
+                let enumerate_up_to = if self.opts.eager_sums { super::EAGER_SUM_COMBINATIONS } else { MAX_COMBINATIONS };
+                if !(any_num || combos > enumerate_up_to || self.read_as_number(id, 0)) {
                     return Ok(None);
                 }
                 // Beside a number, a map of several s-ops (`round(x * prev) + mean`) is computed
