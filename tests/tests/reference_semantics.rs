@@ -393,3 +393,15 @@ fn negative_indices_read_length_as_bound() {
     let e = eval("def f(seq, length) { return seq[-1]; }\nprog = f(tokens, 2);", "prog", &chars).unwrap_err();
     assert!(e.contains("a negative index reads `length`") && e.contains("int 2"), "{e}");
 }
+
+/// Booleans index as the integers 0 and 1, as in Python (the reference checks
+/// `isinstance(index, int)`, which a bool passes): lists, strings and s-ops.
+#[test]
+fn booleans_index_as_0_and_1() {
+    let v = eval("a = [1, 2][True];\nb = \"abc\"[True];\nprog = tokens[True] if a == 2 and b == \"b\" else tokens;", "prog", &chars("abcd")).unwrap();
+    assert_eq!(json(&v), json!(["b", "b", "b", "b"]));
+    let v = eval("prog = tokens[False];", "prog", &chars("abcd")).unwrap();
+    assert_eq!(json(&v), json!(["a", "a", "a", "a"]));
+    let e = eval("q = [1, 2][1.5];\nprog = tokens;", "prog", &chars("ab")).unwrap_err();
+    assert!(e.contains("must be an integer"), "{e}");
+}

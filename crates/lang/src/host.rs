@@ -992,8 +992,11 @@ impl<'l> Evaluator<'l> {
     fn index(&mut self, t: HostValue, i: HostValue, tspan: Span, ispan: Span, span: Span, env: &Env) -> R<HostValue> {
         match (&t, &i) {
             (HostValue::List(_) | HostValue::Atom(Atom::Str(_)), HostValue::Atom(a)) => {
-                let Atom::Int(k) = a else {
-                    return Err(self.err("eval::type", format!("index into {} must be an integer, got {}", t.a_kind(), i.describe()), ispan, "not an integer"));
+                // Python's booleans are the integers 0 and 1: `[1, 2][True]` is 2.
+                let k = &match a {
+                    Atom::Int(k) => *k,
+                    Atom::Bool(b) => i64::from(*b),
+                    _ => return Err(self.err("eval::type", format!("index into {} must be an integer, got {}", t.a_kind(), i.describe()), ispan, "not an integer")),
                 };
                 let len = match &t {
                     HostValue::List(l) => l.len(),
@@ -1010,7 +1013,13 @@ impl<'l> Evaluator<'l> {
                 item.ok_or_else(|| self.err("eval::index", format!("index {k} out of range for {} of length {len}", t.a_kind()), ispan, "out of range"))
             }
             (HostValue::Dict(d), HostValue::Atom(a)) => d.get(a).cloned().ok_or_else(|| self.err("eval::index", format!("key {} not in dict", a.repr()), ispan, "missing key")),
-            (HostValue::Sop(s), HostValue::Atom(Atom::Int(k))) => {
+            (HostValue::Sop(s), HostValue::Atom(a @ (Atom::Int(_) | Atom::Bool(_)))) => {
+                // `sop[True]` is `sop[1]`, as in Python.
+                let k = &match a {
+                    Atom::Bool(b) => i64::from(*b),
+                    Atom::Int(k) => *k,
+                    _ => 0,
+                };
                 // sop[k]: the value at position k (negative: from the end), everywhere.
                 let indices = self.node(NodeKind::Indices, span)?;
                 let target = if *k >= 0 {
