@@ -243,10 +243,15 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
             // larger (Tracr's sort at max-len 64: 3.2 M parameters enumerating a 65 x 65 sum,
             // 0.19 M adding it); neither is better everywhere (a sum read one-hot can need a
             // layer more).
-            let plain = lower::lower_noting(&simple, simple_root, &o, &inexact);
-            let eager = lower::lower_noting(&simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, &inexact);
-            let plan = match (plain, eager) {
-                (Ok(a), Ok(b)) => {
+            // The second lowering only when the first enumerated a sum it would add (or failed).
+            let plain = lower::lower_noting_choices(&simple, simple_root, &o, &inexact);
+            let eager = match &plain {
+                Ok((_, false)) => None,
+                _ => Some(lower::lower_noting(&simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, &inexact)),
+            };
+            let plan = match (plain.map(|(p, _)| p), eager) {
+                (Ok(a), None) => a,
+                (Ok(a), Some(Ok(b))) => {
                     let size = |p: &plan::Plan| {
                         let s = emit::schedule(p);
                         (s.layers, s.d_model, estimated_params(p, &s, &o))
@@ -258,9 +263,9 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
                         a
                     }
                 }
-                (Ok(a), Err(_)) => a,
-                (Err(_), Ok(b)) => b,
-                (Err(e), Err(_)) => return Err(e),
+                (Ok(a), Some(Err(_))) => a,
+                (Err(_), Some(Ok(b))) => b,
+                (Err(e), _) => return Err(e),
             };
             (plan, None)
         }

@@ -133,6 +133,8 @@ struct Lowerer<'a> {
     users: HashMap<NodeId, Vec<NodeId>>,
     /// [`Lowerer::read_as_number`]'s answers (they depend on the graph alone).
     read_as_number: HashMap<NodeId, bool>,
+    /// Some sum was enumerated that [`Options::eager_sums`] would add in a sum slot.
+    eager_sums_differ: bool,
     /// Extra token-embedding and position-embedding entries (sum slots).
     token_values: Vec<EmbedRow>,
     positional: Vec<EmbedRow>,
@@ -149,6 +151,12 @@ pub fn lower(g: &Graph, root: NodeId, opts: &Options) -> Result<Plan, Vec<Diagno
 /// (`simplify::simplify_noting`): they join those nodes' value sets, so a map that tells them
 /// apart is refused.
 pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<NodeId, Vec<Atom>>) -> Result<Plan, Vec<Diagnostic>> {
+    lower_noting_choices(g, root, opts, inexact).map(|(plan, _)| plan)
+}
+
+/// [`lower_noting`], and whether [`Options::eager_sums`] would lower some sum differently (when
+/// not, a second lowering with it gives the same plan).
+pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<NodeId, Vec<Atom>>) -> Result<(Plan, bool), Vec<Diagnostic>> {
     let node = g.node(root);
     if node.kind.is_selector() {
         return Err(vec![Diagnostic::error("compile::entry", format!("`{}` is a selector; only s-ops can be compiled", node.label), node.span)
@@ -184,6 +192,7 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
         sums: HashMap::new(),
         users: HashMap::new(),
         read_as_number: HashMap::new(),
+        eager_sums_differ: false,
         token_values: vec![],
         positional: vec![],
         grid_reads: Default::default(),
@@ -241,7 +250,8 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
         }
     }
     let output = output.ok_or_else(|| vec![lw.internal(root, "the output was not lowered")])?;
-    Ok(Plan {
+    let differ = lw.eager_sums_differ;
+    let plan = Plan {
         slots: lw.slots,
         blocks: lw.blocks,
         tokens: lw.tokens,
@@ -256,7 +266,8 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
         output_ints: lw.ivs.get(&root).filter(|iv| iv.int).map(|iv| (iv.lo, iv.hi)),
         grid_reads: lw.grid_reads,
         parts: std::collections::BTreeMap::new(),
-    })
+    };
+    Ok((plan, differ))
 }
 
 /// Advances an odometer over `idx[j] in 0..size(j)`; false after the last combination.

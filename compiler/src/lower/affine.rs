@@ -175,6 +175,8 @@ impl Lowerer<'_> {
                 let combos = leaves.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1)));
                 let enumerate_up_to = if self.opts.eager_sums { super::EAGER_SUM_COMBINATIONS } else { MAX_COMBINATIONS };
                 if !(any_num || combos > enumerate_up_to || self.read_as_number(id, 0)) {
+                    // Enumerated here; with eager sums it would not be (`compile` then tries).
+                    self.eager_sums_differ |= combos > super::EAGER_SUM_COMBINATIONS;
                     return Ok(None);
                 }
                 // Beside a number, a map of several s-ops (`round(x * prev) + mean`) is computed

@@ -64,6 +64,14 @@ impl Atom {
         }
     }
 
+    /// The integer an int or a bool is in Python (`True` is 1); None for floats and strings.
+    pub fn as_int(&self) -> Option<i64> {
+        match self.num() {
+            Some(Num::I(i)) => Some(i),
+            _ => None,
+        }
+    }
+
     pub fn as_f64(&self) -> Option<f64> {
         self.num().map(|n| n.f())
     }

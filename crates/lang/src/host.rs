@@ -993,10 +993,8 @@ impl<'l> Evaluator<'l> {
         match (&t, &i) {
             (HostValue::List(_) | HostValue::Atom(Atom::Str(_)), HostValue::Atom(a)) => {
                 // Python's booleans are the integers 0 and 1: `[1, 2][True]` is 2.
-                let k = &match a {
-                    Atom::Int(k) => *k,
-                    Atom::Bool(b) => i64::from(*b),
-                    _ => return Err(self.err("eval::type", format!("index into {} must be an integer, got {}", t.a_kind(), i.describe()), ispan, "not an integer")),
+                let Some(k) = &a.as_int() else {
+                    return Err(self.err("eval::type", format!("index into {} must be an integer, got {}", t.a_kind(), i.describe()), ispan, "not an integer"));
                 };
                 let len = match &t {
                     HostValue::List(l) => l.len(),
@@ -1015,11 +1013,7 @@ impl<'l> Evaluator<'l> {
             (HostValue::Dict(d), HostValue::Atom(a)) => d.get(a).cloned().ok_or_else(|| self.err("eval::index", format!("key {} not in dict", a.repr()), ispan, "missing key")),
             (HostValue::Sop(s), HostValue::Atom(a @ (Atom::Int(_) | Atom::Bool(_)))) => {
                 // `sop[True]` is `sop[1]`, as in Python.
-                let k = &match a {
-                    Atom::Bool(b) => i64::from(*b),
-                    Atom::Int(k) => *k,
-                    _ => 0,
-                };
+                let k = &a.as_int().unwrap_or_default();
                 // sop[k]: the value at position k (negative: from the end), everywhere.
                 let indices = self.node(NodeKind::Indices, span)?;
                 let target = if *k >= 0 {
