@@ -188,3 +188,9 @@ pub fn full_length_ids(model: &raspc_runtime::Model, vocab: &[Atom], n: usize, c
         })
         .collect()
 }
+
+/// How many cases a property test runs: `PROPTEST_CASES` when set (for a longer hunt), else the
+/// test's own CI count.
+pub fn prop_cases(ci: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(ci)
+}

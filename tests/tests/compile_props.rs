@@ -136,7 +136,7 @@ fn program(steps: &[Step]) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: raspc_tests::prop_cases(300), ..ProptestConfig::default() })]
 
     #[test]
     fn compiled_models_agree_with_the_interpreter(steps in proptest::collection::vec(step(), 1..6), causal in any::<bool>()) {

@@ -839,7 +839,7 @@ fn check(seed: u64) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 4000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: raspc_tests::prop_cases(4000), failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn interpreter_agrees_with_the_reference_rules(seed in any::<u64>()) {
         if let Err(e) = check(seed) {

@@ -35,8 +35,16 @@ impl Shown {
                 shown.keep(text, start, end);
             } else {
                 // The labels that start on this line, clipped to it.
-                let on_line: Vec<(usize, usize)> = marks.iter().filter(|&&(s, _)| s >= start && s < end).map(|&(s, e)| (s - start, e.min(start + body.len()) - start)).collect();
-                let char_at = |byte: usize| body[..byte].chars().count();
+                let on_line: Vec<(usize, usize)> =
+                    marks.iter().filter(|&&(s, _)| s >= start && s < end).map(|&(s, e)| (s - start, e.max(s).min(start + body.len()).max(start) - start)).collect();
+                // Offsets inside a character (or in the line break) count up to it.
+                let char_at = |byte: usize| {
+                    let mut b = byte.min(body.len());
+                    while !body.is_char_boundary(b) {
+                        b -= 1;
+                    }
+                    body[..b].chars().count()
+                };
                 let byte_at = |ch: usize| body.char_indices().nth(ch).map_or(body.len(), |(b, _)| b);
                 let (lo, hi) = match (on_line.iter().map(|m| m.0).min(), on_line.iter().map(|m| m.1).max()) {
                     (Some(lo), Some(hi)) => (char_at(lo).saturating_sub(CONTEXT), (char_at(hi) + CONTEXT).min(chars)),
@@ -71,10 +79,17 @@ impl Shown {
         }
         // Otherwise the last kept piece that starts at or before it (the line ends between
         // pieces are kept whole after them).
-        match self.kept.iter().rev().find(|k| k.0 <= pos) {
+        // An offset past the end of a piece lies in the line break after it, or at the end of
+        // the file after a cut line: never past the shown text, nor inside a character.
+        let at = match self.kept.iter().rev().find(|k| k.0 <= pos) {
             Some(&(s, e, n)) => n + (pos.min(e) - s) + pos.saturating_sub(e),
             None => 0,
+        };
+        let mut at = at.min(self.text.len());
+        while !self.text.is_char_boundary(at) {
+            at -= 1;
         }
+        at
     }
 }
 
@@ -172,6 +187,34 @@ mod tests {
         // The caret is under the label.
         let caret = out.lines().find(|l| l.contains("^^^")).unwrap();
         assert_eq!(caret.chars().position(|c| c == '^'), shown.chars().position(|c| c == 'B'), "{out}");
+    }
+
+    #[test]
+    fn a_label_at_the_end_of_a_file_whose_last_line_is_cut() {
+        // The last line has no line break and is longer than MAX_LINE; a label at the very end
+        // of the file (an unexpected end) sits after the cut, beside the closing `…`.
+        for tail in ["", "é", "\n"] {
+            let text = format!("x = {}{tail}", "set y (".repeat(40));
+            let out = one(&text, text.len(), text.len(), Some((4, 7)));
+            assert!(out.contains("p.rasp:") && out.contains('…'), "{out}");
+            let out = one(&text, text.len(), text.len(), None);
+            assert!(out.contains("here"), "{out}");
+        }
+    }
+
+    #[test]
+    fn any_labels_on_any_text_render() {
+        // Offsets past the end, inside a character, or spanning lines never panic.
+        let texts = ["", "é", &"é(".repeat(200), &format!("{}\n{}", "a".repeat(300), "…".repeat(170)), &format!("{}\r\n\r\n{}", "ab".repeat(90), "x")];
+        for text in texts {
+            let n = text.len();
+            for start in [0, 1, 2, n / 3, n / 2, n.saturating_sub(2), n.saturating_sub(1), n, n + 5] {
+                for end in [start, start + 1, start + 3, n, n + 1] {
+                    let out = one(text, start, end, Some((end.min(n) / 2, n)));
+                    assert!(out.contains("test::place"), "{out}");
+                }
+            }
+        }
     }
 
     #[test]
