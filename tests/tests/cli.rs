@@ -981,6 +981,16 @@ fn misused_inputs_get_a_message_that_says_what_they_are() {
     let (code, _, err) = cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
     assert_eq!(code, 1);
     assert!(err.contains("bom.rasp:1:14") && !err.contains('\u{feff}'), "{err}");
+    // Old Mac line ends (a lone carriage return), as Python reads them: a comment ends at one,
+    // and a diagnostic names the right line.
+    let p = temp("cr.rasp");
+    std::fs::write(&p, "# a comment\rx = indices;\ry = x + 1;\r").unwrap();
+    let (code, out, err) = cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!((code, out.as_str()), (0, "[1, 2]\n"), "{err}");
+    std::fs::write(&p, "x = indices;\ry = x +;\rz = y;\r").unwrap();
+    let (code, _, err) = cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cr.rasp:2:8") && !err.contains('\r'), "{err}");
 }
 
 #[test]

@@ -340,7 +340,8 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     let prelude_file = ev.sources.add("<prelude>", None, PRELUDE);
     ev.library_files.push(prelude_file);
     // A UTF-8 byte-order mark (as some editors write) is not part of the program.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = source_text(text);
+    let text = text.as_ref();
     let main = ev.sources.add(name, path.map(Path::to_path_buf), text);
     ev.main_file = main;
     if let Err(d) = ev.install_builtins(prelude_file) {
@@ -720,7 +721,7 @@ impl<'l> Evaluator<'l> {
             }
             return Ok(());
         }
-        let text = text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text);
+        let text = source_text(&text).into_owned();
         let file = self.sources.add(full.display().to_string(), Some(full.clone()), text.clone());
         let (prog, errs) = parse(file, &text);
         if errs.is_empty() {
@@ -1351,4 +1352,19 @@ fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program)
         }
     }
     notes
+}
+
+/// A program file's text as read: without a UTF-8 byte-order mark (as some editors write), and
+/// with old Mac line ends (a lone `\r`) read as line breaks, as Python (and so the reference)
+/// reads them, byte for byte so that every offset stays the same.
+fn source_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let b = text.as_bytes();
+    let lone = |i: usize| b[i] == b'\r' && b.get(i + 1) != Some(&b'\n');
+    if (0..b.len()).any(lone) {
+        let fixed: Vec<u8> = (0..b.len()).map(|i| if lone(i) { b'\n' } else { b[i] }).collect();
+        std::borrow::Cow::Owned(String::from_utf8(fixed).expect("replacing an ASCII byte by another keeps UTF-8"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
