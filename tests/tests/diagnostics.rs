@@ -433,6 +433,11 @@ fn entries_and_repl_statements_are_reported_where_they_are() {
     let (code, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
     assert_eq!(code, 1);
     assert!(err.contains("`set example` needs a value") && err.contains("defs.rasp:1:5"), "{err}");
+    // An --entry the program does not define: the names it could be are listed, once each.
+    std::fs::write(&p, "same = select(tokens, tokens, ==);\nn = 2;\nhist = selector_width(same);\nhist = hist + n;\n").unwrap();
+    let (code, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab", "--entry", "histo"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("entry `histo` is not defined by the program; its s-ops and selectors: `same`, `hist`\n"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

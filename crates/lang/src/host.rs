@@ -140,6 +140,40 @@ fn set_var(env: &Env, name: &str, value: HostValue) {
     }
 }
 
+/// The visible name nearest to a misspelt one (at most a third of its letters off, and at least
+/// one), for "did you mean".
+fn nearest_name(env: &Env, name: &str) -> Option<String> {
+    let mut best: Option<(usize, String)> = None;
+    let mut cur = Some(env.clone());
+    while let Some(e) = cur {
+        let s = e.borrow();
+        for n in s.vars.keys() {
+            let d = edit_distance(name, n);
+            if d <= (name.chars().count() / 3).max(1) && best.as_ref().is_none_or(|(bd, bn)| (d, n) < (*bd, bn)) {
+                best = Some((d, n.clone()));
+            }
+        }
+        cur = s.parent.clone();
+    }
+    best.map(|(_, n)| n)
+}
+
+/// Levenshtein distance in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1).min(row[j] + 1).min(diag + usize::from(ca != cb));
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 fn lookup(env: &Env, name: &str) -> Option<HostValue> {
     let mut cur = env.clone();
     loop {
@@ -413,7 +447,21 @@ impl Session {
         match self.get(&name) {
             Some(HostValue::Sop(n)) | Some(HostValue::Sel(n)) => Ok((name, n)),
             Some(v) => Err(format!("entry `{name}` is {}, not an s-op or selector", v.a_kind())),
-            None => Err(format!("entry `{name}` is not defined by the program")),
+            None => {
+                // Name what could be compiled: the s-ops and selectors the program assigned.
+                let mut names: Vec<&String> = vec![];
+                for n in &self.assigned {
+                    if matches!(self.get(n), Some(HostValue::Sop(_) | HostValue::Sel(_))) && !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+                let list = match names.len() {
+                    0 => " (it assigns no s-op or selector)".to_string(),
+                    k if k <= 12 => format!("; its s-ops and selectors: {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")),
+                    k => format!("; its s-ops and selectors include {} (and {} more)", names[..12].iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "), k - 12),
+                };
+                Err(format!("entry `{name}` is not defined by the program{list}"))
+            }
         }
     }
 }
@@ -792,6 +840,8 @@ impl<'l> Evaluator<'l> {
                 let mut d = Diagnostic::error("eval::unknown-name", format!("unknown name `{n}`"), span).with_label("not defined here");
                 if ["select", "aggregate", "range", "zip", "len"].contains(&n.as_str()) {
                     d = d.with_note(format!("write `{n}(` with no space before the parenthesis"));
+                } else if let Some(near) = nearest_name(env, n) {
+                    d = d.with_note(format!("did you mean `{near}`?"));
                 }
                 Box::new(d)
             }),

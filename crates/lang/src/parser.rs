@@ -114,7 +114,7 @@ impl<'a> Parser<'a> {
             self.errs.push(
                 Diagnostic::error("parse::missing-semicolon", format!("expected `;`, found {found}"), at)
                     .with_label("expected `;` here")
-                    .with_secondary(self.span(), "the next statement starts here"),
+                    .with_secondary(self.span(), if self.peek() == &Tok::RBrace { "the block ends here" } else { "the next statement starts here" }),
             );
             return Err(Fail);
         }
@@ -306,7 +306,15 @@ impl<'a> Parser<'a> {
                 }
                 let ret_start = self.bump().span;
                 let ret = self.exprs()?;
-                self.expect_tok(Tok::Semi, "`;`")?;
+                if self.expect_tok(Tok::Semi, "`;`").is_err() {
+                    // `return x }`: the `;` is reported; the `}` still closes the function (else
+                    // it would be reported again, as unmatched).
+                    if self.peek() == &Tok::RBrace {
+                        self.bump();
+                        return Ok(None);
+                    }
+                    return Err(Fail);
+                }
                 let ret_span = ret_start.to(self.prev_span());
                 if self.peek() != &Tok::RBrace {
                     let s = self.span();
@@ -327,6 +335,7 @@ impl<'a> Parser<'a> {
                 self.expect_tok(Tok::In, "`in`")?;
                 let iter = self.expr(PREC_IN)?;
                 self.expect_tok(Tok::LBrace, "`{`")?;
+                let errs_before = self.errs.len();
                 let body = self.block()?;
                 if self.peek() == &Tok::Return {
                     let s = self.span();
@@ -334,7 +343,8 @@ impl<'a> Parser<'a> {
                     return Err(Fail);
                 }
                 self.expect_tok(Tok::RBrace, "`}`")?;
-                if body.is_empty() {
+                // A body whose statements all failed to parse is not empty: its errors say why.
+                if body.is_empty() && self.errs.len() == errs_before {
                     let s = start.to(self.prev_span());
                     self.errs.push(Diagnostic::error("parse::empty-loop", "`for` loop with an empty body", s).with_label("the body needs at least one statement"));
                     return Err(Fail);
@@ -571,6 +581,18 @@ impl<'a> Parser<'a> {
                     "zip" => Tok::ZipParen,
                     _ => Tok::LenParen,
                 };
+                self.bump();
+                self.prefix()
+            }
+            Tok::Ident(n) if self.peek_at(1) == &Tok::AggregateParen && (n == "numerical" || n == "categorical") => {
+                // The RASP paper's notation: RASP 0.1 has no such word (it tells numerical from
+                // categorical by the values). Report it, then parse the aggregate so later
+                // errors are still found.
+                self.errs.push(
+                    Diagnostic::error("parse::paper-notation", format!("`{n} aggregate(...)` is the RASP paper's notation, not RASP 0.1's"), start)
+                        .with_label(format!("remove `{n}`"))
+                        .with_note("RASP 0.1 (the reference interpreter) and raspc write `aggregate(sel, values)`: where several keys are selected it averages them (numbers only), where one is it gives that value, of any type"),
+                );
                 self.bump();
                 self.prefix()
             }
