@@ -101,6 +101,7 @@ const MAX_TABLE_WORK: usize = 1 << 21;
 
 fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, NodeId)> {
     let mut out = Graph::new();
+    out.reserve_labels_of(g);
     let mut map: HashMap<NodeId, NodeId> = HashMap::new();
     for id in g.ancestors(root) {
         let node = g.node(id);

@@ -484,6 +484,25 @@ fn inspection_tools_work_on_the_whole_corpus() {
     }
 }
 
+/// Nodes a rewrite adds get labels no value of the original program has: `trace --program`
+/// compares by label, and a helper of the comparison with a mean of positions once took the
+/// label of another s-op (`sequencemap_17`) and was reported as a divergence of a correct model.
+#[test]
+fn trace_compares_only_what_the_program_names_after_rewrites() {
+    let file = "corpus/idioms/bar_sum.rasp";
+    for max_len in ["8", "16"] {
+        let path = temp(&format!("bar_sum{max_len}.safetensors"));
+        let o = path.to_str().unwrap();
+        let (code, _, err) = cli(&["compile", file, "--vocab", "1234|", "--max-len", max_len, "-o", o, "--force"]);
+        assert_eq!(code, 0, "{err}");
+        for input in ["12|34", "4|1", "3124|42", "|", "11|"] {
+            let (code, out, err) = cli(&["trace", o, "--input", input, "--program", file]);
+            assert_eq!(code, 0, "{input}: {err}{out}");
+            assert!(agrees_all(&out) && out.contains("left_val = ") && out.contains("(= interpreter)"), "{input}:\n{out}");
+        }
+    }
+}
+
 /// `raspc simulate`: U for a small shape against T(X), one summary line; `-o` writes U, and
 /// inspect, plot and trace work on it (trace agrees with the interpreter at every sublayer).
 #[test]

@@ -248,6 +248,9 @@ pub struct Graph {
     /// [`fresh_label`](Self::fresh_label) starts looking, so that naming a thousand nodes `x` in a
     /// loop costs a thousand lookups, not half a million. Lowered when a label is freed.
     suffix_hint: HashMap<String, usize>,
+    /// Labels a generated label must not take: those of the graph this one was rebuilt from
+    /// (see [`reserve_labels_of`](Self::reserve_labels_of)), which name other values there.
+    reserved: std::sync::Arc<std::collections::HashSet<String>>,
 }
 
 impl Graph {
@@ -313,15 +316,29 @@ impl Graph {
         Some(id)
     }
 
+    /// Keeps generated labels of this graph (a rewrite of `other`) off every label `other` has
+    /// (or reserved): a node a rewrite adds must not take the name of another value of the
+    /// original, which `trace --program` compares by name. Nodes rebuilt from `other` keep
+    /// their labels ([`add_labelled`](Self::add_labelled)).
+    pub fn reserve_labels_of(&mut self, other: &Graph) {
+        let mut all: std::collections::HashSet<String> = (*other.reserved).clone();
+        all.extend(other.labels.keys().cloned());
+        self.reserved = std::sync::Arc::new(all);
+    }
+
+    fn label_taken(&self, l: &str) -> bool {
+        self.labels.contains_key(l) || self.reserved.contains(l)
+    }
+
     /// `base` if free, else `base_i` for the smallest free i >= 2.
     fn fresh_label(&mut self, base: &str) -> String {
-        if !self.labels.contains_key(base) {
+        if !self.label_taken(base) {
             return base.to_string();
         }
         let mut i = self.suffix_hint.get(base).copied().unwrap_or(2).max(2);
         loop {
             let l = format!("{base}_{i}");
-            if !self.labels.contains_key(&l) {
+            if !self.label_taken(&l) {
                 self.suffix_hint.insert(base.to_string(), i + 1);
                 return l;
             }
