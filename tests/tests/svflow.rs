@@ -156,3 +156,71 @@ fn series_that_vary_only_by_rounding_are_constant_and_get_no_correlation() {
     let (rho, _) = spearman(&[1.0, 2.0, 3.0], &[0.1, 0.2, 0.4], 99, 1);
     assert!((rho - 1.0).abs() < 1e-12, "{rho}");
 }
+
+/// The task score says what it is: an NLL past f64's smallest probability is reported (not
+/// capped at -ln 1e-300 = 690.8), a numerical output has no NLL, perplexity or ECE (null, not a
+/// perfect 0), sensitivities are numbers or null (never "inf"), and options that would change
+/// nothing are refused or warned about before the run.
+#[test]
+fn probe_scores_are_what_they_claim() {
+    let dir = std::env::temp_dir().join(format!("raspc-probe-honest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cli = |args: &[&str]| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let argv: Vec<String> = std::iter::once("raspc").chain(args.iter().copied()).map(String::from).collect();
+        let code = raspc::run(argv, &mut out, &mut err, false);
+        (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+    };
+    let json = |args: &[&str]| -> serde_json::Value {
+        let (code, out, err) = cli(args);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    // Dyck-2, causal, with heavy weight noise: wrong predictions far below the top logit.
+    let dyck = dir.join("dyck2c.safetensors");
+    let (d, prog) = (dyck.to_str().unwrap(), raspc_tests::corpus("dyck2.rasp"));
+    assert_eq!(cli(&["compile", prog.to_str().unwrap(), "--vocab", "(){}", "--max-len", "6", "--causal", "-o", d]).0, 0);
+    let r = json(&["probe", "svflow", d, "--weight-noise", "0.1", "--sequences", "2", "--seeds", "2", "--levels", "0,1", "--json"]);
+    let nlls: Vec<f64> = r["conditions"].as_array().unwrap().iter().map(|c| c["nll"].as_f64().unwrap()).collect();
+    assert!(nlls.iter().all(|x| x.is_finite()) && nlls.iter().any(|&x| x > 700.0), "{nlls:?}");
+    for c in r["conditions"].as_array().unwrap() {
+        // exp(NLL) past f64's range has no JSON number: null.
+        let nll = c["nll"].as_f64().unwrap();
+        match c["perplexity"].as_f64() {
+            Some(ppl) => assert!((ppl - nll.exp()).abs() <= 1e-9 * ppl, "{c}"),
+            None => assert!(nll > 709.0, "{c}"),
+        }
+    }
+    // One seed: no spread to divide by; every z is a number or null with its regime.
+    let r = json(&["probe", "svflow", d, "--sequences", "4", "--seeds", "1", "--levels", "0,1", "--program", prog.to_str().unwrap(), "--json"]);
+    for (_, layers) in r["sensitivity"].as_object().unwrap() {
+        for l in layers.as_array().unwrap() {
+            assert!(l["z"].is_f64() || (l["z"].is_null() && (l["absent"].is_string() || l["regime"] == "no spread over seeds")), "{l}");
+        }
+    }
+    // A numerical output: no NLL, ECE or perplexity, and no correlation with one.
+    let frac_p = dir.join("frac.rasp");
+    std::fs::write(&frac_p, "frac = aggregate(select(indices, indices, <=), indicator(tokens == \"1\"), 0);\n").unwrap();
+    let frac = dir.join("frac.safetensors");
+    assert_eq!(cli(&["compile", frac_p.to_str().unwrap(), "--vocab", "01", "--max-len", "6", "--causal", "-o", frac.to_str().unwrap()]).0, 0);
+    let args = ["probe", "svflow", frac.to_str().unwrap(), "--program", frac_p.to_str().unwrap(), "--sequences", "3", "--seeds", "2", "--levels", "0,1", "--weight-noise", "0.05"];
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(no NLL or ECE: the output is numerical)") && out.contains("absent (no NLL: the output is numerical)") && !out.contains("left out of the NLL"), "{out}");
+    let r = json(&[&args[..], &["--json"]].concat());
+    assert!(r["conditions"].as_array().unwrap().iter().all(|c| c["nll"].is_null() && c["ece"].is_null() && c["perplexity"].is_null() && c["accuracy"].is_f64()), "{r}");
+    // Refused: --attn-temp under hard attention, a model with no attention; warned: no prefix to shuffle.
+    let (code, _, err) = cli(&["probe", "svflow", d, "--attention", "hard", "--attn-temp", "5"]);
+    assert!(code == 1 && err.contains("--attn-temp divides the soft-attention beta"), "{err}");
+    let (code, _, err) = cli(&["probe", "svflow", d, "--seq-len", "6", "--eval-window", "6", "--sequences", "1", "--seeds", "1", "--levels", "0,1"]);
+    assert!(code == 0 && err.contains("nothing is shuffled, every level probes the same inputs"), "{err}");
+    let (code, _, err) = cli(&["probe", "svflow", d, "--seq-len", "6", "--eval-window", "2", "--sequences", "1", "--seeds", "1", "--levels", "0,1"]);
+    assert!(code == 0 && !err.contains("nothing is shuffled"), "{err}");
+    let plain = dir.join("plain.rasp");
+    std::fs::write(&plain, "x = tokens == \"a\";\n").unwrap();
+    let plain_ck = dir.join("plain.safetensors");
+    assert_eq!(cli(&["compile", plain.to_str().unwrap(), "--vocab", "ab", "--max-len", "4", "-o", plain_ck.to_str().unwrap()]).0, 0);
+    let (code, _, err) = cli(&["probe", "svflow", plain_ck.to_str().unwrap()]);
+    assert!(code == 1 && err.contains("has no attention heads: there is no attention to probe"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

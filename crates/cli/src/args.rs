@@ -526,7 +526,7 @@ pub enum PlotFormat {
     Svg,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AttentionArg {
     Hard,
     Soft,

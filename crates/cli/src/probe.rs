@@ -30,16 +30,24 @@ pub struct Settings {
 pub struct Condition {
     pub level: f64,
     pub seed: u64,
-    pub nll: f64,
+    /// Mean NLL in nats of the scored predictions; None (`null`) for a numerical output, which
+    /// has no distribution over values.
+    pub nll: Option<f64>,
     pub accuracy: f64,
-    pub ece: f64,
+    /// Expected calibration error; None for a numerical output.
+    pub ece: Option<f64>,
     /// metric -> per layer mean (over heads and scored queries).
     pub layers: std::collections::BTreeMap<String, Vec<f64>>,
     /// metric -> per layer, per head mean (over scored queries).
     pub heads: std::collections::BTreeMap<String, Vec<Vec<f64>>>,
     /// exp(NLL); for raspc checkpoints, of the readout distribution.
-    pub perplexity: f64,
+    pub perplexity: Option<f64>,
     pub scored: usize,
+    /// Scored predictions left out of the NLL: the reference's value is none of the output's
+    /// values (a --program other than the model's), so the readout gives it no probability.
+    pub nll_excluded: usize,
+    /// Scored queries whose probes were not finite (left out of the means).
+    pub probes_excluded: usize,
 }
 
 /// True when the finite values of `v` differ by at most 1e-6 of their size (or not at all):
@@ -99,6 +107,11 @@ struct Acc {
     head_sums: Vec<Vec<Vec<f64>>>,
     head_counts: Vec<Vec<usize>>,
     nll: f64,
+    nll_count: usize,
+    nll_excluded: usize,
+    probes_excluded: usize,
+    /// False for a numerical output: no NLL or ECE.
+    distribution: bool,
     correct: usize,
     scored: usize,
     bins: Vec<(usize, f64, usize)>,
@@ -112,6 +125,10 @@ impl Acc {
             head_sums: vec![vec![vec![]; layers]; METRICS.len()],
             head_counts: vec![vec![]; layers],
             nll: 0.0,
+            nll_count: 0,
+            nll_excluded: 0,
+            probes_excluded: 0,
+            distribution: true,
             correct: 0,
             scored: 0,
             bins: vec![(0, 0.0, 0); 15],
@@ -140,13 +157,17 @@ impl Acc {
                 let input = c.input.get(i).ok_or_else(|| short("residual", i))?;
                 let p = probe_query(weights, input, scores)?;
                 let vals = [p.log_marginal, p.elbo, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm];
+                // A query whose probes are not all finite is left out of every mean (counted),
+                // not averaged in as 0.
+                if vals.iter().any(|v| !v.is_finite()) {
+                    self.probes_excluded += 1;
+                    continue;
+                }
                 // sums and head_sums have METRICS.len() == vals.len() rows of one entry per
                 // layer; head_sums[m][l] was resized to the heads above.
                 for (m, v) in vals.iter().enumerate() {
-                    if v.is_finite() {
-                        self.sums[m][l] += v;
-                        self.head_sums[m][l][hi] += v;
-                    }
+                    self.sums[m][l] += v;
+                    self.head_sums[m][l][hi] += v;
                 }
                 *counts += 1;
                 head_counts[hi] += 1;
@@ -155,11 +176,20 @@ impl Acc {
         Ok(())
     }
 
-    /// One scored prediction: correct or not, its confidence (for ECE) and, when known, its NLL.
-    fn add_prediction(&mut self, ok: bool, confidence: Option<f64>, nll: f64) {
+    /// One scored prediction: correct or not, its confidence (for ECE) and its NLL (None: the
+    /// target has no probability under the readout; it is counted apart).
+    fn add_prediction(&mut self, ok: bool, confidence: Option<f64>, nll: Option<f64>) {
         self.correct += ok as usize;
         self.scored += 1;
-        self.nll += nll;
+        match nll {
+            Some(x) => {
+                self.nll += x;
+                self.nll_count += 1;
+            }
+            // (A numerical output has no NLL at all: nothing is left out.)
+            None if self.distribution => self.nll_excluded += 1,
+            None => {}
+        }
         if let Some(conf) = confidence {
             let b = ((conf * 15.0) as usize).min(14);
             self.bins[b].0 += 1;
@@ -173,8 +203,20 @@ impl Acc {
         // (`+ 0.0`: an empty f64 sum is -0.0, which would print as "-0.0000".)
         let ece = self.bins.iter().filter(|b| b.0 > 0).map(|b| (b.0 as f64 / scored) * (b.1 / b.0 as f64 - b.2 as f64 / b.0 as f64).abs()).sum::<f64>() + 0.0;
         let (layers, heads) = summarise(&self.sums, &self.counts, &self.head_sums, &self.head_counts);
-        let nll = self.nll / scored;
-        Condition { level, seed, nll, perplexity: nll.exp(), accuracy: self.correct as f64 / scored, ece, layers, heads, scored: self.scored }
+        let nll = (self.distribution && self.nll_count > 0).then(|| self.nll / self.nll_count as f64);
+        Condition {
+            level,
+            seed,
+            nll,
+            perplexity: nll.map(f64::exp),
+            accuracy: self.correct as f64 / scored,
+            ece: self.distribution.then_some(ece),
+            layers,
+            heads,
+            scored: self.scored,
+            nll_excluded: self.nll_excluded,
+            probes_excluded: self.probes_excluded,
+        }
     }
 }
 
@@ -199,6 +241,7 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
         for seed in 0..s.seeds {
             let model = Model::new(perturb(ck, s, seed), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
             let mut acc = Acc::new(ck.config.layers.len());
+            acc.distribution = matches!(ck.output.encoding, Encoding::Categorical { .. });
             let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
             for seq in &base {
                 let mut seq = seq.clone();
@@ -233,11 +276,13 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
                             let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                             let z: f64 = logits.iter().map(|x| (x - m).exp()).sum();
                             let target = values.iter().position(|v| agrees(&Decoded::Value(v.clone()), want_i, 0.0));
-                            let p_target = target.and_then(|t| logits.get(t)).map_or(1e-12, |l| ((l - m).exp() / z).max(1e-300));
+                            // -log softmax, in logs (a probability below f64's range is no
+                            // reason to cap the NLL).
+                            let nll = target.and_then(|t| logits.get(t)).map(|l| m + z.ln() - l);
                             // The top probability is exp(m - m) / z.
-                            acc.add_prediction(ok, Some(1.0 / z), -p_target.ln());
+                            acc.add_prediction(ok, Some(1.0 / z), nll);
                         }
-                        Encoding::Numerical { .. } => acc.add_prediction(ok, None, 0.0),
+                        Encoding::Numerical { .. } => acc.add_prediction(ok, None, None),
                     }
                 }
             }
@@ -328,8 +373,11 @@ pub fn spearman(a: &[f64], b: &[f64], perms: usize, seed: u64) -> (f64, f64) {
     (rho, (hits + 1) as f64 / (perms + 1) as f64)
 }
 
-/// Per layer: z = (mean at the highest level - mean at the lowest) / pooled sd over seeds.
-pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64, &'static str)> {
+/// Per layer: z = (mean at the highest level - mean at the lowest) / pooled sd over seeds, and
+/// its regime. A layer whose values at both levels agree to rounding (see [`nearly_constant`])
+/// is insensitive (z 0); one whose seeds do not spread at all while the levels differ has no z
+/// (None: one seed, or a deterministic change), regime "no spread over seeds".
+pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(Option<f64>, &'static str)> {
     let lo = conds.iter().map(|c| c.level).fold(f64::INFINITY, f64::min);
     let hi = conds.iter().map(|c| c.level).fold(f64::NEG_INFINITY, f64::max);
     (0..layers)
@@ -343,13 +391,15 @@ pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64
             };
             let sd = ((var(&a) + var(&b)) / 2.0).sqrt();
             let diff = mean(&b) - mean(&a);
-            let z = if sd > 1e-12 {
-                diff / sd
-            } else if diff.abs() > 1e-12 {
-                diff.signum() * f64::INFINITY
-            } else {
-                0.0
-            };
+            let both: Vec<f64> = a.iter().chain(&b).copied().collect();
+            if nearly_constant(&both) {
+                return (Some(0.0), "insensitive");
+            }
+            let scale = both.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            if sd <= 1e-9 * scale {
+                return (None, "no spread over seeds");
+            }
+            let z = diff / sd;
             let label = if z.abs() < 1.0 {
                 "insensitive"
             } else if z.abs() < 3.0 {
@@ -357,7 +407,7 @@ pub fn sensitivity(conds: &[Condition], metric: &str, layers: usize) -> Vec<(f64
             } else {
                 "high"
             };
-            (z, label)
+            (Some(z), label)
         })
         .collect()
 }
@@ -401,7 +451,7 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
                     let lp_target =
                         *row.get(target).ok_or_else(|| format!("token id {target} is beyond the model's {} logits (the tokenizer is larger than the embedding)", row.len()))?;
                     let (best, &top) = row.iter().enumerate().fold((0, &f64::NEG_INFINITY), |b, (j, x)| if *x > *b.1 { (j, x) } else { b });
-                    acc.add_prediction(best == target, Some(top.exp()), -lp_target);
+                    acc.add_prediction(best == target, Some(top.exp()), Some(-lp_target));
                 }
             }
             out.push(acc.finish(level, seed));

@@ -44,9 +44,22 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         _ => Ok(()),
     };
     let is_gguf = model.extension().is_some_and(|e| e == "gguf");
+    if attention == AttentionArg::Hard && attn_temp != 1.0 {
+        return Err("--attn-temp divides the soft-attention beta; with --attention hard it would change nothing (drop one of them)".to_string().into());
+    }
+    // The scored window, as the run clamps it: a language model scores at most n - 1 tokens
+    // (the first has nothing to be predicted from).
+    let window = |n: usize| {
+        let w = eval_window.unwrap_or((n / 4).max(1));
+        if is_gguf {
+            w.clamp(1, n.saturating_sub(1).max(1))
+        } else {
+            w.clamp(1, n)
+        }
+    };
     let mk = |n: usize| probe::Settings {
         seq_len: n,
-        eval_window: eval_window.unwrap_or((n / 4).max(1)),
+        eval_window: window(n),
         levels: levels.clone(),
         seeds,
         sequences,
@@ -62,6 +75,9 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         if program.is_some() || weight_noise > 0.0 {
             return Err("--program and --weight-noise apply to raspc checkpoints, not to language models".to_string().into());
         }
+        if attention == AttentionArg::Hard {
+            return Err("--attention hard applies to raspc checkpoints: a language model's attention is its softmax (--attn-temp blurs it)".to_string().into());
+        }
         let lm = raspc_lm::LanguageModel::load(&model).map_err(|e| format!("`{}`: {e}", model.display()))?;
         let sample = match &text {
             Some(p) => String::from_utf8(read_input_file(p)?).map_err(|_| format!("`{}` is not valid UTF-8", p.display()))?,
@@ -72,6 +88,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         if settings.seq_len < 2 {
             return Err("--seq-len must be at least 2 for a language model".to_string().into());
         }
+        warn_if_nothing_moves(&settings, err);
         let conds = probe::run_lm(&lm, &sample, &settings, &mut |d, _| bar.set_position(d as u64))?;
         (conds, lm.config.layers, settings)
     } else {
@@ -120,6 +137,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         if program.is_none() {
             let _ = writeln!(out, "no --program: the task reference is the unperturbed model's own output (hard attention, no --attn-temp or --weight-noise) on each shuffled input");
         }
+        warn_if_nothing_moves(&settings, err);
         let conds = probe::run(&ck, reference, &vocab, &settings, &mut |d, _| bar.set_position(d as u64))?;
         // Nothing scored (the interpreter rejects every input) or scores that overflowed: no
         // report, rather than a perfect or a garbage one.
@@ -127,15 +145,19 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             bar.finish_and_clear();
             return Err("no prediction was scored: the task reference rejects every probed input (is --program the model's program? `raspc verify` shows why)".to_string().into());
         }
-        if conds.iter().any(|c| !(c.nll.is_finite() && c.ece.is_finite() && c.accuracy.is_finite())) {
+        if conds.iter().any(|c| !(c.nll.is_none_or(f64::is_finite) && c.ece.is_none_or(f64::is_finite) && c.accuracy.is_finite())) {
             bar.finish_and_clear();
             return Err("the probe's scores are not finite (the model's activations overflow on these inputs: `raspc run` or `trace` names where)".to_string().into());
         }
         headless = ck.config.layers.iter().map(|l| l.heads.is_empty()).collect();
+        if headless.iter().all(|&h| h) {
+            return Err(format!("`{}` has no attention heads: there is no attention to probe", model.display()).into());
+        }
         (conds, ck.config.layers.len(), settings)
     };
     let n = settings.seq_len;
     bar.finish_and_clear();
+
     let _ = writeln!(
         out,
         "svflow probe: {} conditions ({} levels x {} seeds), {} sequences of {} tokens, last {} scored",
@@ -157,15 +179,36 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     // A perplexity past a million prints in scientific notation (not 300 digits).
     let ppl = |x: f64| if x < 1e6 { format!("{x:.2}") } else { format!("{x:.3e}") };
+    // A numerical output has no distribution over values: no NLL, perplexity or ECE.
+    let has_nll = conds.iter().any(|c| c.nll.is_some());
+    // NaN where a condition has no NLL (a series of them is then "constant": no ρ).
+    let nll_of = |c: &probe::Condition| c.nll.unwrap_or(f64::NAN);
     for (lv, cs) in &by_level {
+        let accuracy = mean(&cs.iter().map(|c| c.accuracy).collect::<Vec<_>>());
+        let nlls: Vec<f64> = cs.iter().filter_map(|c| c.nll).collect();
+        if has_nll && !nlls.is_empty() {
+            let _ = writeln!(
+                out,
+                "  level {lv:.2}: NLL {:.4} nats (perplexity {}), accuracy {accuracy:.4}, ECE {:.4}",
+                mean(&nlls),
+                ppl(mean(&nlls).exp()),
+                mean(&cs.iter().filter_map(|c| c.ece).collect::<Vec<_>>())
+            );
+        } else {
+            let _ = writeln!(out, "  level {lv:.2}: accuracy {accuracy:.4} (no NLL or ECE: the output is numerical)");
+        }
+    }
+    let excluded: usize = conds.iter().map(|c| c.nll_excluded).sum();
+    if excluded > 0 {
         let _ = writeln!(
             out,
-            "  level {lv:.2}: NLL {:.4} (perplexity {}), accuracy {:.4}, ECE {:.4}",
-            mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()),
-            ppl(mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>()).exp()),
-            mean(&cs.iter().map(|c| c.accuracy).collect::<Vec<_>>()),
-            mean(&cs.iter().map(|c| c.ece).collect::<Vec<_>>())
+            "  note: {excluded} of {} scored predictions are left out of the NLL: the reference's value is none of the output's values (is --program the model's program?)",
+            conds.iter().map(|c| c.scored).sum::<usize>()
         );
+    }
+    let skipped: usize = conds.iter().map(|c| c.probes_excluded).sum();
+    if skipped > 0 {
+        let _ = writeln!(out, "  note: {skipped} head-query probes were not finite and are left out of the means");
     }
     let mut report = serde_json::Map::new();
     let mut correlations = serde_json::Map::new();
@@ -188,6 +231,8 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             "absent (fewer than 2 points)".into()
         } else if constant(a) {
             "absent (the metric is constant)".into()
+        } else if !has_nll {
+            "absent (no NLL: the output is numerical)".into()
         } else if constant(b) {
             "absent (the NLL is constant)".into()
         } else {
@@ -221,12 +266,12 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             let _ = writeln!(out, "  absent: {}", reasons.join("; "));
         }
         let avg = |c: &probe::Condition| mean(&c.layers.get(metric).map_or(&[][..], Vec::as_slice).iter().copied().filter(|x| x.is_finite()).collect::<Vec<_>>());
-        let (rho_c, p_c) = probe::spearman(&conds.iter().map(avg).collect::<Vec<_>>(), &conds.iter().map(|c| c.nll).collect::<Vec<_>>(), 999, 1);
+        let (rho_c, p_c) = probe::spearman(&conds.iter().map(avg).collect::<Vec<_>>(), &conds.iter().map(nll_of).collect::<Vec<_>>(), 999, 1);
         let lv_metric: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| avg(c)).collect::<Vec<_>>())).collect();
-        let lv_nll: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| c.nll).collect::<Vec<_>>())).collect();
+        let lv_nll: Vec<f64> = by_level.iter().map(|(_, cs)| mean(&cs.iter().map(|c| nll_of(c)).collect::<Vec<_>>())).collect();
         let (rho_l, p_l) = probe::spearman(&lv_metric, &lv_nll, 999, 2);
         let cond_metric: Vec<f64> = conds.iter().map(avg).collect();
-        let cond_nll: Vec<f64> = conds.iter().map(|c| c.nll).collect();
+        let cond_nll: Vec<f64> = conds.iter().map(nll_of).collect();
         let _ = writeln!(
             out,
             "  Spearman rho with NLL: across conditions {}, across levels {}",
@@ -237,9 +282,10 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         let shown: Vec<String> = s
             .iter()
             .enumerate()
-            .map(|(l, (z, regime))| match absent(metric, l) {
-                Some(r) => format!("absent ({r})"),
-                None => format!("{z:.2} ({regime})"),
+            .map(|(l, (z, regime))| match (absent(metric, l), z) {
+                (Some(r), _) => format!("absent ({r})"),
+                (None, Some(z)) => format!("{z:.2} ({regime})"),
+                (None, None) => format!("n/a ({regime})"),
             })
             .collect();
         let _ = writeln!(out, "  sensitivity z by layer: {}", shown.join(", "));
@@ -251,7 +297,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
                 .enumerate()
                 .map(|(l, (z, regime))| match absent(metric, l) {
                     Some(r) => serde_json::json!({ "z": null, "absent": r }),
-                    None => serde_json::json!({ "z": if z.is_finite() { serde_json::json!(z) } else { serde_json::json!(z.to_string()) }, "regime": regime }),
+                    None => serde_json::json!({ "z": z, "regime": regime }),
                 })
                 .collect::<Vec<_>>()),
         );
@@ -275,6 +321,20 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
 }
 
 const REPORT: &str = "an SVFlow report raspc wrote";
+
+/// Position 0 never moves: the shuffled prefix is positions 1 .. n - E, and fewer than two of
+/// them cannot be permuted, so every level would probe the same inputs: said before the run.
+fn warn_if_nothing_moves(s: &probe::Settings, err: &mut dyn Write) {
+    let n = s.seq_len;
+    if s.levels.iter().any(|&l| l > 0.0) && n.saturating_sub(s.eval_window) < 3 {
+        let _ = writeln!(
+            err,
+            "warning: --seq-len {n} with an eval window of {} leaves {} movable position(s) before the window (position 0 stays): nothing is shuffled, every level probes the same inputs (a longer --seq-len or a smaller --eval-window moves some)",
+            s.eval_window,
+            n.saturating_sub(s.eval_window).saturating_sub(1)
+        );
+    }
+}
 
 /// Is the file at `path` (starting with `head`) an earlier report: a JSON object with this
 /// report's keys? (Anything else at `-o` is the user's and is never replaced.)
