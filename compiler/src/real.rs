@@ -2461,7 +2461,9 @@ impl RealLowerer<'_> {
         let group_req = std::mem::take(&mut self.group_next);
         let mut all: Vec<(f64, Term)> = terms.to_vec();
         if !aff.is_const() {
-            all.push((1.0, Term::Unary(aff.clone(), F::Lin(1.0, 0.0))));
+            // The slots' part only: the constant `aff.k` is the constant unit's below (with it
+            // here too, `x + 1` was computed as `x + 2`).
+            all.push((1.0, Term::Unary(Aff { c: aff.c.clone(), k: 0.0 }, F::Lin(1.0, 0.0))));
         }
         let zero: Vec<bool> = {
             let mut z = self.aff_zero(aff);
@@ -2744,6 +2746,10 @@ impl RealLowerer<'_> {
         if constant != 0.0 {
             unit(&mut m, vec![], 1.0, None, constant);
             active += 1;
+            // The constant is a sum (`x + 0.5` on [2, 8]: 0.5 plus the interpolant's value at
+            // the domain's end, 1.9999975): exact parts, but it is stored as one f32, off by
+            // exactly this in either precision of evaluation.
+            err += Err2::both((constant - f64::from(constant as f32)).abs());
         }
         iv = iv.add(square_ranges);
         // The final sum over all units of this block.

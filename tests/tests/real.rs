@@ -147,6 +147,36 @@ fn softmax_subtracts_the_row_max_and_survives_large_logits() {
     }
 }
 
+/// Elementwise arithmetic with constants, as an output of its own: `x + 1` was compiled as
+/// `x + 2` (the constant counted twice: in the MLP's linear unit and in its constant unit), and
+/// the certificate, built from the same terms, agreed with the model. Checked against formulas
+/// written here, in both MLP kinds, over bounds of either sign.
+#[test]
+fn affine_outputs_with_constants_are_exact() {
+    type Direct = fn(f64) -> f64;
+    let cases: [(&str, Direct); 10] = [
+        ("y = tokens_float + 1;", |x| x + 1.0),
+        ("y = 1 + tokens_float;", |x| 1.0 + x),
+        ("y = tokens_float - 1;", |x| x - 1.0),
+        ("y = 0.5 - tokens_float;", |x| 0.5 - x),
+        ("y = tokens_float * 2 + 1;", |x| x * 2.0 + 1.0),
+        ("y = (tokens_float + 1) * 3;", |x| (x + 1.0) * 3.0),
+        ("y = tokens_float / 4 - 2.5;", |x| x / 4.0 - 2.5),
+        ("y = -tokens_float + 7;", |x| -x + 7.0),
+        ("y = tokens_float * tokens_float + 1;", |x| x * x + 1.0),
+        ("y = relu(tokens_float) + 3;", |x| x.max(0.0) + 3.0),
+    ];
+    for (src, f) in cases {
+        for (lo, hi) in [(-1.0, 1.0), (0.0, 5.0), (-8.0, -2.0)] {
+            for mode in MODES {
+                let b = build(src, 3, lo, hi, mode).unwrap_or_else(|e| panic!("{src} on [{lo}, {hi}]: {e}"));
+                let direct = |x: &[f64]| x.iter().map(|&v| f(v)).collect();
+                check(&b, &random_inputs(3, lo, hi, 20, 9), &direct, 0..3);
+            }
+        }
+    }
+}
+
 #[test]
 fn relu_and_leaky_relu_are_exact() {
     for (src, slope) in [("y = relu(tokens_float);", 0.0), ("y = leaky_relu(tokens_float, 0.125);", 0.125)] {
