@@ -651,3 +651,53 @@ fn squares_are_known_to_be_nonnegative() {
         }
     }
 }
+
+mod random_programs {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Random real-valued expressions over `tokens_float`: sums, differences, products, scalings
+    /// and divisions by constants, negation, relu, max, and prefix means.
+    fn expr() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            4 => Just("tokens_float".to_string()),
+            1 => proptest::sample::select(&["0.5", "1", "2", "-3", "0.25", "7"][..]).prop_map(String::from),
+        ];
+        leaf.prop_recursive(3, 12, 2, |inner| {
+            let c = proptest::sample::select(&["0.5", "1", "2", "-3", "0.25", "7"][..]);
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} + {b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} - {b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} * {b})")),
+                (inner.clone(), c.clone()).prop_map(|(a, c)| format!("({a} * {c})")),
+                (inner.clone(), c).prop_map(|(a, c)| format!("({a} / {c})")),
+                inner.clone().prop_map(|a| format!("(-{a})")),
+                inner.clone().prop_map(|a| format!("relu({a})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("max({a}, {b})")),
+                inner.prop_map(|a| format!("aggregate(select(indices, indices, <=), {a})")),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: raspc_tests::prop_cases(60), failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Every program the compiler accepts agrees with the interpreter within its certified
+        /// bound, in f32 and f64 (refusals are allowed: products of wide ranges, say).
+        #[test]
+        fn compiled_real_programs_agree_within_their_bounds(
+            e in expr(),
+            bounds in proptest::sample::select(&[(-1.0, 1.0), (0.0, 4.0), (-6.0, -2.0)][..]),
+            relu_mode in any::<bool>(),
+        ) {
+            // A constant program has no input to read: make every program read it.
+            let src = format!("y = {e} + tokens_float * 0;\n");
+            let mode = if relu_mode { MlpMode::Relu } else { MlpMode::Gated };
+            if let Ok(b) = build(&src, 3, bounds.0, bounds.1, mode) {
+                for len in 1..=3 {
+                    within_both_bounds(&b, &random_inputs(len, bounds.0, bounds.1, 12, 5));
+                }
+            }
+        }
+    }
+}

@@ -532,3 +532,50 @@ fn the_params_budget_is_compiles_limit_too() {
     let (code, err) = compile("params=1e9");
     assert_eq!(code, Some(0), "{err}");
 }
+
+/// Programs far larger than anyone writes by hand (generated ones): 300,000 statements evaluate
+/// (every per-statement scan of the whole file made this quadratic: 100,000 took 38 s); more
+/// than the token budget is refused at its place, within the 4 GB cap (a 63 MB file ran the
+/// parser out of memory); 30,000 parse errors and 200,000 bad characters print the first 50
+/// diagnostics and a count (rendering each one took 30 s for the first and minutes for the
+/// second).
+#[test]
+fn huge_programs_and_floods_of_errors_end_promptly() {
+    let dir = scratch();
+    let p = dir.join("many.rasp");
+    std::fs::write(&p, "x = 1;\n".repeat(300_000) + "prog = tokens;\n").unwrap();
+    let (code, out, err) = raspc(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!((code, out.as_str()), (0, "['a', 'b']\n"), "{err}");
+    std::fs::write(&p, "x = 1;\n".repeat(raspc_lang::lexer::MAX_TOKENS / 4 + 10) + "prog = tokens;\n").unwrap();
+    let line = raspc_lang::lexer::MAX_TOKENS / 4;
+    fails(&["eval", p.to_str().unwrap(), "--input", "ab"], &["lex::too-big", &format!("many.rasp:{line}:")]);
+    std::fs::write(&p, "x = ;\n".repeat(30_000)).unwrap();
+    let (code, _, err) = raspc(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.matches("error[parse::expected]").count() == 50 && err.contains("note: 29950 more diagnostics (29950 errors) not shown") && err.contains("due to 30000 previous errors"),
+        "{}",
+        &err[err.len() - 300..]
+    );
+    std::fs::write(&p, "$".repeat(200_000) + "\n").unwrap();
+    let (code, _, err) = raspc(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert!(code == 1 && err.contains("199950 more diagnostics") && err.len() < 20_000, "{}", &err[..err.len().min(600)]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Source shown under a diagnostic never carries control characters to the terminal (an escape
+/// sequence in a string literal recoloured it), and a zero-width character gets a caret.
+#[test]
+fn diagnostics_show_control_characters_as_question_marks() {
+    let dir = scratch();
+    let p = dir.join("ctrl.rasp");
+    std::fs::write(&p, "x = \"\u{1b}[31mred\u{7}\" + undefined_name;\n").unwrap();
+    let (code, _, err) = raspc(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("x = \"?[31mred?\" + undefined_name;") && !err.contains('\u{1b}') && !err.contains('\u{7}') && err.contains("ctrl.rasp:1:"), "{err:?}");
+    std::fs::write(&p, "y = a\u{200b}b + 1;\n").unwrap();
+    let (code, _, err) = raspc(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unexpected character `\\u{200b}`") && err.contains("y = a???b + 1;") && err.contains("^^^") && err.contains("ctrl.rasp:1:6"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

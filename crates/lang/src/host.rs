@@ -1354,7 +1354,10 @@ pub fn host_input(v: &HostValue) -> Result<Vec<Atom>, String> {
 /// and a `#` comment inside a statement (its grammar takes a comment only after a whole
 /// statement: a syntax error, and the statement is skipped).
 fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program) -> Vec<Diagnostic> {
-    let line_of = |offset: u32| text.as_bytes()[..(offset as usize).min(text.len())].iter().filter(|&&b| b == b'\n').count();
+    // Line of an offset by binary search over the line breaks (a scan per statement made a
+    // file of 100,000 statements take 38 s).
+    let breaks: Vec<usize> = text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect();
+    let line_of = |offset: u32| breaks.partition_point(|&b| b < (offset as usize).min(text.len()));
     // Comment starts: a `#` between two tokens.
     let (tokens, _) = crate::lexer::lex(file, text);
     let mut comments = vec![];
@@ -1382,7 +1385,8 @@ fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program)
     let mut spans = vec![];
     leaves(&prog.stmts, &mut spans);
     for span in spans {
-        if let Some(&c) = comments.iter().find(|&&c| span.start < c && c < span.end) {
+        // Comments are in file order: the first one after the statement's start.
+        if let Some(&c) = comments.get(comments.partition_point(|&c| c <= span.start)).filter(|&&c| c < span.end) {
             notes.push(
                 Diagnostic::note_at("eval::reference-skips", "a `#` comment inside a statement: the reference skips this statement", Span::new(file, c as usize, c as usize + 1))
                     .with_label("comment here")

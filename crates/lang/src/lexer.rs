@@ -132,6 +132,10 @@ pub struct Token {
 }
 
 /// Splits `text` into tokens. Always ends with one `Eof` token; lexical errors are collected.
+/// Tokens a file may have (a 63 MB file of `x = 1;` ran the parser out of memory, about 700
+/// bytes of syntax tree per statement): past it, lexing stops with an error at that place.
+pub const MAX_TOKENS: usize = 5_000_000;
+
 pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     let bytes = text.as_bytes();
     let mut toks = Vec::new();
@@ -139,6 +143,14 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     let mut i = 0;
     let sp = |s: usize, e: usize| Span::new(file, s, e);
     while i < bytes.len() {
+        if toks.len() >= MAX_TOKENS {
+            errs.push(
+                Diagnostic::error("lex::too-big", format!("the program has more than {MAX_TOKENS} tokens"), sp(i, i))
+                    .with_label("reading stopped here")
+                    .with_note("a program this long would need gigabytes to hold; split the work, or generate a loop (`for`) instead of its unrolled statements"),
+            );
+            break;
+        }
         let c = bytes[i];
         let start = i;
         match c {

@@ -58,8 +58,14 @@ pub(crate) fn load(path: &std::path::Path, err: &mut dyn Write, color: bool) -> 
     match r {
         Ok(s) => {
             // Notes about the user's files (the program and what it loads), not the prelude's.
-            let notes = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file || sources.get(sp.file).path.is_some());
-            for (n, sp) in notes {
+            let notes: Vec<_> = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file || sources.get(sp.file).path.is_some()).collect();
+            // A program of thousands of one-line statement pairs has a note for each: the
+            // first ones say it.
+            const MAX_NOTES: usize = 20;
+            if notes.len() > MAX_NOTES {
+                let _ = writeln!(err, "note: {} notes about `{}`; the first {MAX_NOTES} follow", notes.len(), path.display());
+            }
+            for &(n, sp) in notes.iter().take(MAX_NOTES) {
                 let (l, c) = sources.line_col(sp.file, sp.start);
                 let _ = writeln!(err, "note: {}:{l}:{c}: {}", sources.get(sp.file).name, n.message);
                 for more in &n.notes {
