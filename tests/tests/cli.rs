@@ -903,6 +903,15 @@ fn figures_and_reports_never_replace_a_users_file_or_write_through_a_link() {
     assert!(err.contains("is not a regular file"), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim");
     std::fs::remove_file(&notes).unwrap();
+    // A link where a later figure goes: refused before any figure is drawn (not half way), and
+    // no temporary file is left.
+    let later = dir.join("layer1_mlp_out.png");
+    std::os::unix::fs::symlink(&victim, &later).unwrap();
+    let (code, _, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
+    assert!(code == 1 && err.contains("layer1_mlp_out.png") && err.contains("is not a regular file"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, vec!["layer1_mlp_out.png".to_string()], "figures drawn before the refusal");
+    std::fs::remove_file(&later).unwrap();
     let (code, _, err) = cli(&["plot", c, "-o", "-"]);
     assert_eq!(code, 1);
     assert!(err.contains("not to standard output") && !std::path::Path::new("-").exists(), "{err}");
@@ -1129,6 +1138,16 @@ fn inspect_shows_every_bias_small_weights_and_escapes_control_characters() {
     let (code, out, _) = cli(&["inspect", p.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(!out.contains('\u{1b}') && out.contains("\\u{1b}"), "{out}");
+    // The SVG figures escape it too (ESC is not allowed in XML: overview.svg was ill-formed).
+    let svg = temp("insp-svg");
+    let (code, _, err) = cli(&["plot", p.to_str().unwrap(), "-o", svg.to_str().unwrap(), "--format", "svg"]);
+    assert_eq!(code, 0, "{err}");
+    for f in std::fs::read_dir(&svg).unwrap() {
+        let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n' && c != '\t' && c != '\r'), "a control character in an SVG");
+    }
+    let overview = std::fs::read_to_string(svg.join("overview.svg")).unwrap();
+    assert!(overview.contains("opp\\u{1b}[31mRED"), "{overview}");
     // A line break in a label cannot forge a line of the report: it is shown escaped.
     let (code, before, _) = cli(&["inspect", src.to_str().unwrap()]);
     assert_eq!(code, 0);

@@ -216,6 +216,18 @@ fn probe_scores_are_what_they_claim() {
     assert!(code == 0 && err.contains("nothing is shuffled, every level probes the same inputs"), "{err}");
     let (code, _, err) = cli(&["probe", "svflow", d, "--seq-len", "6", "--eval-window", "2", "--sequences", "1", "--seeds", "1", "--levels", "0,1"]);
     assert!(code == 0 && !err.contains("nothing is shuffled"), "{err}");
+    // Output paths are checked before the run: -o equal to --plot, --plot on a file; a report
+    // inside a plot folder that does not exist yet gets the folder.
+    let same = dir.join("same");
+    let (code, _, err) = cli(&["probe", "svflow", d, "--seeds", "1", "--sequences", "1", "--levels", "0,1", "--plot", same.to_str().unwrap(), "-o", same.to_str().unwrap()]);
+    assert!(code == 1 && err.contains("-o and --plot are both") && !same.exists(), "{err}");
+    std::fs::write(&same, "mine").unwrap();
+    let (code, _, err) = cli(&["probe", "svflow", d, "--seeds", "1", "--sequences", "1", "--levels", "0,1", "--plot", same.to_str().unwrap()]);
+    assert!(code == 1 && err.contains("is a file, not a folder") && std::fs::read_to_string(&same).unwrap() == "mine", "{err}");
+    let figs = dir.join("figs");
+    let report = figs.join("r.json");
+    let (code, _, err) = cli(&["probe", "svflow", d, "--seeds", "1", "--sequences", "1", "--levels", "0,1", "--plot", figs.to_str().unwrap(), "-o", report.to_str().unwrap()]);
+    assert!(code == 0 && report.is_file() && figs.join("svflow_kl_q_p.png").is_file(), "{err}");
     let plain = dir.join("plain.rasp");
     std::fs::write(&plain, "x = tokens == \"a\";\n").unwrap();
     let plain_ck = dir.join("plain.safetensors");

@@ -40,8 +40,19 @@ pub fn run<I: IntoIterator<Item = String>>(args: I, out: &mut (dyn Write + Send)
         std::thread::Builder::new()
             .stack_size(STACK_BYTES)
             .spawn_scoped(scope, || {
-                let code = run_here(args, &mut *out, &mut *err, color);
-                let _ = out.flush();
+                let mut tracked = Tracked { inner: &mut *out, error: None };
+                let mut code = run_here(args, &mut tracked, &mut *err, color);
+                let _ = tracked.flush();
+                // Output that could not be written (a full disk, /dev/full) is a failure, not
+                // a silent success; a reader that went away (`| head -1`) took what it wanted.
+                if let Some(e) = tracked.error
+                    && e.kind() != std::io::ErrorKind::BrokenPipe
+                {
+                    let _ = writeln!(err, "error: could not write the output: {e}");
+                    if code == 0 {
+                        code = 1;
+                    }
+                }
                 let _ = err.flush();
                 code
             })
@@ -53,6 +64,30 @@ pub fn run<I: IntoIterator<Item = String>>(args: I, out: &mut (dyn Write + Send)
             let _ = writeln!(err, "error: internal error in raspc (this is a bug; please report it with the program that caused it)");
             101
         }
+    }
+}
+
+/// The standard output as the commands see it: the first write error is kept (the commands
+/// write as they go and do not stop for one) and reported when the command ends.
+struct Tracked<'a> {
+    inner: &'a mut (dyn Write + Send),
+    error: Option<std::io::Error>,
+}
+
+impl Write for Tracked<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| {
+            if self.error.is_none() {
+                self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
+            }
+        })
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().inspect_err(|e| {
+            if self.error.is_none() {
+                self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
+            }
+        })
     }
 }
 

@@ -174,11 +174,12 @@ fn heatmap(path: &Path, title: &str, m: &[Vec<f32>], rows: &[String], cols: &[St
             let page_title = format!("{title}{page}");
             let cells = Cells { m, kr, kc, rows, cols, vmax, symlog };
             may_draw(&file, opts.format)?;
-            match opts.format {
-                Format::Png => draw_heatmap(BitMapBackend::new(&file, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells)?,
-                Format::Svg => draw_heatmap(SVGBackend::new(&file, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells)?,
-            }
-            mark(&file, opts.format)?;
+            let tmp = temp_figure(&file);
+            let drawn = match opts.format {
+                Format::Png => draw_heatmap(BitMapBackend::new(&tmp, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells),
+                Format::Svg => draw_heatmap(SVGBackend::new(&tmp, (w, h)).into_drawing_area(), &file, &page_title, &sub, &cells),
+            };
+            put_figure(&tmp, &file, opts.format, drawn)?;
             files.push(file);
         }
     }
@@ -196,7 +197,7 @@ struct Cells<'a> {
 }
 
 fn draw_heatmap<DB: DrawingBackend>(area: DrawingArea<DB, plotters::coord::Shift>, path: &Path, title: &str, sub: &str, c: &Cells) -> Result<(), String> {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing {}: {e:?}", path.display());
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("cannot draw `{}`: {e}", path.display());
     area.fill(&WHITE).map_err(err)?;
     let font = ("sans-serif", 11).into_font();
     area.draw(&Text::new(title.to_string(), (8, 6), ("sans-serif", 15).into_font())).map_err(err)?;
@@ -286,10 +287,12 @@ fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> 
     let h = top + ch * sops.len() as u32 + 60;
     let geometry = (cw, ch, left, top);
     may_draw(path, format)?;
-    match format {
-        Format::Png => draw_overview(BitMapBackend::new(path, (w, h)).into_drawing_area(), path, ck, &stages, &cells, geometry),
-        Format::Svg => draw_overview(SVGBackend::new(path, (w, h)).into_drawing_area(), path, ck, &stages, &cells, geometry),
-    }
+    let tmp = temp_figure(path);
+    let drawn = match format {
+        Format::Png => draw_overview(BitMapBackend::new(&tmp, (w, h)).into_drawing_area(), path, ck, &stages, &cells, geometry),
+        Format::Svg => draw_overview(SVGBackend::new(&tmp, (w, h)).into_drawing_area(), path, ck, &stages, &cells, geometry),
+    };
+    put_figure(&tmp, path, format, drawn)
 }
 
 fn draw_overview<DB: DrawingBackend>(
@@ -300,7 +303,7 @@ fn draw_overview<DB: DrawingBackend>(
     cells: &[Vec<char>],
     (cw, ch, left, top): (u32, u32, u32, u32),
 ) -> Result<(), String> {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing {}: {e:?}", path.display());
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("cannot draw `{}`: {e}", path.display());
     let sops = &ck.layout.sops;
     area.fill(&WHITE).map_err(err)?;
     let c = &ck.config;
@@ -322,7 +325,7 @@ fn draw_overview<DB: DrawingBackend>(
     for (r, s) in sops.iter().enumerate() {
         let y = (top + ch * r as u32) as i32;
         let style = font.clone().into_text_style(&area).pos(Pos::new(HPos::Right, VPos::Center));
-        let name = format!("{} [{}+{}]", s.label, s.offset, s.encoding.dims());
+        let name = format!("{} [{}+{}]", crate::inspect::printable(&s.label), s.offset, s.encoding.dims());
         area.draw(&Text::new(name, (left as i32 - 6, y + ch as i32 / 2), style)).map_err(err)?;
         for (k, &cell) in cells[r].iter().enumerate() {
             let x = (left + cw * k as u32) as i32;
@@ -367,6 +370,24 @@ pub(crate) fn is_our_figure(b: &[u8], format: Format) -> bool {
     }
 }
 
+/// Where a figure is drawn before it is moved into place: beside it, hidden, with its extension
+/// (the PNG encoder goes by it).
+fn temp_figure(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.raspc-tmp.{ext}", std::process::id()))
+}
+
+/// Marks the figure drawn at `tmp` and renames it to `path`: a figure that fails to draw or to
+/// write (a full disk) leaves neither a truncated file nor the temporary one.
+fn put_figure(tmp: &Path, path: &Path, format: Format, drawn: Result<(), String>) -> Result<(), String> {
+    let r = drawn.and_then(|()| mark(tmp, format)).and_then(|()| std::fs::rename(tmp, path).map_err(|e| format!("cannot write `{}`: {e}", path.display())));
+    if r.is_err() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    r
+}
+
 /// Marks a figure just drawn at `path` as raspc's (see [`FIGURE_MARK`]).
 fn mark(path: &Path, format: Format) -> Result<(), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read back `{}`: {e}", path.display()))?;
@@ -409,9 +430,29 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
     std::fs::create_dir_all(dir).map_err(|e| create_error(dir, e))?;
     let names = crate::inspect::basis(ck);
     let mut files = vec![];
+    // Every figure's place is checked before any is drawn (a link among them stopped the run
+    // half way, leaving new figures beside old ones); pages of a paged heatmap are checked as
+    // they are drawn.
+    let ext = opts.format.ext();
+    let mut planned = vec![dir.join(format!("overview.{ext}"))];
+    for (l, layer) in ck.config.layers.iter().enumerate() {
+        for h in 0..layer.heads.len() {
+            planned.push(dir.join(format!("layer{l}_head{h}_qk.{ext}")));
+            planned.push(dir.join(format!("layer{l}_head{h}_ov.{ext}")));
+        }
+        if let Some(m) = &layer.mlp {
+            planned.push(dir.join(format!("layer{l}_mlp_in.{ext}")));
+            if m.kind == raspc_checkpoint::MlpKind::Reglu {
+                planned.push(dir.join(format!("layer{l}_mlp_gate.{ext}")));
+            }
+            planned.push(dir.join(format!("layer{l}_mlp_out.{ext}")));
+        }
+    }
+    for p in &planned {
+        may_draw(p, opts.format)?;
+    }
     let p = dir.join(format!("overview.{}", opts.format.ext()));
     overview(&p, ck, opts.format)?;
-    mark(&p, opts.format)?;
     files.push(p);
     for (l, layer) in ck.config.layers.iter().enumerate() {
         for h in 0..layer.heads.len() {
@@ -471,9 +512,10 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
         };
         let path = dir.join(format!("svflow_{metric}.png"));
         may_draw(&path, Format::Png)?;
-        {
-            let area = BitMapBackend::new(&path, (720, 480)).into_drawing_area();
-            let err = |e: DrawingAreaErrorKind<_>| format!("drawing {}: {e:?}", path.display());
+        let tmp = temp_figure(&path);
+        let drawn = (|| -> Result<(), String> {
+            let area = BitMapBackend::new(&tmp, (720, 480)).into_drawing_area();
+            let err = |e: DrawingAreaErrorKind<_>| format!("cannot draw `{}`: {e}", path.display());
             area.fill(&WHITE).map_err(err)?;
             let mut chart = ChartBuilder::on(&area)
                 .caption(format!("{metric} by layer, one line per shuffling level"), ("sans-serif", 16))
@@ -494,15 +536,29 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
                 chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(err)?;
             }
             chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
-            area.present().map_err(err)?;
-        }
-        mark(&path, Format::Png)?;
+            area.present().map_err(err)
+        })();
+        put_figure(&tmp, &path, Format::Png, drawn)?;
         files.push(path);
     }
     Ok(files)
 }
 
 /// Why the output folder could not be made: a file standing at its path is said plainly.
+/// Checks, before a probe runs (it can take minutes), that its plots may go into `dir`: a
+/// folder (or nothing yet) whose figures, if any, are raspc's own.
+pub(crate) fn check_probe_plots(dir: &Path) -> Result<(), String> {
+    if let Ok(m) = std::fs::symlink_metadata(dir)
+        && !m.is_dir()
+    {
+        return Err(create_error(dir, std::io::Error::from(std::io::ErrorKind::AlreadyExists)));
+    }
+    for metric in crate::probe::METRICS {
+        may_draw(&dir.join(format!("svflow_{metric}.png")), Format::Png)?;
+    }
+    Ok(())
+}
+
 fn create_error(dir: &Path, e: std::io::Error) -> String {
     if dir.is_file() {
         format!("`{}` is a file, not a folder: plot writes its figures into a folder (give a new or existing folder's path)", dir.display())

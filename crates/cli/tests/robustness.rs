@@ -421,6 +421,12 @@ fn probe_and_run_flags() {
 
 /// A GGUF file (version 3) with one llama block whose `attn_q` claims 2^31 x 2^31 elements.
 fn huge_gguf(path: &Path) {
+    tiny_gguf(path, vec![1 << 31, 1 << 31], 0.5);
+}
+
+/// A GGUF file (version 3): one llama block of d_model 8, its `attn_q` of dimensions `q`, every
+/// weight `fill`.
+fn tiny_gguf(path: &Path, q: Vec<u64>, fill: f32) {
     fn s(x: &str) -> Vec<u8> {
         let mut b = (x.len() as u64).to_le_bytes().to_vec();
         b.extend_from_slice(x.as_bytes());
@@ -447,7 +453,7 @@ fn huge_gguf(path: &Path) {
     let tensors: Vec<(&str, Vec<u64>)> = vec![
         ("token_embd.weight", vec![d, v]),
         ("blk.0.attn_norm.weight", vec![d]),
-        ("blk.0.attn_q.weight", vec![1 << 31, 1 << 31]),
+        ("blk.0.attn_q.weight", q),
         ("blk.0.attn_k.weight", vec![d, d]),
         ("blk.0.attn_v.weight", vec![d, d]),
         ("blk.0.attn_output.weight", vec![d, d]),
@@ -468,7 +474,7 @@ fn huge_gguf(path: &Path) {
         infos.extend(0u32.to_le_bytes()); // F32
         infos.extend((data.len() as u64).to_le_bytes());
         let n: u64 = if dims.iter().any(|&x| x > 1 << 20) { 4 } else { dims.iter().product() };
-        data.extend((0..n).flat_map(|_| 0.5f32.to_le_bytes()));
+        data.extend((0..n).flat_map(|_| fill.to_le_bytes()));
         data.resize(data.len().div_ceil(32) * 32, 0);
     }
     let mut x = b"GGUF".to_vec();
@@ -494,6 +500,14 @@ fn gguf_with_huge_dims_is_an_error() {
         &["huge.gguf", "blk.0.attn_q.weight", "2147483648"],
     );
     fails(&["probe", "svflow", "/dev/zero.gguf"], &["/dev/zero.gguf"]);
+    // Well formed, but its weights are NaN: refused at load with the tensor named (the probe
+    // printed NaN scores beside clean-looking metrics).
+    let nan = dir.join("nan.gguf");
+    tiny_gguf(&nan, vec![8, 8], f32::NAN);
+    fails(
+        &["probe", "svflow", nan.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"],
+        &["nan.gguf", "token_embd.weight", "non-finite weight"],
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -578,4 +592,26 @@ fn diagnostics_show_control_characters_as_question_marks() {
     assert_eq!(code, 1);
     assert!(err.contains("unexpected character `\\u{200b}`") && err.contains("y = a???b + 1;") && err.contains("^^^") && err.contains("ctrl.rasp:1:6"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Output that cannot be written is an error (a full disk lost a model's output while raspc
+/// said nothing and exited 0); a reader that stops early (`| head -1`) is not.
+#[test]
+fn unwritable_output_is_an_error_and_a_closed_pipe_is_not() {
+    let bin = env!("CARGO_BIN_EXE_raspc");
+    let program = corpus("reverse.rasp");
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let o = Command::new(bin).args(["eval", program.to_str().unwrap(), "--input", "abc"]).stdout(full).stderr(Stdio::piped()).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("error: could not write the output:"), "{err}");
+    } else {
+        eprintln!("skipped the /dev/full half: no /dev/full here");
+    }
+    // A reader that closes at once: no error, no panic.
+    let mut child = Command::new(bin).args(["dump", program.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.code() == Some(0) && !err.contains("panicked") && !err.contains("could not write"), "{:?} {err}", o.status);
 }

@@ -202,7 +202,14 @@ impl LanguageModel {
         }
         let mut t = |name: &str| -> Result<Tensor> {
             let q = c.tensor(&mut f, name, &device).map_err(|e| LmError::Gguf(format!("{name}: {e}")))?;
-            Ok(q.dequantize(&device)?.to_dtype(DType::F32)?)
+            let w = q.dequantize(&device)?.to_dtype(DType::F32)?;
+            // A NaN or infinite weight makes every probe and score meaningless: refused here,
+            // as raspc checkpoints are, with the tensor named.
+            let finite = w.flatten_all()?.to_vec1::<f32>()?.iter().position(|x| !x.is_finite());
+            if let Some(i) = finite {
+                return Err(LmError::Gguf(format!("tensor `{name}` holds a non-finite weight at flat index {i}")));
+            }
+            Ok(w)
         };
         let embed = t("token_embd.weight")?;
         let mut blocks = vec![];

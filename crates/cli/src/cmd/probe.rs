@@ -8,8 +8,21 @@ use std::io::Write;
 pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, out: report_file, plot: plot_dir } =
         kind;
-    // Refuse an -o that may not be replaced before the (long) run, not after it.
+    // Refuse outputs that may not be written before the (long) run, not after it.
+    if let Some(dir) = &plot_dir {
+        if report_file.as_ref().is_some_and(|r| r == dir) {
+            return Err(format!("-o and --plot are both `{}`: the report is a file, the plots go into a folder", dir.display()).into());
+        }
+        plot::check_probe_plots(dir)?;
+    }
     if let Some(path) = &report_file {
+        // A report inside the plot folder: the folder is made first.
+        if let (Some(dir), Some(parent)) = (&plot_dir, path.parent())
+            && parent == dir.as_path()
+            && !dir.exists()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the folder `{}`: {e}", dir.display()))?;
+        }
         super::output::may_replace(path, REPORT, &|b| is_report(path, b))?;
     }
     // With --json the text goes nowhere and the report is printed as one JSON object at the end.
