@@ -5,6 +5,8 @@
 //!   one selected set is linear. One head instead of two, and the result keeps the values'
 //!   common denominator (so `balance < 0` needs one step, not a comparison of two means).
 //! * `aggregate(s, a, d) * c` (and `c * ...`, `... / c`) = `aggregate(s, a * c, d * c)`.
+//! * `aggregate(s, a, d1) op aggregate(s, b, d2)` (a comparison, integer values and defaults) =
+//!   `aggregate(s, a - b, d1 - d2) op 0`: one head and a sign test, not a map over every pair.
 //! * `selector_width(A or B)` = `selector_width(A) + selector_width(B)` when A and B can never
 //!   select the same key: each has an `and`-conjunct comparing the same keys and queries with
 //!   exclusive comparisons (`<` vs `==`, ...). Two small heads instead of a one-hot over every
@@ -404,6 +406,22 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
             }
             let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v), Operand::Const(c.clone())] }, span)?;
             Some(NodeKind::Aggregate { sel: s, values, default })
+        }
+        // `mean(s, a) op mean(s, b)` = `mean(s, a - b) op 0` for integer values: over one
+        // selected set both means divide by the same count, so the difference of the sums has
+        // the comparison's sign (the interpreter's two quotients are at least 1/count apart
+        // when they differ, far beyond rounding); with no key selected, the defaults compare
+        // as their difference does. One mean and a sign test instead of a map over every pair
+        // of fractions (`frac_a > frac_b` at max-len 64: refused, over 8,192 pairs).
+        (BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge, [a, b]) if facts.is_some() => {
+            let ((s1, v1, d1), (s2, v2, d2)) = (agg(a)?, agg(b)?);
+            if s1 != s2 || !integral_values(facts, out, &[v1, v2]) || !(matches!(d1, Atom::Int(_)) && matches!(d2, Atom::Int(_))) {
+                return None;
+            }
+            let default = atom::binary(BinOp::Sub, &d1, &d2).ok()?;
+            let values = out.add(NodeKind::Map { op: MapOp::Binary(BinOp::Sub), args: vec![Operand::Sop(v1), Operand::Sop(v2)] }, span)?;
+            let merged = out.add(NodeKind::Aggregate { sel: s1, values, default }, span)?;
+            Some(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(merged), Operand::Const(Atom::Int(0))] })
         }
         _ => None,
     }

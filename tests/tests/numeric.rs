@@ -156,3 +156,27 @@ fn a_sum_of_24_shifted_copies_is_one_layer() {
     assert!(b.compiled.summary.d_model <= 60, "{}", b.compiled.summary);
     check(&b, 32, 300);
 }
+
+/// Two means over one selector compared (`frac_a > frac_b`): one mean of the difference and a
+/// sign test, not a map over every pair of fractions (at max-len 64 that pair count was over
+/// the limit and the program was refused). Every comparison, exhaustively at max-len 5, and the
+/// size at max-len 64 (one attention layer and an MLP of at most five units).
+#[test]
+fn comparisons_of_two_means_over_one_selector_are_a_sign_test() {
+    for op in ["<", "<=", ">", ">=", "=="] {
+        let src = format!(
+            "prevs = select(indices, indices, <=);\nfa = aggregate(prevs, indicator(tokens == \"a\"));\nfb = aggregate(prevs, indicator(tokens == \"b\"));\nmore = fa {op} fb;\n"
+        );
+        let vocab: Vec<Atom> = "abc".chars().map(|c| Atom::Str(c.to_string())).collect();
+        let b = build(&src, "more", vocab.clone(), 5);
+        let model = raspc_runtime::Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
+        let seqs = generate(&Inputs::Exhaustive, vocab.len(), 5).unwrap();
+        let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
+        let rep = verify(&b.session.graph, b.root, &model, &vocab, &seqs, &modes, &mut |_| {}).unwrap();
+        assert_eq!((rep.checked, rep.failed), (seqs.len(), 0), "{op}: {:?}", rep.examples.first());
+        let wide = build(&src, "more", vocab, 64);
+        let s = &wide.compiled.summary;
+        assert!(s.layers == 1 && mlp_units(&wide.compiled) <= 5, "{op}: {s}");
+        check(&wide, 64, 200);
+    }
+}

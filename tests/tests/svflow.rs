@@ -216,6 +216,18 @@ fn probe_scores_are_what_they_claim() {
     assert!(code == 0 && err.contains("nothing is shuffled, every level probes the same inputs"), "{err}");
     let (code, _, err) = cli(&["probe", "svflow", d, "--seq-len", "6", "--eval-window", "2", "--sequences", "1", "--seeds", "1", "--levels", "0,1"]);
     assert!(code == 0 && !err.contains("nothing is shuffled"), "{err}");
+    // Flags that would mean nothing: a level twice, --text for a raspc checkpoint, a selector
+    // as the reference's entry, noise past f32 (named as the flag's doing).
+    let (code, _, err) = cli(&["probe", "svflow", d, "--levels", "0,0.5,0"]);
+    assert!(code == 1 && err.contains("--levels lists 0 twice"), "{err}");
+    let (code, _, err) = cli(&["probe", "svflow", d, "--text", prog.to_str().unwrap()]);
+    assert!(code == 1 && err.contains("--text applies to a language model"), "{err}");
+    let sel = dir.join("sel.rasp");
+    std::fs::write(&sel, format!("{}\nflip = select(indices, indices, ==);\n", std::fs::read_to_string(&prog).unwrap())).unwrap();
+    let (code, _, err) = cli(&["probe", "svflow", d, "--program", sel.to_str().unwrap(), "--entry", "flip", "--seeds", "1", "--sequences", "1"]);
+    assert!(code == 1 && err.contains("`flip` is a selector"), "{err}");
+    let (code, _, err) = cli(&["probe", "svflow", d, "--weight-noise", "1e300", "--seeds", "1", "--sequences", "1", "--levels", "0"]);
+    assert!(code == 1 && err.contains("--weight-noise 1e300: the perturbed weights overflow f32"), "{err}");
     // Output paths are checked before the run: -o equal to --plot, --plot on a file; a report
     // inside a plot folder that does not exist yet gets the folder.
     let same = dir.join("same");

@@ -19,9 +19,7 @@ const MAX_RENDERED: usize = 50;
 /// would reach the user's terminal; a zero-width character would get no caret) become `?`s of
 /// the same byte length, so every offset still maps one to one.
 fn printable(piece: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{e0000}'..='\u{e007f}')
-    };
+    let hidden = |c: char| c != '\n' && c != '\t' && crate::inspect::hidden(c);
     if !piece.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(piece);
     }

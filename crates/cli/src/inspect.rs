@@ -310,7 +310,13 @@ fn cell(x: f32) -> String {
 /// descriptions come from the checkpoint file, and an escape sequence in one must not reach
 /// the terminal (or an SVG, where it is not even valid XML).
 pub fn printable(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    s.chars().map(|c| if hidden(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// Characters a label must not carry to a terminal or a figure as they are: controls, and the
+/// invisible format characters that reorder (bidirectional overrides) or hide text.
+pub fn hidden(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{e0000}'..='\u{e007f}')
 }
 
 /// [`printable`] line by line: the text's own line breaks stay.
@@ -323,7 +329,7 @@ pub fn printable_lines(s: &str) -> String {
 /// a line of its own in `inspect`'s output.
 pub fn with_printable_strings(mut ck: Checkpoint) -> Checkpoint {
     let fix = |s: &mut String| {
-        if s.chars().any(char::is_control) {
+        if s.chars().any(hidden) {
             *s = printable(s);
         }
     };

@@ -239,7 +239,14 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
     let mut out = vec![];
     for (li, &level) in s.levels.iter().enumerate() {
         for seed in 0..s.seeds {
-            let model = Model::new(perturb(ck, s, seed), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
+            let model = Model::new(perturb(ck, s, seed), &raspc_runtime::Device::Cpu).map_err(|e| {
+                // Noise past f32's range makes weights infinite: the flag's doing, not the file's.
+                if s.weight_noise > 0.0 && e.to_string().contains("non-finite") {
+                    format!("--weight-noise {}: the perturbed weights overflow f32 ({e})", crate::args::num(s.weight_noise))
+                } else {
+                    e.to_string()
+                }
+            })?;
             let mut acc = Acc::new(ck.config.layers.len());
             acc.distribution = matches!(ck.output.encoding, Encoding::Categorical { .. });
             let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);

@@ -113,11 +113,14 @@ impl<'a> Parser<'a> {
             let prev = self.prev_span();
             let at = Span { file: prev.file, start: prev.end, end: prev.end };
             let found = self.peek().describe();
-            self.errs.push(
-                Diagnostic::error("parse::missing-semicolon", format!("expected `;`, found {found}"), at)
-                    .with_label("expected `;` here")
-                    .with_secondary(self.span(), if self.peek() == &Tok::RBrace { "the block ends here" } else { "the next statement starts here" }),
-            );
+            self.errs.push(Diagnostic::error("parse::missing-semicolon", format!("expected `;`, found {found}"), at).with_label("expected `;` here").with_secondary(
+                self.span(),
+                match self.peek() {
+                    Tok::RBrace => "the block ends here",
+                    Tok::Eof => "the file ends here",
+                    _ => "the next statement starts here",
+                },
+            ));
             return Err(Fail);
         }
         Err(self.error_expected(what))

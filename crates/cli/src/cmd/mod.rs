@@ -223,7 +223,16 @@ pub(crate) fn char_input_hint(input: &str, ck: &raspc_checkpoint::Checkpoint) ->
     if input.trim_start().starts_with('[') || !long_tokens {
         return String::new();
     }
+    if let Some(r) = &ck.config.real_input {
+        let example = format!("{}, {}", num_json(r.lo), num_json(r.hi));
+        return format!(" (`--input` text is read one character per token; this model reads numbers: give them as a JSON array, e.g. --input '[{example}]')");
+    }
     let example = tokens().take(2).map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-    let example = if ck.config.real_input.is_some() || example.is_empty() { "-1.0, 0.5".to_string() } else { example };
+    let example = if example.is_empty() { "-1.0, 0.5".to_string() } else { example };
     format!(" (`--input` text is read one character per token, and this model's tokens are not all single characters: give them as a JSON array, e.g. --input '[{example}]')")
+}
+
+/// A number as JSON writes it (`1` stays `1`, `0.5` stays `0.5`).
+fn num_json(x: f64) -> String {
+    serde_json::Value::from(x).to_string()
 }

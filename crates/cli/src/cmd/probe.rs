@@ -31,6 +31,12 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     if levels.iter().any(|l| !(0.0..=1.0).contains(l)) || levels.is_empty() {
         return Err("--levels must be fractions between 0 and 1".to_string().into());
     }
+    if let Some(l) = levels.iter().enumerate().find_map(|(i, l)| levels[..i].contains(l).then_some(l)) {
+        return Err(format!("--levels lists {l} twice (each level is probed --seeds times already)").into());
+    }
+    if text.is_some() && model.extension().is_none_or(|e| e != "gguf") {
+        return Err("--text applies to a language model (a .gguf file); a raspc checkpoint is probed on sequences drawn from its vocabulary".to_string().into());
+    }
     finite_flag("--attn-temp", attn_temp, attn_temp > 0.0, "> 0")?;
     finite_flag("--weight-noise", weight_noise, weight_noise >= 0.0, ">= 0")?;
     if seeds == 0 || sequences == 0 {
@@ -126,7 +132,13 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             None => None,
         };
         let reference = match &session {
-            Some(s) => Some((&s.graph, s.entry(entry.as_deref())?.1)),
+            Some(s) => {
+                let (name, root) = s.entry(entry.as_deref())?;
+                if s.graph.node(root).kind.is_selector() {
+                    return Err(format!("`{name}` is a selector; the probe scores the s-op the model computes: give --entry that s-op (`{}`)", ck.output.label).into());
+                }
+                Some((&s.graph, root))
+            }
             None => None,
         };
         if let (Some(s), Some(p), Some((_, root))) = (&session, &program, reference)
