@@ -18,7 +18,7 @@ pub mod simplify;
 
 pub use lower::Options;
 use raspc_checkpoint::Checkpoint;
-use raspc_lang::{Diagnostic, Graph, NodeId};
+use raspc_lang::{Atom, Diagnostic, Graph, NodeId};
 
 /// Size figures of a compiled model, as `raspc compile` prints them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,7 +135,7 @@ fn non_finite_value(graph: &Graph, root: NodeId, plan: &plan::Plan) -> Option<Di
     let in_slots = plan.slots.iter().find_map(|slot| {
         let bad = match &slot.enc {
             plan::SlotEnc::Cat(values) => values.iter().find_map(|a| match a {
-                raspc_lang::Atom::Float(x) if !x.is_finite() => Some(*x),
+                Atom::Float(x) if !x.is_finite() => Some(*x),
                 _ => None,
             }),
             plan::SlotEnc::Num { points: Some(p) } => p.iter().copied().find(|x| !x.is_finite() || x.abs() > f32::MAX as f64),
@@ -145,7 +145,7 @@ fn non_finite_value(graph: &Graph, root: NodeId, plan: &plan::Plan) -> Option<Di
     });
     let in_output = || {
         plan.output.values.iter().flatten().find_map(|a| match a {
-            raspc_lang::Atom::Float(x) if !x.is_finite() => Some((plan.output_label.clone(), *x)),
+            Atom::Float(x) if !x.is_finite() => Some((plan.output_label.clone(), *x)),
             _ => None,
         })
     };
@@ -212,6 +212,59 @@ fn user_place(graph: &Graph, root: NodeId, label: &str) -> (String, raspc_lang::
     }
 }
 
+/// Keeps `b` over `a` when it is no deeper, no wider and no larger (estimated parameters).
+fn smaller_of(a: plan::Plan, b: plan::Plan, opts: &Options) -> plan::Plan {
+    let size = |p: &plan::Plan| {
+        let s = emit::schedule(p);
+        (s.layers, s.d_model, estimated_params(p, &s, opts))
+    };
+    let ((la, da, pa), (lb, db, pb)) = (size(&a), size(&b));
+    if lb <= la && db <= da && pb <= pa {
+        b
+    } else {
+        a
+    }
+}
+
+/// The plan of a simplified graph (`simple`, from `graph`'s `root`): lowered as is, and, when
+/// that enumerated a sum it could add in a sum slot, lowered with eager sums too, keeping the
+/// smaller ([`smaller_of`]).
+fn plan_of(
+    graph: &Graph,
+    root: NodeId,
+    simple: &Graph,
+    simple_root: NodeId,
+    inexact: &std::collections::HashMap<NodeId, Vec<Atom>>,
+    opts: &Options,
+) -> Result<plan::Plan, Vec<Diagnostic>> {
+    // An --encoding override may name an s-op that simplification rewrote away (a mean
+    // that became a sum of widths, say): it has no slot of its own to encode any more,
+    // so the override has nothing to act on; names the program never had stay errors.
+    let labels = |g: &Graph, r: NodeId| -> std::collections::HashSet<String> { g.ancestors(r).into_iter().map(|id| g.node(id).label.clone()).collect() };
+    let (before, after) = (labels(graph, root), labels(simple, simple_root));
+    let gone = |name: &String| before.contains(name) && !after.contains(name);
+    let mut o = opts.clone();
+    o.numerical.retain(|n| !gone(n));
+    o.categorical.retain(|n| !gone(n));
+    // Sums of two s-ops enumerated up to 8,192 value combinations, or added in a sum
+    // slot from 1,024 on: the second plan is kept when it is no deeper, no wider and no
+    // larger (Tracr's sort at max-len 64: 3.2 M parameters enumerating a 65 x 65 sum,
+    // 0.19 M adding it); neither is better everywhere (a sum read one-hot can need a
+    // layer more).
+    // The second lowering only when the first enumerated a sum it would add (or failed).
+    let plain = lower::lower_noting_choices(simple, simple_root, &o, inexact);
+    let eager = match &plain {
+        Ok((_, false)) => None,
+        _ => Some(lower::lower_noting(simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, inexact)),
+    };
+    match (plain.map(|(p, _)| p), eager) {
+        (Ok(a), None) | (Ok(a), Some(Err(_))) => Ok(a),
+        (Ok(a), Some(Ok(b))) => Ok(smaller_of(a, b, &o)),
+        (Err(_), Some(Ok(b))) => Ok(b),
+        (Err(e), _) => Err(e),
+    }
+}
+
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
@@ -228,42 +281,20 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         }
         None => {
             domain::check(graph, root, &opts.vocab, opts.max_len).map_err(|d| vec![d])?;
-            let (simple, simple_root, inexact) = simplify::simplify_noting(graph, root, &opts.vocab, opts.max_len);
-            // An --encoding override may name an s-op that simplification rewrote away (a mean
-            // that became a sum of widths, say): it has no slot of its own to encode any more,
-            // so the override has nothing to act on; names the program never had stay errors.
-            let labels = |g: &Graph, r: NodeId| -> std::collections::HashSet<String> { g.ancestors(r).into_iter().map(|id| g.node(id).label.clone()).collect() };
-            let (before, after) = (labels(graph, root), labels(&simple, simple_root));
-            let gone = |name: &String| before.contains(name) && !after.contains(name);
-            let mut o = opts.clone();
-            o.numerical.retain(|n| !gone(n));
-            o.categorical.retain(|n| !gone(n));
-            // Sums of two s-ops enumerated up to 8,192 value combinations, or added in a sum
-            // slot from 1,024 on: the second plan is kept when it is no deeper, no wider and no
-            // larger (Tracr's sort at max-len 64: 3.2 M parameters enumerating a 65 x 65 sum,
-            // 0.19 M adding it); neither is better everywhere (a sum read one-hot can need a
-            // layer more).
-            // The second lowering only when the first enumerated a sum it would add (or failed).
-            let plain = lower::lower_noting_choices(&simple, simple_root, &o, &inexact);
-            let eager = match &plain {
-                Ok((_, false)) => None,
-                _ => Some(lower::lower_noting(&simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, &inexact)),
-            };
-            let plan = match (plain.map(|(p, _)| p), eager) {
-                (Ok(a), None) => a,
-                (Ok(a), Some(Ok(b))) => {
-                    let size = |p: &plan::Plan| {
-                        let s = emit::schedule(p);
-                        (s.layers, s.d_model, estimated_params(p, &s, &o))
-                    };
-                    let ((la, da, pa), (lb, db, pb)) = (size(&a), size(&b));
-                    if lb <= la && db <= da && pb <= pa {
-                        b
-                    } else {
-                        a
-                    }
-                }
-                (Ok(a), Some(Err(_))) => a,
+            // Comparisons with means of integers are rewritten onto the integer grid when
+            // enumerating them would take more than 8,192 combinations; below that, a second
+            // plan with every such comparison rewritten is kept when it is no deeper, no wider
+            // and no larger (Dyck-2 at max-len 64: 31.5 M parameters and 9 layers enumerating,
+            // 6.8 M and 8 with the grid; Dyck-1 is a little smaller enumerating).
+            let (simple, simple_root, inexact, grid_skipped) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, false);
+            let first = plan_of(graph, root, &simple, simple_root, &inexact, opts);
+            let second = grid_skipped.then(|| {
+                let (simple, simple_root, inexact, _) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, true);
+                plan_of(graph, root, &simple, simple_root, &inexact, opts)
+            });
+            let plan = match (first, second) {
+                (Ok(a), None) | (Ok(a), Some(Err(_))) => a,
+                (Ok(a), Some(Ok(b))) => smaller_of(a, b, opts),
                 (Err(_), Some(Ok(b))) => b,
                 (Err(e), _) => return Err(e),
             };

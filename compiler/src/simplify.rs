@@ -49,16 +49,49 @@ pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Gra
 /// later map that tells them apart from the exact value is refused, as for any number computed
 /// two ways (`compile::numeric_map`), instead of silently differing from the interpreter.
 pub fn simplify_noting(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId, HashMap<NodeId, Vec<Atom>>) {
+    let (g, r, inexact, _) = simplify_choosing(g, root, vocab, max_len, false);
+    (g, r, inexact)
+}
+
+/// [`simplify_noting`]; with `every_grid`, every comparison with a mean of integers that
+/// [`grid_compare`] can rewrite is rewritten (not only those whose enumeration would be too
+/// large). Also says whether some such comparison was left as it was (so that the caller may
+/// try both).
+pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize, every_grid: bool) -> (Graph, NodeId, HashMap<NodeId, Vec<Atom>>, bool) {
     let none = HashMap::new();
-    let structural =
-        Facts { sets: &none, vocab, max_len, new: Default::default(), inexact: Default::default(), structural: true, tables: Default::default(), old_tables: HashMap::new() };
-    let Some((g1, r1)) = rebuild(g, root, Some(&structural)) else { return (g.clone(), root, HashMap::new()) };
+    let structural = Facts {
+        sets: &none,
+        vocab,
+        max_len,
+        new: Default::default(),
+        inexact: Default::default(),
+        structural: true,
+        tables: Default::default(),
+        old_tables: HashMap::new(),
+        every_grid,
+        grid_skipped: Default::default(),
+    };
+    let Some((g1, r1)) = rebuild(g, root, Some(&structural)) else { return (g.clone(), root, HashMap::new(), false) };
     let sets = infer(&g1, r1, vocab, max_len);
     let old_tables = structural.tables.into_inner().1;
-    let facts = Facts { sets: &sets, vocab, max_len, new: Default::default(), inexact: Default::default(), structural: false, tables: Default::default(), old_tables };
+    let facts = Facts {
+        sets: &sets,
+        vocab,
+        max_len,
+        new: Default::default(),
+        inexact: Default::default(),
+        structural: false,
+        tables: Default::default(),
+        old_tables,
+        every_grid,
+        grid_skipped: Default::default(),
+    };
     match rebuild(&g1, r1, Some(&facts)) {
-        Some((g2, r2)) => (g2, r2, facts.inexact.into_inner().1),
-        None => (g1, r1, HashMap::new()),
+        Some((g2, r2)) => {
+            let skipped = facts.grid_skipped.get();
+            (g2, r2, facts.inexact.into_inner().1, skipped)
+        }
+        None => (g1, r1, HashMap::new(), false),
     }
 }
 
@@ -83,6 +116,10 @@ struct Facts<'a> {
     tables: RefCell<(Option<Tracked>, HashMap<NodeId, Tracked>)>,
     /// The previous pass's tables, by the ids of the graph being rebuilt.
     old_tables: HashMap<NodeId, Tracked>,
+    /// Rewrite every comparison [`grid_compare`] can, however few combinations it saves.
+    every_grid: bool,
+    /// Set when [`grid_compare`] left a comparison it could have rewritten.
+    grid_skipped: std::cell::Cell<bool>,
 }
 
 /// The floats a rewrite misses: for the node being rebuilt, then by the node that replaced it.
@@ -727,7 +764,11 @@ fn grid_compare(g: &Graph, id: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId>,
             _ => 1,
         };
         let combos = f.size(map[&u]).saturating_mul(others).saturating_mul(x_size);
-        if !x_ok || combos <= crate::lower::MAX_COMBINATIONS {
+        if !x_ok {
+            continue;
+        }
+        if combos <= crate::lower::MAX_COMBINATIONS && !f.every_grid {
+            f.grid_skipped.set(true);
             continue;
         }
         let (floor_u, ceil_u, isint) = floor_ceil_isint(map[&u], grid.lo, grid.hi, out, span)?;
