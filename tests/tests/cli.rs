@@ -704,6 +704,10 @@ fn real_valued_programs_compile_verify_and_run() {
     let (code, out, err) = cli(&["verify", p, "--input-bounds=-5,5", "--max-len", "6", "--samples", "200"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.ends_with("verified: 200 inputs, 0 mismatches\n"), "{out}");
+    // The certificate is for hard attention: soft is said not checked, and refused when asked.
+    assert!(out.contains("Hard attention: 200 inputs, 0 mismatches\nSoft attention: not checked"), "{out}");
+    let (code, _, err) = cli(&["verify", p, "--input-bounds=-5,5", "--max-len", "6", "--attention", "soft"]);
+    assert!(code == 1 && err.contains("certified bound holds under hard attention only"), "{err}");
     let (code, out, err) = cli(&["run", m, "--input", "[0, 0, 0, 1, 1, 1]", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();

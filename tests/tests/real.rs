@@ -701,3 +701,22 @@ mod random_programs {
         }
     }
 }
+
+/// The certificate's edges (helper o): a program the compiler folds exactly (`x * 3 - x - x - x`
+/// is 0) against the interpreter's own f64 rounding (0.125 at inputs near 1e15), which verify
+/// allows for; outputs in f32's subnormal range (`x * x` on ±1e-20: 1e-40), whose rounding the
+/// bound now covers; values past f32's range (`x * x` on ±1e20), refused instead of certified.
+#[test]
+fn certificates_hold_at_the_edges_of_f64_and_f32() {
+    for mode in MODES {
+        let b = build("x = tokens_float;\ny = x * 3 - x - x - x;\n", 4, -1e15, 1e15, mode).unwrap();
+        let model = Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
+        let r = raspc::verify::verify_real(&b.session.graph, b.root, &model, 100, 7, &mut |_| {}).unwrap();
+        assert!(r.failed == 0 && r.checked == 100 && r.max_err > 0.0 && r.max_slack >= r.max_err, "{mode:?}: {} failed, error {} slack {}", r.failed, r.max_err, r.max_slack);
+        let b = build("x = tokens_float;\ny = x * x;\n", 4, -1e-20, 1e-20, mode).unwrap();
+        within_both_bounds(&b, &random_inputs(4, -1e-20, 1e-20, 50, 8));
+        let e = build("x = tokens_float;\ny = x * x;\n", 4, -1e20, 1e20, mode).err().unwrap_or_default();
+        // (ReLU squares are refused sooner: too many pieces for that range.)
+        assert!((e.contains("compile::too_large") && e.contains("past what f32 holds")) || (mode == MlpMode::Relu && e.contains("compile::real")), "{mode:?}: {e}");
+    }
+}

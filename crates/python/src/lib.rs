@@ -285,7 +285,7 @@ impl NativeModel {
                     .map(|m| serde_json::json!({"input": show(&m.input), "expected": show(&m.expected), "got": m.got.iter().map(Decoded::to_json).collect::<Vec<_>>()}))
                     .collect();
                 return Ok(serde_json::json!({
-                    "asked": samples, "checked": r.checked, "failed": r.failed, "ok": r.failed == 0 && r.checked == samples, "max_err": r.max_err, "bound": r.bound,
+                    "asked": samples, "checked": r.checked, "failed": r.failed, "ok": r.failed == 0 && r.checked == samples, "max_err": r.max_err, "bound": r.bound, "interpreter_rounding": r.max_slack,
                     "rejected": r.rejections.total(), "rejections": r.rejections.lines(), "examples": ex,
                 }));
             }

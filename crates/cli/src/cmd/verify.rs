@@ -87,6 +87,9 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
     if a.exhaustive && target.input_bounds.is_some() {
         return Err("--exhaustive enumerates token inputs; a real-valued program's inputs (--input-bounds) cannot be enumerated: use --samples N (random inputs in the bounds), or --input-grid LO,HI,STEP to compile over a finite grid".to_string().into());
     }
+    if target.input_bounds.is_some() && matches!(a.attention, AttentionModes::Soft) {
+        return Err("--attention soft: a real-valued model's certified bound holds under hard attention only (soft attention's error grows with the inputs' magnitude and is not bounded); verify it with --attention hard".to_string().into());
+    }
     let built = build(path, target, err, color)?;
     if built.compiled.report.is_some() {
         let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).map_err(|e| format!("internal error: {e}"))?;
@@ -100,11 +103,15 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
             let got: Vec<raspc_lang::Atom> = m.got.iter().map(verify::decoded_atom).collect();
             let _ = writeln!(out, "mismatch: input {}: expected {}, model {}", show(&m.input), show(&m.expected), show(&got));
         }
-        let _ = writeln!(out, "max |model - program| {:.3e}, certified bound {:.3e}", r.max_err, r.bound);
+        let _ = writeln!(out, "Hard attention: {} inputs, {} mismatches", r.checked, r.failed);
+        if matches!(a.attention, AttentionModes::Both) {
+            let _ = writeln!(out, "Soft attention: not checked (a real-valued model's certified bound holds under hard attention only)");
+        }
+        let _ = writeln!(out, "max |model - program| {:.3e}, certified bound {:.3e} (plus up to {:.3e} for the interpreter's own f64 rounding)", r.max_err, r.bound, r.max_slack);
         let show = |v: &[raspc_lang::Atom]| v.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
         let json = a.json.then(|| {
             let examples: Vec<serde_json::Value> = r.examples.iter().map(|m| serde_json::json!({ "input": show(&m.input), "expected": show(&m.expected), "model": m.got.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() })).collect();
-            serde_json::json!({ "output": built.compiled.plan.output_label, "summary": built.compiled.summary.to_string(), "max_abs_err": r.max_err, "certified_bound": r.bound, "examples": examples })
+            serde_json::json!({ "output": built.compiled.plan.output_label, "summary": built.compiled.summary.to_string(), "max_abs_err": r.max_err, "certified_bound": r.bound, "interpreter_rounding": r.max_slack, "examples": examples })
         });
         return verify_verdict(count, r.checked, r.failed, &r.rejections, a.allow_rejected, json, if a.json { stdout } else { out });
     }
