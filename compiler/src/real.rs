@@ -953,7 +953,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
     // Values past f32's range make the forward pass overflow (a gated `x * x` on ±1e20): refused,
     // not certified. (A quarter of the largest f32 leaves room for the sums holding them.)
     let mut too_big: Vec<(&str, f64)> =
-        lw.res.iter().map(|(s, r)| (lw.slots[s.0].label.as_str(), r.iv.lo.abs().max(r.iv.hi.abs()))).filter(|&(_, m)| !(m <= f64::from(f32::MAX) / 4.0)).collect();
+        lw.res.iter().map(|(s, r)| (lw.slots[s.0].label.as_str(), r.iv.lo.abs().max(r.iv.hi.abs()))).filter(|&(_, m)| m.is_nan() || m > f64::from(f32::MAX) / 4.0).collect();
     too_big.sort_by(|a, b| a.0.cmp(b.0));
     if let Some(&(label, m)) = too_big.first() {
         return Err(vec![Diagnostic::error("compile::too_large", format!("`{label}` reaches {m:.3e}, past what f32 holds (3.4e38)"), node.span)
