@@ -2623,6 +2623,17 @@ impl RealLowerer<'_> {
                     // Ends snapped outward to f32 values, so knots there are stored exactly.
                     // (Widened by the larger error: one domain, and one network, for both bounds.)
                     let (lo, hi) = (f32_down(ui.lo - ue.max()), f32_up(ui.hi + ue.max()));
+                    // An argument that can take one value only (`x + 1` with --input-bounds=0,0)
+                    // is a constant: no units, and no interpolation domain of width 0.
+                    if lo == hi {
+                        let v = w * f.eval(lo);
+                        if !v.is_finite() {
+                            return Err(Diagnostic::error("compile::real", format!("`{label}` is not finite at {lo} (the only value of its argument)"), self.span));
+                        }
+                        constant += v;
+                        iv = iv.add(Iv::pt(v));
+                        continue;
+                    }
                     let group_here = group_req && single_unary && !product_half;
                     let pl = self.choose_pl(f, lo, hi).map_err(|e| {
                         // The remedy depends on the reason: too many pieces for the requested

@@ -1142,6 +1142,15 @@ fn inspect_shows_every_bias_small_weights_and_escapes_control_characters() {
     let (code, out, _) = cli(&["inspect", p.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(!out.contains('\u{1b}') && out.contains("\\u{1b}"), "{out}");
+    // A long categorical list is cut in the text (`--json` has every value).
+    let wide = temp("insp-wide.safetensors");
+    assert_eq!(cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "64", "-o", wide.to_str().unwrap(), "--force"]).0, 0);
+    let (code, out, _) = cli(&["inspect", wide.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let line = out.lines().find(|l| l.contains(" indices ")).unwrap();
+    assert!(line.ends_with(", …, 63] (64 values)") && line.len() < 200, "{line}");
+    let (_, json, _) = cli(&["inspect", wide.to_str().unwrap(), "--json"]);
+    assert!(json.contains("62,63]") || json.contains("62, 63]"), "inspect --json lists every value");
     // The SVG figures escape it too (ESC is not allowed in XML: overview.svg was ill-formed).
     let svg = temp("insp-svg");
     let (code, _, err) = cli(&["plot", p.to_str().unwrap(), "-o", svg.to_str().unwrap(), "--format", "svg"]);

@@ -123,6 +123,14 @@ fn a_map_of_floats_equal_up_to_rounding_says_so_and_the_advice_works() {
     let (code, out, err) = run_cli(&[&passed_on[..], &["--encoding", "y=numerical"]].concat());
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", 0 mismatches"), "{out}");
+    // Compared with indices in a select, the same float needs no advice: the comparison goes
+    // onto the integer grid (docs/compiler.md), where both floats are on one side of every
+    // integer, and the model verifies on every input.
+    let selected = dir.join("selected.rasp");
+    std::fs::write(&selected, "n = aggregate(select(tokens, \"+\", ==), indices);\ny = indices - n - 1;\nprog = aggregate(select(indices, y, ==), tokens_int, 0);\n").unwrap();
+    let (code, out, err) = run_cli(&["verify", selected.to_str().unwrap(), "--vocab", "01+", "--max-len", "8", "--exhaustive", "--allow-rejected"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("510 inputs, 0 mismatches"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -49,8 +49,16 @@ fn counts(ck: &Checkpoint, prefix: &str) -> (usize, usize) {
     ck.tensors.iter().filter(|(k, _)| k.starts_with(prefix)).fold((0, 0), |(p, nz), (_, t)| (p + t.data.len(), nz + t.data.iter().filter(|x| **x != 0.0).count()))
 }
 
+/// Values of a categorical encoding listed in `inspect`'s text.
+const MAX_LISTED: usize = 24;
+
 fn enc_text(e: &Encoding) -> String {
     match e {
+        // A long list is cut (a 1,218-value slot made a 20 kB line); `inspect --json` has all.
+        Encoding::Categorical { values } if values.len() > MAX_LISTED => {
+            let head: Vec<String> = values[..MAX_LISTED - 2].iter().map(|v| v.to_string()).collect();
+            format!("categorical [{}, …, {}] ({} values)", head.join(","), values[values.len() - 1], values.len())
+        }
         Encoding::Categorical { values } => format!("categorical {}", serde_json::Value::Array(values.clone())),
         Encoding::Numerical { values: Some(v) } => format!("numerical ({} known values)", v.len()),
         Encoding::Numerical { values: None } => "numerical".into(),
