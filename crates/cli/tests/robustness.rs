@@ -355,8 +355,19 @@ fn output_paths_are_never_clobbered_and_leave_no_temp_files() {
     bytes[len - 1] ^= 0x40;
     std::fs::write(&ck, &bytes).expect("write");
     fails(&["compile", h, "--vocab", "abc", "--max-len", "4", "-o", c], &["m.safetensors", "cannot read", "--force"]);
+    // A temporary file of a raspc that was killed outright (its process is gone) is removed by
+    // the next write of that output; one of a live process (this test's) is not.
+    let stale = dir.join(".m.safetensors.4294967-0.raspc-tmp");
+    let live = dir.join(format!(".m.safetensors.{}-0.raspc-tmp", std::process::id()));
+    std::fs::write(&stale, "half a checkpoint").expect("write");
+    std::fs::write(&live, "being written").expect("write");
     let (code, _, err) = raspc(&["compile", h, "--vocab", "abc", "--max-len", "4", "-o", c, "--force"]);
     assert_eq!(code, 0, "{err}");
+    if Path::new("/proc/self").exists() {
+        assert!(!stale.exists() && live.exists(), "stale temporary file kept, or a live one removed");
+    }
+    std::fs::remove_file(&live).ok();
+    let _ = std::fs::remove_file(&stale);
     let left: Vec<String> = std::fs::read_dir(&dir).expect("list").filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains("tmp")).collect();
     assert!(left.is_empty(), "temporary files left behind: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);

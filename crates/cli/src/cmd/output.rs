@@ -152,12 +152,37 @@ fn failure_text(f: Failure) -> String {
 
 /// Writes `bytes` to a temporary file in `output`'s directory and renames it into place: a
 /// failed or interrupted write never leaves half a file.
+/// Removes the temporary files an earlier raspc left for `name` in `dir` when it was killed
+/// outright (SIGKILL: no handler runs; a 205 MB `.NAME.PID-N.raspc-tmp` stayed): only files of
+/// exactly that pattern whose process no longer exists (Linux's /proc tells; elsewhere nothing
+/// is removed).
+fn remove_stale_temps(dir: &Path, name: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let prefix = format!(".{name}.");
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".raspc-tmp")).and_then(|r| r.split_once('-')).and_then(|(p, n)| {
+            n.parse::<u64>().ok()?;
+            p.parse::<u32>().ok()
+        }) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
     let dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
     let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
+    remove_stale_temps(&dir, &name);
     let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}-{n}.raspc-tmp", std::process::id()));
     if let Ok(mut files) = TEMP_FILES.lock() {
