@@ -484,6 +484,27 @@ fn inspection_tools_work_on_the_whole_corpus() {
     }
 }
 
+/// A model's output holds a number, not its type (helper p): a mean of integers is `1` from one
+/// key and `1.0` from several, one number to the model, and `compile` says so; a conditional
+/// between `True` and `1`, one-hot, keeps the two apart and gets no warning.
+#[test]
+fn an_output_that_is_one_number_of_two_types_is_warned_about() {
+    let p = temp("frac-types.rasp");
+    std::fs::write(&p, "frac = aggregate(select(indices, indices, <=), indicator(tokens == \"a\"), 0);\n").unwrap();
+    let o = temp("frac-types.safetensors");
+    let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "4", "-o", o.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: `frac` can be") && err.contains("one number as values of different types"), "{err}");
+    let (_, run, _) = cli(&["run", o.to_str().unwrap(), "--input", "aaaa", "--json"]);
+    let (_, eval, _) = cli(&["eval", p.to_str().unwrap(), "--input", "aaaa", "--json"]);
+    assert_eq!((run.trim(), eval.trim()), ("{\"output\":[1,1,1,1]}", "{\"output\":[1,1.0,1.0,1.0]}"));
+    std::fs::write(&p, "prog = True if indices == 0 else 1;\n").unwrap();
+    let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "4", "-o", o.to_str().unwrap(), "--force"]);
+    assert!(code == 0 && !err.contains("warning"), "{err}");
+    let (_, run, _) = cli(&["run", o.to_str().unwrap(), "--input", "aba", "--json"]);
+    assert_eq!(run.trim(), "{\"output\":[true,1,1]}");
+}
+
 /// Nodes a rewrite adds get labels no value of the original program has: `trace --program`
 /// compares by label, and a helper of the comparison with a mean of positions once took the
 /// label of another s-op (`sequencemap_17`) and was reported as a divergence of a correct model.

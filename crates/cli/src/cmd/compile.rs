@@ -49,6 +49,9 @@ pub(crate) fn compile_cmd(
             let _ = writeln!(err, "  {l}");
         }
     }
+    if let Some(w) = mixed_type_warning(&built, target) {
+        let _ = writeln!(err, "{w}");
+    }
     if json {
         let sum = &built.compiled.summary;
         let mut j = serde_json::json!({
@@ -84,4 +87,33 @@ pub(crate) fn compile_cmd(
         );
     }
     Ok(())
+}
+
+/// A numerical output holds a number, not its type: when the program's output can be one number
+/// as values of different types (`1` and `1.0` from a mean of one key or several, `True` and
+/// `1`), the model gives one of them for either. So does a one-hot mean (its type says how many
+/// keys were selected, which the mean's value does not). Said at compile time, as a warning.
+pub(crate) fn mixed_type_warning(built: &super::Built, target: &Target) -> Option<String> {
+    let numerical = matches!(built.compiled.checkpoint.output.encoding, raspc_checkpoint::Encoding::Numerical { .. });
+    let mean = matches!(built.session.graph.node(built.root).kind, raspc_lang::NodeKind::Aggregate { .. });
+    if built.compiled.report.is_some() || !(numerical || mean) {
+        return None;
+    }
+    let sets = raspc_compiler::infer::infer(&built.session.graph, built.root, &built.vocab, target.max_len);
+    let Some(raspc_compiler::infer::ValueSet::Finite(vals)) = sets.get(&built.root) else { return None };
+    let kind = |a: &raspc_lang::Atom| std::mem::discriminant(a);
+    let vals: Vec<&raspc_lang::Atom> = vals.iter().collect();
+    for (i, a) in vals.iter().enumerate() {
+        for b in &vals[i + 1..] {
+            if kind(a) != kind(b) && a.as_f64().is_some() && a.as_f64() == b.as_f64() {
+                return Some(format!(
+                    "warning: `{}` can be {} and {}, one number as values of different types; the model's output holds the number, so `run` gives one of them for either (`verify` compares numbers as Python's == does)",
+                    built.compiled.plan.output_label,
+                    a.repr(),
+                    b.repr()
+                ));
+            }
+        }
+    }
+    None
 }
