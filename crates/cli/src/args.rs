@@ -343,8 +343,8 @@ pub struct Target {
     #[arg(long, value_enum, default_value = "relu")]
     pub mlp: MlpArg,
     /// Real-valued programs: interpolation error per piecewise-linear function (default: per
-    /// function, the coarsest within about twice the f32 rounding of its weights; relative for
-    /// exp and reciprocals; docs/compiler.md. A smaller value can tighten a bound at the cost of
+    /// function, the one that gives the smallest f32 bound with its units' rounding; relative
+    /// for exp and reciprocals; docs/compiler.md. A smaller value can tighten a bound at the cost of
     /// more units, up to a point: more units also round more in f32, so a much smaller value
     /// can loosen it; `compile --bounds` prints the bound).
     #[arg(long = "pl-error")]
