@@ -1225,6 +1225,13 @@ impl RealLowerer<'_> {
                     return Ok(v);
                 }
                 let m = self.selector(sel)?;
+                // A selector that selects no key for any query (`select(indices, indices, <)` at
+                // max-len 1): the default everywhere. (A head would have nothing to rank keys
+                // below BOS with, and `aggregate_max` gave the largest value of all keys.)
+                if m.iter().all(Vec::is_empty) {
+                    let d = atom_f64(&default).ok_or_else(|| self.err(id, format!("the default of a real aggregate must be a number, got {}", default.repr())).with_label("here"))?;
+                    return Ok(Val::Pos(vec![Some(Atom::Float(d)); m.len()]));
+                }
                 if let Some(Val::Pos(v)) = self.vals.get(&values).cloned() {
                     // Everything known: the aggregate is positional too.
                     let nums = self.pos_numbers(values, &v)?;
