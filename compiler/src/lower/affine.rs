@@ -187,7 +187,18 @@ impl Lowerer<'_> {
                 // the enumeration below takes the whole map.
                 let (xa, xc) = (operand(self, a)?, operand(self, c)?);
                 let worth = any_num && (combos > MAX_COMBINATIONS || self.read_as_number(id, 0));
-                let own_mlp = |lw: &Self, op: &Operand| matches!(op, Operand::Sop(s) if worth && matches!(lw.rep.get(s), Some(Rep::Inline)) && lw.leaf_list(*s).len() > 1);
+                // With eager sums (the second plan `compile` tries, kept when no deeper, wider or
+                // larger), also a map of one numerical s-op, `floor(mean) - length`: its values
+                // cannot be enumerated with the other side's, and one-hot it costs a unit per
+                // value pair (idioms/bar_sum.rasp at max-len 64: 15.9 M parameters, 0.7 M so).
+                let numeric_map = |lw: &Self, op: &Operand| matches!(op, Operand::Sop(s) if worth && matches!(lw.rep.get(s), Some(Rep::Inline)) && { let ls = lw.leaf_list(*s); ls.len() == 1 && lw.is_num_slot(ls[0]) });
+                let eager = self.opts.eager_sums;
+                if !eager && (numeric_map(self, a) || numeric_map(self, c)) {
+                    self.eager_sums_differ = true;
+                }
+                let own_mlp = |lw: &Self, op: &Operand| {
+                    matches!(op, Operand::Sop(s) if worth && matches!(lw.rep.get(s), Some(Rep::Inline)) && lw.leaf_list(*s).len() > 1) || (eager && numeric_map(lw, op))
+                };
                 if (xa.is_none() && !own_mlp(self, a)) || (xc.is_none() && !own_mlp(self, c)) {
                     return Ok(None);
                 }
