@@ -41,9 +41,8 @@ pub fn parse(file: FileId, text: &str) -> (Program, Vec<Diagnostic>) {
     let stmts = p.statements(true);
     // A line with a lexical error (a stray `!`, `1e5`) gets only that error: what the parser
     // then says about the line ("expected `;`") follows from it and misleads.
-    // (Lines by binary search over the line breaks: a scan per diagnostic was quadratic.)
-    let breaks: Vec<usize> = text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect();
-    let line_of = |d: &Diagnostic| d.primary_span().map(|s| breaks.partition_point(|&b| b < (s.start as usize).min(text.len())));
+    let lines = crate::span::LineBreaks::new(text);
+    let line_of = |d: &Diagnostic| d.primary_span().map(|s| lines.line_of(s.start as usize));
     let bad_lines: std::collections::HashSet<usize> = errs.iter().filter_map(line_of).collect();
     p.errs.retain(|d| line_of(d).is_none_or(|l| !bad_lines.contains(&l)));
     errs.append(&mut p.errs);

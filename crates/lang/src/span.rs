@@ -88,3 +88,18 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     }
     i
 }
+
+/// The lines of one text by byte offset, answered by binary search over its line breaks (a scan
+/// per question made files of many statements or many diagnostics quadratic).
+pub(crate) struct LineBreaks(Vec<usize>);
+
+impl LineBreaks {
+    pub(crate) fn new(text: &str) -> LineBreaks {
+        LineBreaks(text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect())
+    }
+
+    /// 0-based line of a byte offset (an offset past the end is on the last line).
+    pub(crate) fn line_of(&self, offset: usize) -> usize {
+        self.0.partition_point(|&b| b < offset)
+    }
+}
