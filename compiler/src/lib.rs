@@ -212,17 +212,51 @@ fn user_place(graph: &Graph, root: NodeId, label: &str) -> (String, raspc_lang::
     }
 }
 
-/// Keeps `b` over `a` when it is no deeper, no wider and no larger (estimated parameters).
-fn smaller_of(a: plan::Plan, b: plan::Plan, opts: &Options) -> plan::Plan {
+/// Is `b` no deeper, no wider and no larger (estimated parameters) than `a`?
+fn no_larger(a: &plan::Plan, b: &plan::Plan, opts: &Options) -> bool {
     let size = |p: &plan::Plan| {
         let s = emit::schedule(p);
         (s.layers, s.d_model, estimated_params(p, &s, opts))
     };
-    let ((la, da, pa), (lb, db, pb)) = (size(&a), size(&b));
-    if lb <= la && db <= da && pb <= pa {
+    let ((la, da, pa), (lb, db, pb)) = (size(a), size(b));
+    lb <= la && db <= da && pb <= pa
+}
+
+/// Keeps `b` over `a` when it is [`no_larger`].
+fn smaller_of(a: plan::Plan, b: plan::Plan, opts: &Options) -> plan::Plan {
+    if no_larger(&a, &b, opts) {
         b
     } else {
         a
+    }
+}
+
+/// The plan of a token program, and the simplified graph it was lowered from. Comparisons with
+/// means of integers are rewritten onto the integer grid when enumerating them would take more
+/// than 8,192 combinations; below that, a second plan with every such comparison rewritten is
+/// kept when it is [`no_larger`] (Dyck-2 at max-len 64: 31.5 M parameters and 9 layers
+/// enumerating, 6.8 M and 8 with the grid; Dyck-1 is a little smaller enumerating).
+fn choose_plan(graph: &Graph, root: NodeId, opts: &Options) -> Result<(plan::Plan, Graph, NodeId), Vec<Diagnostic>> {
+    let (simple, simple_root, inexact, grid_skipped) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, false);
+    let first = plan_of(graph, root, &simple, simple_root, &inexact, opts);
+    if !grid_skipped {
+        return first.map(|p| (p, simple, simple_root));
+    }
+    let (grid, grid_root, grid_inexact, _) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, true);
+    match (first, plan_of(graph, root, &grid, grid_root, &grid_inexact, opts)) {
+        (Ok(a), Ok(b)) if no_larger(&a, &b, opts) => Ok((b, grid, grid_root)),
+        (Ok(a), _) => Ok((a, simple, simple_root)),
+        (Err(_), Ok(b)) => Ok((b, grid, grid_root)),
+        (Err(e), Err(_)) => Err(e),
+    }
+}
+
+/// The simplified graph `compile` lowers for these options (what `raspc dump --stage
+/// simplified` shows); the plain simplification when the program does not compile.
+pub fn simplified(graph: &Graph, root: NodeId, opts: &Options) -> (Graph, NodeId) {
+    match choose_plan(graph, root, opts) {
+        Ok((_, g, r)) => (g, r),
+        Err(_) => simplify::simplify(graph, root, &opts.vocab, opts.max_len),
     }
 }
 
@@ -281,23 +315,7 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         }
         None => {
             domain::check(graph, root, &opts.vocab, opts.max_len).map_err(|d| vec![d])?;
-            // Comparisons with means of integers are rewritten onto the integer grid when
-            // enumerating them would take more than 8,192 combinations; below that, a second
-            // plan with every such comparison rewritten is kept when it is no deeper, no wider
-            // and no larger (Dyck-2 at max-len 64: 31.5 M parameters and 9 layers enumerating,
-            // 6.8 M and 8 with the grid; Dyck-1 is a little smaller enumerating).
-            let (simple, simple_root, inexact, grid_skipped) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, false);
-            let first = plan_of(graph, root, &simple, simple_root, &inexact, opts);
-            let second = grid_skipped.then(|| {
-                let (simple, simple_root, inexact, _) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, true);
-                plan_of(graph, root, &simple, simple_root, &inexact, opts)
-            });
-            let plan = match (first, second) {
-                (Ok(a), None) | (Ok(a), Some(Err(_))) => a,
-                (Ok(a), Some(Ok(b))) => smaller_of(a, b, opts),
-                (Err(_), Some(Ok(b))) => b,
-                (Err(e), _) => return Err(e),
-            };
+            let (plan, _, _) = choose_plan(graph, root, opts)?;
             (plan, None)
         }
     };

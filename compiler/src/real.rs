@@ -952,13 +952,22 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
     };
     // Values past f32's range make the forward pass overflow (a gated `x * x` on ±1e20): refused,
     // not certified. (A quarter of the largest f32 leaves room for the sums holding them.)
-    let mut too_big: Vec<(&str, f64)> =
-        lw.res.iter().map(|(s, r)| (lw.slots[s.0].label.as_str(), r.iv.lo.abs().max(r.iv.hi.abs()))).filter(|&(_, m)| m.is_nan() || m > f64::from(f32::MAX) / 4.0).collect();
+    let limit = f64::from(f32::MAX) / 4.0;
+    let mut too_big: Vec<(&str, f64)> = lw
+        .res
+        .iter()
+        .filter(|(_, r)| r.iv.lo.is_nan() || r.iv.hi.is_nan() || r.iv.lo.abs() > limit || r.iv.hi.abs() > limit)
+        .map(|(s, r)| (lw.slots[s.0].label.as_str(), if r.iv.lo.is_nan() || r.iv.hi.is_nan() { f64::NAN } else { r.iv.lo.abs().max(r.iv.hi.abs()) }))
+        .collect();
     too_big.sort_by(|a, b| a.0.cmp(b.0));
     if let Some(&(label, m)) = too_big.first() {
-        return Err(vec![Diagnostic::error("compile::too_large", format!("`{label}` reaches {m:.3e}, past what f32 holds (3.4e38)"), node.span)
-            .with_label("compiled here")
-            .with_note("the model computes in f32: tighter --input-bounds keep its values in range")]);
+        return Err(vec![Diagnostic::error(
+            "compile::too_large",
+            format!("`{label}` reaches {m:.3e}, past a quarter of f32's range (8.5e37, room for the sums that hold it)"),
+            node.span,
+        )
+        .with_label("compiled here")
+        .with_note("the model computes in f32: tighter --input-bounds keep its values in range")]);
     }
     // Each f32 rounding may also lose up to half the spacing of f32's subnormal numbers (2^-150)
     // when a value falls below the normal range (1.2e-38): one such term per unit, head and
@@ -975,7 +984,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         + 1;
     let bound = Err2 { f32: r.err.f32 + roundings as f64 * 2f64.powi(-150), f64: r.err.f64 + roundings as f64 * 2f64.powi(-1074) };
     if !lw.report.iter().any(|r| r.label == node.label) {
-        lw.report.push(SopBound { label: node.label.clone(), lo: r.iv.lo, hi: r.iv.hi, err: r.err.f32, err_f64: r.err.f64 });
+        lw.report.push(SopBound { label: node.label.clone(), lo: r.iv.lo, hi: r.iv.hi, err: bound.f32, err_f64: bound.f64 });
     }
     let plan = Plan {
         slots: lw.slots,

@@ -505,6 +505,20 @@ fn an_output_that_is_one_number_of_two_types_is_warned_about() {
     assert_eq!(run.trim(), "{\"output\":[true,1,1]}");
 }
 
+/// `dump --stage simplified` shows the graph compile lowers: when compile keeps the plan with
+/// every comparison with a mean on the integer grid, the dump has that rewrite too (`high` reads
+/// `to_int(centre)`, the mean's floor), not the plain simplification.
+#[test]
+fn dump_shows_the_simplification_compile_keeps() {
+    let p = temp("centre.rasp");
+    std::fs::write(&p, "centre = aggregate(select(indices, indices, ==) or select(indices, indices, !=), tokens_int);\nhigh = tokens_int > centre;\n").unwrap();
+    let (code, out, err) = cli(&["dump", p.to_str().unwrap(), "--stage", "simplified", "--vocab", "[0,1,2,3]", "--max-len", "16"]);
+    assert_eq!(code, 0, "{err}");
+    let floor = out.lines().find(|l| l.contains("= map to_int(%6)")).unwrap_or_else(|| panic!("{out}"));
+    let id = floor.split_whitespace().next().unwrap();
+    assert!(out.lines().any(|l| l.contains("high = map `>`(%2, ") && l.contains(&format!("{id})"))), "{out}");
+}
+
 /// Nodes a rewrite adds get labels no value of the original program has: `trace --program`
 /// compares by label, and a helper of the comparison with a mean of positions once took the
 /// label of another s-op (`sequencemap_17`) and was reported as a divergence of a correct model.

@@ -66,13 +66,7 @@ impl Shown {
                     .map(|&(s, e)| (s - start, e.max(s).min(start + body.len()).max(start) - start))
                     .collect();
                 // Offsets inside a character (or in the line break) count up to it.
-                let char_at = |byte: usize| {
-                    let mut b = byte.min(body.len());
-                    while !body.is_char_boundary(b) {
-                        b -= 1;
-                    }
-                    body[..b].chars().count()
-                };
+                let char_at = |byte: usize| body[..raspc_lang::span::floor_char_boundary(body, byte)].chars().count();
                 let byte_at = |ch: usize| body.char_indices().nth(ch).map_or(body.len(), |(b, _)| b);
                 // A label longer than the window is shown from its start (a 300 KB expression
                 // is not printed whole).
@@ -115,11 +109,7 @@ impl Shown {
             Some(&(s, e, n)) => n + (pos.min(e) - s) + pos.saturating_sub(e),
             None => 0,
         };
-        let mut at = at.min(self.text.len());
-        while !self.text.is_char_boundary(at) {
-            at -= 1;
-        }
-        at
+        raspc_lang::span::floor_char_boundary(&self.text, at)
     }
 }
 

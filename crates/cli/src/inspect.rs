@@ -56,7 +56,7 @@ fn enc_text(e: &Encoding) -> String {
     match e {
         // A long list is cut (a 1,218-value slot made a 20 kB line); `inspect --json` has all.
         Encoding::Categorical { values } if values.len() > MAX_LISTED => {
-            let head: Vec<String> = values[..MAX_LISTED - 2].iter().map(|v| v.to_string()).collect();
+            let head: Vec<String> = values[..MAX_LISTED - 1].iter().map(|v| v.to_string()).collect();
             format!("categorical [{}, …, {}] ({} values)", head.join(","), values[values.len() - 1], values.len())
         }
         Encoding::Categorical { values } => format!("categorical {}", serde_json::Value::Array(values.clone())),

@@ -74,20 +74,27 @@ struct Tracked<'a> {
     error: Option<std::io::Error>,
 }
 
+impl Tracked<'_> {
+    fn keep<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        // (An interrupted write is retried by `write_all`: no failure.)
+        if let Err(e) = &r
+            && self.error.is_none()
+            && e.kind() != std::io::ErrorKind::Interrupted
+        {
+            self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+}
+
 impl Write for Tracked<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.inner.write(buf).inspect_err(|e| {
-            if self.error.is_none() {
-                self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
-            }
-        })
+        let r = self.inner.write(buf);
+        self.keep(r)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush().inspect_err(|e| {
-            if self.error.is_none() {
-                self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
-            }
-        })
+        let r = self.inner.flush();
+        self.keep(r)
     }
 }
 

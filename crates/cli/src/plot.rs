@@ -544,7 +544,6 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
     Ok(files)
 }
 
-/// Why the output folder could not be made: a file standing at its path is said plainly.
 /// Checks, before a probe runs (it can take minutes), that its plots may go into `dir`: a
 /// folder (or nothing yet) whose figures, if any, are raspc's own.
 pub(crate) fn check_probe_plots(dir: &Path) -> Result<(), String> {
@@ -559,6 +558,7 @@ pub(crate) fn check_probe_plots(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Why the output folder could not be made: a file standing at its path is said plainly.
 fn create_error(dir: &Path, e: std::io::Error) -> String {
     if dir.is_file() {
         format!("`{}` is a file, not a folder: plot writes its figures into a folder (give a new or existing folder's path)", dir.display())

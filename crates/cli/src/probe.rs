@@ -118,7 +118,8 @@ struct Acc {
 }
 
 impl Acc {
-    fn new(layers: usize) -> Acc {
+    /// `distribution`: the output is categorical (a numerical one has no NLL or ECE).
+    fn new(layers: usize, distribution: bool) -> Acc {
         Acc {
             sums: vec![vec![0.0; layers]; METRICS.len()],
             counts: vec![0; layers],
@@ -128,7 +129,7 @@ impl Acc {
             nll_count: 0,
             nll_excluded: 0,
             probes_excluded: 0,
-            distribution: true,
+            distribution,
             correct: 0,
             scored: 0,
             bins: vec![(0, 0.0, 0); 15],
@@ -239,16 +240,13 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
     let mut out = vec![];
     for (li, &level) in s.levels.iter().enumerate() {
         for seed in 0..s.seeds {
-            let model = Model::new(perturb(ck, s, seed), &raspc_runtime::Device::Cpu).map_err(|e| {
-                // Noise past f32's range makes weights infinite: the flag's doing, not the file's.
-                if s.weight_noise > 0.0 && e.to_string().contains("non-finite") {
-                    format!("--weight-noise {}: the perturbed weights overflow f32 ({e})", crate::args::num(s.weight_noise))
-                } else {
-                    e.to_string()
-                }
-            })?;
-            let mut acc = Acc::new(ck.config.layers.len());
-            acc.distribution = matches!(ck.output.encoding, Encoding::Categorical { .. });
+            let perturbed = perturb(ck, s, seed);
+            // Noise past f32's range makes weights infinite: the flag's doing, not the file's.
+            if let Some((name, _)) = perturbed.tensors.iter().find(|(_, t)| t.data.iter().any(|x| !x.is_finite())) {
+                return Err(format!("--weight-noise {}: the perturbed weights overflow f32 (first in `{name}`)", crate::args::num(s.weight_noise)));
+            }
+            let model = Model::new(perturbed, &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
+            let mut acc = Acc::new(ck.config.layers.len(), matches!(ck.output.encoding, Encoding::Categorical { .. }));
             let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
             for seq in &base {
                 let mut seq = seq.clone();
@@ -438,7 +436,7 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
     let mut out = vec![];
     for (li, &level) in s.levels.iter().enumerate() {
         for seed in 0..s.seeds {
-            let mut acc = Acc::new(layers);
+            let mut acc = Acc::new(layers, true);
             let mut rng = SplitMix(seed.wrapping_mul(0x9E37) ^ (li as u64) << 32);
             for seq in &base {
                 let mut seq = seq.clone();

@@ -323,8 +323,6 @@ pub fn uniform(rng: &mut SplitMix, lo: f64, hi: f64) -> f64 {
     lo + (hi - lo) * ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
 }
 
-/// Checks a real-valued model on `count` random inputs (numbers uniform in the declared bounds;
-/// lengths uniform in 1..=max_len, and max_len for every fourth input), hard attention.
 /// How far the interpreter's f64 evaluation of a real-valued program may be from the program's
 /// exact value, which the certificate bounds the model against: a first-order estimate, one
 /// rounding of at most 2^-53 of the largest result of an operation, per operation of the program
@@ -349,6 +347,8 @@ pub fn interpreter_rounding(graph: &Graph, all: &std::collections::HashMap<NodeI
     (ops * input_len.max(1)) as f64 * largest * f64::EPSILON / 2.0
 }
 
+/// Checks a real-valued model on `count` random inputs (numbers uniform in the declared bounds;
+/// lengths uniform in 1..=max_len, and max_len for every fourth input), hard attention.
 pub fn verify_real(graph: &Graph, root: NodeId, model: &Model, count: usize, seed: u64, progress: &mut dyn FnMut(usize)) -> Result<RealReport, String> {
     let c = &model.checkpoint.config;
     let r = c.real_input.as_ref().ok_or("the model does not read real numbers")?;

@@ -361,12 +361,20 @@ fn output_paths_are_never_clobbered_and_leave_no_temp_files() {
     let live = dir.join(format!(".m.safetensors.{}-0.raspc-tmp", std::process::id()));
     std::fs::write(&stale, "half a checkpoint").expect("write");
     std::fs::write(&live, "being written").expect("write");
+    // (Left for over an hour: a fresh one may be another machine's writer.)
+    let old = std::time::SystemTime::now() - Duration::from_secs(7200);
+    for f in [&stale, &live] {
+        std::fs::File::options().write(true).open(f).and_then(|h| h.set_modified(old)).expect("set mtime");
+    }
+    let fresh = dir.join(".m.safetensors.4294966-0.raspc-tmp");
+    std::fs::write(&fresh, "another machine's").expect("write");
     let (code, _, err) = raspc(&["compile", h, "--vocab", "abc", "--max-len", "4", "-o", c, "--force"]);
     assert_eq!(code, 0, "{err}");
     if Path::new("/proc/self").exists() {
-        assert!(!stale.exists() && live.exists(), "stale temporary file kept, or a live one removed");
+        assert!(!stale.exists() && live.exists() && fresh.exists(), "stale temporary file kept, or a live or fresh one removed");
     }
     std::fs::remove_file(&live).ok();
+    std::fs::remove_file(&fresh).ok();
     let _ = std::fs::remove_file(&stale);
     let left: Vec<String> = std::fs::read_dir(&dir).expect("list").filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains("tmp")).collect();
     assert!(left.is_empty(), "temporary files left behind: {left:?}");

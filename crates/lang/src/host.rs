@@ -450,8 +450,9 @@ impl Session {
             None => {
                 // Name what could be compiled: the s-ops and selectors the program assigned.
                 let mut names: Vec<&String> = vec![];
+                let mut seen = std::collections::HashSet::new();
                 for n in &self.assigned {
-                    if matches!(self.get(n), Some(HostValue::Sop(_) | HostValue::Sel(_))) && !names.contains(&n) {
+                    if matches!(self.get(n), Some(HostValue::Sop(_) | HostValue::Sel(_))) && seen.insert(n) {
                         names.push(n);
                     }
                 }

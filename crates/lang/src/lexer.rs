@@ -131,11 +131,11 @@ pub struct Token {
     pub span: Span,
 }
 
-/// Splits `text` into tokens. Always ends with one `Eof` token; lexical errors are collected.
 /// Tokens a file may have (a 63 MB file of `x = 1;` ran the parser out of memory, about 700
 /// bytes of syntax tree per statement): past it, lexing stops with an error at that place.
 pub const MAX_TOKENS: usize = 5_000_000;
 
+/// Splits `text` into tokens. Always ends with one `Eof` token; lexical errors are collected.
 pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     let bytes = text.as_bytes();
     let mut toks = Vec::new();

@@ -81,7 +81,8 @@ impl SourceMap {
     }
 }
 
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+/// The largest character boundary of `s` at or below `i` (clamped to its length).
+pub fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     i = i.min(s.len());
     while !s.is_char_boundary(i) {
         i -= 1;

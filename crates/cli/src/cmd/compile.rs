@@ -102,17 +102,18 @@ pub(crate) fn mixed_type_warning(built: &super::Built, target: &Target) -> Optio
     let sets = raspc_compiler::infer::infer(&built.session.graph, built.root, &built.vocab, target.max_len);
     let Some(raspc_compiler::infer::ValueSet::Finite(vals)) = sets.get(&built.root) else { return None };
     let kind = |a: &raspc_lang::Atom| std::mem::discriminant(a);
-    let vals: Vec<&raspc_lang::Atom> = vals.iter().collect();
-    for (i, a) in vals.iter().enumerate() {
-        for b in &vals[i + 1..] {
-            if kind(a) != kind(b) && a.as_f64().is_some() && a.as_f64() == b.as_f64() {
-                return Some(format!(
-                    "warning: `{}` can be {} and {}, one number as values of different types; the model's output holds the number, so `run` gives one of them for either (`verify` compares numbers as Python's == does)",
-                    built.compiled.plan.output_label,
-                    a.repr(),
-                    b.repr()
-                ));
-            }
+    // Values by number (0.0 and -0.0 as one): two of different types under one number.
+    let mut by_number: std::collections::HashMap<u64, &raspc_lang::Atom> = std::collections::HashMap::new();
+    for b in vals.iter() {
+        let Some(x) = b.as_f64() else { continue };
+        let a = *by_number.entry((x + 0.0).to_bits()).or_insert(b);
+        if kind(a) != kind(b) {
+            return Some(format!(
+                "warning: `{}` can be {} and {}, one number as values of different types; the model's output holds the number, so `run` gives one of them for either (`verify` compares numbers as Python's == does)",
+                built.compiled.plan.output_label,
+                a.repr(),
+                b.repr()
+            ));
         }
     }
     None

@@ -80,7 +80,9 @@ pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, fl
             };
             let session = load(path, err, color)?;
             let (_, node) = session.entry(entry)?;
-            let (g, root) = raspc_compiler::simplify::simplify(&session.graph, node, &vocab, target.max_len);
+            // The simplification compile lowers (of two, the one whose plan it keeps).
+            let opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, ..Default::default() };
+            let (g, root) = raspc_compiler::simplified(&session.graph, node, &opts);
             if matches!(stage, Stage::Simplified) {
                 let (g, _) = g.extract(root);
                 let _ = write!(out, "{}", g.dump());

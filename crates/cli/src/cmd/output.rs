@@ -150,12 +150,11 @@ fn failure_text(f: Failure) -> String {
     }
 }
 
-/// Writes `bytes` to a temporary file in `output`'s directory and renames it into place: a
-/// failed or interrupted write never leaves half a file.
 /// Removes the temporary files an earlier raspc left for `name` in `dir` when it was killed
 /// outright (SIGKILL: no handler runs; a 205 MB `.NAME.PID-N.raspc-tmp` stayed): only files of
-/// exactly that pattern whose process no longer exists (Linux's /proc tells; elsewhere nothing
-/// is removed).
+/// exactly that pattern whose process no longer exists here (Linux's /proc tells; elsewhere
+/// nothing is removed) and that nobody has written to for an hour (a folder shared with another
+/// machine or container, whose processes this one cannot see, keeps its writers' files).
 fn remove_stale_temps(dir: &Path, name: &str) {
     if !Path::new("/proc/self").exists() {
         return;
@@ -170,12 +169,15 @@ fn remove_stale_temps(dir: &Path, name: &str) {
         }) else {
             continue;
         };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() && e.file_type().is_ok_and(|t| t.is_file()) {
+        let idle = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|d| d > std::time::Duration::from_secs(3600));
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() && idle && e.file_type().is_ok_and(|t| t.is_file()) {
             let _ = std::fs::remove_file(e.path());
         }
     }
 }
 
+/// Writes `bytes` to a temporary file in `output`'s directory and renames it into place: a
+/// failed or interrupted write never leaves half a file.
 fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
     let dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
