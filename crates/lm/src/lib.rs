@@ -204,10 +204,11 @@ impl LanguageModel {
             let q = c.tensor(&mut f, name, &device).map_err(|e| LmError::Gguf(format!("{name}: {e}")))?;
             let w = q.dequantize(&device)?.to_dtype(DType::F32)?;
             // A NaN or infinite weight makes every probe and score meaningless: refused here,
-            // as raspc checkpoints are, with the tensor named. (w - w sums to NaN exactly when
-            // some weight is not finite: one reduction, the index found only then.)
-            if !(&w - &w)?.sum_all()?.to_scalar::<f32>()?.is_finite() {
-                let bad = w.flatten_all()?.to_vec1::<f32>()?.iter().position(|x| !x.is_finite()).unwrap_or(0);
+            // as raspc checkpoints are, with the tensor named. (0·w sums to NaN exactly when
+            // some weight is not finite: one reduction, the index looked for only then.)
+            if !w.affine(0.0, 0.0)?.sum_all()?.to_scalar::<f32>()?.is_finite()
+                && let Some(bad) = w.flatten_all()?.to_vec1::<f32>()?.iter().position(|x| !x.is_finite())
+            {
                 return Err(LmError::Gguf(format!("tensor `{name}` holds a non-finite weight at flat index {bad}")));
             }
             Ok(w)
