@@ -372,10 +372,16 @@ pub(crate) fn is_our_figure(b: &[u8], format: Format) -> bool {
 
 /// Where a figure is drawn before it is moved into place: beside it, hidden, with its extension
 /// (the PNG encoder goes by it).
+/// Registered for removal if the process is interrupted (the CLI's handler,
+/// `cmd::output::install_cleanup`; a host program's own handler otherwise).
 fn temp_figure(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let ext = path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.raspc-tmp.{ext}", std::process::id()))
+    let tmp = path.with_file_name(format!(".{name}.{}.raspc-tmp.{ext}", std::process::id()));
+    if let Ok(mut files) = crate::cmd::output::TEMP_FILES.lock() {
+        files.push(tmp.clone());
+    }
+    tmp
 }
 
 /// Marks the figure drawn at `tmp` and renames it to `path`: a figure that fails to draw or to
@@ -385,6 +391,7 @@ fn put_figure(tmp: &Path, path: &Path, format: Format, drawn: Result<(), String>
     if r.is_err() {
         let _ = std::fs::remove_file(tmp);
     }
+    crate::cmd::output::forget_temp(tmp);
     r
 }
 

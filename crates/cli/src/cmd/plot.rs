@@ -10,6 +10,8 @@ pub(crate) fn plot_cmd(path: &Path, dir: &Path, format: PlotFormat, symlog: bool
         return Err("`-o -`: plot writes figures into a directory, not to standard output; give a directory (`./-` for one named `-`)".to_string().into());
     }
     let ck = read_checkpoint(path)?;
+    // A figure being drawn when the user interrupts is removed, not left half written.
+    super::output::install_cleanup();
     let format = match format {
         PlotFormat::Png => plot::Format::Png,
         PlotFormat::Svg => plot::Format::Svg,

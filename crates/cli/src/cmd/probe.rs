@@ -336,6 +336,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         let _ = writeln!(out, "\nreport written to {}", path.display());
     }
     if let Some(dir) = plot_dir {
+        super::output::install_cleanup();
         let files = plot::probe_plots(&conds, layers, &dir)?;
         let _ = writeln!(out, "wrote {} plots to {}", files.len(), dir.display());
     }
