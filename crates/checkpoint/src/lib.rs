@@ -259,6 +259,9 @@ fn size_mismatch(bytes: &[u8], header_len: u64) -> Option<String> {
     let data = header.as_object()?.iter().filter(|(k, _)| *k != "__metadata__").filter_map(|(_, t)| t.get("data_offsets")?.get(1)?.as_u64()).max().unwrap_or(0);
     let expected = (end as u64).checked_add(data)?;
     let found = bytes.len() as u64;
+    if let Some(p) = offsets_problem(&header, found.saturating_sub(end as u64)) {
+        return Some(p);
+    }
     match found.cmp(&expected) {
         std::cmp::Ordering::Less => Some(format!("the file is truncated: its header describes {expected} bytes ({data} of tensor data), the file has {found}")),
         std::cmp::Ordering::Greater => Some(format!("the file has {} bytes after the {expected} its header describes", found - expected)),
@@ -281,6 +284,45 @@ fn size_mismatch(bytes: &[u8], header_len: u64) -> Option<String> {
                 .then(|| format!("tensor `{name}` has dtype {dtype} and shape {shape:?} ({want} bytes), but its data_offsets [{a}, {b}] hold {} bytes", b.saturating_sub(a)))
         }),
     }
+}
+
+/// Tensor entries whose `data_offsets` do not tile the data region (`data_len` bytes) end to end,
+/// named: offsets that run backwards, two tensors sharing bytes, or bytes no tensor holds (an
+/// entry removed from the header). A removed `readout` was reported as "400 bytes after the
+/// 13088 its header describes", an overlap as an invalid offset of the other, innocent tensor.
+fn offsets_problem(header: &serde_json::Value, data_len: u64) -> Option<String> {
+    let mut spans: Vec<(u64, u64, &str)> = vec![];
+    for (name, t) in header.as_object()?.iter().filter(|(k, _)| *k != "__metadata__") {
+        let offsets = t.get("data_offsets")?;
+        let o = offsets.as_array()?;
+        let (Some(a), Some(b), 2) = (o.first().and_then(|x| x.as_u64()), o.get(1).and_then(|x| x.as_u64()), o.len()) else {
+            return Some(format!("tensor `{name}` has data_offsets {offsets}, not two byte offsets (whole numbers from 0)"));
+        };
+        if b < a {
+            return Some(format!("tensor `{name}` has data_offsets [{a}, {b}], which run backwards"));
+        }
+        spans.push((a, b, name));
+    }
+    spans.sort();
+    let mut at = 0u64;
+    let mut last: Option<&str> = None;
+    for &(a, b, name) in &spans {
+        if a < at {
+            return Some(format!("tensors `{}` and `{name}` share bytes {a}..{} of the data (data_offsets overlap)", last.unwrap_or("?"), at.min(b)));
+        }
+        if a > at {
+            return Some(format!("no tensor holds bytes {at}..{a} of the data, before tensor `{name}` (a header entry removed, or data_offsets edited?)"));
+        }
+        at = b;
+        last = Some(name);
+    }
+    (at < data_len).then(|| {
+        format!(
+            "no tensor holds the last {} bytes of the data, after {} (a header entry removed, or data_offsets edited?)",
+            data_len - at,
+            last.map_or("the header".to_string(), |n| format!("tensor `{n}`"))
+        )
+    })
 }
 
 /// Everything that can be wrong with a checkpoint file.

@@ -235,3 +235,42 @@ fn only_regular_files_are_read() {
     assert!(matches!(e, CheckpointError::OverBudget { name: "file_bytes", .. }), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Header entries whose data_offsets do not tile the data are named: a removed entry (its bytes
+/// left behind), offsets that run backwards, two tensors on the same bytes, a negative offset.
+/// (These read "N bytes after the M its header describes", or blamed the innocent tensor.)
+#[test]
+fn broken_data_offsets_name_the_tensor() {
+    let good = sample().to_bytes().unwrap();
+    let header_len = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&good[8..8 + header_len]).unwrap();
+    let data = &good[8 + header_len..];
+    let rebuild = |h: &serde_json::Value| {
+        let mut text = h.to_string();
+        while !(8 + text.len()).is_multiple_of(8) {
+            text.push(' ');
+        }
+        [&(text.len() as u64).to_le_bytes()[..], text.as_bytes(), data].concat()
+    };
+    let err = |h: &serde_json::Value| Checkpoint::from_bytes(&rebuild(h)).unwrap_err().to_string();
+    // The entry with the highest offsets, removed: its bytes are left after every other.
+    let last = header.as_object().unwrap().iter().filter(|(k, _)| *k != "__metadata__").max_by_key(|(_, t)| t["data_offsets"][1].as_u64().unwrap()).map(|(k, _)| k.clone()).unwrap();
+    let mut h = header.clone();
+    h.as_object_mut().unwrap().remove(&last);
+    let e = err(&h);
+    assert!(e.contains("no tensor holds the last") && e.contains("a header entry removed"), "{e}");
+    let first = header.as_object().unwrap().iter().filter(|(k, _)| *k != "__metadata__").min_by_key(|(_, t)| t["data_offsets"][0].as_u64().unwrap()).map(|(k, _)| k.clone()).unwrap();
+    let (a, b) = (header[&first]["data_offsets"][0].as_u64().unwrap(), header[&first]["data_offsets"][1].as_u64().unwrap());
+    let mut h = header.clone();
+    h[&last]["data_offsets"] = json!([b, a]);
+    let e = err(&h);
+    assert!(e.contains(&format!("tensor `{last}` has data_offsets [{b}, {a}], which run backwards")), "{e}");
+    let mut h = header.clone();
+    h[&last]["data_offsets"] = json!([a, b]);
+    let e = err(&h);
+    assert!(e.contains("share bytes") && e.contains(&format!("`{last}`")) && e.contains(&format!("`{first}`")), "{e}");
+    let mut h = header.clone();
+    h[&last]["data_offsets"] = json!([-4, 4]);
+    let e = err(&h);
+    assert!(e.contains(&format!("tensor `{last}` has data_offsets [-4,4], not two byte offsets")), "{e}");
+}
