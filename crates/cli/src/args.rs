@@ -392,7 +392,11 @@ pub fn vocab_duplicate(what: &str, vocab: &[raspc_lang::Atom]) -> Option<String>
         if let Some(first) = seen.insert(a.key(), a) {
             let (x, y) = (first.to_json().to_string(), a.to_json().to_string());
             return Some(if x == y {
-                format!("{what} lists {} twice", a.repr())
+                // `--vocab '"abc"'`: a JSON string read as characters, quotes included.
+                let quoted = vocab.first().is_some_and(|f| f.repr() == "'\"'") && vocab.last().is_some_and(|l| l.repr() == "'\"'");
+                let hint =
+                    if quoted { " (a quoted string is read one character per token, quotes included: write --vocab abc, or a JSON list such as '[\"abc\"]' for one token)" } else { "" };
+                format!("{what} lists {} twice{hint}", a.repr())
             } else {
                 format!("{what} lists {x} and {y}, the same token (equal numbers, as Python's sets and dicts see them)")
             });

@@ -569,6 +569,8 @@ pub(crate) fn check_probe_plots(dir: &Path) -> Result<(), String> {
 fn create_error(dir: &Path, e: std::io::Error) -> String {
     if dir.is_file() {
         format!("`{}` is a file, not a folder: plot writes its figures into a folder (give a new or existing folder's path)", dir.display())
+    } else if dir.exists() && !dir.is_dir() {
+        format!("`{}` exists and is not a folder (a device, FIFO or socket): plot writes its figures into a folder", dir.display())
     } else {
         format!("cannot create the folder `{}`: {e}", dir.display())
     }

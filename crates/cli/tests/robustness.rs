@@ -634,3 +634,24 @@ fn unwritable_output_is_an_error_and_a_closed_pipe_is_not() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.code() == Some(0) && !err.contains("panicked") && !err.contains("could not write"), "{:?} {err}", o.status);
 }
+
+/// Messages for three misuses that read as something else (helper l): a quoted --vocab (its
+/// quotes are tokens), plot into a device, a tiny simulate bound printed in full.
+#[test]
+fn misuses_are_named_as_what_they_are() {
+    let program = corpus("reverse.rasp");
+    let dir = scratch();
+    let out = dir.join("m.safetensors");
+    fails(
+        &["compile", program.to_str().expect("utf-8"), "--vocab", "\"abc\"", "--max-len", "4", "-o", out.to_str().expect("utf-8")],
+        &["a quoted string is read one character per token"],
+    );
+    let (code, _, err) = raspc(&["compile", program.to_str().expect("utf-8"), "--vocab", "abc", "--max-len", "4", "-o", out.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{err}");
+    if Path::new("/dev/null").exists() {
+        fails(&["plot", out.to_str().expect("utf-8"), "-o", "/dev/null"], &["`/dev/null` exists and is not a folder"]);
+    }
+    let (code, text, err) = raspc(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--bound", "1e-300", "--trials", "1"]);
+    assert!(code == 0 && text.contains("inputs in [-1e-300, 1e-300]") && text.len() < 2_000, "{err}{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -146,6 +146,8 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         }
         let _ = writeln!(out, "{j}");
     } else {
+        // (Bounds as `num` prints them: 1e-320 is not 330 digits.)
+        let (bound, x_bound) = (crate::args::num(bound), crate::args::num(x_bound));
         let xb = if x_bound != bound { format!(", X in [-{x_bound}, {x_bound}]") } else { String::new() };
         let _ = writeln!(
             out,
