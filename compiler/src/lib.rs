@@ -212,18 +212,35 @@ fn user_place(graph: &Graph, root: NodeId, label: &str) -> (String, raspc_lang::
     }
 }
 
+/// A plan and, once asked for, its size: (layers, d_model, estimated parameters). Each
+/// candidate is scheduled at most once however many comparisons it meets.
+struct Candidate {
+    plan: plan::Plan,
+    size: std::cell::OnceCell<(usize, usize, usize)>,
+}
+
+impl Candidate {
+    fn new(plan: plan::Plan) -> Candidate {
+        Candidate { plan, size: std::cell::OnceCell::new() }
+    }
+
+    /// (The estimate reads only the vocabulary and max-len of `opts`.)
+    fn size(&self, opts: &Options) -> (usize, usize, usize) {
+        *self.size.get_or_init(|| {
+            let s = emit::schedule(&self.plan);
+            (s.layers, s.d_model, estimated_params(&self.plan, &s, opts))
+        })
+    }
+}
+
 /// Is `b` no deeper, no wider and no larger (estimated parameters) than `a`?
-fn no_larger(a: &plan::Plan, b: &plan::Plan, opts: &Options) -> bool {
-    let size = |p: &plan::Plan| {
-        let s = emit::schedule(p);
-        (s.layers, s.d_model, estimated_params(p, &s, opts))
-    };
-    let ((la, da, pa), (lb, db, pb)) = (size(a), size(b));
+fn no_larger(a: &Candidate, b: &Candidate, opts: &Options) -> bool {
+    let ((la, da, pa), (lb, db, pb)) = (a.size(opts), b.size(opts));
     lb <= la && db <= da && pb <= pa
 }
 
 /// Keeps `b` over `a` when it is [`no_larger`].
-fn smaller_of(a: plan::Plan, b: plan::Plan, opts: &Options) -> plan::Plan {
+fn smaller_of(a: Candidate, b: Candidate, opts: &Options) -> Candidate {
     if no_larger(&a, &b, opts) {
         b
     } else {
@@ -240,13 +257,13 @@ fn choose_plan(graph: &Graph, root: NodeId, opts: &Options) -> Result<(plan::Pla
     let (simple, simple_root, inexact, grid_skipped) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, false);
     let first = plan_of(graph, root, &simple, simple_root, &inexact, opts);
     if !grid_skipped {
-        return first.map(|p| (p, simple, simple_root));
+        return first.map(|c| (c.plan, simple, simple_root));
     }
     let (grid, grid_root, grid_inexact, _) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, true);
     match (first, plan_of(graph, root, &grid, grid_root, &grid_inexact, opts)) {
-        (Ok(a), Ok(b)) if no_larger(&a, &b, opts) => Ok((b, grid, grid_root)),
-        (Ok(a), _) => Ok((a, simple, simple_root)),
-        (Err(_), Ok(b)) => Ok((b, grid, grid_root)),
+        (Ok(a), Ok(b)) if no_larger(&a, &b, opts) => Ok((b.plan, grid, grid_root)),
+        (Ok(a), _) => Ok((a.plan, simple, simple_root)),
+        (Err(_), Ok(b)) => Ok((b.plan, grid, grid_root)),
         (Err(e), Err(_)) => Err(e),
     }
 }
@@ -270,7 +287,7 @@ fn plan_of(
     simple_root: NodeId,
     inexact: &std::collections::HashMap<NodeId, Vec<Atom>>,
     opts: &Options,
-) -> Result<plan::Plan, Vec<Diagnostic>> {
+) -> Result<Candidate, Vec<Diagnostic>> {
     // An --encoding override may name an s-op that simplification rewrote away (a mean
     // that became a sum of widths, say): it has no slot of its own to encode any more,
     // so the override has nothing to act on; names the program never had stay errors.
@@ -291,10 +308,10 @@ fn plan_of(
         Ok((_, false)) => None,
         _ => Some(lower::lower_noting(simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, inexact)),
     };
-    match (plain.map(|(p, _)| p), eager) {
+    match (plain.map(|(p, _)| Candidate::new(p)), eager) {
         (Ok(a), None) | (Ok(a), Some(Err(_))) => Ok(a),
-        (Ok(a), Some(Ok(b))) => Ok(smaller_of(a, b, &o)),
-        (Err(_), Some(Ok(b))) => Ok(b),
+        (Ok(a), Some(Ok(b))) => Ok(smaller_of(a, Candidate::new(b), &o)),
+        (Err(_), Some(Ok(b))) => Ok(Candidate::new(b)),
         (Err(e), _) => Err(e),
     }
 }
