@@ -364,36 +364,84 @@ impl F {
         }
     }
 
-    /// Points where a comparison inside flips (comparisons must be between affine pieces).
-    fn breakpoints(&self, out: &mut Vec<f64>) -> Result<(), String> {
+    /// Points of `[lo, hi]` where a comparison inside flips. A comparison's sides must be
+    /// affine between the breakpoints of the sides themselves (piecewise affine: `max(x, 0)`
+    /// compared again, a clamp of a clamp); between two of those points, where the sides are
+    /// `a1·u + b1` and `a2·u + b2`, it flips at most once.
+    fn breakpoints(&self, lo: f64, hi: f64, out: &mut Vec<f64>) -> Result<(), String> {
         match self {
             F::Lin(..) | F::C(_) => {}
             F::Add(x, y) | F::Mul(x, y) | F::Div(x, y) => {
-                x.breakpoints(out)?;
-                y.breakpoints(out)?;
+                x.breakpoints(lo, hi, out)?;
+                y.breakpoints(lo, hi, out)?;
             }
-            F::Neg(x) | F::Exp(x) | F::Pow(x, _) => x.breakpoints(out)?,
+            F::Neg(x) | F::Exp(x) | F::Pow(x, _) => x.breakpoints(lo, hi, out)?,
             F::Cmp(x, _, y) => {
-                let (a1, b1) = x.affine().ok_or("a comparison between non-affine functions of a real value")?;
-                let (a2, b2) = y.affine().ok_or("a comparison between non-affine functions of a real value")?;
-                if a1 != a2 {
-                    out.push((b2 - b1) / (a1 - a2));
+                let mut inner = vec![];
+                x.breakpoints(lo, hi, &mut inner)?;
+                y.breakpoints(lo, hi, &mut inner)?;
+                inner.retain(|&b| b > lo && b < hi);
+                inner.extend([lo, hi]);
+                inner.sort_by(f64::total_cmp);
+                inner.dedup();
+                for w in inner.windows(2) {
+                    let mid = 0.5 * (w[0] + w[1]);
+                    let (a1, b1) = x.affine_at(mid).ok_or("a comparison between non-affine functions of a real value")?;
+                    let (a2, b2) = y.affine_at(mid).ok_or("a comparison between non-affine functions of a real value")?;
+                    if a1 != a2 {
+                        let t = (b2 - b1) / (a1 - a2);
+                        if t >= w[0] && t <= w[1] {
+                            out.push(t);
+                        }
+                    }
                 }
+                out.extend(inner);
             }
             F::Ter(t, c, e) => {
-                t.breakpoints(out)?;
-                c.breakpoints(out)?;
-                e.breakpoints(out)?;
+                t.breakpoints(lo, hi, out)?;
+                c.breakpoints(lo, hi, out)?;
+                e.breakpoints(lo, hi, out)?;
             }
         }
         Ok(())
     }
 
-    fn affine(&self) -> Option<(f64, f64)> {
+    /// `(a, b)` with `self = a·u + b` on the piece (between breakpoints) that holds `mid`, when
+    /// the function is affine there.
+    fn affine_at(&self, mid: f64) -> Option<(f64, f64)> {
         match self {
             F::Lin(a, b) => Some((*a, *b)),
             F::C(c) => Some((0.0, *c)),
-            _ => None,
+            F::Cmp(..) => Some((0.0, self.eval(mid))),
+            F::Add(x, y) => {
+                let ((a1, b1), (a2, b2)) = (x.affine_at(mid)?, y.affine_at(mid)?);
+                Some((a1 + a2, b1 + b2))
+            }
+            F::Neg(x) => x.affine_at(mid).map(|(a, b)| (-a, -b)),
+            F::Mul(x, y) => {
+                let ((a1, b1), (a2, b2)) = (x.affine_at(mid)?, y.affine_at(mid)?);
+                match (a1 == 0.0, a2 == 0.0) {
+                    (true, _) => Some((b1 * a2, b1 * b2)),
+                    (_, true) => Some((a1 * b2, b1 * b2)),
+                    _ => None,
+                }
+            }
+            F::Div(x, y) => match (x.affine_at(mid)?, y.affine_at(mid)?) {
+                ((a1, b1), (a2, b2)) if a2 == 0.0 && b2 != 0.0 => Some((a1 / b2, b1 / b2)),
+                _ => None,
+            },
+            F::Ter(t, c, e) => {
+                if c.eval(mid) != 0.0 {
+                    t.affine_at(mid)
+                } else {
+                    e.affine_at(mid)
+                }
+            }
+            // Constant where their argument is.
+            F::Exp(x) | F::Pow(x, _) => match x.affine_at(mid)? {
+                (0.0, _) => Some((0.0, self.eval(mid))),
+                _ => None,
+            },
         }
     }
 
@@ -498,7 +546,7 @@ pub fn build_pl(f: &F, lo: f64, hi: f64, eps: f64) -> Result<Pl, String> {
 pub fn build_pl_with(f: &F, lo: f64, hi: f64, target: &dyn Fn(Iv) -> f64) -> Result<Pl, String> {
     let mut cuts = vec![lo, hi];
     let mut bps = vec![];
-    f.breakpoints(&mut bps)?;
+    f.breakpoints(lo, hi, &mut bps)?;
     cuts.extend(bps.into_iter().filter(|&b| b > lo && b < hi));
     cuts.sort_by(f64::total_cmp);
     cuts.dedup();

@@ -191,6 +191,35 @@ fn relu_and_leaky_relu_are_exact() {
     }
 }
 
+/// A function of one input, computed directly.
+type OneInput = fn(f64) -> f64;
+
+#[test]
+fn comparisons_of_piecewise_affine_functions_of_one_input_compile() {
+    // A clamp of a clamp, a ReLU of a ReLU, and a comparison of a ReLU with a line: each compared
+    // side is affine between its own kinks, and the compiler finds where the comparison flips.
+    let cases: [(&str, OneInput); 3] = [
+        ("c = tokens_float if tokens_float > -0.5 else -0.5;\ny = c if c < 0.5 else 0.5;", |v: f64| v.clamp(-0.5, 0.5)),
+        ("def r(v) { return v if v > 0 else 0; }\ny = r(r(tokens_float) - 0.25);", |v: f64| (v.max(0.0) - 0.25).max(0.0)),
+        ("a = tokens_float if tokens_float > 0 else 0;\nb = 0.5 * tokens_float + 0.25;\ny = a if a > b else b;", |v: f64| v.max(0.0).max(0.5 * v + 0.25)),
+    ];
+    for (src, f) in cases {
+        // Domains across the kinks, beside them, and one point (every argument a constant).
+        for (lo, hi) in [(-2.0, 2.0), (0.0, 5.0), (-8.0, -2.0), (0.0, 0.0)] {
+            for mode in MODES {
+                let b = build(src, 4, lo, hi, mode).unwrap_or_else(|e| panic!("{src} on [{lo}, {hi}]: {e}"));
+                let direct = |x: &[f64]| x.iter().map(|&v| f(v)).collect();
+                let mut inputs = random_inputs(4, lo, hi, 20, 9);
+                inputs.push([-0.5, 0.5, 0.25, 0.0].map(|v: f64| v.clamp(lo, hi)).to_vec());
+                check(&b, &inputs, &direct, 0..4);
+            }
+        }
+    }
+    // A comparison of a ReLU that makes a step is still refused, naming where it jumps.
+    let e = build("a = tokens_float if tokens_float > 0 else 0;\ny = 1 if a > 0.5 else 0;", 4, -2.0, 2.0, MlpMode::Relu).err().unwrap();
+    assert!(e.contains("jumps at 0.5"), "{e}");
+}
+
 #[test]
 fn maxmin_sorts_pairs_of_any_sign() {
     let src = "y = maxmin(tokens_float, 0, 6);";

@@ -588,15 +588,34 @@ impl<'a> Parser<'a> {
                 self.bump();
                 self.prefix()
             }
-            Tok::Ident(n) if self.peek_at(1) == &Tok::AggregateParen && (n == "numerical" || n == "categorical") => {
-                // The RASP paper's notation: RASP 0.1 has no such word (it tells numerical from
-                // categorical by the values). Report it, then parse the aggregate so later
-                // errors are still found.
+            Tok::Ident(n) if n == "lambda" && matches!(self.peek_at(1), Tok::Ident(_) | Tok::Colon) => {
+                // Python's (and Tracr's) anonymous functions: RASP 0.1 has none.
                 self.errs.push(
-                    Diagnostic::error("parse::paper-notation", format!("`{n} aggregate(...)` is the RASP paper's notation, not RASP 0.1's"), start)
-                        .with_label(format!("remove `{n}`"))
-                        .with_note("RASP 0.1 (the reference interpreter) and raspc write `aggregate(sel, values)`: where several keys are selected it averages them (numbers only), where one is it gives that value, of any type"),
+                    Diagnostic::error("parse::lambda", "RASP 0.1 has no `lambda`", start)
+                        .with_label("a Python (Tracr) anonymous function")
+                        .with_note("apply operators to s-ops directly (`tokens + 1`, `indices % 2 == 0`, `x if c else y`), or define a function with `def f(x) { return x + 1; }` and call it on the s-op"),
                 );
+                Err(Fail)
+            }
+            Tok::Ident(n)
+                if (n == "numerical" || n == "categorical") && matches!(self.peek_at(1), Tok::AggregateParen | Tok::SelectParen | Tok::Ident(_) | Tok::Indicator | Tok::Round) =>
+            {
+                // The RASP paper's notation: RASP 0.1 has no such word (it tells numerical from
+                // categorical by the values). Report it, then parse what follows so later
+                // errors are still found.
+                let d = if self.peek_at(1) == &Tok::AggregateParen {
+                    Diagnostic::error("parse::paper-notation", format!("`{n} aggregate(...)` is the RASP paper's notation, not RASP 0.1's"), start)
+                        .with_note("RASP 0.1 (the reference interpreter) and raspc write `aggregate(sel, values)`: where several keys are selected it averages them (numbers only), where one is it gives that value, of any type")
+                } else {
+                    let what = match self.peek_at(1) {
+                        Tok::Ident(w) if w == "map" || w == "zipmap" => format!("`{n} {w}(...)`"),
+                        _ => format!("`{n}` before an expression"),
+                    };
+                    Diagnostic::error("parse::paper-notation", format!("{what} is the RASP paper's notation, not RASP 0.1's"), start).with_note(
+                        "RASP 0.1 (the reference interpreter) and raspc mark no s-op as numerical or categorical: an s-op is numerical when its values are numbers (`indices + 1`, an `aggregate` of numbers)",
+                    )
+                };
+                self.errs.push(d.with_label(format!("remove `{n}`")));
                 self.bump();
                 self.prefix()
             }
