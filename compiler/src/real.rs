@@ -30,7 +30,7 @@ use crate::plan::*;
 use raspc_lang::ast::{BinOp, Cmp};
 use raspc_lang::graph::{Convert, MapOp, Operand};
 use raspc_lang::{Atom, Diagnostic, Graph, NodeId, NodeKind};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// How MLPs compute products and piecewise-linear functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -767,6 +767,10 @@ struct RealLowerer<'a> {
     positional: Vec<EmbedRow>,
     pos_cache: HashMap<Vec<u64>, SlotId>,
     mat_cache: HashMap<String, SlotId>,
+    /// Per MLP slot, the part of its certified error that is its inputs' errors carried through
+    /// (the rest is its own: interpolation and rounding), where the MLP's bound splits so
+    /// ([`Self::tighten`] replaces that part by a sharper one).
+    carried: HashMap<SlotId, Err2>,
     input: Option<SlotId>,
     report: Vec<SopBound>,
     /// Positional slots: value at each token position.
@@ -914,6 +918,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         positional: vec![],
         pos_cache: HashMap::new(),
         mat_cache: HashMap::new(),
+        carried: HashMap::new(),
         input: None,
         report: vec![],
         pos_vals: HashMap::new(),
@@ -1113,7 +1118,9 @@ impl RealLowerer<'_> {
         self.positional.push(EmbedRow { slot: s, dim: 0, values: v });
         let lo = values.iter().cloned().fold(f64::INFINITY, f64::min);
         let hi = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        self.res.insert(s, Res { iv: Iv { lo, hi }, err: Err2::default() });
+        // The embedding stores each value in f32, whatever precision evaluates it.
+        let stored = values.iter().map(|&v| (v - f64::from(v as f32)).abs()).fold(0.0f64, f64::max);
+        self.res.insert(s, Res { iv: Iv { lo, hi }, err: Err2::both(stored) });
         self.pos_vals.insert(s, values.to_vec());
         self.zero.insert(s, values.iter().map(|&v| v == 0.0).collect());
         self.pos_cache.insert(key, s);
@@ -1894,6 +1901,7 @@ impl RealLowerer<'_> {
                 self.blk_cache.insert(key, sum.clone());
                 return Ok(sum);
             }
+            self.tighten(s, ex);
             self.mat_cache.insert(key, s);
             return Ok(Aff::leaf(s));
         }
@@ -1920,8 +1928,276 @@ impl RealLowerer<'_> {
         }
         let (aff, terms) = self.decompose(ex, label)?;
         let s = self.mlp(label, &aff, &terms)?;
+        self.tighten(s, ex);
         self.mat_cache.insert(key, s);
         Ok(s)
+    }
+
+    /// The interval of `ex`'s value from its parts, where that says more than the sum of the
+    /// MLP's terms does: a conditional is one of its branches (`a if a > b else b` lies in
+    /// the hull of a and b, where its lowering `b + relu(a - b)` gives b + [0, hi(a) - lo(b)];
+    /// a positional choice `e + c·(t - e)` likewise). None where it has nothing to say.
+    fn ex_iv(&self, ex: &Ex) -> Option<Iv> {
+        let parts = self.ex_iv_parts(ex);
+        match (parts, self.pl_range(ex)) {
+            (Some(a), Some(b)) if a.lo.max(b.lo) <= a.hi.min(b.hi) => Some(Iv { lo: a.lo.max(b.lo), hi: a.hi.min(b.hi) }),
+            (Some(a), _) => Some(a),
+            (None, b) => b,
+        }
+    }
+
+    fn ex_iv_parts(&self, ex: &Ex) -> Option<Iv> {
+        Some(match ex {
+            Ex::Leaf(s) => self.value_iv(*s),
+            Ex::C(c) => Iv::pt(*c),
+            Ex::Add(a, b) => self.ex_iv(a)?.add(self.ex_iv(b)?),
+            Ex::Neg(a) => self.ex_iv(a)?.neg(),
+            Ex::Mul(a, b) if format!("{a:?}") == format!("{b:?}") => self.ex_iv(a)?.sq(),
+            Ex::Mul(a, b) => self.ex_iv(a)?.mul(self.ex_iv(b)?),
+            Ex::Cmp(..) => Iv { lo: 0.0, hi: 1.0 },
+            Ex::Ter(t, _, e) => self.ex_iv(t)?.hull(self.ex_iv(e)?),
+            Ex::Div(..) | Ex::Pow(..) => return None,
+        })
+    }
+
+    /// The exact range of `ex` over the box of its leaves' intervals, when `ex` is a continuous
+    /// piecewise-linear function of at most two slots: sums, constant multiples, and
+    /// conditionals `t if A op B else e` with t, e, A and B affine and t - e a multiple of A - B
+    /// (max, min, relu: the branches agree where the condition flips). Such a function is linear
+    /// on each cell that the lines A = B cut the box into, so its extremes lie on a vertex: a
+    /// corner of the box, where a line meets the box's edge, or where two lines meet.
+    /// (`partner + relu(x - partner)` is max(x, partner): this gives the hull of the two, where
+    /// adding the parts' intervals gives partner + [0, hi(x) - lo(partner)].)
+    fn pl_range(&self, ex: &Ex) -> Option<Iv> {
+        fn walk(ex: &Ex, lines: &mut Vec<Aff>, leaves: &mut BTreeSet<SlotId>) -> Option<()> {
+            if let Some(a) = RealLowerer::affine(ex) {
+                leaves.extend(a.c.keys().copied());
+                return Some(());
+            }
+            match ex {
+                Ex::Add(a, b) => {
+                    walk(a, lines, leaves)?;
+                    walk(b, lines, leaves)
+                }
+                Ex::Neg(a) => walk(a, lines, leaves),
+                Ex::Mul(a, b) | Ex::Div(a, b) if RealLowerer::affine(b).is_some_and(|c| c.is_const()) => walk(a, lines, leaves),
+                Ex::Mul(a, b) if RealLowerer::affine(a).is_some_and(|c| c.is_const()) => walk(b, lines, leaves),
+                Ex::Ter(t, c, e) => {
+                    let Ex::Cmp(l, _, r) = c.as_ref() else { return None };
+                    let (ta, ea, la, ra) = (RealLowerer::affine(t)?, RealLowerer::affine(e)?, RealLowerer::affine(l)?, RealLowerer::affine(r)?);
+                    let u = la.add(&ra, -1.0);
+                    let diff = ta.clone().add(&ea, -1.0);
+                    if !(diff.is_const() && diff.k == 0.0 || !u.is_const() && diff.in_direction(&u).is_some_and(|(_, k)| k.abs() <= 1e-12 * (1.0 + diff.k.abs()))) {
+                        return None;
+                    }
+                    for a in [&ta, &ea, &u] {
+                        leaves.extend(a.c.keys().copied());
+                    }
+                    if !u.is_const() {
+                        lines.push(u);
+                    }
+                    Some(())
+                }
+                _ => None,
+            }
+        }
+        fn eval(ex: &Ex, at: &BTreeMap<SlotId, f64>) -> f64 {
+            match ex {
+                Ex::Leaf(s) => at[s],
+                Ex::C(c) => *c,
+                Ex::Add(a, b) => eval(a, at) + eval(b, at),
+                Ex::Neg(a) => -eval(a, at),
+                Ex::Mul(a, b) => eval(a, at) * eval(b, at),
+                Ex::Div(a, b) => eval(a, at) / eval(b, at),
+                Ex::Cmp(a, op, b) => cmp_holds(eval(a, at), *op, eval(b, at)) as i64 as f64,
+                Ex::Ter(t, c, e) => {
+                    if eval(c, at) != 0.0 {
+                        eval(t, at)
+                    } else {
+                        eval(e, at)
+                    }
+                }
+                Ex::Pow(a, b) => eval(a, at).powf(eval(b, at)),
+            }
+        }
+        fn all_leaves(ex: &Ex, out: &mut BTreeSet<SlotId>) {
+            match ex {
+                Ex::Leaf(s) => {
+                    out.insert(*s);
+                }
+                Ex::C(_) => {}
+                Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => {
+                    all_leaves(a, out);
+                    all_leaves(b, out);
+                }
+                Ex::Neg(a) => all_leaves(a, out),
+                Ex::Ter(a, b, c) => {
+                    all_leaves(a, out);
+                    all_leaves(b, out);
+                    all_leaves(c, out);
+                }
+            }
+        }
+        let (mut lines, mut leaves) = (vec![], BTreeSet::new());
+        walk(ex, &mut lines, &mut leaves)?;
+        // Every leaf the expression reads (a leaf whose coefficients cancel too).
+        all_leaves(ex, &mut leaves);
+        let leaves: Vec<SlotId> = leaves.into_iter().collect();
+        if leaves.is_empty() || leaves.len() > 2 || lines.is_empty() {
+            return None;
+        }
+        let ivs: Vec<Iv> = leaves.iter().map(|&s| self.value_iv(s)).collect();
+        if ivs.iter().any(|iv| !(iv.lo.is_finite() && iv.hi.is_finite())) {
+            return None;
+        }
+        // Points as coordinates along the leaves (a second coordinate 0 when there is one leaf).
+        let coef = |a: &Aff, i: usize| leaves.get(i).and_then(|s| a.c.get(s)).copied().unwrap_or(0.0);
+        let (x0, x1) = (ivs[0], ivs.get(1).copied().unwrap_or(Iv::pt(0.0)));
+        let mut pts: Vec<(f64, f64)> = vec![(x0.lo, x1.lo), (x0.lo, x1.hi), (x0.hi, x1.lo), (x0.hi, x1.hi)];
+        for (i, l) in lines.iter().enumerate() {
+            let (a, b, k) = (coef(l, 0), coef(l, 1), l.k);
+            // a·x + b·y + k = 0 on the box's edges.
+            for y in [x1.lo, x1.hi] {
+                if a != 0.0 {
+                    pts.push((-(b * y + k) / a, y));
+                }
+            }
+            for x in [x0.lo, x0.hi] {
+                if b != 0.0 {
+                    pts.push((x, -(a * x + k) / b));
+                }
+            }
+            for m in &lines[i + 1..] {
+                let (c, d, j) = (coef(m, 0), coef(m, 1), m.k);
+                let det = a * d - b * c;
+                if det != 0.0 {
+                    pts.push(((b * j - d * k) / det, (c * k - a * j) / det));
+                }
+            }
+        }
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for (x, y) in pts {
+            if !(x.is_finite() && y.is_finite()) {
+                return None;
+            }
+            let at: BTreeMap<SlotId, f64> = leaves.iter().zip([x.clamp(x0.lo, x0.hi), y.clamp(x1.lo, x1.hi)]).map(|(&s, v)| (s, v)).collect();
+            let v = eval(ex, &at);
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+        // The vertices are computed in f64: widen by their rounding (relative to the values).
+        let slack = 1e-12 * (1.0 + lo.abs().max(hi.abs()));
+        (lo.is_finite() && hi.is_finite()).then_some(Iv { lo: lo - slack, hi: hi + slack })
+    }
+
+    /// A bound on how far `ex` moves when each leaf moves by at most its certified error, where
+    /// `ex` is built from sums, constant multiples and conditionals that pick one of two
+    /// branches: a conditional `t if A op B else e` whose branches agree where it flips (t - e
+    /// a multiple of A - B: max, min, relu), or whose condition is a position's 0/1. Such an
+    /// `ex` is continuous and affine on each cell the conditions cut the inputs into, so between
+    /// an input and its perturbed value it moves by at most the largest, over the cells, of
+    /// Σ|slope of a leaf|·error of the leaf: `p + relu(x - p)` (max) moves by max(e_x, e_p),
+    /// where adding its parts' moves gives e_x + 2e_p. Every choice of branches is tried (a
+    /// superset of the cells; at most 2^10). None otherwise.
+    fn carried_err(&self, ex: &Ex) -> Option<Err2> {
+        /// The affine form of `ex` on the cell where the i-th conditional (in walking order)
+        /// takes its `then` branch exactly when `pick[i]`; counts the conditionals in `idx`.
+        fn cell(me: &RealLowerer, ex: &Ex, pick: &[bool], idx: &mut usize) -> Option<Aff> {
+            if let Some(a) = RealLowerer::affine(ex) {
+                return Some(a);
+            }
+            let konst = |e: &Ex| RealLowerer::affine(e).filter(Aff::is_const).map(|c| c.k);
+            Some(match ex {
+                Ex::Add(a, b) => cell(me, a, pick, idx)?.add(&cell(me, b, pick, idx)?, 1.0),
+                Ex::Neg(a) => cell(me, a, pick, idx)?.scale(-1.0),
+                Ex::Mul(a, b) if konst(b).is_some() => cell(me, a, pick, idx)?.scale(konst(b)?),
+                Ex::Mul(a, b) if konst(a).is_some() => cell(me, b, pick, idx)?.scale(konst(a)?),
+                Ex::Div(a, b) if konst(b).is_some_and(|c| c != 0.0) => cell(me, a, pick, idx)?.scale(1.0 / konst(b)?),
+                Ex::Ter(t, c, e) => {
+                    let continuous = match c.as_ref() {
+                        Ex::Cmp(l, _, r) => {
+                            let (ta, ea, la, ra) = (RealLowerer::affine(t)?, RealLowerer::affine(e)?, RealLowerer::affine(l)?, RealLowerer::affine(r)?);
+                            let u = la.add(&ra, -1.0);
+                            let diff = ta.add(&ea, -1.0);
+                            diff.is_const() && diff.k == 0.0 || !u.is_const() && diff.in_direction(&u).is_some_and(|(_, k)| k.abs() <= 1e-12 * (1.0 + diff.k.abs()))
+                        }
+                        // A position's own 0/1, stored exactly: the same for both inputs.
+                        Ex::Leaf(s) => me.pos_vals.get(s).is_some_and(|v| v.iter().all(|&x| x == 0.0 || x == 1.0)) && me.res[s].err == Err2::default(),
+                        _ => false,
+                    };
+                    if !continuous {
+                        return None;
+                    }
+                    let i = *idx;
+                    *idx += 1;
+                    let (ct, ce) = (cell(me, t, pick, idx)?, cell(me, e, pick, idx)?);
+                    if pick.get(i).copied().unwrap_or(false) {
+                        ct
+                    } else {
+                        ce
+                    }
+                }
+                _ => return None,
+            })
+        }
+        let mut k = 0;
+        cell(self, ex, &[], &mut k)?;
+        if k > 10 {
+            return None;
+        }
+        let mut worst = Err2::default();
+        for bits in 0..(1u32 << k) {
+            let pick: Vec<bool> = (0..k).map(|i| bits >> i & 1 == 1).collect();
+            let a = cell(self, ex, &pick, &mut 0)?;
+            let e = a.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum::<Err2>();
+            worst = Err2 { f32: worst.f32.max(e.f32), f64: worst.f64.max(e.f64) };
+        }
+        Some(worst)
+    }
+
+    /// Narrows the interval of slot `s` (just written for `ex`) to what `ex`'s parts allow,
+    /// widened by the slot's certified error (the interval bounds the program's value; the
+    /// network's is within the error of it).
+    fn tighten(&mut self, s: SlotId, ex: &Ex) {
+        if self.groups.contains_key(&s) || !matches!(ex, Ex::Ter(..)) && !Self::has_ter(ex) {
+            return;
+        }
+        // The error first: the MLP's own part, plus the inputs' errors as `ex` carries them.
+        // (Read through the slots the MLP reads: a subexpression it materialised first, with
+        // that slot's own rounding, is one leaf here too.)
+        let read = self.canon(ex.clone());
+        if let (Some(&charged), Some(sharp)) = (self.carried.get(&s), self.carried_err(&read)) {
+            let r = self.res.get_mut(&s).expect("slot just written");
+            let own = r.err - charged;
+            let better = own + sharp;
+            if own.f32 >= 0.0 && own.f64 >= 0.0 && better.f32 <= r.err.f32 && better.f64 <= r.err.f64 {
+                r.err = better;
+                let label = &self.slots[s.0].label;
+                if let Some(b) = self.report.iter_mut().rev().find(|b| &b.label == label) {
+                    (b.err, b.err_f64) = (better.f32, better.f64);
+                }
+            }
+        }
+        let Some(tight) = self.ex_iv(ex) else { return };
+        let r = self.res.get_mut(&s).expect("slot just written");
+        let e = r.err.max();
+        let (lo, hi) = (r.iv.lo.max(tight.lo - e), r.iv.hi.min(tight.hi + e));
+        if lo <= hi {
+            r.iv = Iv { lo, hi };
+            let label = &self.slots[s.0].label;
+            if let Some(b) = self.report.iter_mut().rev().find(|b| &b.label == label) {
+                (b.lo, b.hi) = (lo, hi);
+            }
+        }
+    }
+
+    fn has_ter(ex: &Ex) -> bool {
+        match ex {
+            Ex::Ter(..) => true,
+            Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => Self::has_ter(a) || Self::has_ter(b),
+            Ex::Neg(a) => Self::has_ter(a),
+            Ex::Leaf(_) | Ex::C(_) => false,
+        }
     }
 
     /// `ex = aff + Σ w·term`, materialising operands that must be affine.
@@ -2125,7 +2401,12 @@ impl RealLowerer<'_> {
                     }
                 }
                 Ex::Cmp(x, op, y) => F::Cmp(b(x)?, *op, b(y)?),
-                Ex::Ter(t, c, e) => F::Ter(b(t)?, b(c)?, b(e)?),
+                // Only a comparison decides a conditional of `u` here: a condition that is a
+                // value of its own (a positional 0/1) is not a continuous function's threshold
+                // (`x * 0 if indices % 2 == 0 else 1` read it as "nonzero on all of [0, 1]" and
+                // compiled to 0); [`RealLowerer::decompose`] writes it as e + c·(t - e).
+                Ex::Ter(t, c, e) if matches!(c.as_ref(), Ex::Cmp(..)) => F::Ter(b(t)?, b(c)?, b(e)?),
+                Ex::Ter(..) => return None,
                 // Leaves and constants are caught by the affine case before this match.
                 Ex::Leaf(_) | Ex::C(_) => return None,
             })
@@ -2606,6 +2887,9 @@ impl RealLowerer<'_> {
         let mut m = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: gated.then(Gate::default) };
         let mut iv = Iv::pt(aff.k);
         let mut err = Err2::default();
+        // The inputs' errors carried through (a summand of `err`); None where a term's bound
+        // does not split so.
+        let mut carried = Some(Err2::default());
         let mut mag_sum = Err2::both(aff.k.abs());
         // Constant part: one unit that is 1 off BOS.
         let unit_to = |m: &mut Mlp, ins: Vec<(SlotId, f64)>, b: f64, gate: Option<(Vec<(SlotId, f64)>, f64)>, w: f64, o: SlotId| {
@@ -2663,6 +2947,7 @@ impl RealLowerer<'_> {
             let values_iv = Iv { lo: distinct[0], hi: distinct[distinct.len() - 1] };
             iv = iv.add(values_iv.mul(xi).scale(*w).hull(Iv::pt(0.0)));
             err += w.abs() * pmag * (xe + Err2::gamma(x.c.len() + 3, Self::aff_exact(x)) * (self.aff_mag(x) + Err2::both(2.0 * r)));
+            carried = carried.map(|c| c + w.abs() * pmag * xe);
             if distinct.iter().all(|&v| f32_exact(w * v)) {
                 mag_exact += w.abs() * pmag * (Err2::both(xi.mag()) + xe);
             } else {
@@ -2801,6 +3086,7 @@ impl RealLowerer<'_> {
                         iv = iv.add(pl.range.scale(*w));
                     }
                     err += w.abs() * (pl.lipschitz * ue + Err2::both(pl.err) + pre_err);
+                    carried = carried.map(|c| c + w.abs() * pl.lipschitz * self.aff_err(u));
                     if exact {
                         mag_exact += Err2::both(w.abs() * term_mag);
                     } else {
@@ -2823,6 +3109,7 @@ impl RealLowerer<'_> {
                     let units = if ga == Err2::default() { 1 } else { 2 };
                     active += units;
                     let (mut term_iv, mut term_err, mut term_mag) = (self.prod_iv(a, b).scale(*w), w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be + rounding), w.abs() * am * bm);
+                    let (plain, term_carried) = (term_err, w.abs() * (ai.mag() * be + bi.mag() * ae + ae * be));
                     // A softmax-weighted mean (gated): also certified by `relative::Ratio`, without
                     // the factor n; each arithmetic keeps the smaller of the two valid bounds.
                     if gated && let Some((rerr, p, riv)) = self.ratio(a, b, *w) {
@@ -2839,6 +3126,8 @@ impl RealLowerer<'_> {
                     }
                     iv = iv.add(term_iv);
                     err += term_err;
+                    // (A ratio's bound, when it was the smaller, does not split.)
+                    carried = carried.filter(|_| term_err == plain).map(|c| c + term_carried);
                     for _ in 0..units {
                         unit_mags.push(term_mag);
                     }
@@ -2896,6 +3185,9 @@ impl RealLowerer<'_> {
         }
         err += sum_err + (Err2::gamma(active, false) - Err2::gamma(active, true)) * mag_sum;
         self.res.insert(out, Res { iv, err });
+        if let Some(c) = carried {
+            self.carried.insert(out, c);
+        }
         if let Some((f, pl, units, w, u)) = unary_capture {
             self.relative_unary(out, &f, &pl, &units, w, constant, &u, None);
         }
