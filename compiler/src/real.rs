@@ -82,6 +82,24 @@ pub struct Report {
     pub output_bound_f64: f64,
 }
 
+impl Report {
+    /// A warning when the certified f32 bound is at least a tenth of the output's largest
+    /// magnitude: a check within it says little about the model (a long chain of products can
+    /// certify 1e5 for values in [-1, 1]).
+    pub fn loose_bound_warning(&self) -> Option<String> {
+        let out = self.sops.last()?;
+        let scale = out.lo.abs().max(out.hi.abs());
+        (self.output_bound >= 0.1 * scale && self.output_bound > 0.0).then(|| {
+            format!(
+                "warning: the certified bound {:.3e} is {:.0}% of the output's largest magnitude ({:.3e}): a model within it may still be far from the program; `raspc compile --bounds` shows where the bound grows (intervals and errors per s-op)",
+                self.output_bound,
+                100.0 * self.output_bound / scale.max(f64::MIN_POSITIVE),
+                scale
+            )
+        })
+    }
+}
+
 /// f32 unit roundoff.
 const U32: f64 = 5.960_464_477_539_063e-8;
 

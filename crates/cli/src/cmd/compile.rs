@@ -85,6 +85,9 @@ pub(crate) fn compile_cmd(
             r.output_bound_f64,
             target.input_bounds.as_deref().unwrap_or("")
         );
+        if let Some(w) = r.loose_bound_warning() {
+            let _ = writeln!(err, "{w}");
+        }
     }
     Ok(())
 }

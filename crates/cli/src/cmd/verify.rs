@@ -108,6 +108,9 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
             let _ = writeln!(out, "Soft attention: not checked (a real-valued model's certified bound holds under hard attention only)");
         }
         let _ = writeln!(out, "max |model - program| {:.3e}, certified bound {:.3e} (plus up to {:.3e} for the interpreter's own f64 rounding)", r.max_err, r.bound, r.max_slack);
+        if let Some(w) = built.compiled.report.as_ref().and_then(|r| r.loose_bound_warning()) {
+            let _ = writeln!(err, "{w}");
+        }
         let show = |v: &[raspc_lang::Atom]| v.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
         let json = a.json.then(|| {
             let examples: Vec<serde_json::Value> = r.examples.iter().map(|m| serde_json::json!({ "input": show(&m.input), "expected": show(&m.expected), "model": m.got.iter().map(raspc_runtime::Decoded::to_json).collect::<Vec<_>>() })).collect();
