@@ -334,10 +334,42 @@ pub fn output_rounding(plan: &Plan, sched: &Schedule) -> f64 {
             // What `precision_problem` charges at the largest value: a few u·|v| for the value
             // and the readout, plus the heads' rounding.
             let mag = p.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-            4.0 * f32::EPSILON as f64 * mag + heads_error(head_rounding(plan, sched, plan.output.slot), mag)
+            4.0 * f32::EPSILON as f64 * mag + heads_error(head_rounding(plan, sched, plan.output.slot), mag) + scaled_means_rounding(plan, sched)
         }
         _ => 0.0,
     }
+}
+
+/// The rounding of head means that an MLP writing the output reads at weight at most 1 (not a
+/// staircase's step, which reads at 1/width and absorbs it) and writes scaled: a mean's f32
+/// rounding (about 8u·max|value|, more under soft attention, whose weights are rounded too)
+/// times the unit's output weight (helper s: a prefix count `m * (indices + 1) - 1` at max-len
+/// 64 was 3.05e-5 off under soft attention, against a tolerance of 3.0e-5 that counted the
+/// output's own rounding only).
+fn scaled_means_rounding(plan: &Plan, sched: &Schedule) -> f64 {
+    let u = f32::EPSILON as f64;
+    let head_written = |r: SlotId| sched.time.keys().any(|&b| matches!(&plan.blocks[b].kind, BlockKind::Head(h) if h.o.iter().any(|o| o.slot == r)));
+    let mut worst = 0.0f64;
+    for &b in sched.time.keys() {
+        let BlockKind::Mlp(m) = &plan.blocks[b].kind else { continue };
+        for &Out { col: c, slot: t, w, .. } in &m.w_out {
+            if t != plan.output.slot {
+                continue;
+            }
+            let mut e = 0.0;
+            for &In { slot: r, col, w: wi, .. } in &m.w_in {
+                if col == c
+                    && wi.abs() <= 1.0
+                    && let SlotEnc::Num { points: Some(p) } = &plan.slots[r].enc
+                    && head_written(r)
+                {
+                    e += wi.abs() * 8.0 * u * p.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                }
+            }
+            worst = worst.max(w.abs() * e);
+        }
+    }
+    worst
 }
 
 /// The first numerical slot, the output or one a staircase reads, whose values lie closer

@@ -455,6 +455,15 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
             if s1 != s2 || !integral_values(facts, out, &[v1, v2]) || !(matches!(d1, Atom::Int(_)) && matches!(d2, Atom::Int(_))) {
                 return None;
             }
+            // Only two plain means (one division each, which keeps the order of the sums): a
+            // merged or scaled one (`fa + fb`, `3 * fa`) is the interpreter's sum or product of
+            // rounded quotients, which can land on either side of an exact tie (0.1 + 0.2 >
+            // 0.3); its table of floats stays with its own comparison (helper s: `fa + fb > fc`
+            // and `fa * 3 == fb * 2` compiled exactly, and differed from the interpreter).
+            let built = |o: &Operand| matches!(o, Operand::Sop(m) if facts.is_some_and(|f| f.tables.borrow().1.contains_key(m)));
+            if built(a) || built(b) {
+                return None;
+            }
             let default = atom::binary(BinOp::Sub, &d1, &d2).ok()?;
             let values = out.add(NodeKind::Map { op: MapOp::Binary(BinOp::Sub), args: vec![Operand::Sop(v1), Operand::Sop(v2)] }, span)?;
             let merged = out.add(NodeKind::Aggregate { sel: s1, values, default }, span)?;
@@ -587,6 +596,15 @@ impl Facts<'_> {
     fn grid(&self, out: &Graph, x: NodeId) -> Option<Grid> {
         if !matches!(out.node(x).kind, NodeKind::Aggregate { .. }) {
             return None;
+        }
+        // A merged or scaled mean is the interpreter's sum or product of rounded quotients: where
+        // that misses S/c (`mean(x + 1) - mean(x)` is 0.9999999999999998 at 8/3 - 5/3), or where
+        // it was not tracked, its floor is not the staircase of S/c (helper s: `m0 - m1 < 1`
+        // compiled as a floor test, false where the interpreter says true).
+        match self.tables.borrow().1.get(&x) {
+            Some(None) => return None,
+            Some(Some(t)) if t.iter().any(|&(c, sum, v)| v != sum as f64 / f64::from(c)) => return None,
+            _ => {}
         }
         self.learn(out, x);
         let new = self.new.borrow();
