@@ -353,6 +353,13 @@ def misuse():
             # Checked before reading: a device or a pipe would exhaust memory or hang.
             "a device loaded": (lambda: raspc.load("/dev/zero"), "is not a regular file"),
             "a pipe loaded": (lambda: raspc.load(fifo), "is not a regular file"),
+            # compile_file reads as `raspc compile` does (it read /dev/zero until memory ran out
+            # and waited on a pipe forever).
+            "a device compiled": (lambda: raspc.compile_file("/dev/zero", vocab="ab", max_len=4), "not a regular file"),
+            "a pipe compiled": (lambda: raspc.compile_file(fifo, vocab="ab", max_len=4), "not a regular file"),
+            # The bound holds under hard attention only (it returned ok for soft, unchecked).
+            "soft verify of a real-valued model": (lambda: real_double.verify(samples=5, attention="soft"), "hard attention only"),
+            "an unknown device for TransformerLens": (lambda: m.to_transformer_lens(device="xyz"), "is not a torch device"),
             "a numpy NaN in the vocabulary": (lambda: raspc.compile(rev, vocab=[np.float32("nan"), 1.0], max_len=4), "finite number"),
             "an integer past 64 bits in the vocabulary": (lambda: raspc.compile(rev, vocab=[2**63, 1], max_len=4), "fit in 64 bits"),
             "bytes as the vocabulary": (lambda: raspc.compile(rev, vocab=b"ab", max_len=4), "not bytes"),
@@ -368,6 +375,34 @@ def misuse():
         }
         for what, (call, says) in refused.items():
             expect_error(what, call, says)
+        both = real_double.verify(samples=5)
+        checks += 1
+        if both.get("not_checked") != ["soft"] or not both["ok"]:
+            failures.append(f"a real-valued model's verify must say soft attention was not checked: {both}")
+        # An ablation on a copy of the TransformerLens form runs the copy (the helpers were
+        # closures over the original), and the original is untouched; torch.save round-trips.
+        import torch
+
+        srt_tl = srt.to_transformer_lens()
+        before = srt_tl.raspc_run([3, 1, 2])
+        ablated = copy.deepcopy(srt_tl)
+        with torch.no_grad():
+            for l in range(ablated.cfg.n_layers):
+                ablated.blocks[l].attn.W_O.zero_()
+        path = os.path.join(other, "hooked.pt")
+        torch.save(srt_tl, path)
+        reloaded = torch.load(path, weights_only=False)
+        tl = {
+            "the original": (srt_tl.raspc_run([3, 1, 2]), [1, 2, 3]),
+            "an ablated copy differs": (ablated.raspc_run([3, 1, 2]) != before, True),
+            "the copy's cache is its own": (float(ablated.raspc_run_with_cache([3, 1, 2])[1]["blocks.0.hook_attn_out"].abs().max()), 0.0),
+            "torch.save / torch.load": (reloaded.raspc_run([3, 1, 2]), [1, 2, 3]),
+            "the weights on the device asked for": (str(srt_tl.W_E.device), "cpu"),
+        }
+        for what, (got, want) in tl.items():
+            checks += 1
+            if got != want:
+                failures.append(f"TransformerLens {what}: {got!r} instead of {want!r}")
         # What those refusals leave working: a grid as typed, a bytes path with `load` inside,
         # a numpy vocabulary.
         grid = raspc.compile("y = tokens_float * 2;", input_grid="0,1,0.1", max_len=2)

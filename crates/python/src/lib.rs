@@ -405,6 +405,14 @@ fn load_file(path: std::path::PathBuf) -> PyResult<NativeModel> {
     NativeModel::new(ck, None)
 }
 
+/// `raspc.compile_file`'s read: as the command line reads a program (a regular file, not a
+/// device or a pipe, within the `text_bytes` budget), checked before reading.
+#[pyfunction]
+fn read_program_file(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<pyo3::types::PyBytes>> {
+    let bytes = py.detach(|| raspc::read_input_file(&path)).map_err(err)?;
+    Ok(pyo3::types::PyBytes::new(py, &bytes).unbind())
+}
+
 /// `raspc.from_bytes` (a checkpoint file's bytes).
 #[pyfunction]
 fn load_bytes(bytes: &[u8]) -> PyResult<NativeModel> {
@@ -443,6 +451,7 @@ fn _raspc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(load_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(load_file, m)?)?;
+    m.add_function(wrap_pyfunction!(read_program_file, m)?)?;
     m.add_function(wrap_pyfunction!(universal, m)?)?;
     m.add_function(wrap_pyfunction!(universal_encode, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -301,13 +301,20 @@ class Model:
         rejects, so not checked), ``rejections``, ``examples``. Needs the program: models from
         :func:`compile`, not from :func:`load`."""
         modes = ["hard", "soft"] if attention == "both" else [_attention(attention)]
-        if exhaustive and self._config.get("real_input") is not None:
+        real = self._config.get("real_input") is not None
+        if exhaustive and real:
             raise RaspcError("exhaustive=True enumerates token inputs; a real-valued model's inputs cannot be enumerated: give samples=N (random inputs within its bounds)")
+        if real and modes == ["soft"]:
+            raise RaspcError('a real-valued model\'s certified bound holds under hard attention only: verify it with attention="hard" (or "both", which checks hard attention and reports soft as not checked)')
         samples = _count("samples", samples, 0 if exhaustive else 1)
         seed = _count("seed", seed)
         if seed >= 2**64:
             raise RaspcError(f"seed must be below 2**64, not {seed}")
-        return _json.loads(self._native.verify(samples, seed, modes, bool(exhaustive)))
+        result = _json.loads(self._native.verify(samples, seed, modes, bool(exhaustive)))
+        if real:
+            # As ``raspc verify`` says it: the bound holds under hard attention only.
+            result["not_checked"] = ["soft"] if attention == "both" else []
+        return result
 
     # ---- files and other frameworks ------------------------------------------------------
     def to_bytes(self):
@@ -544,11 +551,9 @@ def compile_file(path, **kwargs):
     if not isinstance(path, (str, bytes, _os.PathLike)):
         raise RaspcError(f"compile_file needs a file path (a str or a path-like object), not {path!r}")
     path = _os.fsdecode(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise RaspcError(f"cannot read `{path}`: {e}") from None
+    # Read natively, as ``raspc compile`` reads a program: a regular file (a FIFO or a device
+    # such as /dev/zero would block or never end) within the text_bytes budget.
+    data = _raspc.read_program_file(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

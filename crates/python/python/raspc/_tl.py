@@ -31,7 +31,12 @@ from . import RaspcError
 
 
 def to_hooked_transformer(model, device="cpu"):
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
+    from transformer_lens import HookedTransformerConfig
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise RaspcError(f"to_transformer_lens: {device!r} is not a torch device ({e})") from None
 
     cfg = model._config
     w = model.weights
@@ -64,7 +69,7 @@ def to_hooked_transformer(model, device="cpu"):
         device=device,
         dtype=torch.float32,
     )
-    hooked = HookedTransformer(tcfg, move_to_device=False)
+    hooked = _hooked_class()(tcfg, move_to_device=False)
     z = np.zeros
     st = {}
     emb = z((len(cfg["vocab"]), D), np.float32)
@@ -137,85 +142,119 @@ def to_hooked_transformer(model, device="cpu"):
         raise RaspcError(f"internal error: TransformerLens parameters left unset: {unset}")
     hooked.load_state_dict({k: torch.from_numpy(v) for k, v in st.items()}, strict=False)
     hooked.eval()
+    # The weights where the config says they are (TransformerLens moves its inputs there).
+    try:
+        hooked.to(dev)
+    except (RuntimeError, AssertionError) as e:
+        raise RaspcError(f"to_transformer_lens: cannot move the model to {device!r}: {e}") from None
 
     hooked.raspc_model = model
     hooked.raspc_heads = [len(l["heads"]) for l in layers]
     hooked.raspc_d_head = [list(l["heads"]) for l in layers]
-    ev = None
+    hooked._raspc_beta = beta
+    hooked._raspc_tol = tol
+    hooked._raspc_ev = None
     if cfg.get("real_input") is not None:
         ev = torch.zeros(D)
         ev[:d] = torch.from_numpy(w["embed.value"].copy())
-
-    def raspc_hooks(key_mask=None, values=None, attention="hard"):
-        """Forward hooks for ``hooked.run_with_hooks(tokens, fwd_hooks=...)``: key masking,
-        hard attention, real-valued inputs."""
-        if attention not in ("hard", "soft"):
-            raise RaspcError(f'attention must be "hard" or "soft", not {attention!r}')
-        hooks = []
-        km = None if key_mask is None else torch.as_tensor(key_mask) != 0
-
-        def scores_hook(s, hook):
-            if km is not None:
-                s = s.masked_fill(~km.to(s.device)[:, None, None, :], float("-inf"))
-            if attention == "hard":
-                mx = s.amax(dim=-1, keepdim=True)
-                # Scores here are raspc's times beta (attn_scale = 1/beta).
-                keep = s >= mx - tol * beta
-                s = torch.where(keep, torch.zeros_like(s), torch.full_like(s, float("-inf")))
-            return s
-
-        if km is not None or attention == "hard":
-            for l in range(tcfg.n_layers):
-                hooks.append((f"blocks.{l}.attn.hook_attn_scores", scores_hook))
-        if ev is not None:
-            if values is None:
-                raise RaspcError("this model reads real numbers: pass values")
-            vals = torch.as_tensor(values, dtype=torch.float32)
-
-            def embed_hook(e, hook):
-                return e + vals.to(e.device)[..., None] * ev.to(e.device)
-
-            hooks.append(("hook_embed", embed_hook))
-        return hooks
-
-    @torch.no_grad()
-    def raspc_readout(inputs, attention="hard"):
-        tokens, mask, values, lengths = model.encode(inputs)
-        hooks = raspc_hooks(mask, values, attention)
-        r = hooked.run_with_hooks(torch.from_numpy(tokens).to(device), fwd_hooks=hooks)
-        return r.to("cpu", torch.float64).numpy(), lengths
-
-    def raspc_run(inputs, attention="hard"):
-        """Pads a batch, runs it with the hooks, decodes each input as ``raspc run``."""
-        from . import _batch
-
-        batch, single = _batch(inputs, model.vocab)
-        r, lengths = raspc_readout(batch, attention)
-        out = [model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
-        return out[0] if single else out
-
-    @torch.no_grad()
-    def raspc_run_with_cache(inputs, attention="hard"):
-        """(outputs, cache): the ActivationCache as a dict, with ``hook_attn_scores`` and
-        ``hook_pattern`` cut to each layer's real heads."""
-        from . import _batch
-
-        batch, single = _batch(inputs, model.vocab)
-        tokens, mask, values, lengths = model.encode(batch)
-        with hooked.hooks(fwd_hooks=raspc_hooks(mask, values, attention)):
-            r, cache = hooked.run_with_cache(torch.from_numpy(tokens).to(device))
-        r = r.to("cpu", torch.float64).numpy()
-        out = [model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
-        c = {}
-        for k, v in cache.items():
-            if k.endswith("hook_attn_scores") or k.endswith("hook_pattern"):
-                l = int(k.split(".")[1])
-                v = v[:, : hooked.raspc_heads[l] if l < len(layers) else 0]
-            c[k] = v
-        return (out[0] if single else out), c
-
-    hooked.raspc_hooks = raspc_hooks
-    hooked.raspc_run = raspc_run
-    hooked.raspc_readout = raspc_readout
-    hooked.raspc_run_with_cache = raspc_run_with_cache
+        hooked._raspc_ev = ev
     return hooked
+
+
+_CLASS = None
+
+
+def _hooked_class():
+    """``RaspcHookedTransformer``: a ``HookedTransformer`` whose raspc helpers are methods, so
+    that a copy (``copy.deepcopy``, ``torch.save``/``torch.load``) runs its own weights. Made on
+    first use (TransformerLens is imported only then) and found by pickle as
+    ``raspc._tl.RaspcHookedTransformer``."""
+    global _CLASS
+    if _CLASS is not None:
+        return _CLASS
+    from transformer_lens import HookedTransformer
+
+    class RaspcHookedTransformer(HookedTransformer):
+        def raspc_hooks(self, key_mask=None, values=None, attention="hard"):
+            """Forward hooks for ``hooked.run_with_hooks(tokens, fwd_hooks=...)``: key masking,
+            hard attention, real-valued inputs."""
+            if attention not in ("hard", "soft"):
+                raise RaspcError(f'attention must be "hard" or "soft", not {attention!r}')
+            hooks = []
+            km = None if key_mask is None else torch.as_tensor(key_mask) != 0
+            tol, beta, ev = self._raspc_tol, self._raspc_beta, self._raspc_ev
+
+            def scores_hook(s, hook):
+                if km is not None:
+                    s = s.masked_fill(~km.to(s.device)[:, None, None, :], float("-inf"))
+                if attention == "hard":
+                    mx = s.amax(dim=-1, keepdim=True)
+                    # Scores here are raspc's times beta (attn_scale = 1/beta).
+                    keep = s >= mx - tol * beta
+                    s = torch.where(keep, torch.zeros_like(s), torch.full_like(s, float("-inf")))
+                return s
+
+            if km is not None or attention == "hard":
+                for l in range(self.cfg.n_layers):
+                    hooks.append((f"blocks.{l}.attn.hook_attn_scores", scores_hook))
+            if ev is not None:
+                if values is None:
+                    raise RaspcError("this model reads real numbers: pass values")
+                vals = torch.as_tensor(values, dtype=torch.float32)
+
+                def embed_hook(e, hook):
+                    return e + vals.to(e.device)[..., None] * ev.to(e.device)
+
+                hooks.append(("hook_embed", embed_hook))
+            return hooks
+
+        @torch.no_grad()
+        def raspc_readout(self, inputs, attention="hard"):
+            """The readout (before decoding) of a batch of inputs, and their lengths."""
+            tokens, mask, values, lengths = self.raspc_model.encode(inputs)
+            hooks = self.raspc_hooks(mask, values, attention)
+            r = self.run_with_hooks(torch.from_numpy(tokens).to(self.cfg.device), fwd_hooks=hooks)
+            return r.to("cpu", torch.float64).numpy(), lengths
+
+        def raspc_run(self, inputs, attention="hard"):
+            """Pads a batch, runs it with the hooks, decodes each input as ``raspc run``."""
+            from . import _batch
+
+            model = self.raspc_model
+            batch, single = _batch(inputs, model.vocab)
+            r, lengths = self.raspc_readout(batch, attention)
+            out = [model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
+            return out[0] if single else out
+
+        @torch.no_grad()
+        def raspc_run_with_cache(self, inputs, attention="hard"):
+            """(outputs, cache): the ActivationCache as a dict, with ``hook_attn_scores`` and
+            ``hook_pattern`` cut to each layer's real heads."""
+            from . import _batch
+
+            model = self.raspc_model
+            batch, single = _batch(inputs, model.vocab)
+            tokens, mask, values, lengths = model.encode(batch)
+            with self.hooks(fwd_hooks=self.raspc_hooks(mask, values, attention)):
+                r, cache = self.run_with_cache(torch.from_numpy(tokens).to(self.cfg.device))
+            r = r.to("cpu", torch.float64).numpy()
+            out = [model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
+            c = {}
+            for k, v in cache.items():
+                if k.endswith("hook_attn_scores") or k.endswith("hook_pattern"):
+                    l = int(k.split(".")[1])
+                    v = v[:, : self.raspc_heads[l] if l < len(self.raspc_heads) else 0]
+                c[k] = v
+            return (out[0] if single else out), c
+
+    RaspcHookedTransformer.__module__ = __name__
+    RaspcHookedTransformer.__qualname__ = "RaspcHookedTransformer"
+    _CLASS = RaspcHookedTransformer
+    return _CLASS
+
+
+def __getattr__(name):
+    # Unpickling a saved model looks the class up here (PEP 562).
+    if name == "RaspcHookedTransformer":
+        return _hooked_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
