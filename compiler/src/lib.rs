@@ -162,7 +162,7 @@ fn non_finite_value(graph: &Graph, root: NodeId, plan: &plan::Plan) -> Option<Di
 /// A numerical slot whose values f32 cannot tell apart ([`emit::precision_problem`]), with the
 /// advice that helps: a categorical encoding, except for a mean (attention computes it as a
 /// number whatever its encoding) or an s-op already categorical.
-fn precision_refusal(graph: &Graph, root: NodeId, plan: &plan::Plan, schedule: &emit::Schedule, opts: &Options) -> Option<Diagnostic> {
+fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, NodeId)>, plan: &plan::Plan, schedule: &emit::Schedule, opts: &Options) -> Option<Diagnostic> {
     if plan.output_bound.is_some() {
         return None;
     }
@@ -170,30 +170,51 @@ fn precision_refusal(graph: &Graph, root: NodeId, plan: &plan::Plan, schedule: &
     let node = graph.node(root);
     let name = user_name(&pp.label);
     let num = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x}") } else { format!("{x:.3e}") };
-    let this = if name == node.label { "this s-op".to_string() } else { format!("`{name}` feeds this s-op") };
+    // Named as the user knows it, where it is (`selector_width_8` is a name the compiler made
+    // for `selector_width(smaller)`, which the caret then points at): helper t.
+    let user_named = graph.ancestors(root).into_iter().any(|n| graph.node(n).label == name && graph.node(n).named);
+    // (A node simplification made, `selector_width_8` of `target_pos = selector_width(a or b)`:
+    // described and placed through the simplified graph, whose nodes keep the user's spans.)
+    let made = simplified.and_then(|(g, r)| g.ancestors(*r).into_iter().find(|&n| g.node(n).label == name).map(|n| (names::describe(g, n), names::place(g, n))));
+    let (who, span) = if user_named || name == node.label {
+        (format!("`{name}`"), node.span)
+    } else if let Some((who, span)) = made.filter(|(w, _)| !w.starts_with('`')) {
+        (who, span)
+    } else {
+        user_place(graph, root, &name)
+    };
+    let this = if name == node.label {
+        "this s-op".to_string()
+    } else if user_named {
+        format!("`{name}` feeds this s-op")
+    } else {
+        "this value".to_string()
+    };
     let mean = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Head(h) if h.o.iter().any(|o| o.slot == pp.slot)));
     let advice = if pp.label.ends_with(":inverse") {
         // selector_width (and `length`, a width) is read from the mean 1/(w+1).
         format!(
-            "`{name}` is a selector width, which a head computes as the mean 1/(w+1): at --max-len {}, 1/(k+1) and 1/(k+2) for the largest k are closer together than f32 tells apart; a smaller --max-len compiles (widths up to 417 do)",
+            "{who} is a selector width, which a head computes as the mean 1/(w+1): at --max-len {}, 1/(k+1) and 1/(k+2) for the largest k are closer together than f32 tells apart; a smaller --max-len compiles (widths up to 417 do)",
             opts.max_len
         )
     } else if mean {
-        format!("`{name}` is a mean, which attention computes as a number whatever its encoding, so no encoding avoids it; smaller numbers do (averaging `x - c` and adding `c` after, for a large common offset c, keeps the mean's own rounding small)")
+        format!("{who} is a mean, which attention computes as a number whatever its encoding, so no encoding avoids it; smaller numbers do (averaging `x - c` and adding `c` after, for a large common offset c, keeps the mean's own rounding small)")
     } else if opts.categorical.contains(&name) {
-        format!("`{name}` is computed as a number before it is stored categorically, so no encoding avoids it; smaller or fewer distinct numbers do")
-    } else {
+        format!("{who} is computed as a number before it is stored categorically, so no encoding avoids it; smaller or fewer distinct numbers do")
+    } else if user_named || name == node.label {
         format!("smaller numbers keep them apart, or a categorical encoding (`--encoding {name}=categorical`) holds each value in a dim of its own")
+    } else {
+        "smaller numbers keep them apart, or a categorical encoding of the s-op that holds it (`--encoding NAME=categorical`, NAME bound to it with `NAME = ...;`) holds each value in a dim of its own".to_string()
     };
     Some(
         Diagnostic::error(
             "compile::precision",
-            format!("the values of `{name}` are too close together for f32: two of them are {} apart at magnitude {}", num(pp.gap), num(pp.magnitude)),
-            node.span,
+            format!("the values of {who} are too close together for f32: two of them are {} apart at magnitude {}", num(pp.gap), num(pp.magnitude)),
+            span,
         )
         .with_label(this)
         .with_note(format!(
-            "weights and activations are f32: the model holds `{name}` only to within about {}, and telling its values apart needs less than {}, so it would give a neighbouring value",
+            "weights and activations are f32: the model holds them only to within about {}, and telling its values apart needs less than {}, so it would give a neighbouring value",
             num(pp.error),
             num(pp.tol)
         ))
@@ -319,6 +340,7 @@ fn plan_of(
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
+    let mut simplified: Option<(Graph, NodeId)> = None;
     let (plan, report) = match &opts.real {
         Some(_) if opts.causal => {
             let node = graph.node(root);
@@ -332,7 +354,8 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         }
         None => {
             domain::check(graph, root, &opts.vocab, opts.max_len).map_err(|d| vec![d])?;
-            let (plan, _, _) = choose_plan(graph, root, opts)?;
+            let (plan, simple, simple_root) = choose_plan(graph, root, opts)?;
+            simplified = Some((simple, simple_root));
             (plan, None)
         }
     };
@@ -367,7 +390,7 @@ pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) 
         .with_note(format!("d_model would be {}; a smaller --max-len or vocabulary shrinks the one-hot encodings", schedule.d_model))
         .with_note("the limit keeps a compile within memory (dense f32 tensors); `RASPC_LIMITS=params=N` raises it with the loaders' budget of the same name (docs/checkpoint-format.md, \"Budgets\")")]);
     }
-    if let Some(d) = precision_refusal(graph, root, &plan, &schedule, opts) {
+    if let Some(d) = precision_refusal(graph, root, simplified.as_ref(), &plan, &schedule, opts) {
         return Err(vec![d]);
     }
     let inputs = emit::EmitInputs { vocab: &opts.vocab, max_len: opts.max_len, causal: opts.causal, program_hash: program_hash.to_string() };

@@ -2999,6 +2999,12 @@ impl RealLowerer<'_> {
                     // Ends snapped outward to f32 values, so knots there are stored exactly.
                     // (Widened by the larger error: one domain, and one network, for both bounds.)
                     let (lo, hi) = (f32_down(ui.lo - ue.max()), f32_up(ui.hi + ue.max()));
+                    // Bounds that multiply out past f64's range (`simulate --bound 1e300`): say
+                    // so, not "cannot be approximated on [NaN, NaN]".
+                    if !(lo.is_finite() && hi.is_finite()) {
+                        return Err(Diagnostic::error("compile::too_large", format!("`{label}` reads values past any float's range (their interval overflows)"), self.span)
+                            .with_note("the model computes in f32: tighter --input-bounds keep its values in range"));
+                    }
                     // An argument that can take one value only (`x + 1` with --input-bounds=0,0)
                     // is a constant: no units, and no interpolation domain of width 0.
                     if lo == hi {

@@ -226,6 +226,38 @@ fn compile_never_overwrites_what_is_not_a_checkpoint() {
     assert!(err.contains("is the program itself"), "{err}");
 }
 
+/// A raspc checkpoint cut short (a full disk, an interrupted copy) is the damage `--force` is
+/// for: with its data cut, or its header too, it is named as a damaged raspc checkpoint and
+/// replaced with --force (it was "not a raspc checkpoint", --force refused). A replaced file keeps
+/// its permissions (a private 0600 checkpoint became 0644). Helper t.
+#[test]
+fn a_cut_checkpoint_is_replaced_with_force_and_a_replaced_file_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let ck = temp("cut.safetensors");
+    let c = ck.to_str().unwrap();
+    let args = ["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", c];
+    assert_eq!(cli(&args).0, 0);
+    let whole = std::fs::read(&ck).unwrap();
+    let header = 8 + u64::from_le_bytes(whole[..8].try_into().unwrap()) as usize;
+    for keep in [header + 100, header / 2] {
+        std::fs::write(&ck, &whole[..keep]).unwrap();
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 1, "{err}");
+        assert!((err.contains("damaged raspc checkpoint") || err.contains("raspc checkpoint this raspc cannot read")) && err.contains("--force replaces it"), "{keep}: {err}");
+        assert_eq!(std::fs::read(&ck).unwrap().len(), keep, "left as it was");
+        let (code, _, err) = cli(&[&args[..], &["--force"]].concat());
+        assert_eq!(code, 0, "{keep}: {err}");
+        assert_eq!(std::fs::read(&ck).unwrap(), whole);
+    }
+    std::fs::set_permissions(&ck, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(cli(&args).0, 0);
+    assert_eq!(std::fs::metadata(&ck).unwrap().permissions().mode() & 0o777, 0o600);
+    // `simulate --input` without `--target` was dropped (random X simulated, exit 0).
+    let (code, _, err) = cli(&["simulate", "--trials", "1", "--input", "[[1]]"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--input is X for --target"), "{err}");
+}
+
 #[test]
 fn verify_ends_with_one_summary_line() {
     let (code, out, err) = cli(&["verify", "corpus/sort.rasp", "--entry", "sorted", "--vocab", "[1,2,3]", "--max-len", "4", "--exhaustive"]);

@@ -670,3 +670,16 @@ fn a_certified_bound_near_the_outputs_size_is_said() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A precision refusal about a node the simplifier made (`selector_width_8`, one of the two
+/// widths `target_pos = selector_width(a or b)` became) names and points at the user's
+/// `target_pos` (it named `selector_width_8`, at the line that reads it; helper t).
+#[test]
+fn a_precision_refusal_names_what_the_user_wrote() {
+    let out = std::env::temp_dir().join(format!("raspc-diag-sortprec-{}.safetensors", std::process::id()));
+    let (code, _, err) = run_cli(&["compile", "corpus/sort.rasp", "--vocab", "[0,1,2,3,4,5,6,7,8,9]", "--max-len", "2048", "-o", out.to_str().unwrap()]);
+    assert!(!out.exists());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::precision") && err.contains("an expression in `target_pos`") && err.contains("sort.rasp:4:14"), "{err}");
+    assert!(!err.contains("selector_width_8"), "{err}");
+}

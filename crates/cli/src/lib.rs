@@ -112,6 +112,19 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
             return code;
         }
     };
+    // `--input` belongs to `--target` (clap's `requires` on it is not enforced when `--target`
+    // requires it back): without one, a given X was dropped and random ones simulated.
+    if let Command::Simulate { target: None, input: Some(_), .. } = &cli.command {
+        use clap::CommandFactory;
+        let mut c = Cli::command();
+        let mut sub = c.find_subcommand_mut("simulate").expect("the simulate subcommand").clone().bin_name("raspc simulate");
+        let e = sub.error(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--input is X for --target (the attention layer to simulate); without --target, simulate draws random layers and inputs (--n, --d, --dv, --heads, --trials)",
+        );
+        let _ = write!(err, "{}", if color { e.render().ansi().to_string() } else { e.render().to_string() });
+        return 2;
+    }
     let r = match cli.command {
         Command::Eval { program, entry, input, json } => cmd::eval::eval(&program, entry.as_deref(), &input, json, out, err, color),
         Command::Dump { program, entry, stage, vocab, input_grid, input_bounds, mlp, max_len, causal } => {

@@ -52,8 +52,23 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
     // A file too short for the header its first 8 bytes announce is no safetensors file at all
     // (a text file, say): say so, rather than quote a size budget.
     let mut head = [0u8; 8];
-    let announced = std::fs::File::open(output).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).map(|()| u64::from_le_bytes(head));
-    if announced.is_err() || announced.is_ok_and(|n| n > meta.len().saturating_sub(8)) {
+    let announced = std::fs::File::open(output).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).map(|()| u64::from_le_bytes(head)).ok();
+    // A raspc checkpoint cut short (a full disk, an interrupted copy) still says so at its start:
+    // its header, whole or cut, holds `"format":"raspc"`. That is damage `--force` replaces.
+    let cut_raspc = || -> bool {
+        let n = announced.map_or(0, |n| n.min(1 << 20)) as usize;
+        let mut buf = vec![0u8; 8 + n];
+        let got = std::fs::File::open(output).and_then(|f| std::io::Read::read(&mut std::io::Read::take(f, buf.len() as u64), &mut buf)).unwrap_or(0);
+        let text = String::from_utf8_lossy(&buf[8.min(got)..got]);
+        text.contains(&format!("\"{}\":\"{}\"", raspc_checkpoint::keys::FORMAT, raspc_checkpoint::FORMAT))
+    };
+    if announced.is_none_or(|n| n > meta.len().saturating_sub(8)) {
+        if announced.is_some() && cut_raspc() {
+            if force {
+                return Ok(());
+            }
+            return Err(format!("`{shown}` is a damaged raspc checkpoint (its header is cut short); refusing to overwrite it (--force replaces it)").into());
+        }
         return Err(
             format!("`{shown}` exists and is not a raspc checkpoint (nor any safetensors file); refusing to overwrite it (--force does not change this: remove it first)").into()
         );
@@ -61,12 +76,14 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
     let l = limits()?;
     let bytes = match raspc_checkpoint::read_file(output, &l) {
         Ok(b) => b,
+        Err(_) if force && cut_raspc() => return Ok(()),
+        Err(e) if cut_raspc() => return Err(format!("`{shown}` is a damaged raspc checkpoint ({e}); refusing to overwrite it (--force replaces it)").into()),
         Err(e) => return Err(format!("`{shown}` exists and is not a raspc checkpoint ({e}); refusing to overwrite it").into()),
     };
     match raspc_checkpoint::Checkpoint::from_bytes_with(&bytes, &l) {
         Ok(_) => Ok(()),
-        Err(_) if force && raspc_checkpoint::claims_raspc_format(&bytes) => Ok(()),
-        Err(e) if raspc_checkpoint::claims_raspc_format(&bytes) => {
+        Err(_) if force && (raspc_checkpoint::claims_raspc_format(&bytes) || cut_raspc()) => Ok(()),
+        Err(e) if raspc_checkpoint::claims_raspc_format(&bytes) || cut_raspc() => {
             Err(format!("`{shown}` is a raspc checkpoint this raspc cannot read ({e}); refusing to overwrite it (--force replaces it)").into())
         }
         Err(_) => Err(format!("`{shown}` exists and is not a raspc checkpoint; refusing to overwrite it (--force does not change this: remove it first)").into()),
@@ -192,6 +209,11 @@ fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
     }
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        // A file replaced keeps its permissions (a private 0600 checkpoint stayed private only
+        // until the next compile: the new file had the umask's 0644).
+        if let Ok(old) = std::fs::metadata(output) {
+            f.set_permissions(old.permissions())?;
+        }
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
