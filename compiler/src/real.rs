@@ -3017,6 +3017,9 @@ impl RealLowerer<'_> {
                         continue;
                     }
                     let group_here = group_req && single_unary && !product_half;
+                    // (On the argument's own interval, without its error: whether the program's
+                    // values reach a denominator's 0, or only the error does.)
+                    let exact_ok = ui.lo < ui.hi && build_pl(f, ui.lo, ui.hi, f64::INFINITY).is_ok();
                     let pl = self.choose_pl(f, lo, hi).map_err(|e| {
                         // The remedy depends on the reason: too many pieces for the requested
                         // error, a jump, or a domain the function is not defined on.
@@ -3024,6 +3027,12 @@ impl RealLowerer<'_> {
                             "a larger --pl-error (or tighter --input-bounds) needs fewer pieces"
                         } else if e.contains("jumps") {
                             "a conditional must agree at its threshold (both branches equal there) to be continuous; tighter --input-bounds that leave the threshold out also work"
+                        } else if e.contains("division by an interval that contains 0") && exact_ok {
+                            // The interval is the denominator's, widened by its certified error:
+                            // often the error, not the program, reaches 0 (a softmax's total).
+                            "the denominator's interval, widened by its certified error, reaches 0: keep it further from 0 than that error in a way the program allows (`x / max(d, c)` with c below every value d takes and above the error), or, for a softmax, subtract the row maximum first (`softmax_rows` in the matrix library: its total is at least 1)"
+                        } else if e.contains("<= 0") || e.contains("division by an interval that contains 0") {
+                            "tighter --input-bounds, or a clamp that keeps the value away from 0 (`max(x, c)` for a small c > 0), can bound it"
                         } else {
                             "tighter --input-bounds, or a clamp such as `min(x, 0)` that states what inference cannot see, can bound it"
                         };

@@ -937,10 +937,15 @@ fn real_refusals_suggest_the_remedy_for_their_reason() {
     for (src, extra, says) in [
         ("x = tokens_float;\ny = 2 * x if x > 0.25 else -x;\n", vec![], "must agree at its threshold"),
         ("y = tokens_float ^ 2;\n", vec!["--pl-error", "1e-16"], "a larger --pl-error"),
-        ("y = 1 / tokens_float;\n", vec![], "a clamp such as"),
+        ("y = 1 / tokens_float;\n", vec![], "a clamp that keeps the value away from 0"),
+        // A total that is never 0 but whose certified error reaches it (helper r: the clamp
+        // advice could not help there).
+        ("e = 2.718 ^ tokens_float;\ns = aggregate(select(0, 0, ==), e);\ny = e / s;\n", vec!["--input-bounds=-8,8"], "widened by its certified error, reaches 0"),
     ] {
         std::fs::write(&p, src).unwrap();
-        let mut args = vec!["compile", p.to_str().unwrap(), "--input-bounds=-1,1", "--max-len", "4", "-o", o.to_str().unwrap()];
+        let bounds = if extra.iter().any(|a| a.starts_with("--input-bounds")) { vec![] } else { vec!["--input-bounds=-1,1"] };
+        let mut args = vec!["compile", p.to_str().unwrap(), "--max-len", "16", "-o", o.to_str().unwrap()];
+        args.extend(bounds);
         args.extend(extra);
         let (code, _, err) = cli(&args);
         assert_eq!(code, 1, "{src}");
