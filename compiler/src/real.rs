@@ -789,6 +789,9 @@ struct RealLowerer<'a> {
     /// (the rest is its own: interpolation and rounding), where the MLP's bound splits so
     /// ([`Self::tighten`] replaces that part by a sharper one).
     carried: HashMap<SlotId, Err2>,
+    /// The node each conditional expression was written by (by its printed form), to point at
+    /// a step where it is, not where it is read.
+    ter_origin: HashMap<String, NodeId>,
     input: Option<SlotId>,
     report: Vec<SopBound>,
     /// Positional slots: value at each token position.
@@ -937,6 +940,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         pos_cache: HashMap::new(),
         mat_cache: HashMap::new(),
         carried: HashMap::new(),
+        ter_origin: HashMap::new(),
         input: None,
         report: vec![],
         pos_vals: HashMap::new(),
@@ -1286,7 +1290,11 @@ impl RealLowerer<'_> {
                             }
                         }
                     }
-                    (MapOp::Ternary, [t, c, e]) => Ex::Ter(bx(t.clone()), bx(c.clone()), bx(e.clone())),
+                    (MapOp::Ternary, [t, c, e]) => {
+                        let ter = Ex::Ter(bx(t.clone()), bx(c.clone()), bx(e.clone()));
+                        self.ter_origin.entry(format!("{ter:?}")).or_insert(id);
+                        ter
+                    }
                     _ => {
                         let mut d = self
                             .err(id, format!("{} of a real value is not supported", op.name()))
@@ -1906,13 +1914,13 @@ impl RealLowerer<'_> {
         if let Some(&s) = self.mat_cache.get(&key) {
             return Ok(Aff::leaf(s));
         }
-        let (aff, terms) = self.decompose(ex, label)?;
+        let (aff, terms) = self.decompose(ex, label).map_err(|d| self.locate_step(d, ex))?;
         let k = terms.len();
         if k < BLOCK_MIN_TERMS {
             // One term of exp or a reciprocal: its units write partial sums ([`Group`]).
             self.group_next =
                 aff.is_const() && aff.k == 0.0 && matches!(terms.as_slice(), [(_, Term::Unary(_, f))] if relative::exp_rate(f).is_some() || relative::reciprocal_above(f).is_some());
-            let s = self.mlp(label, &aff, &terms)?;
+            let s = self.mlp(label, &aff, &terms).map_err(|d| self.locate_step(d, ex))?;
             self.group_next = false;
             if let Some(g) = self.groups.get(&s) {
                 let sum = g.slots.iter().fold(Aff::default(), |a, &x| a.add(&Aff::leaf(x), 1.0));
@@ -1944,11 +1952,62 @@ impl RealLowerer<'_> {
         if let Some(&s) = self.mat_cache.get(&key) {
             return Ok(s);
         }
-        let (aff, terms) = self.decompose(ex, label)?;
-        let s = self.mlp(label, &aff, &terms)?;
+        let (aff, terms) = self.decompose(ex, label).map_err(|d| self.locate_step(d, ex))?;
+        let s = self.mlp(label, &aff, &terms).map_err(|d| self.locate_step(d, ex))?;
         self.tighten(s, ex);
         self.mat_cache.insert(key, s);
         Ok(s)
+    }
+
+    /// A refusal of a step ("the function jumps") about `ex`: points also at the conditional
+    /// that makes it, when `ex` holds one written by another s-op (`f = 1 if d < 0 else 0;` read
+    /// by `prog = f * 2` was reported at `prog` only).
+    fn locate_step(&self, d: Diagnostic, ex: &Ex) -> Diagnostic {
+        if !d.message.contains("jumps") || d.labels.len() > 1 {
+            return d;
+        }
+        fn ters<'a>(ex: &'a Ex, out: &mut Vec<&'a Ex>) {
+            match ex {
+                Ex::Ter(a, b, c) => {
+                    out.push(ex);
+                    ters(a, out);
+                    ters(b, out);
+                    ters(c, out);
+                }
+                Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => {
+                    ters(a, out);
+                    ters(b, out);
+                }
+                Ex::Neg(a) => ters(a, out),
+                Ex::Leaf(_) | Ex::C(_) => {}
+            }
+        }
+        let mut found = vec![];
+        ters(ex, &mut found);
+        // The first conditional (outermost first) whose branches need not agree at its threshold.
+        let step = found.into_iter().find_map(|t| {
+            let Ex::Ter(th, c, el) = t else { return None };
+            let agrees = match (c.as_ref(), Self::affine(th), Self::affine(el)) {
+                (Ex::Cmp(l, _, r), Some(ta), Some(ea)) => match (Self::affine(l), Self::affine(r)) {
+                    (Some(la), Some(ra)) => {
+                        let (u, diff) = (la.add(&ra, -1.0), ta.add(&ea, -1.0));
+                        diff.is_const() && diff.k == 0.0 || !u.is_const() && diff.in_direction(&u).is_some_and(|(_, k)| k.abs() <= 1e-12 * (1.0 + diff.k.abs()))
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            if agrees {
+                return None;
+            }
+            self.ter_origin.get(&format!("{t:?}")).copied()
+        });
+        match step {
+            Some(n) if crate::names::place(self.g, n) != d.labels.first().map_or(self.span, |l| l.span) => {
+                d.with_secondary(crate::names::place(self.g, n), format!("the step: {}'s branches differ where its condition flips", crate::names::describe(self.g, n)))
+            }
+            _ => d,
+        }
     }
 
     /// The interval of `ex`'s value from its parts, where that says more than the sum of the

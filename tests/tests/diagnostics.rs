@@ -683,3 +683,19 @@ fn a_precision_refusal_names_what_the_user_wrote() {
     assert!(err.contains("compile::precision") && err.contains("an expression in `target_pos`") && err.contains("sort.rasp:4:14"), "{err}");
     assert!(!err.contains("selector_width_8"), "{err}");
 }
+
+/// A step read by another s-op is refused where it is read, and the conditional that makes it is
+/// pointed at too (helper r: the paper's MaxMin flip `1 if d < 0 else 0` was reported only at
+/// the line reading it).
+#[test]
+fn a_step_is_pointed_at_where_it_is_written() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-step-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("step.rasp");
+    std::fs::write(&p, "d = tokens_float - 1;\nf = 1 if d < 0 else 0;\nprog = f * 2;\n").unwrap();
+    let out = dir.join("step.safetensors");
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--input-bounds=-5,5", "--max-len", "4", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("jumps at 0") && err.contains("step.rasp:3:8") && err.contains("2 │ f = 1 if d < 0 else 0;") && err.contains("the step: `f`'s branches differ"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
