@@ -1441,7 +1441,18 @@ impl Lowerer<'_> {
             let mut qs = self.side(&queries)?;
             // The atoms behind each dim or point of a side: a numerical point may stand for
             // several floats that differ only by rounding (`4/3 + 2` and `10/3`).
-            let alternatives = |lw: &Self, s: &Side| -> Vec<Vec<Option<Vec<Atom>>>> {
+            let alternatives = |lw: &Self, s: &Side, nodes: &[NodeId]| -> Vec<Vec<Option<Vec<Atom>>>> {
+                // A side that is an inline map of one slot (`round(n)`, `n + 1`) stands for the
+                // map of each float the slot's dim stands for: `round(m * length)` takes 13 and
+                // 12.999999999999998 both to 13 (it was refused as comparing floats that differ
+                // only by rounding; helpers s, w).
+                let through: Option<(NodeId, NodeId)> = match nodes {
+                    [n] if matches!(lw.rep.get(n), Some(Rep::Inline)) => match lw.leaf_list(*n).as_slice() {
+                        [l] => Some((*n, *l)),
+                        _ => None,
+                    },
+                    _ => None,
+                };
                 match s {
                     // A one-hot dim may stand for floats too (`cat_alts`: a count from a mean,
                     // 14 and 14.000000000000002), when the side reads the slot's own values.
@@ -1449,8 +1460,22 @@ impl Lowerer<'_> {
                         Some(groups) if groups.len() == t.len() => groups
                             .iter()
                             .zip(t)
-                            .map(|(g, x)| match x {
-                                Some(v) if v.len() == 1 && g.len() > 1 && g[0].py_eq(&v[0]) => g.iter().map(|a| Some(vec![a.clone()])).collect(),
+                            .map(|(g, x)| match (x, through) {
+                                (Some(v), Some((n, l))) if v.len() == 1 && g.len() > 1 => {
+                                    let mut out: Vec<Option<Vec<Atom>>> = vec![x.clone()];
+                                    for a in g {
+                                        let r = lw.eval_inline(n, &HashMap::from([(l, a.clone())])).map(|r| vec![r]);
+                                        if !out.iter().any(|o| match (o, &r) {
+                                            (Some(o), Some(r)) => o.len() == r.len() && o.iter().zip(r).all(|(p, q)| p == q),
+                                            (None, None) => true,
+                                            _ => false,
+                                        }) {
+                                            out.push(r);
+                                        }
+                                    }
+                                    out
+                                }
+                                (Some(v), None) if v.len() == 1 && g.len() > 1 && g[0].py_eq(&v[0]) => g.iter().map(|a| Some(vec![a.clone()])).collect(),
                                 _ => vec![x.clone()],
                             })
                             .collect(),
@@ -1462,7 +1487,7 @@ impl Lowerer<'_> {
                     },
                 }
             };
-            let (kalt, qalt) = (alternatives(self, &ks), alternatives(self, &qs));
+            let (kalt, qalt) = (alternatives(self, &ks, &keys), alternatives(self, &qs, &queries));
             if let (Side::Num(..), Side::Num(slot, _, atoms)) = (&ks, &qs) {
                 // Both numerical: the queries become one-hot, the keys classes.
                 let c = self.categorical_of(*slot, queries[0])?;
@@ -1725,9 +1750,21 @@ impl Lowerer<'_> {
         // A value standing for floats the interpreter computes in its place (`cat_alts`: a
         // mean's 0.3 and 0.29999999999999993) still does in the copy (`shift`, a `==` select on
         // indices): the maps reading the copy must see them too.
+        // A map of the slot that takes every float a dim stands for to one value (`round(f *
+        // length)`: 13 and 12.999999999999998 to 13) copies no alternatives (it was refused as
+        // aggregating "a map of numbers the interpreter may compute two ways"; helper w).
+        let collapses = vv.map.is_some()
+            && matches!(self.rep.get(&values), Some(Rep::Inline))
+            && match (self.cat_alts.get(&vv.slot), self.leaf_list(values).as_slice()) {
+                (Some(groups), [l]) if groups.len() == vvals.len() => {
+                    groups.iter().zip(&vvals).all(|(g, x)| g.iter().all(|a| self.eval_inline(values, &HashMap::from([(*l, a.clone())])) == *x))
+                }
+                _ => false,
+            };
         let alts = self
             .cat_alts
             .get(&vv.slot)
+            .filter(|_| !collapses)
             .filter(|g| g.iter().any(|x| x.len() > 1))
             .map(|src| outs.iter().map(|o| src.iter().find(|g| g.first().is_some_and(|f| f.py_eq(o))).cloned().unwrap_or_else(|| vec![o.clone()])).collect::<Vec<_>>());
         if alts.is_some() && vv.map.is_some() {

@@ -233,6 +233,26 @@ fn a_scaled_prefix_mean_keeps_its_rounding_within_the_tolerance() {
     check(&b, 64, 2000);
 }
 
+/// A count from a mean, rounded (`n = round(frac * length)`), used as a select's key, compared
+/// with itself, or aggregated: `round` takes the floats the interpreter may compute for the
+/// count (12.999999999999998 for 13) to the integer, so nothing depends on rounding. Each was
+/// refused ("differ only by rounding", from max-len 22; helpers s and w).
+#[test]
+fn a_rounded_count_is_an_integer_wherever_it_is_read() {
+    let frac = "m = aggregate(select(0, 0, ==), indicator(tokens == \"a\"), 0);\nn = round(m * length);\n";
+    let posfrac = "m = aggregate(select(0, 0, ==), indices, 0);\nn = round(m * length);\n";
+    for (src, max_len) in [
+        (format!("{frac}prog = selector_width(select(n, indices, <));\n"), 24),
+        (format!("{frac}prog = aggregate(select(indices, n, ==), tokens);\n"), 24),
+        (format!("{posfrac}prog = selector_width(select(n, n, ==));\n"), 8),
+        (format!("{posfrac}prog = aggregate(select(indices, indices - 1, ==), n, 0);\n"), 8),
+    ] {
+        let vocab: Vec<Atom> = "abc".chars().map(|c| Atom::Str(c.to_string())).collect();
+        let b = build(&src, "prog", vocab, max_len);
+        check(&b, max_len, 300);
+    }
+}
+
 /// A comparison with a mean of integers is rewritten onto the integer grid whenever that plan is
 /// no larger (not only when enumerating would be refused): this one cost 285 k parameters at
 /// max-len 16 and 4.1 M at 32, but 28 k at 64 where the grid was used. Now under 2,000 + 8n²
