@@ -471,13 +471,21 @@ impl Lowerer<'_> {
             for r in keys_read {
                 if !stable[&r] {
                     let what = if matches!(k, NodeKind::Select { .. }) { "compares the keys" } else { "averages the values" };
-                    let mut d = self
-                        .err(id, "compile::causal", format!("with --causal, this {what} `{}`, which depends on later positions", self.label(r)))
-                        .with_label("reads a value that is not fixed by the prefix");
+                    // A value the user named by its name; one the compiler named (`map_14`) as
+                    // the expression it is (helper w).
+                    let named = self.g.node(r).named;
+                    let message = if named {
+                        format!("with --causal, this {what} `{}`, which depends on later positions", self.label(r))
+                    } else if matches!(k, NodeKind::Select { .. }) {
+                        "with --causal, this compares keys that depend on later positions".to_string()
+                    } else {
+                        "with --causal, this averages values that depend on later positions".to_string()
+                    };
+                    let mut d = self.err(id, "compile::causal", message).with_label("reads a value that is not fixed by the prefix");
                     // `length` and other library values have no definition in the program.
                     let defined = crate::names::place(self.g, r);
                     if defined != crate::names::place(self.g, id) {
-                        d = d.with_secondary(defined, format!("`{}` is defined here", self.label(r)));
+                        d = d.with_secondary(defined, if named { format!("`{}` is defined here", self.label(r)) } else { "that value, computed here".to_string() });
                     }
                     self.diags.push(d.with_note(
                         "a causal model computes position i from positions <= i; every value read at key positions must not depend on `length` or on selectors that look ahead",
@@ -969,6 +977,18 @@ impl Lowerer<'_> {
         Ok(views)
     }
 
+    /// The `--encoding` flag for node `id`: its name when the user gave it one; a name the
+    /// compiler made (`sequencemap_13`) is no name `--encoding` knows, so the user is told to
+    /// give it one.
+    fn encoding_flag(&self, id: NodeId, kind: &str) -> String {
+        let node = self.g.node(id);
+        if node.named {
+            format!("`--encoding {}={kind}`", node.label)
+        } else {
+            format!("bind it to a name (`NAME = ...;`) and pass `--encoding NAME={kind}`")
+        }
+    }
+
     /// Gives an inline map its own slot and MLP.
     fn materialise(&mut self, id: NodeId) -> Result<SlotId, Diagnostic> {
         let Some(Rep::Inline) = self.rep.get(&id) else { return Err(self.internal(id, "materialising what already has a slot")) };
@@ -1110,7 +1130,7 @@ impl Lowerer<'_> {
                     let results: Vec<f64> = results.iter().flatten().filter(|r| !r.is_str()).filter_map(Atom::as_f64).collect();
                     let passed_on = matches!(enc.0, SlotEnc::Cat(_)) && results.len() > 1 && results.iter().all(|&x| same_up_to_rounding(x, results[0]));
                     let note = if passed_on {
-                        format!("{note}; its results differ only by rounding too: storing it as a number (`--encoding {label}=numerical`) keeps them as one")
+                        format!("{note}; its results differ only by rounding too: storing it as a number ({}) keeps them as one", self.encoding_flag(id, "numerical"))
                     } else {
                         note
                     };
@@ -1191,9 +1211,10 @@ impl Lowerer<'_> {
                             // The results differ only by rounding too (the number passed on):
                             // stored as a number, they are one.
                             d = d.with_note(format!(
-                                "its results ({} and {}) differ only by rounding too: storing it as a number (`--encoding {label}=numerical`) keeps them as one",
+                                "its results ({} and {}) differ only by rounding too: storing it as a number ({}) keeps them as one",
                                 r.repr(),
-                                other.repr()
+                                other.repr(),
+                                self.encoding_flag(id, "numerical")
                             ));
                         }
                         return Err(d);

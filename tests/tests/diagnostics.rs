@@ -699,3 +699,35 @@ fn a_step_is_pointed_at_where_it_is_written() {
     assert!(err.contains("jumps at 0") && err.contains("step.rasp:3:8") && err.contains("2 │ f = 1 if d < 0 else 0;") && err.contains("the step: `f`'s branches differ"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Refusals about a value the compiler named (`map_14`, `sequencemap_13`) describe it instead
+/// of naming it, and never suggest `--encoding` with a name no option knows (helper w).
+#[test]
+fn refusals_never_name_what_the_compiler_made() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-made-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("p.rasp");
+    let out = dir.join("p.safetensors");
+    let o = out.to_str().unwrap();
+    for (src, extra, says) in [
+        (
+            "n3 = selector_width(select(indices, indices, !=));\nb4 = n3 <= 2;\nprog = aggregate(select(indices, indices, <), indicator(not b4), 0);\n",
+            vec!["--causal"],
+            "this averages values that depend on later positions",
+        ),
+        (
+            "m0 = aggregate(select(indices, indices, <), indices, 1);\nm1 = aggregate(select(indices, indices, <), indices, 0);\nprog = round((m0 + m1) * length);\n",
+            vec![],
+            "pass `--encoding NAME=",
+        ),
+    ] {
+        std::fs::write(&p, src).unwrap();
+        let mut args = vec!["compile", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "8", "-o", o];
+        args.extend(extra);
+        let (code, _, err) = run_cli(&args);
+        assert_eq!(code, 1, "{src}: {err}");
+        assert!(err.contains(says), "{src}: {err}");
+        assert!(!err.contains("map_") && !err.contains("sequencemap_"), "{src}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
