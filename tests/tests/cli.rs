@@ -1291,3 +1291,19 @@ fn gated_mlps_on_a_token_program_are_a_warning() {
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("warning"), "{err}");
 }
+
+/// A negative number for an option says so (clap's tip `-- -1` does not work), and a number that
+/// does not parse is described in words, not Rust's "invalid digit found in string" (helper t).
+#[test]
+fn a_negative_number_for_an_option_is_named() {
+    let (code, _, err) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "--seed", "-1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--seed does not take a negative number (got -1)") && !err.contains("'-- -1'"), "{err}");
+    let (code, _, err) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "abc", "--max-len=-3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("expected a whole number of at least 0") && !err.contains("invalid digit"), "{err}");
+    // A negative number where one is allowed is still read.
+    let (code, out, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "-1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "['1', '-']\n");
+}

@@ -98,11 +98,27 @@ impl Write for Tracked<'_> {
     }
 }
 
+/// `(option, value)` when an option is followed by a negative number (`--seed -1`).
+fn negative_number_misuse(args: &[String]) -> Option<(String, String)> {
+    args.windows(2).find_map(|w| (w[0].starts_with("--") && !w[0].contains('=') && w[1].starts_with('-') && w[1][1..].parse::<f64>().is_ok()).then(|| (w[0].clone(), w[1].clone())))
+}
+
 fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> i32 {
+    let negative = negative_number_misuse(&args);
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
+            // A negative number for an option that takes one ≥ 0 (`--seed -1`): clap reads `-1`
+            // as an unknown flag and tips `-- -1`, which does not work either (helper t).
+            if e.kind() == clap::error::ErrorKind::UnknownArgument
+                && let Some((opt, value)) = &negative
+            {
+                let _ = writeln!(err, "error: {opt} does not take a negative number (got {value})\n\nFor more information, try '--help'.");
+                return 2;
+            }
             let text = if color { e.render().ansi().to_string() } else { e.render().to_string() };
+            // Rust's own words for a number that does not parse (`--max-len=-3`).
+            let text = text.replace("invalid digit found in string", "expected a whole number of at least 0");
             let code = if e.use_stderr() { 2 } else { 0 };
             if e.use_stderr() {
                 let _ = write!(err, "{text}");
