@@ -360,6 +360,12 @@ def misuse():
             # The bound holds under hard attention only (it returned ok for soft, unchecked).
             "soft verify of a real-valued model": (lambda: real_double.verify(samples=5, attention="soft"), "hard attention only"),
             "an unknown device for TransformerLens": (lambda: m.to_transformer_lens(device="xyz"), "is not a torch device"),
+            # The torch form: a dtype by name is read, a wrong one refused; 1-D tokens and ids
+            # outside the vocabulary (a negative one read the last row) refused.
+            "an int dtype for torch": (lambda: m.to_torch(dtype="int32"), "dtype must be a floating torch dtype"),
+            "1-D tokens to the torch module": (lambda: m.to_torch()(np.array([0, 1, 2])), "must be [batch, seq]"),
+            "a negative token id to the torch module": (lambda: m.to_torch()(np.array([[0, -1]])), "token id -1 is outside"),
+            "verify of a copy": (lambda: copy.deepcopy(m).verify(samples=5), "copied or unpickled"),
             "a numpy NaN in the vocabulary": (lambda: raspc.compile(rev, vocab=[np.float32("nan"), 1.0], max_len=4), "finite number"),
             "an integer past 64 bits in the vocabulary": (lambda: raspc.compile(rev, vocab=[2**63, 1], max_len=4), "fit in 64 bits"),
             "bytes as the vocabulary": (lambda: raspc.compile(rev, vocab=b"ab", max_len=4), "not bytes"),
@@ -375,6 +381,9 @@ def misuse():
         }
         for what, (call, says) in refused.items():
             expect_error(what, call, says)
+        checks += 1
+        if m.to_torch(dtype="float64").run(["ab"]) != [["b", "a"]]:
+            failures.append("to_torch(dtype='float64') must run as torch.float64 does")
         both = real_double.verify(samples=5)
         checks += 1
         if both.get("not_checked") != ["soft"] or not both["ok"]:

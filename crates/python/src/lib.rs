@@ -260,7 +260,7 @@ impl NativeModel {
     #[pyo3(signature = (samples, seed, modes, exhaustive=false))]
     fn verify(&self, py: Python<'_>, samples: usize, seed: u64, modes: Vec<String>, exhaustive: bool) -> PyResult<String> {
         let Some(src) = self.source.clone() else {
-            return Err(err("verify needs the program, and this model has none (it was loaded from a checkpoint or built by raspc.universal): compile it with raspc.compile; for U, compare Universal.simulate with a direct computation"));
+            return Err(err("verify needs the program, and this model has none (it was loaded from a checkpoint, copied or unpickled (a copy keeps the weights only), or built by raspc.universal): compile it with raspc.compile; for U, compare Universal.simulate with a direct computation"));
         };
         let modes: Vec<Attention> = modes.iter().map(|m| attention(m)).collect::<PyResult<_>>()?;
         // The CLI's budget (RASPC_LIMITS=samples=N raises it), before anything is allocated.

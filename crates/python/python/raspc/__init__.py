@@ -357,6 +357,8 @@ class Model:
         (``linthresh`` defaults to the smallest nonzero weight). All-zero rows and columns are left
         out unless ``all_dims`` (the title says how many). Needs matplotlib."""
         _needs("matplotlib", "plot_head needs matplotlib (pip install matplotlib)")
+        if linthresh is not None and not (isinstance(linthresh, (int, float)) and not isinstance(linthresh, bool) and _math.isfinite(linthresh) and linthresh > 0):
+            raise RaspcError(f"linthresh must be a positive finite number, not {linthresh!r}")
         from ._plot import plot_head
 
         return plot_head(self, layer, head, circuit, symlog, linthresh, all_dims)
@@ -367,6 +369,8 @@ class Model:
         computation owning them (``mlp_info``). Every unit is shown (a wide MLP gives a wide
         figure). Needs matplotlib."""
         _needs("matplotlib", "plot_mlp needs matplotlib (pip install matplotlib)")
+        if linthresh is not None and not (isinstance(linthresh, (int, float)) and not isinstance(linthresh, bool) and _math.isfinite(linthresh) and linthresh > 0):
+            raise RaspcError(f"linthresh must be a positive finite number, not {linthresh!r}")
         from ._plot import plot_mlp
 
         return plot_mlp(self, layer, which, symlog, linthresh, all_dims)

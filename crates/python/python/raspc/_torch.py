@@ -22,6 +22,11 @@ class RaspcModule(nn.Module):
     def __init__(self, model, dtype=None):
         super().__init__()
         dtype = dtype or torch.float32
+        if isinstance(dtype, str):
+            # "float64" as well as torch.float64.
+            dtype = getattr(torch, dtype, None) if dtype in ("float16", "bfloat16", "float32", "float64", "half", "float", "double") else None
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise RaspcError(f"to_torch: dtype must be a floating torch dtype (torch.float32, torch.float64, or their names), not {dtype!r}")
         self._model = model
         cfg = model._config
         self.causal = bool(cfg["causal"])
@@ -93,6 +98,12 @@ class RaspcModule(nn.Module):
 
     def forward(self, tokens, key_mask=None, values=None, attention="hard"):
         tokens = torch.as_tensor(tokens, dtype=torch.long, device=self.embed_token.device)
+        if tokens.dim() != 2:
+            raise RaspcError(f"tokens must be [batch, seq] token ids (BOS first), not of shape {tuple(tokens.shape)}: one input is tokens[None]")
+        # An id outside the vocabulary would read another row (a negative one counts from the end).
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.embed_token.shape[0]):
+            bad = int(tokens.min()) if int(tokens.min()) < 0 else int(tokens.max())
+            raise RaspcError(f"token id {bad} is outside the vocabulary's ids 0..{self.embed_token.shape[0] - 1} (model.token_ids, model.encode)")
         b, t = tokens.shape
         if key_mask is not None:
             key_mask = torch.as_tensor(key_mask, device=tokens.device)
