@@ -2303,7 +2303,7 @@ impl RealLowerer<'_> {
         // that slot's own rounding, is one leaf here too.)
         let read = self.canon(ex.clone());
         if let (Some(&charged), Some(sharp)) = (self.carried.get(&s), self.carried_err(&read)) {
-            let r = self.res.get_mut(&s).expect("slot just written");
+            let Some(r) = self.res.get_mut(&s) else { return };
             let own = r.err - charged;
             let better = own + sharp;
             if own.f32 >= 0.0 && own.f64 >= 0.0 && better.f32 <= r.err.f32 && better.f64 <= r.err.f64 {
@@ -2315,7 +2315,7 @@ impl RealLowerer<'_> {
             }
         }
         let Some(tight) = self.ex_iv(ex) else { return };
-        let r = self.res.get_mut(&s).expect("slot just written");
+        let Some(r) = self.res.get_mut(&s) else { return };
         let e = r.err.max();
         let (lo, hi) = (r.iv.lo.max(tight.lo - e), r.iv.hi.min(tight.hi + e));
         if lo <= hi {

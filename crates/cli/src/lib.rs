@@ -133,7 +133,10 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
     if let Command::Simulate { target: None, input: Some(_), .. } = &cli.command {
         use clap::CommandFactory;
         let mut c = Cli::command();
-        let mut sub = c.find_subcommand_mut("simulate").expect("the simulate subcommand").clone().bin_name("raspc simulate");
+        let mut sub = match c.find_subcommand_mut("simulate") {
+            Some(s) => s.clone().bin_name("raspc simulate"),
+            None => c,
+        };
         let e = sub.error(
             clap::error::ErrorKind::MissingRequiredArgument,
             "--input is X for --target (the attention layer to simulate); without --target, simulate draws random layers and inputs (--n, --d, --dv, --heads, --trials)",
