@@ -269,6 +269,30 @@ pub fn counted_sum_floats(g: &Graph, id: NodeId, max_len: usize, (sel, _, lambda
     out.into_iter().map(|b| Atom::Float(f64::from_bits(b))).collect()
 }
 
+/// A counted sum `mean * f` ([`counted_sum_parts`]) whose mean may also be one of `extra` (the
+/// floats the interpreter computes for a merged mean, `fa - fb`, where they miss S/c): every
+/// product `x * f(i)` that is not an integer, over the positions i (a superset of what occurs).
+pub fn counted_sum_extra_floats(g: &Graph, id: NodeId, max_len: usize, extra: &std::collections::HashMap<NodeId, Vec<Atom>>) -> Vec<Atom> {
+    let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return vec![] };
+    let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return vec![] };
+    let mut out = std::collections::BTreeSet::new();
+    for (m, f) in [(*a, *b), (*b, *a)] {
+        let (NodeKind::Aggregate { .. }, Some(more)) = (&g.node(m).kind, extra.get(&m)) else { continue };
+        let xs: Vec<f64> = more.iter().filter(|a| !a.is_str()).filter_map(Atom::as_f64).collect();
+        for i in 0..max_len as i64 {
+            let Some(fv) = index_value(g, f, i).and_then(|x| if x.is_str() { None } else { x.as_f64() }) else { continue };
+            for &x in &xs {
+                // (Multiplication is commutative in floating point too.)
+                let p = x * fv;
+                if p.fract() != 0.0 {
+                    out.insert(p.to_bits());
+                }
+            }
+        }
+    }
+    out.into_iter().map(|b| Atom::Float(f64::from_bits(b))).collect()
+}
+
 /// For a count `c` of keys with integer values in `[vmin, vmax]` and the factor `fv` = λ·c: adds
 /// to `out` (as bits) every `(Σ/c)·fv` the interpreter computes that is not the exact λ·Σ, over
 /// the integer sums Σ the values allow. False when that would pass `budget` (sums tried).

@@ -1332,7 +1332,35 @@ impl RealLowerer<'_> {
                                 if let (Some(la), Some(ra)) = (Self::affine(&x), Self::affine(&y)) {
                                     let u = la.clone().add(&ra, -1.0);
                                     let mag = self.aff_iv(&la).mag() + self.aff_iv(&ra).mag();
-                                    if u.is_const() && u.k.abs() <= 64.0 * U64 * (1.0 + mag) && format!("{x:?}") != format!("{y:?}") {
+                                    let tie = u.is_const() && u.k.abs() <= 64.0 * U64 * (1.0 + mag) && Self::commuted_key(&x) != Self::commuted_key(&y);
+                                    // Harmless where every use is a conditional whose branches
+                                    // agree up to rounding (`max(x + 0.1 + 0.2, x + 0.3)`; `x if
+                                    // ... else x`): whichever the interpreter picks, the value is
+                                    // the same to within its own rounding (helper z3).
+                                    let harmless = || {
+                                        let users = self.g.users(id);
+                                        !users.is_empty()
+                                            && users.iter().all(|&n| match &self.g.node(n).kind {
+                                                NodeKind::Map { op: MapOp::Ternary, args } if matches!(args.get(1), Some(Operand::Sop(c)) if *c == id) => {
+                                                    let branch = |o: &Operand| match o {
+                                                        Operand::Const(a) => atom_f64(a).map(Aff::konst),
+                                                        Operand::Sop(b) => match self.vals.get(b) {
+                                                            Some(Val::Real(e)) => Self::affine(e),
+                                                            _ => None,
+                                                        },
+                                                    };
+                                                    match (args.first().and_then(branch), args.get(2).and_then(branch)) {
+                                                        (Some(ta), Some(ea)) => {
+                                                            let d = ta.clone().add(&ea, -1.0);
+                                                            d.is_const() && d.k.abs() <= 64.0 * U64 * (1.0 + self.aff_iv(&ta).mag() + self.aff_iv(&ea).mag())
+                                                        }
+                                                        _ => false,
+                                                    }
+                                                }
+                                                _ => false,
+                                            })
+                                    };
+                                    if tie && !harmless() {
                                         return Err(self
                                             .err(id, format!("the two sides of {} are equal up to rounding", crate::names::describe(self.g, id)))
                                             .with_label("this comparison")
@@ -2418,8 +2446,44 @@ impl RealLowerer<'_> {
         if let Some((ea, term)) = Self::continuous_ter(&simplified) {
             return Ok((ea, vec![(1.0, term)]));
         }
+        // A conditional of materialised sides whose branches differ where it flips: a step.
+        if let Ex::Ter(t, c, e) = &simplified
+            && let (Some(ta), Some(ea), Ex::Cmp(l, _, r)) = (Self::affine(t), Self::affine(e), c.as_ref())
+            && let (Some(la), Some(ra)) = (Self::affine(l), Self::affine(r))
+            && !la.clone().add(&ra, -1.0).is_const()
+            && ta != ea
+        {
+            return Err(self.locate_step(
+                Diagnostic::error("compile::real", format!("`{label}` jumps where its condition flips (a step cannot be computed by a continuous MLP)"), self.span)
+                    .with_note("a conditional must agree at its threshold (both branches equal there) to be continuous"),
+                ex,
+            ));
+        }
         Err(Diagnostic::error("compile::real", format!("`{label}` combines several real values in a way no single MLP computes"), self.span)
             .with_note("supported: sums, products, quotients, powers with a constant base or exponent, and `a if x op y else b` whose branches differ by a multiple of x - y"))
+    }
+
+    /// `ex` printed with the operands of each `+` and `*` in a fixed order: two expressions with
+    /// the same key compute the same float in any IEEE arithmetic (`x + 1` and `1 + x`; both
+    /// operations are commutative, exactly), so comparing them is no tie by rounding (helper z3:
+    /// `max(x + 1, 1 + x)` was refused).
+    fn commuted_key(ex: &Ex) -> String {
+        match ex {
+            Ex::Add(a, b) | Ex::Mul(a, b) => {
+                let (mut p, mut q) = (Self::commuted_key(a), Self::commuted_key(b));
+                if p > q {
+                    std::mem::swap(&mut p, &mut q);
+                }
+                format!("{}({p},{q})", if matches!(ex, Ex::Add(..)) { "add" } else { "mul" })
+            }
+            Ex::Neg(a) => format!("neg({})", Self::commuted_key(a)),
+            Ex::Div(a, b) => format!("div({},{})", Self::commuted_key(a), Self::commuted_key(b)),
+            Ex::Pow(a, b) => format!("pow({},{})", Self::commuted_key(a), Self::commuted_key(b)),
+            Ex::Cmp(a, op, b) => format!("cmp{op:?}({},{})", Self::commuted_key(a), Self::commuted_key(b)),
+            Ex::Ter(a, b, c) => format!("ter({},{},{})", Self::commuted_key(a), Self::commuted_key(b), Self::commuted_key(c)),
+            Ex::Leaf(s) => format!("s{}", s.0),
+            Ex::C(c) => format!("c{}", c.to_bits()),
+        }
     }
 
     /// `t if A op B else e` with t, e, A, B affine and t - e a multiple of A - B (max, min, relu,
