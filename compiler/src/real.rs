@@ -1332,7 +1332,11 @@ impl RealLowerer<'_> {
                                 if let (Some(la), Some(ra)) = (Self::affine(&x), Self::affine(&y)) {
                                     let u = la.clone().add(&ra, -1.0);
                                     let mag = self.aff_iv(&la).mag() + self.aff_iv(&ra).mag();
-                                    let tie = u.is_const() && u.k.abs() <= 64.0 * U64 * (1.0 + mag) && Self::commuted_key(&x) != Self::commuted_key(&y);
+                                    // The interpreter rounds each operation of each side, up to
+                                    // u·(what it reaches): a long chain drifts further (helper
+                                    // rv: 1000 additions of 0.1 passed a fixed 64u and folded).
+                                    let slack = 2.0 * (Self::ops(&x) + Self::ops(&y) + 32) as f64 * U64 * (1.0 + mag);
+                                    let tie = u.is_const() && u.k.abs() <= slack && Self::commuted_key(&x) != Self::commuted_key(&y);
                                     // Harmless where every use is a conditional whose branches
                                     // agree up to rounding (`max(x + 0.1 + 0.2, x + 0.3)`; `x if
                                     // ... else x`): whichever the interpreter picks, the value is
@@ -1352,7 +1356,7 @@ impl RealLowerer<'_> {
                                                     match (args.first().and_then(branch), args.get(2).and_then(branch)) {
                                                         (Some(ta), Some(ea)) => {
                                                             let d = ta.clone().add(&ea, -1.0);
-                                                            d.is_const() && d.k.abs() <= 64.0 * U64 * (1.0 + self.aff_iv(&ta).mag() + self.aff_iv(&ea).mag())
+                                                            d.is_const() && d.k.abs() <= slack * (1.0 + self.aff_iv(&ta).mag() + self.aff_iv(&ea).mag()) / (1.0 + mag)
                                                         }
                                                         _ => false,
                                                     }
@@ -2078,7 +2082,7 @@ impl RealLowerer<'_> {
                 (Ex::Cmp(l, _, r), Some(ta), Some(ea)) => match (Self::affine(l), Self::affine(r)) {
                     (Some(la), Some(ra)) => {
                         let (u, diff) = (la.add(&ra, -1.0), ta.add(&ea, -1.0));
-                        diff.is_const() && diff.k == 0.0 || !u.is_const() && diff.in_direction(&u).is_some_and(|(_, k)| k.abs() <= 1e-12 * (1.0 + diff.k.abs()))
+                        Self::agrees_at_threshold(&diff, &u)
                     }
                     _ => false,
                 },
@@ -2151,7 +2155,7 @@ impl RealLowerer<'_> {
                     let (ta, ea, la, ra) = (RealLowerer::affine(t)?, RealLowerer::affine(e)?, RealLowerer::affine(l)?, RealLowerer::affine(r)?);
                     let u = la.add(&ra, -1.0);
                     let diff = ta.clone().add(&ea, -1.0);
-                    if !(diff.is_const() && diff.k == 0.0 || !u.is_const() && diff.in_direction(&u).is_some_and(|(_, k)| k.abs() <= 1e-12 * (1.0 + diff.k.abs()))) {
+                    if !RealLowerer::agrees_at_threshold(&diff, &u) {
                         return None;
                     }
                     for a in [&ta, &ea, &u] {
@@ -2283,7 +2287,7 @@ impl RealLowerer<'_> {
                             let (ta, ea, la, ra) = (RealLowerer::affine(t)?, RealLowerer::affine(e)?, RealLowerer::affine(l)?, RealLowerer::affine(r)?);
                             let u = la.add(&ra, -1.0);
                             let diff = ta.add(&ea, -1.0);
-                            diff.is_const() && diff.k == 0.0 || !u.is_const() && diff.in_direction(&u).is_some_and(|(_, k)| k.abs() <= 1e-12 * (1.0 + diff.k.abs()))
+                            RealLowerer::agrees_at_threshold(&diff, &u)
                         }
                         // A position's own 0/1, stored exactly: the same for both inputs.
                         Ex::Leaf(s) => me.pos_vals.get(s).is_some_and(|v| v.iter().all(|&x| x == 0.0 || x == 1.0)) && me.res[s].err == Err2::default(),
@@ -2461,6 +2465,23 @@ impl RealLowerer<'_> {
         }
         Err(Diagnostic::error("compile::real", format!("`{label}` combines several real values in a way no single MLP computes"), self.span)
             .with_note("supported: sums, products, quotients, powers with a constant base or exponent, and `a if x op y else b` whose branches differ by a multiple of x - y"))
+    }
+
+    /// Whether `t if A op B else e`, with `diff` = t - e and `u` = A - B, is continuous: its
+    /// branches are equal, or differ by a multiple of A - B (max, min, relu), so they agree
+    /// where the condition flips.
+    fn agrees_at_threshold(diff: &Aff, u: &Aff) -> bool {
+        diff.is_const() && diff.k == 0.0 || !u.is_const() && diff.in_direction(u).is_some_and(|(_, k)| k.abs() <= 1e-12 * (1.0 + diff.k.abs()))
+    }
+
+    /// The number of arithmetic operations in `ex` (each rounds once in the interpreter).
+    fn ops(ex: &Ex) -> usize {
+        match ex {
+            Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => 1 + Self::ops(a) + Self::ops(b),
+            Ex::Neg(a) => Self::ops(a),
+            Ex::Ter(a, b, c) => Self::ops(a) + Self::ops(b) + Self::ops(c),
+            Ex::Leaf(_) | Ex::C(_) => 0,
+        }
     }
 
     /// `ex` printed with the operands of each `+` and `*` in a fixed order: two expressions with

@@ -249,6 +249,13 @@ fn a_cut_checkpoint_is_replaced_with_force_and_a_replaced_file_keeps_its_mode() 
         assert_eq!(code, 0, "{keep}: {err}");
         assert_eq!(std::fs::read(&ck).unwrap(), whole);
     }
+    // A text file that merely quotes the format is no checkpoint, cut or whole (helper rv).
+    let note = temp("quotes.safetensors");
+    std::fs::write(&note, "{\"__metadata__\": the header has \"format\":\"raspc\" in it}").unwrap();
+    let n = note.to_str().unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", n, "--force"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(std::fs::read_to_string(&note).unwrap().starts_with("{\"__metadata__\""));
     std::fs::set_permissions(&ck, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(cli(&args).0, 0);
     assert_eq!(std::fs::metadata(&ck).unwrap().permissions().mode() & 0o777, 0o600);

@@ -59,8 +59,11 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
         let n = announced.map_or(0, |n| n.min(1 << 20)) as usize;
         let mut buf = vec![0u8; 8 + n];
         let got = std::fs::File::open(output).and_then(|f| std::io::Read::read(&mut std::io::Read::take(f, buf.len() as u64), &mut buf)).unwrap_or(0);
+        // Its header as a safetensors header starts: a JSON object right after the length,
+        // holding the metadata that names the format (a text file that merely quotes it does
+        // not start so; helper rv).
         let text = String::from_utf8_lossy(&buf[8.min(got)..got]);
-        text.contains(&format!("\"{}\":\"{}\"", raspc_checkpoint::keys::FORMAT, raspc_checkpoint::FORMAT))
+        got > 8 && buf[8] == b'{' && text.contains("\"__metadata__\"") && text.contains(&format!("\"{}\":\"{}\"", raspc_checkpoint::keys::FORMAT, raspc_checkpoint::FORMAT))
     };
     if announced.is_none_or(|n| n > meta.len().saturating_sub(8)) {
         if announced.is_some() && cut_raspc() {
