@@ -689,6 +689,30 @@ fn bx(e: Ex) -> Box<Ex> {
     Box::new(e)
 }
 
+impl Ex {
+    /// Its operands, in order.
+    fn children(&self) -> Vec<&Ex> {
+        match self {
+            Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => vec![a, b],
+            Ex::Neg(a) => vec![a],
+            Ex::Ter(a, b, c) => vec![a, b, c],
+            Ex::Leaf(_) | Ex::C(_) => vec![],
+        }
+    }
+
+    /// It and every expression inside it, outermost first.
+    fn walk(&self) -> Vec<&Ex> {
+        let mut out = vec![self];
+        let mut i = 0;
+        while i < out.len() {
+            let next = out[i].children();
+            out.extend(next);
+            i += 1;
+        }
+        out
+    }
+}
+
 /// An affine form `Σ c_s · slot_s + k`.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Aff {
@@ -2057,24 +2081,7 @@ impl RealLowerer<'_> {
         if !d.message.contains("jumps") || d.labels.len() > 1 {
             return d;
         }
-        fn ters<'a>(ex: &'a Ex, out: &mut Vec<&'a Ex>) {
-            match ex {
-                Ex::Ter(a, b, c) => {
-                    out.push(ex);
-                    ters(a, out);
-                    ters(b, out);
-                    ters(c, out);
-                }
-                Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => {
-                    ters(a, out);
-                    ters(b, out);
-                }
-                Ex::Neg(a) => ters(a, out),
-                Ex::Leaf(_) | Ex::C(_) => {}
-            }
-        }
-        let mut found = vec![];
-        ters(ex, &mut found);
+        let found: Vec<&Ex> = ex.walk().into_iter().filter(|e| matches!(e, Ex::Ter(..))).collect();
         // The first conditional (outermost first) whose branches need not agree at its threshold.
         let step = found.into_iter().find_map(|t| {
             let Ex::Ter(th, c, el) = t else { return None };
@@ -2188,28 +2195,13 @@ impl RealLowerer<'_> {
                 Ex::Pow(a, b) => eval(a, at).powf(eval(b, at)),
             }
         }
-        fn all_leaves(ex: &Ex, out: &mut BTreeSet<SlotId>) {
-            match ex {
-                Ex::Leaf(s) => {
-                    out.insert(*s);
-                }
-                Ex::C(_) => {}
-                Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => {
-                    all_leaves(a, out);
-                    all_leaves(b, out);
-                }
-                Ex::Neg(a) => all_leaves(a, out),
-                Ex::Ter(a, b, c) => {
-                    all_leaves(a, out);
-                    all_leaves(b, out);
-                    all_leaves(c, out);
-                }
-            }
-        }
         let (mut lines, mut leaves) = (vec![], BTreeSet::new());
         walk(ex, &mut lines, &mut leaves)?;
         // Every leaf the expression reads (a leaf whose coefficients cancel too).
-        all_leaves(ex, &mut leaves);
+        leaves.extend(ex.walk().into_iter().filter_map(|e| match e {
+            Ex::Leaf(s) => Some(*s),
+            _ => None,
+        }));
         let leaves: Vec<SlotId> = leaves.into_iter().collect();
         if leaves.is_empty() || leaves.len() > 2 || lines.is_empty() {
             return None;
@@ -2360,12 +2352,7 @@ impl RealLowerer<'_> {
     }
 
     fn has_ter(ex: &Ex) -> bool {
-        match ex {
-            Ex::Ter(..) => true,
-            Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => Self::has_ter(a) || Self::has_ter(b),
-            Ex::Neg(a) => Self::has_ter(a),
-            Ex::Leaf(_) | Ex::C(_) => false,
-        }
+        ex.walk().iter().any(|e| matches!(e, Ex::Ter(..)))
     }
 
     /// `ex = aff + Σ w·term`, materialising operands that must be affine.
@@ -2476,12 +2463,7 @@ impl RealLowerer<'_> {
 
     /// The number of arithmetic operations in `ex` (each rounds once in the interpreter).
     fn ops(ex: &Ex) -> usize {
-        match ex {
-            Ex::Add(a, b) | Ex::Mul(a, b) | Ex::Div(a, b) | Ex::Pow(a, b) | Ex::Cmp(a, _, b) => 1 + Self::ops(a) + Self::ops(b),
-            Ex::Neg(a) => Self::ops(a),
-            Ex::Ter(a, b, c) => Self::ops(a) + Self::ops(b) + Self::ops(c),
-            Ex::Leaf(_) | Ex::C(_) => 0,
-        }
+        ex.walk().iter().filter(|e| matches!(e, Ex::Add(..) | Ex::Mul(..) | Ex::Div(..) | Ex::Pow(..) | Ex::Cmp(..))).count()
     }
 
     /// `ex` printed with the operands of each `+` and `*` in a fixed order: two expressions with
