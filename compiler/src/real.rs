@@ -1230,26 +1230,18 @@ impl RealLowerer<'_> {
 
     /// The condition of `t if c else e` as an expression worth 0 or 1.
     fn condition_ex(&mut self, id: NodeId, c: &Operand) -> Result<Ex, Diagnostic> {
-        let truth = |a: &Option<Atom>| Some(Atom::Bool(a.as_ref().is_some_and(Atom::truthy)));
         match c {
             Operand::Const(a) => Ok(Ex::C(if a.truthy() { 1.0 } else { 0.0 })),
             Operand::Sop(n) => match self.vals.get(n).cloned() {
                 Some(Val::Pos(v)) if v.iter().all(|a| matches!(a, Some(Atom::Bool(_)) | None)) => self.operand_ex(c),
-                Some(Val::Pos(v)) => {
-                    let nums: Vec<f64> = v.iter().map(|a| if truth(a) == Some(Atom::Bool(true)) { 1.0 } else { 0.0 }).collect();
+                Some(Val::Pos(v) | Val::Grid(v)) => {
+                    let grid = matches!(self.vals.get(n), Some(Val::Grid(_)));
+                    let nums: Vec<f64> = v.iter().map(|a| if a.as_ref().is_some_and(Atom::truthy) { 1.0 } else { 0.0 }).collect();
                     if nums.windows(2).all(|w| w[0] == w[1]) {
                         return Ok(Ex::C(nums.first().copied().unwrap_or(0.0)));
                     }
                     let label = format!("{}:truth", self.g.node(*n).label);
-                    Ok(Ex::Leaf(self.pos_slot(&label, &nums)))
-                }
-                Some(Val::Grid(v)) => {
-                    let nums: Vec<f64> = v.iter().map(|a| if truth(a) == Some(Atom::Bool(true)) { 1.0 } else { 0.0 }).collect();
-                    if nums.windows(2).all(|w| w[0] == w[1]) {
-                        return Ok(Ex::C(nums.first().copied().unwrap_or(0.0)));
-                    }
-                    let label = format!("{}:truth", self.g.node(*n).label);
-                    Ok(Ex::Leaf(self.grid_slot(*n, &label, &nums)?))
+                    Ok(Ex::Leaf(if grid { self.grid_slot(*n, &label, &nums)? } else { self.pos_slot(&label, &nums) }))
                 }
                 Some(Val::Real(ex)) if matches!(ex, Ex::Cmp(..)) => Ok(self.canon(ex)),
                 Some(Val::Real(_)) => {
@@ -2319,35 +2311,34 @@ impl RealLowerer<'_> {
     /// widened by the slot's certified error (the interval bounds the program's value; the
     /// network's is within the error of it).
     fn tighten(&mut self, s: SlotId, ex: &Ex) {
-        if self.groups.contains_key(&s) || !matches!(ex, Ex::Ter(..)) && !Self::has_ter(ex) {
+        if self.groups.contains_key(&s) || !Self::has_ter(ex) {
             return;
         }
         // The error first: the MLP's own part, plus the inputs' errors as `ex` carries them.
         // (Read through the slots the MLP reads: a subexpression it materialised first, with
         // that slot's own rounding, is one leaf here too.)
         let read = self.canon(ex.clone());
-        if let (Some(&charged), Some(sharp)) = (self.carried.get(&s), self.carried_err(&read)) {
-            let Some(r) = self.res.get_mut(&s) else { return };
+        let sharp = self.carried.get(&s).copied().zip(self.carried_err(&read));
+        let tight = self.ex_iv(ex);
+        let Some(r) = self.res.get_mut(&s) else { return };
+        if let Some((charged, sharp)) = sharp {
             let own = r.err - charged;
             let better = own + sharp;
             if own.f32 >= 0.0 && own.f64 >= 0.0 && better.f32 <= r.err.f32 && better.f64 <= r.err.f64 {
                 r.err = better;
-                let label = &self.slots[s.0].label;
-                if let Some(b) = self.report.iter_mut().rev().find(|b| &b.label == label) {
-                    (b.err, b.err_f64) = (better.f32, better.f64);
-                }
             }
         }
-        let Some(tight) = self.ex_iv(ex) else { return };
-        let Some(r) = self.res.get_mut(&s) else { return };
-        let e = r.err.max();
-        let (lo, hi) = (r.iv.lo.max(tight.lo - e), r.iv.hi.min(tight.hi + e));
-        if lo <= hi {
-            r.iv = Iv { lo, hi };
-            let label = &self.slots[s.0].label;
-            if let Some(b) = self.report.iter_mut().rev().find(|b| &b.label == label) {
-                (b.lo, b.hi) = (lo, hi);
+        if let Some(tight) = tight {
+            let e = r.err.max();
+            let (lo, hi) = (r.iv.lo.max(tight.lo - e), r.iv.hi.min(tight.hi + e));
+            if lo <= hi {
+                r.iv = Iv { lo, hi };
             }
+        }
+        // The report shows what the slot now holds.
+        let (r, label) = (*r, &self.slots[s.0].label);
+        if let Some(b) = self.report.iter_mut().rev().find(|b| &b.label == label) {
+            (b.lo, b.hi, b.err, b.err_f64) = (r.iv.lo, r.iv.hi, r.err.f32, r.err.f64);
         }
     }
 

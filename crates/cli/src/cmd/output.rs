@@ -55,15 +55,19 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
     let announced = std::fs::File::open(output).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).map(|()| u64::from_le_bytes(head)).ok();
     // A raspc checkpoint cut short (a full disk, an interrupted copy) still says so at its start:
     // its header, whole or cut, holds `"format":"raspc"`. That is damage `--force` replaces.
+    // Read once, whole (a single `read` may return less), however many checks below ask.
+    let cut = std::cell::OnceCell::new();
     let cut_raspc = || -> bool {
-        let n = announced.map_or(0, |n| n.min(1 << 20)) as usize;
-        let mut buf = vec![0u8; 8 + n];
-        let got = std::fs::File::open(output).and_then(|f| std::io::Read::read(&mut std::io::Read::take(f, buf.len() as u64), &mut buf)).unwrap_or(0);
-        // Its header as a safetensors header starts: a JSON object right after the length,
-        // holding the metadata that names the format (a text file that merely quotes it does
-        // not start so; helper rv).
-        let text = String::from_utf8_lossy(&buf[8.min(got)..got]);
-        got > 8 && buf[8] == b'{' && text.contains("\"__metadata__\"") && text.contains(&format!("\"{}\":\"{}\"", raspc_checkpoint::keys::FORMAT, raspc_checkpoint::FORMAT))
+        *cut.get_or_init(|| {
+            let n = announced.map_or(0, |n| n.min(1 << 20));
+            let mut buf = vec![];
+            let _ = std::fs::File::open(output).and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 8 + n), &mut buf));
+            // Its header as a safetensors header starts: a JSON object right after the length,
+            // holding the metadata that names the format (a text file that merely quotes it
+            // does not start so; helper rv).
+            let text = String::from_utf8_lossy(buf.get(8..).unwrap_or_default());
+            buf.get(8) == Some(&b'{') && text.contains("\"__metadata__\"") && text.contains(&format!("\"{}\":\"{}\"", raspc_checkpoint::keys::FORMAT, raspc_checkpoint::FORMAT))
+        })
     };
     if announced.is_none_or(|n| n > meta.len().saturating_sub(8)) {
         if announced.is_some() && cut_raspc() {
