@@ -3,7 +3,7 @@
 use crate::plan::*;
 use raspc_checkpoint as ck;
 use raspc_lang::Atom;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Most integers listed as the values of a numerical output known only as an integer range.
 pub const MAX_INT_OUTPUTS: usize = 1 << 16;
@@ -17,6 +17,8 @@ pub struct Schedule {
     /// Offset of each live slot.
     pub offset: BTreeMap<SlotId, usize>,
     pub d_model: usize,
+    /// Per slot: the largest magnitude its values can have ([`magnitudes`]).
+    pub mags: Vec<f64>,
 }
 
 /// Keeps the blocks the output depends on and places each as early as its inputs allow
@@ -66,7 +68,70 @@ pub fn schedule(plan: &Plan) -> Schedule {
             d += slot.enc.dims();
         }
     }
-    Schedule { time, layers, offset, d_model: d }
+    let mags = magnitudes(plan, &time);
+    Schedule { time, layers, offset, d_model: d, mags }
+}
+
+/// The largest magnitude each slot's values can have: 1 for a one-hot slot, the largest listed
+/// value of a numerical slot with a finite set; otherwise what its writers can put there, in
+/// block order (embeddings, the real input's bounds, a head's largest averaged value times its
+/// output weight, an MLP unit's largest pre-activation times its gate and output weight; sum
+/// slots add their writers), and at least 1. (It was 1 for every numerical slot without a
+/// finite set: a mean of means of 1e8 got a budget of 1e-3 and a tolerance 24,000 times too
+/// small, helper c6.)
+fn magnitudes(plan: &Plan, time: &BTreeMap<BlockId, usize>) -> Vec<f64> {
+    let listed = |s: &Slot| match &s.enc {
+        SlotEnc::Num { points: Some(p) } if !p.is_empty() => Some(p.iter().fold(0.0f64, |m, x| m.max(x.abs()))),
+        SlotEnc::Num { .. } => None,
+        SlotEnc::Cat(_) => Some(1.0),
+    };
+    let mut acc = vec![0.0f64; plan.slots.len()];
+    for EmbedRow { slot, values, .. } in plan.token_values.iter().chain(&plan.positional) {
+        acc[slot.0] += values.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    }
+    if let Some(r) = &plan.real_input {
+        let widest = r.blocks.iter().fold(r.lo.abs().max(r.hi.abs()), |m, b| m.max(b.2.abs()).max(b.3.abs()));
+        acc[r.slot.0] += widest;
+    }
+    for (&s, &(_, m)) in &plan.grid_reads {
+        acc[s.0] = acc[s.0].max(m.abs());
+    }
+    let mag = |acc: &[f64], s: SlotId| listed(&plan.slots[s]).unwrap_or(acc[s.0].max(1.0));
+    for &b in time.keys() {
+        match &plan.blocks[b].kind {
+            BlockKind::Head(h) => {
+                let vmax = h.v.iter().map(|i| i.w.abs() * mag(&acc, i.slot)).fold(0.0f64, f64::max);
+                for o in &h.o {
+                    acc[o.slot.0] += o.w.abs() * vmax;
+                }
+            }
+            BlockKind::Mlp(m) => {
+                let mut pre: Vec<f64> = m.b_in.iter().map(|b| b.abs()).collect();
+                pre.resize(m.hidden.max(pre.len()), 0.0);
+                for i in &m.w_in {
+                    if let Some(p) = pre.get_mut(i.col) {
+                        *p += i.w.abs() * mag(&acc, i.slot);
+                    }
+                }
+                if let Some(g) = &m.gate {
+                    let mut gate: Vec<f64> = g.b.iter().map(|b| b.abs()).collect();
+                    gate.resize(pre.len().max(gate.len()), 0.0);
+                    for i in &g.w {
+                        if let Some(p) = gate.get_mut(i.col) {
+                            *p += i.w.abs() * mag(&acc, i.slot);
+                        }
+                    }
+                    for (p, g) in pre.iter_mut().zip(&gate) {
+                        *p *= g;
+                    }
+                }
+                for o in &m.w_out {
+                    acc[o.slot.0] += o.w.abs() * pre.get(o.col).copied().unwrap_or(0.0);
+                }
+            }
+        }
+    }
+    plan.slots.iter().enumerate().map(|(i, s)| listed(s).unwrap_or(acc[i].max(1.0))).collect()
 }
 
 /// Every slot a block writes: its own, and the sum slots it also writes into.
@@ -89,17 +154,8 @@ fn written(block: &Block) -> impl Iterator<Item = SlotId> + '_ {
 /// numerical ones (readers of those tolerate 1/4).
 /// The largest magnitude a head's value vectors carry (a numerical slot's largest point times its
 /// weight; 1 for one-hot dims).
-fn head_vmax(plan: &Plan, h: &crate::plan::Head) -> f64 {
-    h.v.iter()
-        .map(|&In { slot: s, w, .. }| {
-            w.abs()
-                * match &plan.slots[s].enc {
-                    SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
-                    SlotEnc::Num { .. } => plan.grid_reads.get(&s).map_or(1.0, |g| g.1.max(1.0)),
-                    SlotEnc::Cat(_) => 1.0,
-                }
-        })
-        .fold(1e-12f64, f64::max)
+fn head_vmax(sched: &Schedule, h: &crate::plan::Head) -> f64 {
+    h.v.iter().map(|&In { slot: s, w, .. }| w.abs() * sched.mags[s.0]).fold(1e-12f64, f64::max)
 }
 
 /// Error budget of a numerical head output without a finite set of values: 1e-3 relative to the
@@ -113,7 +169,7 @@ pub fn numeric_budget(vmax: f64) -> f64 {
 /// smallest gap of a numerical output's values (or 1e-3 of what it averages when they are not
 /// known), tightened for the sum slots it also writes into and for MLP units that read it scaled.
 fn head_budget(plan: &Plan, sched: &Schedule, b: BlockId, h: &crate::plan::Head) -> f64 {
-    let vmax = head_vmax(plan, h);
+    let vmax = head_vmax(sched, h);
     let mut budget = match &plan.slots[plan.blocks[b].writes].enc {
         SlotEnc::Cat(_) => 0.05,
         SlotEnc::Num { points: Some(p) } if p.len() > 1 => min_gap(p) / 8.0,
@@ -169,15 +225,33 @@ const LAYER_GROWTH: f64 = 2.0;
 
 pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
     let n = (max_len + 1) as f64;
+    // Per layer, how much its MLP can grow an error: a lookup unit adds the errors of every
+    // s-op it reads (at least LAYER_GROWTH; helper c6: maps of 8 shifted copies, 12 layers
+    // deep, decoded wrong under soft attention in f64 with a growth of 2 assumed).
+    let mut growth = vec![LAYER_GROWTH; sched.layers];
+    for (&b, &t) in &sched.time {
+        if let BlockKind::Mlp(m) = &plan.blocks[b].kind {
+            let mut read: HashMap<usize, Vec<SlotId>> = HashMap::new();
+            for i in m.w_in.iter().chain(m.gate.iter().flat_map(|g| &g.w)) {
+                let r = read.entry(i.col).or_default();
+                if i.slot > TOK && !r.contains(&i.slot) {
+                    r.push(i.slot);
+                }
+            }
+            let fan_in = read.values().map(Vec::len).max().unwrap_or(0) as f64;
+            growth[t / 2] = growth[t / 2].max(fan_in);
+        }
+    }
     let mut heads = vec![];
     for (&b, &t) in &sched.time {
         if let BlockKind::Head(h) = &plan.blocks[b].kind {
-            let vmax = head_vmax(plan, h);
+            let vmax = head_vmax(sched, h);
             // The MLPs before this head's layer grow the errors it reads; those from its layer
             // on grow the error it leaves.
-            let (before, after) = ((t / 2) as i32, (sched.layers - t / 2) as i32);
-            let budget = head_budget(plan, sched, b, h) / LAYER_GROWTH.powi(after);
-            heads.push((h.gap, vmax, budget, h.qk_terms.max(1) as f64, LAYER_GROWTH.powi(before)));
+            let before: f64 = growth[..t / 2].iter().product();
+            let after: f64 = growth[t / 2..].iter().product();
+            let budget = head_budget(plan, sched, b, h) / after;
+            heads.push((h.gap, vmax, budget, h.qk_terms.max(1) as f64, before));
         }
     }
     if heads.is_empty() {
@@ -220,13 +294,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
     if let Some(&e) = memo.get(&s) {
         return e;
     }
-    let slot_max = |t: SlotId| -> f64 {
-        match &plan.slots[t].enc {
-            SlotEnc::Num { points: Some(p) } if !p.is_empty() => p.iter().fold(0.0f64, |m, x| m.max(x.abs())),
-            SlotEnc::Num { .. } => plan.grid_reads.get(&t).map_or(1.0, |g| g.1.max(1.0)),
-            SlotEnc::Cat(_) => 1.0,
-        }
-    };
+    let slot_max = |t: SlotId| -> f64 { sched.mags[t.0] };
     // Inputs with a finite set of values are read exactly (staircases and one-hot units are
     // built to tolerate their errors); others pass their error on.
     let mut read_err = |t: SlotId| -> f64 {
@@ -243,8 +311,10 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
             BlockKind::Head(h) => {
                 for &Out { slot: t, w, .. } in &h.o {
                     if t == s {
-                        let vmax = head_vmax(plan, h);
-                        e += w.abs() * (head_budget(plan, sched, b, h) + 8.0 * u * vmax);
+                        // A mean of values each off by at most e is off by at most e.
+                        let read = h.v.iter().map(|i| i.w.abs() * read_err(i.slot)).fold(0.0f64, f64::max);
+                        let vmax = head_vmax(sched, h);
+                        e += w.abs() * (head_budget(plan, sched, b, h) + 8.0 * u * vmax + read);
                     }
                 }
             }
@@ -308,7 +378,7 @@ fn head_rounding(plan: &Plan, sched: &Schedule, s: SlotId) -> (bool, f64) {
             .collect()
     };
     let one_signed = matches!(writers.as_slice(), [h] if { let t = terms(h); t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0) });
-    let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(plan, h)).sum::<f64>()).sum();
+    let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(sched, h)).sum::<f64>()).sum();
     (one_signed, at_largest)
 }
 
@@ -626,7 +696,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
             // for, relative to the values it averages (not a fixed 1e-3, which f32 rounding of
             // large means exceeds).
             let head_budget = sched.time.keys().find_map(|&b| match &plan.blocks[b].kind {
-                BlockKind::Head(h) if plan.blocks[b].writes == out.slot => Some(numeric_budget(head_vmax(plan, h))),
+                BlockKind::Head(h) if plan.blocks[b].writes == out.slot => Some(numeric_budget(head_vmax(sched, h))),
                 _ => None,
             });
             let (tol, values) = match (&out.points, plan.output_bound, plan.output_ints) {
