@@ -708,11 +708,11 @@ fn simulate_runs_a_users_attention_layer() {
     let v = ("W_V", vec![1.0, 0.0, -0.5, 0.25, 0.5, 0.75], vec![2usize, 3]);
     for (tensors, says) in [
         (vec![("W_Q", vec![0.5f32; 6], vec![2usize, 3]), ("W_K", vec![0.3; 2], vec![2, 1]), v.clone()], "tensors `W_Q` [2, 3] and `W_K` [2, 1] must have the same shape"),
-        (vec![("A", vec![0.5f32; 6], vec![2usize, 3]), v.clone()], "A has shape [2, 3]; with X of 2 columns it must be [2, 2]"),
+        (vec![("A", vec![0.5f32; 6], vec![2usize, 3]), v.clone()], "A has shape [2, 3] and X (`"),
         (vec![("A", vec![0.5f32; 4], vec![2usize, 2]), ("W_Q", vec![0.5; 4], vec![2, 2]), ("W_K", vec![0.5; 4], vec![2, 2]), v.clone()], "both `A` and `W_Q`/`W_K`"),
         (vec![("A", vec![0.5f32; 4], vec![2usize, 2]), ("V", vec![1.0; 2], vec![1, 2]), v.clone()], "both `V` and `W_V`"),
         (vec![("A", vec![0.5, f32::NAN, 0.0, 1.0], vec![2usize, 2]), v.clone()], "tensor `A` (shape [2, 2]) holds NaN at flat index 1"),
-        (vec![("A", vec![0.5f32; 4], vec![2usize, 2]), ("W_V", vec![1.0; 6], vec![3, 2])], "W_V has shape [3, 2]; with X of 2 columns it must be [2, dv]"),
+        (vec![("A", vec![0.5f32; 4], vec![2usize, 2]), ("W_V", vec![1.0; 6], vec![3, 2])], "W_V has shape [3, 2] and X (`"),
     ] {
         write_safetensors(&bad, &tensors);
         let (code, _, err) = cli(&["simulate", "--target", bad.to_str().unwrap(), "--input", x.to_str().unwrap()]);
@@ -727,6 +727,76 @@ fn simulate_runs_a_users_attention_layer() {
     let (code, _, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x.to_str().unwrap(), "--n", "4"]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot be used with '--n <N>'"), "{err}");
+}
+
+/// `simulate --target` certifies U for each block's own largest entries (X, A, V), not one bound
+/// for all three (X's 8 for A's 0.25 and V's 0.5 here: helper b6 measured 14,000x looser at
+/// n = d = 64); widening flags are taken and checked against the data; tensors T does not use
+/// are named; the JSON has T(X) as computed directly, the worst entry and the checkpoint written.
+#[test]
+fn simulate_target_bounds_each_block_by_its_data() {
+    let t = temp("Tb.safetensors");
+    let a = vec![0.25f32, -0.125, 0.0625, 0.2];
+    let v = vec![0.5f32, -0.25, 0.125, 0.375];
+    write_safetensors(&t, &[("A", a.clone(), vec![2, 2]), ("V", v.clone(), vec![2, 2]), ("b_Q", vec![1.0, 1.0], vec![2]), ("W_O", vec![1.0; 4], vec![2, 2])]);
+    let xs = [[8.0f64, -2.0], [1.5, 3.0], [-4.0, 0.5]];
+    let x = "[[8.0, -2.0], [1.5, 3.0], [-4.0, 0.5]]";
+    let ck = temp("Ub.safetensors");
+    let (code, json, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x, "--json", "-o", ck.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!((j["x_bound"].as_f64(), j["a_bound"].as_f64(), j["v_bound"].as_f64()), (Some(8.0), Some(0.25), Some(0.5)));
+    assert_eq!(j["ignored_tensors"], serde_json::json!(["W_O", "b_Q"]));
+    assert_eq!(j["checkpoint"].as_str(), ck.to_str());
+    assert!(ck.exists());
+    // `expected` is T(X), computed here: softmax(X A Xᵀ) X V.
+    let af = |i: usize, k: usize| a[i * 2 + k] as f64;
+    let vf = |i: usize, k: usize| v[i * 2 + k] as f64;
+    let xa: Vec<[f64; 2]> = xs.iter().map(|r| [r[0] * af(0, 0) + r[1] * af(1, 0), r[0] * af(0, 1) + r[1] * af(1, 1)]).collect();
+    let xv: Vec<[f64; 2]> = xs.iter().map(|r| [r[0] * vf(0, 0) + r[1] * vf(1, 0), r[0] * vf(0, 1) + r[1] * vf(1, 1)]).collect();
+    for (i, q) in xa.iter().enumerate() {
+        let s: Vec<f64> = xs.iter().map(|k| q[0] * k[0] + q[1] * k[1]).collect();
+        let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = s.iter().map(|z| (z - m).exp()).collect();
+        let total: f64 = e.iter().sum();
+        for c in 0..2 {
+            let want: f64 = (0..3).map(|r| e[r] / total * xv[r][c]).sum();
+            let got = j["expected"][0][i][c].as_f64().unwrap();
+            assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "T(X)[{i}][{c}]: {got} vs {want}");
+            let u = j["output"][0][i][c].as_f64().unwrap();
+            assert!((u - want).abs() <= j["bound"].as_f64().unwrap(), "U(X)[{i}][{c}]: {u} vs {want}");
+        }
+    }
+    let w = &j["worst"];
+    let (wi, wc) = (w["row"].as_u64().unwrap() as usize, w["col"].as_u64().unwrap() as usize);
+    assert_eq!(w["u"], j["output"][0][wi][wc]);
+    assert_eq!(w["t"], j["expected"][0][wi][wc]);
+    // One bound for all three blocks (the old default) certifies less.
+    let (code, wide, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x, "--json", "--bound", "8"]);
+    assert_eq!(code, 0, "{err}");
+    let wide: serde_json::Value = serde_json::from_str(wide.trim()).unwrap();
+    assert!(wide["certified_bound_f64"].as_f64().unwrap() > 10.0 * j["certified_bound_f64"].as_f64().unwrap(), "{wide} vs {j}");
+    // The text names the ignored tensors (stderr) and the checkpoint written.
+    let (code, out, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x, "-o", ck.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("also holds `W_O`, `b_Q`, which simulate does not use"), "{err}");
+    assert!(out.contains(&format!("wrote U's checkpoint -> {}", ck.display())) && out.contains("largest error at head 0, row"), "{out}");
+    // Flags below the data are refused, naming the entry.
+    let (code, _, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x, "--x-bound", "4"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--x-bound 4 is smaller than the largest entry of X, 8 at X[0][0]"), "{err}");
+    let (code, _, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", x, "--bound", "0.3"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--bound 0.3 is smaller than the largest entry of V, 0.5 at V[0][0]"), "{err}");
+    // A ragged X names the row; an archive torch.save wrote is named as such.
+    let (code, _, err) = cli(&["simulate", "--target", t.to_str().unwrap(), "--input", "[[1, 2], [3]]"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("row 1 has 1 entries, row 0 has 2"), "{err}");
+    let zip = temp("torch.safetensors");
+    std::fs::write(&zip, b"PK\x03\x04archive/data.pkl....").unwrap();
+    let (code, _, err) = cli(&["simulate", "--target", zip.to_str().unwrap(), "--input", x]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is a zip archive (what `torch.save` writes), not a safetensors file"), "{err}");
 }
 
 /// A minimal safetensors writer for test inputs (F32 tensors).

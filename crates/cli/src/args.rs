@@ -199,9 +199,11 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Entries of X, A and V are uniform in [-B, B]; U is certified for inputs in [-B, B].
+        /// With --target: the bound for A and V (default: their own largest entries).
         #[arg(long)]
         bound: Option<f64>,
         /// Entries of X in [-BX, BX] instead (A and V keep --bound); U is certified per block.
+        /// With --target: the bound for X (default: its largest entry).
         #[arg(long = "x-bound")]
         x_bound: Option<f64>,
         /// Gated MLPs: largest relative error allowed (max|U - T| / max|T| per trial).
@@ -222,8 +224,9 @@ pub enum Command {
         /// Simulate the attention layer in this safetensors file (tensors `A` and `V`, or
         /// `W_Q`, `W_K`, `W_V`; [d, ·] for one head or [h, d, ·]) instead of random ones.
         /// Every entry (X's too, and A = W_Q·W_Kᵀ) is taken as its nearest f32 number, what U
-        /// reads, and T(X) is computed from those.
-        #[arg(long, requires = "input", conflicts_with_all = ["n", "d", "dv", "heads", "trials", "seed", "x_bound"])]
+        /// reads, and T(X) is computed from those. U is certified for X's, A's and V's own
+        /// largest entries (per block); other tensors in the file (biases, W_O) are not used.
+        #[arg(long, requires = "input", conflicts_with_all = ["n", "d", "dv", "heads", "trials", "seed"])]
         target: Option<PathBuf>,
         /// With --target: X as a JSON array of rows, inline (`[[1, 0], [0, 1]]`) or in a file.
         #[arg(long, requires = "target")]

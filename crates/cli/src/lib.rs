@@ -172,7 +172,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
                 device,
                 json,
             };
-            cmd::simulate::simulate_cmd(&a, target.as_deref().zip(input.as_deref()), out)
+            cmd::simulate::simulate_cmd(&a, target.as_deref().zip(input.as_deref()), out, err)
         }
         Command::Trace { model, input, program, entry, attention, json } => {
             cmd::trace::trace_cmd(&model, &input, program.as_deref(), entry.as_deref(), attention, json, out, err, color)

@@ -107,6 +107,42 @@ impl Instance {
     pub fn magnitude(&self) -> f64 {
         self.x.iter().flatten().chain(self.a.iter().flatten().flatten()).chain(self.v.iter().flatten().flatten()).fold(0.0f64, |m, x| m.max(x.abs()))
     }
+
+    /// The largest |entry| of X, of the A_t and of the V_t, each with where it is.
+    pub fn largest(&self) -> [Largest; 3] {
+        let of = |ms: &[&Vec<Vec<f64>>]| -> Largest {
+            let mut best = Largest::default();
+            for (t, m) in ms.iter().enumerate() {
+                for (i, row) in m.iter().enumerate() {
+                    for (j, &x) in row.iter().enumerate() {
+                        if x.abs() > best.value {
+                            best = Largest { value: x.abs(), head: t, row: i, col: j };
+                        }
+                    }
+                }
+            }
+            best
+        };
+        [of(&[&self.x]), of(&self.a.iter().collect::<Vec<_>>()), of(&self.v.iter().collect::<Vec<_>>())]
+    }
+}
+
+/// The largest |entry| of a block and where it is (head, row, column).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Largest {
+    pub value: f64,
+    pub head: usize,
+    pub row: usize,
+    pub col: usize,
+}
+
+/// The bounds U is certified for: X's entries in [-x, x], the A_t's in [-a, a], the V_t's in
+/// [-v, v] (the padding is 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds {
+    pub x: f64,
+    pub a: f64,
+    pub v: f64,
 }
 
 fn tensor(m: &[Vec<f64>]) -> Result<Tensor, candle_core::Error> {
@@ -152,6 +188,19 @@ pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Resul
 /// [`load_target`] make them), so the f32 certificate charges no input rounding; false for
 /// entries given in f64 (the Python package's arrays), whose rounding it then charges.
 pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Option<f64>, f32_inputs: bool) -> Result<BuiltU, String> {
+    build_bounds(s, mlp, Bounds { x: x_bound, a: bound, v: bound }, pl_error, f32_inputs).map_err(|e| {
+        let advice = match mlp {
+            MlpMode::Relu => "ReLU U interpolates its products, which stops at about n = d = dv = 18 for entries in [-1, 1]: `--mlp gated` (exact products) reaches 64, or use smaller shapes or --bound",
+            MlpMode::Gated => "smaller shapes, --bound or --x-bound keep U's intermediate values within what it can approximate",
+        };
+        format!("{e}\n  = {advice}")
+    })
+}
+
+/// [`build_with`] with a bound per block (X, the A_t, the V_t); a refusal without advice (the
+/// caller knows which flags apply).
+pub fn build_bounds(s: Shape, mlp: MlpMode, bounds: Bounds, pl_error: Option<f64>, f32_inputs: bool) -> Result<BuiltU, String> {
+    let Bounds { x: x_bound, a: a_bound, v: v_bound } = bounds;
     if s.n == 0 || s.d == 0 || s.dv == 0 || s.h == 0 {
         return Err(format!("shapes must be at least 1 (n {}, d {}, dv {}, heads {})", s.n, s.d, s.dv, s.h));
     }
@@ -159,9 +208,11 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
     if s.seq_len() > budget {
         return Err(format!("U for these shapes needs {} positions, over the budget of {budget} (raise it with RASPC_LIMITS=u_positions=N)", s.seq_len()));
     }
-    if !(bound.is_finite() && bound > 0.0 && x_bound.is_finite() && x_bound > 0.0) {
-        return Err(format!("bounds must be positive numbers, got --bound {bound}, --x-bound {x_bound}"));
+    if ![x_bound, a_bound, v_bound].iter().all(|b| b.is_finite() && *b > 0.0) {
+        return Err(format!("bounds must be positive numbers, got {x_bound} (X), {a_bound} (A), {v_bound} (V)"));
     }
+    let widest = x_bound.max(a_bound).max(v_bound);
+    let a_end = s.n * s.d + s.h * s.d * s.d;
     let text = source(s);
     let (_, r) = raspc_lang::evaluate_program("<universal>", None, &text, &raspc_lang::MemoryLoader::default());
     let session = r.map_err(|d| format!("internal error: U does not evaluate: {}", d.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
@@ -169,9 +220,9 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
     let opts = raspc_compiler::Options {
         max_len: s.seq_len(),
         real: Some(RealOptions {
-            lo: -bound.max(x_bound),
-            hi: bound.max(x_bound),
-            blocks: vec![(0, s.n * s.d, -x_bound, x_bound), (s.n * s.d, s.input_len(), -bound, bound), (s.input_len(), s.seq_len(), 0.0, 0.0)]
+            lo: -widest,
+            hi: widest,
+            blocks: vec![(0, s.n * s.d, -x_bound, x_bound), (s.n * s.d, a_end, -a_bound, a_bound), (a_end, s.input_len(), -v_bound, v_bound), (s.input_len(), s.seq_len(), 0.0, 0.0)]
                 .into_iter()
                 .filter(|b| b.0 < b.1)
                 .collect(),
@@ -182,21 +233,16 @@ pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Op
         ..Default::default()
     };
     let t0 = std::time::Instant::now();
-    let compiled = raspc_compiler::compile(&session.graph, root, &opts, &s.hash())
-        .map_err(|d| {
-            // Each message once (a function used by several heads fails for each).
-            let mut seen: Vec<String> = vec![];
-            for x in d {
-                if !seen.contains(&x.message) {
-                    seen.push(x.message.clone());
-                }
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, &s.hash()).map_err(|d| {
+        // Each message once (a function used by several heads fails for each).
+        let mut seen: Vec<String> = vec![];
+        for x in d {
+            if !seen.contains(&x.message) {
+                seen.push(x.message.clone());
             }
-            let advice = match mlp {
-                MlpMode::Relu => "ReLU U interpolates its products, which stops at about n = d = dv = 18 for entries in [-1, 1]: `--mlp gated` (exact products) reaches 64, or use smaller shapes or --bound",
-                MlpMode::Gated => "smaller shapes, --bound or --x-bound keep U's intermediate values within what it can approximate",
-            };
-            format!("U does not compile: {}\n  = {advice}", seen.join("; "))
-        })?;
+        }
+        format!("U does not compile: {}", seen.join("; "))
+    })?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
     Ok(BuiltU { shape: s, compiled, compile_ms })
 }
@@ -220,6 +266,22 @@ pub struct Outcome {
     pub forward_warm_ms: f64,
     /// Wall-clock ms of the direct computation of T(X) (candle, f64; the fastest instance).
     pub direct_ms: f64,
+    /// The entry with the largest |U - T| over the trials.
+    pub worst: Option<WorstEntry>,
+    /// The smallest max|T(X)| of a trial: a bound at least this large certifies nothing about
+    /// that trial's entries.
+    pub min_max_t: f64,
+}
+
+/// Where U is furthest from T: the trial, T's head, row and column, and both values.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct WorstEntry {
+    pub trial: usize,
+    pub head: usize,
+    pub row: usize,
+    pub col: usize,
+    pub u: f64,
+    pub t: f64,
 }
 
 /// Runs U on `instances` (batched) and compares with the reference. A trial fails when its
@@ -228,7 +290,7 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
     let report = u.compiled.report.as_ref().ok_or("internal error: U has no certified bound")?;
     let bound = if dtype_f64 { report.output_bound_f64 } else { report.output_bound };
     let gated = u.compiled.checkpoint.config.layers.iter().any(|l| l.mlp.as_ref().is_some_and(|m| m.kind == raspc_checkpoint::MlpKind::Reglu));
-    let mut o = Outcome { bound, ..Default::default() };
+    let mut o = Outcome { bound, min_max_t: f64::INFINITY, ..Default::default() };
     let out_len = u.shape.output_len();
     let batch = (200_000 / (u.compiled.summary.mlp_hidden.max(1) + u.compiled.summary.d_model)).clamp(1, 32);
     let mut forward = std::time::Duration::ZERO;
@@ -263,8 +325,30 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
             }
             // Skip BOS; the output block is the first h*n*dv positions.
             let got: Vec<f64> = row.iter().skip(1).take(out_len).map(|r| r[0]).collect();
-            let abs = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f64, f64::max);
-            let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs())).max(1e-300);
+            let (mut abs, mut at) = (0.0f64, 0);
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                let e = (g - w).abs();
+                if e > abs || e.is_nan() {
+                    (abs, at) = (e, k);
+                    if e.is_nan() {
+                        break;
+                    }
+                }
+            }
+            if o.worst.is_none() || abs > o.max_abs_err || abs.is_nan() {
+                let (nv, dv) = (u.shape.n * u.shape.dv, u.shape.dv);
+                o.worst = Some(WorstEntry {
+                    trial: o.trials,
+                    head: at / nv,
+                    row: at % nv / dv,
+                    col: at % dv,
+                    u: got.get(at).copied().unwrap_or(f64::NAN),
+                    t: want.get(at).copied().unwrap_or(f64::NAN),
+                });
+            }
+            let max_t = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+            o.min_max_t = o.min_max_t.min(max_t);
+            let scale = max_t.max(1e-300);
             let rel = abs / scale;
             o.max_abs_err = o.max_abs_err.max(abs);
             o.max_rel_err = o.max_rel_err.max(rel);
@@ -289,10 +373,38 @@ type Matrices = Vec<Vec<Vec<f64>>>;
 
 /// Reads a user's attention layer (`A`, `V` or `W_Q`, `W_K`, `W_V`; 2-D for one head, 3-D
 /// [h, d, ·] for several) and X (a JSON array of n rows of d numbers, inline or in a file).
-pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<Instance, String> {
+/// The names a target's tensors may have; [`load_target`] lists any other as ignored.
+pub const TARGET_TENSORS: [&str; 5] = ["A", "V", "W_Q", "W_K", "W_V"];
+
+/// A user's attention layer and its input, and the file's tensors that T does not use (biases,
+/// an output map: T is softmax(X A Xᵀ) X V, nothing more).
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub instance: Instance,
+    pub ignored: Vec<String>,
+}
+
+pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<Target, String> {
     let bytes = crate::read_input_file(target)?;
-    let ts = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| format!("cannot read `{}`: {e}", target.display()))?;
+    // A safetensors file opens with its header's length (8 bytes) and then the header, `{`.
+    let looks_safetensors = bytes.get(8) == Some(&b'{');
+    let not_safetensors = if looks_safetensors {
+        None
+    } else if bytes.starts_with(b"PK\x03\x04") {
+        Some("a zip archive (what `torch.save` writes)")
+    } else if bytes.first() == Some(&0x80) && bytes.get(1).is_some_and(|p| (2..=5).contains(p)) {
+        Some("a Python pickle")
+    } else {
+        None
+    };
+    if let Some(what) = not_safetensors {
+        return Err(format!("`{}` is {what}, not a safetensors file: write it with `safetensors.torch.save_file` or `safetensors.numpy.save_file`", target.display()));
+    }
+    let ts = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| format!("cannot read `{}` as a safetensors file: {e}", target.display()))?;
     let file = target.display();
+    let mut found: Vec<&String> = ts.keys().collect();
+    found.sort();
+    let listed = || if found.is_empty() { "no tensors".to_string() } else { format!("tensors {}", found.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")) };
     // A tensor as heads of rows, with its shape for messages: [d, k] is one head.
     let heads = |name: &str| -> Result<Option<(Vec<usize>, Matrices)>, String> {
         let Some(t) = ts.get(name) else { return Ok(None) };
@@ -325,13 +437,13 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
             let dims = if qd.len() == 3 { vec![qd[0], qd[1], qd[1]] } else { vec![qd[0], qd[0]] };
             (q.iter().zip(&k).map(|(q, k)| matmul_t(q, k)).collect(), "W_Q W_Kᵀ", dims)
         }
-        _ => return Err(format!("`{file}` has neither tensor `A` nor both `W_Q` and `W_K`")),
+        _ => return Err(format!("`{file}` has neither tensor `A` nor both `W_Q` and `W_K` (it holds {}); the names are case-sensitive", listed())),
     };
     let (v, v_name, v_dims) = match (heads("V")?, heads("W_V")?) {
         (Some(_), Some(_)) => return Err(format!("`{file}` holds both `V` and `W_V`: give one")),
         (Some((dims, v)), None) => (v, "V", dims),
         (None, Some((dims, v))) => (v, "W_V", dims),
-        (None, None) => return Err(format!("`{file}` has neither tensor `V` nor `W_V`")),
+        (None, None) => return Err(format!("`{file}` has neither tensor `V` nor `W_V` (it holds {}); the names are case-sensitive", listed())),
     };
     // X inline (`[[1, 0], [0, 1]]`, as `eval --input` takes inputs) or in a file.
     let inline = input.to_str().map(str::trim_start).filter(|t| t.starts_with('['));
@@ -344,8 +456,11 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
     let s = inst.shape();
     let bad = |what: String| Err(format!("`{file}`: {what}"));
     let x_name = if inline.is_some() { "X (--input)".to_string() } else { format!("X (`{}`)", input.display()) };
-    if s.n == 0 || s.d == 0 || inst.x.iter().any(|r| r.len() != s.d) {
-        return Err(format!("{x_name} must be a non-empty array of rows of equal length"));
+    if s.n == 0 || s.d == 0 {
+        return Err(format!("{x_name} must be a non-empty array of non-empty rows"));
+    }
+    if let Some(i) = inst.x.iter().position(|r| r.len() != s.d) {
+        return Err(format!("{x_name}: row {i} has {} entries, row 0 has {}; every row of X must have the same length", inst.x[i].len(), s.d));
     }
     if let Some(i) = inst.x.iter().flatten().position(|x| !x.is_finite() || x.abs() > f32::MAX as f64) {
         return Err(format!("{x_name}: entry {i} (row {}, column {}) is not a finite f32 number", i / s.d, i % s.d));
@@ -356,13 +471,14 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
     let d = s.d;
     for (am, vm) in inst.a.iter().zip(&inst.v) {
         if am.len() != d || am.iter().any(|r| r.len() != d) {
-            return bad(format!("{a_name} has shape {a_dims:?}; with X of {d} columns it must be [{d}, {d}] (or [heads, {d}, {d}])"));
+            return bad(format!("{a_name} has shape {a_dims:?} and {x_name} has {d} columns: they must agree (A is d x d, or [heads, d, d], for X of n rows of d entries)"));
         }
         if vm.len() != d || vm.iter().any(|r| r.len() != s.dv || r.is_empty()) {
-            return bad(format!("{v_name} has shape {v_dims:?}; with X of {d} columns it must be [{d}, dv] (or [heads, {d}, dv]) with dv at least 1"));
+            return bad(format!("{v_name} has shape {v_dims:?} and {x_name} has {d} columns: they must agree (V is d x dv, or [heads, d, dv], with dv at least 1)"));
         }
     }
-    Ok(inst.to_f32())
+    let ignored = found.into_iter().filter(|n| !TARGET_TENSORS.contains(&n.as_str())).cloned().collect();
+    Ok(Target { instance: inst.to_f32(), ignored })
 }
 
 #[cfg(test)]

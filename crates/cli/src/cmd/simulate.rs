@@ -72,37 +72,76 @@ fn ratio(r: f64) -> String {
     }
 }
 
-pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write) -> Result<(), Failure> {
+pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
     check_sim_args(a)?;
     // A device that cannot be opened is refused before U is built (and opened only once).
     let device = raspc_runtime::device(&a.device).map_err(|e| e.to_string())?;
     if let Some(o) = &a.output {
         check_output(o, a.force)?;
     }
-    let (instances, shape, bound, x_bound) = match target {
+    let (instances, shape, bounds, ignored) = match target {
         Some((t, x)) => {
-            let inst = simulate::load_target(t, x)?;
+            let target = simulate::load_target(t, x)?;
+            let inst = target.instance;
             let s = inst.shape();
             check_sim_shape(s).map_err(|e| format!("--target `{}`: {e}", t.display()))?;
-            let b = a.bound.unwrap_or_else(|| inst.magnitude().max(1e-6));
-            if inst.magnitude() > b {
-                return Err(format!(
-                    "--bound {b} is smaller than the largest entry {} of the target and input (entries are taken as the nearest f32 numbers, what U reads)",
-                    inst.magnitude()
-                )
-                .into());
-            }
-            (vec![inst], s, b, b)
+            // Bounds from the data, block by block (X, the A_t, the V_t): one bound for all
+            // three took X's largest entry for A and V too, and certified 14,000 times less
+            // than per-block bounds for a LayerNorm-scaled X (helper b6). --bound (A and V)
+            // and --x-bound (X) may widen them.
+            let [lx, la, lv] = inst.largest();
+            let place = |what: &str, l: &simulate::Largest| {
+                if s.h > 1 && what != "X" {
+                    format!("{what}[{}][{}][{}]", l.head, l.row, l.col)
+                } else {
+                    format!("{what}[{}][{}]", l.row, l.col)
+                }
+            };
+            let check = |flag: &str, given: Option<f64>, entries: &[(&str, &simulate::Largest)]| -> Result<Vec<f64>, String> {
+                let mut out = vec![];
+                for (what, l) in entries {
+                    if let Some(b) = given
+                        && l.value > b
+                    {
+                        return Err(format!(
+                            "{flag} {} is smaller than the largest entry of {what}, {} at {} (entries are taken as the nearest f32 numbers, what U reads)",
+                            crate::args::num(b),
+                            crate::args::num(l.value),
+                            place(what, l)
+                        ));
+                    }
+                    out.push(given.unwrap_or(l.value.max(1e-6)));
+                }
+                Ok(out)
+            };
+            let bx = check("--x-bound", a.x_bound, &[("X", &lx)])?;
+            let bav = check("--bound", a.bound, &[("A", &la), ("V", &lv)])?;
+            (vec![inst], s, simulate::Bounds { x: bx[0], a: bav[0], v: bav[1] }, target.ignored)
         }
         None => {
             let b = a.bound.unwrap_or(1.0);
             let bx = a.x_bound.unwrap_or(b);
             let mut rng = verify::SplitMix(a.seed);
             let s = a.shape;
-            ((0..a.trials).map(|_| simulate::Instance::random_with(s, bx, b, &mut rng)).collect::<Vec<_>>(), s, b, bx)
+            ((0..a.trials).map(|_| simulate::Instance::random_with(s, bx, b, &mut rng)).collect::<Vec<_>>(), s, simulate::Bounds { x: bx, a: b, v: b }, vec![])
         }
     };
-    let u = simulate::build_with(shape, a.mlp.mode(), bound, x_bound, a.pl_error, true)?;
+    if !ignored.is_empty() && !a.json {
+        let _ = writeln!(
+            err,
+            "warning: `{}` also holds {}, which simulate does not use: T is softmax(X A Xᵀ) X V, with no biases, output map, scaling or mask (fold 1/√d_head into W_Q or A; docs/universal-simulator.md, \"A real head\")",
+            target.map(|t| t.0.display().to_string()).unwrap_or_default(),
+            ignored.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let u = simulate::build_bounds(shape, a.mlp.mode(), bounds, a.pl_error, true).map_err(|e| {
+        let advice = match (target.is_some(), a.mlp) {
+            (true, _) => "the target's largest entries (the bounds above) take U's intermediate values past what it can approximate: T is unchanged by X/c, A·c², V·c, which can balance them, or try smaller entries",
+            (false, MlpArg::Relu) => "ReLU U interpolates its products, which stops at about n = d = dv = 18 for entries in [-1, 1]: `--mlp gated` (exact products) reaches 64, or use smaller shapes or --bound",
+            (false, MlpArg::Gated) => "smaller shapes, --bound or --x-bound keep U's intermediate values within what it can approximate",
+        };
+        format!("{e}\n  = {advice}")
+    })?;
     let sum = &u.compiled.summary;
     let report = u.compiled.report.clone().unwrap_or_default();
     if let Some(o) = &a.output {
@@ -130,10 +169,25 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         }
         None => None,
     };
+    // The bound says nothing when it reaches the largest |T(X)| of a trial.
+    let vacuous = o.trials > 0 && o.bound >= o.min_max_t;
+    // With --target: T(X) computed directly, laid out as `output`.
+    let expected = match (target, instances.first()) {
+        (Some(_), Some(first)) => {
+            let t = simulate::reference(first).map_err(|e| e.to_string())?;
+            Some(
+                (0..s.h)
+                    .map(|h| (0..s.n).map(|i| (0..s.dv).map(|b| t.get(h * s.n * s.dv + i * s.dv + b).copied().unwrap_or(f64::NAN)).collect::<Vec<f64>>()).collect::<Vec<_>>())
+                    .collect::<Vec<_>>(),
+            )
+        }
+        _ => None,
+    };
     if a.json {
         let mut j = serde_json::json!({
             "n": s.n, "d": s.d, "dv": s.dv, "heads": s.h, "mlp": format!("{:?}", a.mlp).to_lowercase(),
-            "dtype": if a.f64 { "f64" } else { "f32" }, "device": a.device, "input_bound": bound, "seq_len": s.seq_len(),
+            "dtype": if a.f64 { "f64" } else { "f32" }, "device": a.device, "input_bound": bounds.x.max(bounds.a).max(bounds.v),
+            "x_bound": bounds.x, "a_bound": bounds.a, "v_bound": bounds.v, "seq_len": s.seq_len(),
             "layers": sum.layers, "attention_heads": sum.heads, "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden,
             "params": sum.params, "nonzero": sum.nonzero, "compile_ms": u.compile_ms,
             "certified_bound_f32": report.output_bound, "certified_bound_f64": report.output_bound_f64,
@@ -144,21 +198,25 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         if let Some(u_out) = &shown {
             j["output"] = serde_json::json!(u_out);
         }
+        if let Some(t) = &expected {
+            j["expected"] = serde_json::json!(t);
+        }
+        j["worst"] = serde_json::json!(o.worst);
+        j["bound_vacuous"] = serde_json::json!(vacuous);
+        j["ignored_tensors"] = serde_json::json!(ignored);
+        j["checkpoint"] = serde_json::json!(a.output.as_ref().map(|p| p.display().to_string()));
         let _ = writeln!(out, "{j}");
     } else {
         // (Bounds as `num` prints them: 1e-320 is not 330 digits.)
-        let (bound, x_bound) = (crate::args::num(bound), crate::args::num(x_bound));
-        let xb = if x_bound != bound { format!(", X in [-{x_bound}, {x_bound}]") } else { String::new() };
-        let _ = writeln!(
-            out,
-            "U for n={} d={} dv={} heads={} ({} MLPs, inputs in [-{bound}, {bound}]{xb}, {} positions): {sum}",
-            s.n,
-            s.d,
-            s.dv,
-            s.h,
-            format!("{:?}", a.mlp).to_lowercase(),
-            s.seq_len()
-        );
+        let (xb, ab, vb) = (crate::args::num(bounds.x), crate::args::num(bounds.a), crate::args::num(bounds.v));
+        let ranges = if xb == ab && ab == vb {
+            format!("inputs in [-{xb}, {xb}]")
+        } else if ab == vb {
+            format!("X in [-{xb}, {xb}], A and V in [-{ab}, {ab}]")
+        } else {
+            format!("X in [-{xb}, {xb}], A in [-{ab}, {ab}], V in [-{vb}, {vb}]")
+        };
+        let _ = writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, {ranges}, {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len());
         let _ = writeln!(out, "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32)", u.compile_ms, report.output_bound_f64, report.output_bound);
         if let Some(u_out) = &shown {
             // Shortest round-trip form (all the digits U computed; `--json` gives "output" too).
@@ -180,6 +238,28 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
                 ratio(o.forward_warm_ms / o.direct_ms),
                 o.direct_ms
             );
+        }
+        if let Some(w) = &o.worst
+            && (target.is_some() || o.failures > 0)
+        {
+            let trial = if target.is_some() { String::new() } else { format!("trial {}, ", w.trial) };
+            let _ = writeln!(out, "largest error at {trial}head {}, row {}, column {}: U {:?}, T {:?}", w.head, w.row, w.col, w.u, w.t);
+        }
+        if o.bound_violations > 0 {
+            let _ = writeln!(out, "FAILED: {} trials exceed the certified bound {:.3e}", o.bound_violations, o.bound);
+        }
+        if o.failures > o.bound_violations {
+            let _ = writeln!(out, "FAILED: {} trials have a relative error (max|U - T| / max|T|) over --tolerance {:e}", o.failures - o.bound_violations, a.tolerance);
+        }
+        if vacuous {
+            let _ = writeln!(
+                out,
+                "note: the certified bound {:.3e} is at least max|T(X)| ({:.3e}): it certifies nothing about these entries (smaller entries, or X/c, A·c², V·c, which leave T unchanged, tighten it; docs/universal-simulator.md)",
+                o.bound, o.min_max_t
+            );
+        }
+        if let Some(p) = &a.output {
+            let _ = writeln!(out, "wrote U's checkpoint -> {}", p.display());
         }
         let _ = writeln!(out, "simulate: {} trials, {} failures, max_abs_err {:.3e}, bound {:.3e}", o.trials, o.failures, o.max_abs_err, o.bound);
     }
