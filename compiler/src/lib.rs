@@ -191,7 +191,12 @@ fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, No
         "this value".to_string()
     };
     let mean = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Head(h) if h.o.iter().any(|o| o.slot == pp.slot)));
-    let advice = if pp.label.ends_with(":inverse") {
+    // Two values a few ulps of f64 apart are one number the interpreter computes two ways
+    // (7 and 7.000000000000001 from k/n·n): no encoding tells them apart, rounding merges them
+    // (helper a6: `--encoding` was suggested, and then refused as too many combinations).
+    let advice = if pp.gap <= 64.0 * f64::EPSILON * pp.magnitude.abs().max(1.0) {
+        "the two values are one number computed two ways (they differ only by f64 rounding, as k/n·n does): round what it is computed from first (`round(...)`: a count from a mean, `round(frac * length)`), so that it is one value".to_string()
+    } else if pp.label.ends_with(":inverse") {
         // selector_width (and `length`, a width) is read from the mean 1/(w+1).
         format!(
             "{who} is a selector width, which a head computes as the mean 1/(w+1): at --max-len {}, 1/(k+1) and 1/(k+2) for the largest k are closer together than f32 tells apart; a smaller --max-len compiles (widths up to 417 do)",

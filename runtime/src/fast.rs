@@ -208,6 +208,9 @@ struct Head<T> {
     o: Sparse<T>,
     /// What the scores depend on (decides the hard-attention path).
     kind: HeadKind<T>,
+    /// A [`HeadKind::Token`] head's score table is finite (true for the other kinds, whose
+    /// scores are checked as they are computed).
+    scores_finite: bool,
 }
 
 /// What a head's scores depend on, found at load from the dims `W_Q` and `W_K` read: dims that
@@ -627,11 +630,14 @@ impl<T: Real> FastModel<T> {
                     v: Sparse::new(&wv.data, d, dh, Some(&value_dims)),
                     o: Sparse::new(&o_rows, value_dims.len(), d, None),
                     kind: HeadKind::General,
+                    scores_finite: true,
                 };
                 let reads: Vec<usize> = head.q.nz_rows.iter().chain(&head.k.nz_rows).map(|&(r, _, _)| r as usize).collect();
                 if reads.iter().all(|&r| !written[r]) {
                     if !c.causal && reads.iter().all(|&r| token_only(r)) {
-                        head.kind = HeadKind::Token { scores: token_scores(&head, embed_token, embed_pos, d, vocab) };
+                        let scores = token_scores(&head, embed_token, embed_pos, d, vocab);
+                        head.scores_finite = scores.iter().all(|s: &T| s.is_finite());
+                        head.kind = HeadKind::Token { scores };
                     } else if reads.iter().all(|&r| position_only(r)) {
                         head.kind = HeadKind::Position { patterns: (0..=positions).map(|_| std::sync::OnceLock::new()).collect() };
                     }
@@ -1205,6 +1211,11 @@ impl<T: Real> FastModel<T> {
         if attention == Attention::Hard {
             match &h.kind {
                 HeadKind::Token { scores } => {
+                    // Scores past f32 (or NaN) keep keys that mean nothing: refused, as soft
+                    // attention's weights are (helper d6: an overflowing head decoded [1, 1, 1]).
+                    if check && !h.scores_finite {
+                        return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention scores)") });
+                    }
                     self.values(h, t, ws);
                     self.head_token(h, scores, ids, ws);
                     return Ok(true);
@@ -1326,6 +1337,7 @@ impl<T: Real> FastModel<T> {
         // Queries with the same nonzero dims (and, causal, the same visible keys) keep the same
         // keys: their spans are copied instead of scanning the row again.
         let mut seen: std::collections::HashMap<Vec<u64>, (u32, u32, T), std::hash::BuildHasherDefault<Fx>> = Default::default();
+        let mut scores_finite = true;
         let mut key = vec![];
         let mut qnz: Vec<(usize, T)> = Vec::with_capacity(dq);
         for i in 0..t {
@@ -1355,6 +1367,7 @@ impl<T: Real> FastModel<T> {
                 return None;
             }
             scan_scores(&qnz, &kt, t, &mut s[..visible]);
+            scores_finite &= s[..visible].iter().all(|x| x.is_finite());
             let max = row_max(&s[..visible]);
             let thr = max - self.tie_tolerance;
             let mut count = 0;
@@ -1381,7 +1394,7 @@ impl<T: Real> FastModel<T> {
             ptr.push(spans.len() as u32);
         }
         let single = (ptr.windows(2).all(|p| p[1] == p[0] + 1) && spans.iter().all(|&(a, b)| b == a + 1)).then(|| spans.iter().map(|&(a, _)| a).collect());
-        let finite = w.iter().all(|x: &T| x.is_finite());
+        let finite = scores_finite && w.iter().all(|x: &T| x.is_finite());
         Some(Pattern { w, ptr, spans, single, finite })
     }
 
@@ -1668,6 +1681,9 @@ impl<T: Real> FastModel<T> {
             // Keys with an all-zero value vector add exact zeros: only `vkeys` are summed.
             match attention {
                 Attention::Hard => {
+                    if check && s.iter().any(|x| !x.is_finite()) {
+                        return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention scores)") });
+                    }
                     let thr = max - self.tie_tolerance;
                     let count = s.iter().filter(|&&sj| sj >= thr).count();
                     let w = T::ONE / T::from_usize(count);
@@ -1726,6 +1742,10 @@ fn lookup<T: Real>(list: &[u32], visible: usize, score: impl Fn(usize) -> T, zer
     let mut max = zero;
     for &j in list {
         let sj = score(j as usize);
+        if !sj.is_finite() {
+            // The general path refuses it (or keeps it, unchecked).
+            return false;
+        }
         if sj > max {
             max = sj;
         }

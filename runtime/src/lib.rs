@@ -518,6 +518,9 @@ impl Model {
                 let k = x.matmul(&h.w_k)?.reshape((b, t, dh))?;
                 let v = x.matmul(&h.w_v)?.reshape((b, t, dh))?;
                 let mut s = q.matmul(&k.transpose(1, 2)?.contiguous()?)?;
+                // Scores past f32 keep keys that mean nothing under hard attention (the weights
+                // stay finite): refused, as soft attention's weights are (helper d6).
+                finite(&s, &|| format!("layer {l} attention (attention scores)"))?;
                 if let Some(m) = &mask {
                     s = s.broadcast_add(m)?;
                 }

@@ -684,6 +684,32 @@ fn a_precision_refusal_names_what_the_user_wrote() {
     assert!(!err.contains("selector_width_8"), "{err}");
 }
 
+/// Two counts from means compared at max-len 64 differ from each other only by f64 rounding
+/// (k/n·n): the refusal says so and asks for `round`, not for a categorical encoding, which is
+/// refused in turn (helper a6); `//` (not RASP) gets a note on what to write instead.
+#[test]
+fn values_equal_up_to_rounding_and_floor_division_get_advice_that_works() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-round-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("counts.rasp");
+    std::fs::write(&p, "c = aggregate(select(indices, indices, <=), indicator(tokens == \"a\")) * (indices + 1);\nd = aggregate(select(indices, indices, <=), indicator(tokens == \"b\")) * (indices + 1);\nprog = c == d;\n").unwrap();
+    let out = dir.join("counts.safetensors");
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "64", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::precision") && err.contains("one number computed two ways") && err.contains("round("), "{err}");
+    assert!(!err.contains("--encoding"), "{err}");
+    // Rounded, it compiles (and verifies).
+    std::fs::write(&p, "c = round(aggregate(select(indices, indices, <=), indicator(tokens == \"a\")) * (indices + 1));\nd = round(aggregate(select(indices, indices, <=), indicator(tokens == \"b\")) * (indices + 1));\nprog = c == d;\n").unwrap();
+    let (code, stdout, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "64", "--samples", "100"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("100 inputs, 0 mismatches"), "{stdout}");
+    std::fs::write(&p, "h = length // 2;\n").unwrap();
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "8", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("parse::expected") && err.contains("RASP has no `//`") && err.contains("(a - a % b) / b"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A step read by another s-op is refused where it is read, and the conditional that makes it is
 /// pointed at too (helper r: the paper's MaxMin flip `1 if d < 0 else 0` was reported only at
 /// the line reading it).

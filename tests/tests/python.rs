@@ -175,7 +175,7 @@ fn make_job(dir: &Path) -> (PathBuf, usize) {
     let soft: Vec<serde_json::Value> =
         inputs.iter().map(|inp| serde_json::Value::Array(model.run(inp, raspc_runtime::Attention::Soft).unwrap().iter().map(raspc_runtime::Decoded::to_json).collect())).collect();
     let onnx = dir.join("u.onnx");
-    cli(&["export", path.to_str().unwrap(), "--to", "onnx", "-o", onnx.to_str().unwrap()]);
+    cli(&["export", path.to_str().unwrap(), "--to", "onnx", "--attention", "soft", "-o", onnx.to_str().unwrap()]);
     cases.push(serde_json::json!({
         "name": "universal(2, 2, 2, 1)", "universal": [2, 2, 2, 1], "checkpoint": path, "onnx_soft": onnx,
         "inputs": inputs, "expected": { "hard": hard, "soft": soft },

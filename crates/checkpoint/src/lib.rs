@@ -840,6 +840,15 @@ impl Checkpoint {
         if let Some(missing) = expected.keys().find(|k| views.binary_search_by(|v| v.0.as_str().cmp(k.as_str())).is_err()) {
             return Err(CheckpointError::MissingTensor(missing.clone()));
         }
+        // The data's integrity before its values: a flipped byte is a corrupted file, not a NaN
+        // weight or a readout that "reads dims 0..=51" (helper d6).
+        let expected_hash = get(keys::TENSOR_SHA256)?;
+        // The data section: everything after the header (8 + header_len <= len was checked).
+        let data = usize::try_from(header_len).ok().and_then(|h| bytes.get(h.checked_add(8)?..));
+        let found = tensor_hash(data.ok_or_else(|| CheckpointError::NotSafetensors("the header runs past the end of the file".into()))?);
+        if found != expected_hash {
+            return Err(CheckpointError::Integrity { expected: expected_hash.chars().take(80).collect(), found });
+        }
         let mut tensors = BTreeMap::new();
         for (name, view) in views {
             // Whole 4-byte chunks by type (the dtype is F32 and safetensors checked the length).
@@ -849,13 +858,6 @@ impl Checkpoint {
         }
         let ck = Checkpoint { config, layout, output, program_hash, compiler_version, tensors };
         ck.validate_with(limits)?;
-        let expected_hash = get(keys::TENSOR_SHA256)?;
-        // The data section: everything after the header (8 + header_len <= len was checked).
-        let data = usize::try_from(header_len).ok().and_then(|h| bytes.get(h.checked_add(8)?..));
-        let found = tensor_hash(data.ok_or_else(|| CheckpointError::NotSafetensors("the header runs past the end of the file".into()))?);
-        if found != expected_hash {
-            return Err(CheckpointError::Integrity { expected: expected_hash.chars().take(80).collect(), found });
-        }
         Ok(ck)
     }
 }

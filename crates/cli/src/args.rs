@@ -139,9 +139,10 @@ pub enum Command {
         /// The file to write.
         #[arg(short = 'o', long = "out", visible_alias = "output")]
         output: PathBuf,
-        /// Attention baked into the graph.
-        #[arg(long, value_enum, default_value = "soft")]
-        attention: AttentionArg,
+        /// Attention baked into the graph (default: soft, or hard for a real-valued model,
+        /// whose certified bound holds for hard attention only).
+        #[arg(long, value_enum)]
+        attention: Option<AttentionArg>,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,

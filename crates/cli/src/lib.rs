@@ -154,7 +154,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Command::Run { model, input, json, attention, device } => cmd::run::run_cmd(&model, &input, json, attention, &device, out),
         Command::Inspect { model, json, layer, head, mlp } => cmd::inspect::inspect_cmd(&model, json, layer, head, mlp, out),
         Command::Plot { model, out: dir, json, format, symlog } => cmd::plot::plot_cmd(&model, &dir, format, symlog, json, out),
-        Command::Export { model, to: ExportFormat::Onnx, output, attention, json } => cmd::export::export_cmd(&model, &output, attention, json, out),
+        Command::Export { model, to: ExportFormat::Onnx, output, attention, json } => cmd::export::export_cmd(&model, &output, attention, json, out, err),
         Command::Probe { kind } => cmd::probe::probe_cmd(kind, out, err, color),
         Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, device, json } => {
             let a = cmd::simulate::SimArgs {

@@ -99,6 +99,11 @@ impl<'a> Parser<'a> {
         {
             d = d.with_note(format!("write `{w}(` with no space before the parenthesis"));
         }
+        // `a // b` (Python's floor division) reads as `a /` followed by an expression starting
+        // with `/` (helper a6).
+        if found == Tok::Slash && self.pos > 0 && self.toks.get(self.pos - 1).is_some_and(|t| t.tok == Tok::Slash) {
+            d = d.with_note("RASP has no `//`: for a floor division of non-negative integers write `(a - a % b) / b`, or `round(a / b)` for the nearest integer".to_string());
+        }
         self.errs.push(d);
         Fail
     }

@@ -5,8 +5,20 @@ use crate::{onnx, Failure};
 use std::io::Write;
 use std::path::Path;
 
-pub(crate) fn export_cmd(model: &Path, output: &Path, attention: AttentionArg, json: bool, out: &mut dyn Write) -> Result<(), Failure> {
+pub(crate) fn export_cmd(model: &Path, output: &Path, attention: Option<AttentionArg>, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
     let ck = read_checkpoint(model)?;
+    // A real-valued model's certified bound is for hard attention: soft is not the default there
+    // (helper d6: a soft export was 4.8x the stated tolerance).
+    let real = ck.config.real_input.is_some();
+    let attention = attention.unwrap_or(if real { AttentionArg::Hard } else { AttentionArg::Soft });
+    if real && attention == AttentionArg::Soft {
+        let _ = writeln!(
+            err,
+            "warning: `{}` is real-valued: its certified bound (output tolerance {}) holds for hard attention only; soft attention's error is not bounded",
+            model.display(),
+            ck.output.tolerance
+        );
+    }
     if output.is_dir() {
         return Err(format!("-o `{}` is a directory", output.display()).into());
     }

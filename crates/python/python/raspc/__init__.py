@@ -336,12 +336,16 @@ class Model:
         path = _os.fspath(path)
         self._native.save(path.decode() if isinstance(path, bytes) else path, bool(force))
 
-    def to_onnx(self, path=None, attention="soft"):
+    def to_onnx(self, path=None, attention=None):
         """The model as an ONNX graph (the same as ``raspc export --to onnx``): inputs
         ``tokens`` (int64 [batch, seq], BOS first), ``key_mask`` (float [batch, seq]) and, for
         real-valued models, ``values`` (float [batch, seq]); output ``readout``. Writes it to
         ``path`` when given (never over a file that is not an ONNX file raspc wrote) and returns
-        None, as ``save`` does; without a path, returns the bytes."""
+        None, as ``save`` does; without a path, returns the bytes. ``attention``: "soft" or
+        "hard"; by default soft, or hard for a real-valued model (its certified bound holds for
+        hard attention only)."""
+        if attention is None:
+            attention = "hard" if self.is_real else "soft"
         if path is not None and not isinstance(path, (str, bytes, _os.PathLike)):
             raise RaspcError(f"to_onnx needs a file path (a str or a path-like object) or None, not {path!r}")
         if path is not None:
