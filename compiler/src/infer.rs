@@ -390,9 +390,26 @@ fn map_set(op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>) -> Va
 }
 
 fn map_set_enumerated(op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>) -> ValueSet {
+    // An s-op read twice holds one value at a position: `m - m` is 0, not every difference of
+    // two of m's values (helper a6: `z = m - m` "can be 1 or 0.9999999999999998"). Each
+    // distinct operand is enumerated once; `pick[i]` is argument i's.
+    let mut distinct: Vec<&Operand> = vec![];
+    let pick: Vec<usize> = args
+        .iter()
+        .map(|a| match a {
+            Operand::Sop(_) => distinct.iter().position(|d| *d == a).unwrap_or_else(|| {
+                distinct.push(a);
+                distinct.len() - 1
+            }),
+            Operand::Const(_) => {
+                distinct.push(a);
+                distinct.len() - 1
+            }
+        })
+        .collect();
     let mut choices: Vec<Vec<Atom>> = vec![];
     let mut product = 1usize;
-    for a in args {
+    for a in distinct {
         let c: Vec<Atom> = match a {
             Operand::Const(c) => vec![c.clone()],
             Operand::Sop(n) => match &sets[n] {
@@ -412,7 +429,7 @@ fn map_set_enumerated(op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, Value
         return ValueSet::Finite(s);
     }
     loop {
-        let row: Vec<Atom> = idx.iter().zip(&choices).map(|(&i, c)| c[i].clone()).collect();
+        let row: Vec<Atom> = pick.iter().map(|&p| choices[p][idx[p]].clone()).collect();
         if let Ok(v) = apply_map(op, &row) {
             s.insert(v);
             if s.len() > MAX_VALUES {

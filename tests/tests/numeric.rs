@@ -363,3 +363,18 @@ fn soft_attention_allows_for_maps_of_many_heads() {
     assert_eq!((at_beta.checked, at_beta.failed), (seqs.len(), 0), "{:?}", at_beta.examples.first());
     assert!(run(0.6 * beta).failed > 0, "0.6 of the derived beta (what a growth of 2 gave) should not be enough in f64");
 }
+
+/// A map that reads one s-op twice sees one value at a position: `m - m` is 0, not every
+/// difference of two of m's values (helper a6: "`z` can be 1 or 0.9999999999999998", refused as
+/// a comparison at numbers that differ only by rounding). Checked against the interpreter.
+#[test]
+fn an_s_op_read_twice_by_a_map_is_one_value() {
+    let vocab: Vec<Atom> = (0..4).map(Atom::Int).collect();
+    for src in [
+        "m = aggregate(select(tokens, tokens, ==), tokens_int, 0);\nz = m - m;\nprog = aggregate(select(indices, z, ==), tokens_int, 0);\n",
+        "m = aggregate(select(indices, indices, <=), tokens_int, 0);\nprog = m - m == 0;\n",
+    ] {
+        let b = build(src, "prog", vocab.clone(), 16);
+        check(&b, 16, 300);
+    }
+}

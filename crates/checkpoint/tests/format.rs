@@ -72,12 +72,14 @@ fn the_safetensors_crate_reads_our_file() {
 
 fn with_tensors(ck: &Checkpoint, edit: impl FnOnce(&mut BTreeMap<String, Tensor>)) -> Vec<u8> {
     // Write with the reference safetensors writer so invalid files can be produced.
-    let mut tensors = ck.tensors.clone();
-    edit(&mut tensors);
-    let bufs: Vec<(String, Vec<usize>, Vec<u8>)> = tensors.into_iter().map(|(n, t)| (n, t.shape, t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+    // The integrity hash is of the edited data (the data is checked before its values, so a
+    // stale hash would hide every other message behind "the file is corrupted").
+    let mut edited = ck.clone();
+    edit(&mut edited.tensors);
+    let bufs: Vec<(String, Vec<usize>, Vec<u8>)> = edited.tensors.iter().map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
     let views: Vec<(String, safetensors::tensor::TensorView)> =
         bufs.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d).unwrap())).collect();
-    let meta = ck.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let meta = edited.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     safetensors::serialize(views, Some(meta)).unwrap()
 }
 
