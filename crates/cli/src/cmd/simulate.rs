@@ -134,7 +134,16 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             ignored.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         );
     }
-    let u = simulate::build_bounds(shape, a.mlp.mode(), bounds, a.pl_error, true).map_err(|e| {
+    // Compiling U takes seconds at n = d = 64: say what is happening (a terminal only).
+    let spinner = indicatif::ProgressBar::new_spinner();
+    if a.json {
+        spinner.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    spinner.set_message(format!("compiling U ({} positions)", shape.seq_len()));
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    let built = simulate::build_bounds(shape, a.mlp.mode(), bounds, a.pl_error, true);
+    spinner.finish_and_clear();
+    let u = built.map_err(|e| {
         let advice = match (target.is_some(), a.mlp) {
             (true, _) => "the target's largest entries (the bounds above) take U's intermediate values past what it can approximate: T is unchanged by X/c, A·c², V·c, which can balance them, or try smaller entries",
             (false, MlpArg::Relu) => "ReLU U interpolates its products, which stops at about n = d = dv = 18 for entries in [-1, 1]: `--mlp gated` (exact products) reaches 64, or use smaller shapes or --bound",
@@ -151,6 +160,7 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
     let dtype = if a.f64 { candle_core::DType::F64 } else { candle_core::DType::F32 };
     let model = raspc_runtime::Model::with_dtype(u.compiled.checkpoint.clone(), &device, dtype).map_err(|e| format!("cannot load U on {}: {e}", a.device))?;
     let bar = indicatif::ProgressBar::new(instances.len() as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("{wide_bar} {pos}/{len} trials (U and T(X) for each; {eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
