@@ -138,6 +138,36 @@ def main(job_path):
                 failures.append(f"universal{shape}: trial {trial}: error {err:.3e} exceeds the bound {u.bound:.3e}")
         print(f"universal{shape}: 10 trials, max |U - T| {worst:.3e}, bound {u.bound:.3e}", flush=True)
 
+    # A head as a model holds it (torch tensors requiring grad, bfloat16, TransformerLens's
+    # [heads, d, d_head] W_Q/W_K/W_V, a 1/sqrt(d_head) scale): simulate_head builds U for each
+    # block's own largest entry, and its bound is tighter than one bound for all three blocks.
+    g = torch.Generator().manual_seed(3)
+    n, d, dh, h = 4, 4, 2, 2
+    xt = torch.randn(n, d, generator=g) * 2.0
+    wq = torch.nn.Parameter(torch.randn(h, d, dh, generator=g) * 0.3)
+    wk = (torch.randn(h, d, dh, generator=g) * 0.3).to(torch.bfloat16)
+    wv = torch.nn.Parameter(torch.randn(h, d, dh, generator=g) * 0.2)
+    sim = raspc.simulate_head(xt, w_q=wq, w_k=wk, w_v=wv, scale=dh ** -0.5)
+    xs, q, k, vv = (t.detach().to(torch.float64).numpy() for t in (xt, wq, wk, wv))
+    want = []
+    for t in range(h):
+        s_ = (xs @ (q[t] @ k[t].T) * dh ** -0.5) @ xs.T
+        p_ = np.exp(s_ - s_.max(axis=1, keepdims=True))
+        p_ /= p_.sum(axis=1, keepdims=True)
+        want.append(p_ @ xs @ vv[t])
+    want = np.array(want)
+    checks += 4
+    if not np.allclose(sim.expected, want, rtol=1e-12, atol=1e-12):
+        failures.append(f"simulate_head: expected {sim.expected[0][0]} vs {want[0][0]}")
+    if not float(np.abs(sim.output - want).max()) <= sim.bound or sim.vacuous:
+        failures.append(f"simulate_head: error {float(np.abs(sim.output - want).max()):.3e}, bound {sim.bound:.3e}, vacuous {sim.vacuous}")
+    if sim.bounds["x"] != float(np.abs(xs).max()):
+        failures.append(f"simulate_head: X bound {sim.bounds}")
+    one = raspc.universal(n, d, dh, h, bound=max(sim.bounds.values()))
+    if not sim.bound < one.bound:
+        failures.append(f"simulate_head: per-block bound {sim.bound:.3e} not below one bound's {one.bound:.3e}")
+    print(f"simulate_head: max |U - T| {sim.max_abs_err:.3e}, bound {sim.bound:.3e} (one bound for all blocks: {one.bound:.3e})", flush=True)
+
     # A real-valued program compiled from Python (gated MLPs): within its certified bound of the
     # interpreter (verify), and the torch / TransformerLens / ONNX forms agree with Model.run.
     real = raspc.compile("y = softmax_rows(tokens_float, 0, 2, 3, 1);", max_len=6, input_bounds=(-1, 1), mlp="gated")
@@ -373,6 +403,9 @@ def misuse():
             "None as a program file": (lambda: raspc.compile_file(None, vocab="ab", max_len=4), "file path"),
             "a path as the entry": (lambda: raspc.compile(rev, vocab="ab", max_len=4, entry=pathlib.Path("reverse")), "entry must be"),
             "a string bound for U": (lambda: raspc.universal(2, 2, 2, 1, bound="a"), "bound must be a number"),
+            "complex entries for U": (lambda: raspc.universal(2, 2, 2, 1).simulate([[1j, 0], [0, 0]], [[0, 0], [0, 0]], [[0, 0], [0, 0]]), "X holds complex numbers"),
+            "strings for U": (lambda: raspc.universal(2, 2, 2, 1).simulate([["a", "b"], ["c", "d"]], [[0, 0], [0, 0]], [[0, 0], [0, 0]]), "X must be an array of numbers"),
+            "simulate_head without A or W_Q": (lambda: raspc.simulate_head([[0.5, 0], [0, 0.5]], v=[[1, 0], [0, 1]]), "give either a (with v) or w_q and w_k"),
             "an int as the ONNX path": (lambda: m.to_onnx(3), "to_onnx needs a file path"),
             "a dict as the inputs": (lambda: m.run({1: 2}), "not a dict"),
             "inf as a program value": (lambda: raspc.compile("a = tokens_float * 10;", vocab=[1e308, 1.0], max_len=2), "compile::non_finite"),

@@ -420,19 +420,21 @@ fn load_bytes(bytes: &[u8]) -> PyResult<NativeModel> {
     NativeModel::new(ck, None)
 }
 
-/// The universal simulator U for the given shapes: (model, certified bound in f32).
+/// The universal simulator U for the given shapes: (model, certified bound in f32). A's entries
+/// in [-bound, bound], X's in [-x_bound, x_bound], V's in [-v_bound, v_bound] (both default to
+/// `bound`).
 #[pyfunction]
-#[pyo3(signature = (n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None))]
+#[pyo3(signature = (n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None, v_bound=None))]
 #[allow(clippy::too_many_arguments)]
-fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &str, bound: f64, x_bound: Option<f64>) -> PyResult<(NativeModel, f64, String)> {
+fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &str, bound: f64, x_bound: Option<f64>, v_bound: Option<f64>) -> PyResult<(NativeModel, f64, String)> {
     let mode = match mlp {
         "relu" => raspc_compiler::real::MlpMode::Relu,
         "gated" => raspc_compiler::real::MlpMode::Gated,
         other => return Err(err(format!("mlp must be \"relu\" or \"gated\", not {other:?}"))),
     };
     let shape = raspc::simulate::Shape { n, d, dv, h: heads };
-    let xb = x_bound.unwrap_or(bound);
-    let u = big_stack_interruptible(py, move || raspc::simulate::build_with(shape, mode, bound, xb, None, false))?;
+    let bounds = raspc::simulate::Bounds { x: x_bound.unwrap_or(bound), a: bound, v: v_bound.unwrap_or(bound) };
+    let u = big_stack_interruptible(py, move || raspc::simulate::build_bounds(shape, mode, bounds, None, false))?;
     let b = u.compiled.report.as_ref().map_or(f64::NAN, |r| r.output_bound);
     let summary = u.compiled.summary.to_string();
     Ok((NativeModel::new(u.compiled.checkpoint, None)?, b, summary))

@@ -24,7 +24,7 @@ try:  # tracebacks name it raspc.RaspcError, where users import it from
 except (AttributeError, TypeError):
     pass
 
-__all__ = ["compile", "compile_file", "load", "from_bytes", "universal", "Model", "Universal", "RaspcError"]
+__all__ = ["compile", "compile_file", "load", "from_bytes", "universal", "simulate_head", "Model", "Universal", "HeadSimulation", "RaspcError"]
 __version__ = _raspc.__version__
 
 
@@ -414,7 +414,7 @@ class Universal(Model):
         import numpy as np
 
         n, d, dv, h = self.shape
-        x, a, v = np.asarray(x, dtype=float), np.asarray(a, dtype=float), np.asarray(v, dtype=float)
+        x, a, v = _real_array("X", x), _real_array("A", a), _real_array("V", v)
         # Indices in messages are those of the arrays as given.
         given = {"X": x.ndim, "A": a.ndim, "V": v.ndim}
         if h == 1 and a.ndim == 2:
@@ -448,9 +448,13 @@ class Universal(Model):
 
     def simulate(self, x, a, v, attention="hard"):
         """U(⟨T, X⟩): the output of the attention layer T (softmax(X A_t Xᵀ) X V_t per head), as
-        an array ``[heads, n, dv]``."""
+        an array ``[heads, n, dv]``. ``bound`` holds for hard attention (U's own, the default)."""
         import numpy as np
 
+        if attention != "hard":
+            import warnings
+
+            warnings.warn("U's certified bound holds for hard attention only; under soft attention its error is not bounded", stacklevel=2)
         n, d, dv, h = self.shape
         out = self.run([self.encode_instance(x, a, v)], attention=attention)[0]
         return np.asarray(out[: h * n * dv], dtype=float).reshape(h, n, dv)
@@ -594,11 +598,104 @@ def _universal_from_bytes(data, shape, bound):
     return Universal(m._native, tuple(shape), bound, m.summary)
 
 
-def universal(n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None):
+def _real_array(name, value):
+    """``value`` as a float64 numpy array: numpy arrays of any real dtype, nested lists, and torch
+    tensors as a model holds them (requiring grad, bfloat16, on another device)."""
+    import numpy as np
+
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        try:
+            import torch
+
+            value = value.detach().to("cpu", torch.float64).numpy()
+        except Exception as e:  # a meta tensor has no data
+            raise RaspcError(f"{name}: cannot read this tensor's values ({type(e).__name__}: {e})") from None
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise RaspcError(f"{name} must be an array of numbers ({e})") from None
+    if arr.dtype.kind == "c":
+        raise RaspcError(f"{name} holds complex numbers: T's entries are real")
+    if arr.dtype.kind not in "biuf":
+        raise RaspcError(f"{name} must be an array of numbers, not of {arr.dtype}")
+    return arr.astype(float)
+
+
+class HeadSimulation:
+    """What :func:`simulate_head` measured: ``output`` (U's, ``[heads, n, dv]``), ``expected``
+    (T(X) computed directly in float64), ``bound`` (the certified bound on |U - T|, f32
+    evaluation), ``max_abs_err``, ``vacuous`` (the bound is at least max|T(X)|: it certifies
+    nothing about these entries), ``bounds`` (the X, A and V bounds U was built for) and ``u``
+    (the :class:`Universal` model)."""
+
+    def __init__(self, output, expected, u, bounds):
+        import numpy as np
+
+        self.output, self.expected, self.u, self.bounds = output, expected, u, bounds
+        self.bound = u.bound
+        self.max_abs_err = float(np.abs(output - expected).max())
+        self.vacuous = bool(self.bound >= float(np.abs(expected).max()))
+
+    def __repr__(self):
+        n, d, dv, h = self.u.shape
+        note = ", vacuous" if self.vacuous else ""
+        return f"<raspc.HeadSimulation n={n} d={d} dv={dv} heads={h}: max |U - T| {self.max_abs_err:.3e}, bound {self.bound:.3e}{note}>"
+
+
+def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0, mlp="gated"):
+    """Simulates an attention layer as a model holds it: ``x`` (n×d), and either ``a`` and ``v``
+    (d×d and d×dv, or [heads, d, ·]) or ``w_q``, ``w_k``, ``w_v`` (d×d_head, or [heads, d,
+    d_head], TransformerLens's layout), with A = scale·W_Q W_Kᵀ (``scale``: e.g. 1/√d_head, which
+    T itself does not apply). U is built for each block's own largest entry (X, A, V) and run;
+    returns a :class:`HeadSimulation`. Biases, the output map and masks are not part of T."""
+    import numpy as np
+
+    xs = _real_array("X", x)
+    if (a is None) == (w_q is None and w_k is None):
+        raise RaspcError("give either a (with v) or w_q and w_k (with w_v)")
+    if a is None:
+        if w_q is None or w_k is None:
+            raise RaspcError("w_q and w_k go together (A = scale·W_Q W_Kᵀ)")
+        q, k = _real_array("W_Q", w_q), _real_array("W_K", w_k)
+        if q.shape != k.shape or q.ndim not in (2, 3):
+            raise RaspcError(f"W_Q {q.shape} and W_K {k.shape} must have one shape, [d, d_head] or [heads, d, d_head]")
+        a = np.einsum("...ik,...jk->...ij", q, k) * float(scale)
+        if v is None:
+            v = w_v
+    elif w_v is not None:
+        raise RaspcError("give v or w_v, not both")
+    else:
+        a = _real_array("A", a) * float(scale)
+    if v is None:
+        raise RaspcError("V (or w_v) is missing")
+    vs = _real_array("V", v)
+    a = a[None] if a.ndim == 2 else a
+    vs = vs[None] if vs.ndim == 2 else vs
+    if xs.ndim != 2 or a.ndim != 3 or vs.ndim != 3 or a.shape[0] != vs.shape[0] or a.shape[1:] != (xs.shape[1], xs.shape[1]) or vs.shape[1] != xs.shape[1]:
+        raise RaspcError(f"X {xs.shape}, A {a.shape} and V {vs.shape} do not fit: X is n×d, A [heads, d, d], V [heads, d, dv]")
+    n, d = xs.shape
+    h, dv = a.shape[0], vs.shape[2]
+    # Each block's largest entry (U charges the entries' rounding to f32), and no less than a
+    # tiny positive bound.
+    top = lambda m: max(float(np.abs(m).max()), 1e-6)
+    bounds = {"x": top(xs), "a": top(a), "v": top(vs)}
+    u = universal(n, d, dv, h, mlp=mlp, bound=bounds["a"], x_bound=bounds["x"], v_bound=bounds["v"])
+    output = u.simulate(xs, a, vs)
+    expected = []
+    for t in range(h):
+        s = xs @ a[t] @ xs.T
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        expected.append(p @ xs @ vs[t])
+    return HeadSimulation(output, np.array(expected), u, bounds)
+
+
+def universal(n, d, dv, heads=1, mlp="gated", bound=1.0, x_bound=None, v_bound=None):
     """Builds the universal simulator U (docs/universal-simulator.md) for attention layers T with
-    ``heads`` heads over X of n×d, values of width dv, entries of A and V in [-bound, bound]
-    (X in [-x_bound, x_bound]). ``u.simulate(x, a, v)`` runs it; ``u.bound`` is the certified
-    bound on |U(⟨T,X⟩) - T(X)| (f32)."""
+    ``heads`` heads over X of n×d, values of width dv, entries of A in [-bound, bound], of X in
+    [-x_bound, x_bound] and of V in [-v_bound, v_bound] (both default to ``bound``).
+    ``u.simulate(x, a, v)`` runs it; ``u.bound`` is the certified bound on |U(⟨T,X⟩) - T(X)|
+    (f32). :func:`simulate_head` builds U for a given layer's own entries."""
     n, d, dv, heads = (_count(name, v, 1) for name, v in (("n", n), ("d", d), ("dv", dv), ("heads", heads)))
     if max(n, d, dv, heads) > 4096:
         raise RaspcError(f"n, d, dv and heads must be at most 4096 (got {n}, {d}, {dv}, {heads})")
@@ -610,8 +707,9 @@ def universal(n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None):
 
     bound = number("bound", bound)
     x_bound = None if x_bound is None else number("x_bound", x_bound)
-    for name, x in (("bound", bound), ("x_bound", x_bound)):
+    v_bound = None if v_bound is None else number("v_bound", v_bound)
+    for name, x in (("bound", bound), ("x_bound", x_bound), ("v_bound", v_bound)):
         if x is not None and not (_math.isfinite(x) and x > 0):
             raise RaspcError(f"{name} must be a positive finite number, not {x!r}")
-    native, b, summary = _raspc.universal(n, d, dv, heads, mlp, bound, x_bound)
+    native, b, summary = _raspc.universal(n, d, dv, heads, mlp, bound, x_bound, v_bound)
     return Universal(native, (n, d, dv, heads), b, summary)
