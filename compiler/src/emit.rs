@@ -158,6 +158,25 @@ fn head_vmax(sched: &Schedule, h: &crate::plan::Head) -> f64 {
     h.v.iter().map(|&In { slot: s, w, .. }| w.abs() * sched.mags[s.0]).fold(1e-12f64, f64::max)
 }
 
+/// A head's mean rounds in f32 by at most about this many ulps (f32::EPSILON) of the largest
+/// value it averages: its c ≤ max_len + 1 terms w·v each round, and their sum, in any order,
+/// by at most u·Σ|partial sums| ≤ u·(c + 1)/2·max|v| (u = EPSILON/2), plus the weight 1/c's own
+/// rounding; never less than the 8 ulps charged before (helper e7: a mean of 113 values near
+/// 2^20 was 27 ulps off, 0.85 of a tolerance that charged 8).
+fn mean_ulps(plan: &Plan, h: &crate::plan::Head) -> f64 {
+    if bos_only(h) {
+        8.0
+    } else {
+        ((plan.max_len + 2) as f64 / 4.0 + 2.0).max(8.0)
+    }
+}
+
+/// A head whose values read the BOS dim alone (a width's 1/(w+1)): one term of its mean is
+/// nonzero, and adding exact zeros does not round.
+fn bos_only(h: &crate::plan::Head) -> bool {
+    h.v.iter().all(|i| i.slot == BOS)
+}
+
 /// Error budget of a numerical head output without a finite set of values: 1e-3 relative to the
 /// largest value it averages (soft attention's β is derived to stay within it; f32 rounding of
 /// a mean of at most max-len + 1 values is far below it).
@@ -314,7 +333,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
                         // A mean of values each off by at most e is off by at most e.
                         let read = h.v.iter().map(|i| i.w.abs() * read_err(i.slot)).fold(0.0f64, f64::max);
                         let vmax = head_vmax(sched, h);
-                        e += w.abs() * (head_budget(plan, sched, b, h) + 8.0 * u * vmax + read);
+                        e += w.abs() * (head_budget(plan, sched, b, h) + mean_ulps(plan, h) * u * vmax + read);
                     }
                 }
             }
@@ -358,7 +377,7 @@ pub struct PrecisionProblem {
 /// one sign (its mean is no larger than the values it averages, so its rounding scales with
 /// the value at the step, not the largest value anywhere), and the heads' rounding at the
 /// largest values.
-fn head_rounding(plan: &Plan, sched: &Schedule, s: SlotId) -> (bool, f64) {
+fn head_rounding(plan: &Plan, sched: &Schedule, s: SlotId) -> (Option<f64>, f64) {
     let u = f32::EPSILON as f64;
     let writers: Vec<&crate::plan::Head> = sched
         .time
@@ -377,19 +396,30 @@ fn head_rounding(plan: &Plan, sched: &Schedule, s: SlotId) -> (bool, f64) {
             })
             .collect()
     };
-    let one_signed = matches!(writers.as_slice(), [h] if { let t = terms(h); t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0) });
-    let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * 8.0 * u * head_vmax(sched, h)).sum::<f64>()).sum();
+    // One head of one-signed terms: the ulps of the mean itself its rounding takes (every partial
+    // sum is at most the mean, so a chain of c additions rounds by at most u·c·|mean|, u =
+    // EPSILON/2, plus the products' and the weight's rounding; one addition for BOS alone).
+    let one_signed = match writers.as_slice() {
+        [h] if {
+            let t = terms(h);
+            t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0)
+        } =>
+        {
+            Some(if bos_only(h) { 8.0 } else { ((plan.max_len + 1) as f64 / 2.0 + 2.0).max(8.0) })
+        }
+        _ => None,
+    };
+    let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * mean_ulps(plan, h) * u * head_vmax(sched, h)).sum::<f64>()).sum();
     (one_signed, at_largest)
 }
 
 /// The heads' share of the output's f32 error at a value of magnitude `mag`, given the output
 /// slot's [`head_rounding`]: at the value itself when one head writes it from one-signed terms,
 /// else at the largest values the heads average.
-fn heads_error((one_signed, at_largest): (bool, f64), mag: f64) -> f64 {
-    if one_signed {
-        8.0 * f32::EPSILON as f64 * mag
-    } else {
-        at_largest
+fn heads_error((one_signed, at_largest): (Option<f64>, f64), mag: f64) -> f64 {
+    match one_signed {
+        Some(ulps) => ulps * f32::EPSILON as f64 * mag,
+        None => at_largest,
     }
 }
 
@@ -418,7 +448,17 @@ pub fn output_rounding(plan: &Plan, sched: &Schedule) -> f64 {
 /// output's own rounding only).
 fn scaled_means_rounding(plan: &Plan, sched: &Schedule) -> f64 {
     let u = f32::EPSILON as f64;
-    let head_written = |r: SlotId| sched.time.keys().any(|&b| matches!(&plan.blocks[b].kind, BlockKind::Head(h) if h.o.iter().any(|o| o.slot == r)));
+    // The ulps of the largest mean of a head writing r (None: no head writes it).
+    let head_written = |r: SlotId| {
+        sched
+            .time
+            .keys()
+            .filter_map(|&b| match &plan.blocks[b].kind {
+                BlockKind::Head(h) if h.o.iter().any(|o| o.slot == r) => Some(mean_ulps(plan, h)),
+                _ => None,
+            })
+            .reduce(f64::max)
+    };
     let mut worst = 0.0f64;
     for &b in sched.time.keys() {
         let BlockKind::Mlp(m) = &plan.blocks[b].kind else { continue };
@@ -431,9 +471,9 @@ fn scaled_means_rounding(plan: &Plan, sched: &Schedule) -> f64 {
                 if col == c
                     && wi.abs() <= 1.0
                     && let SlotEnc::Num { points: Some(p) } = &plan.slots[r].enc
-                    && head_written(r)
+                    && let Some(ulps) = head_written(r)
                 {
-                    e += wi.abs() * 8.0 * u * p.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                    e += wi.abs() * ulps * u * p.iter().fold(0.0f64, |m, x| m.max(x.abs()));
                 }
             }
             worst = worst.max(w.abs() * e);

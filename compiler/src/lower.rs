@@ -261,6 +261,7 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         output_ints: lw.ivs.get(&root).filter(|iv| iv.int).map(|iv| (iv.lo, iv.hi)),
         grid_reads: lw.grid_reads,
         parts: std::collections::BTreeMap::new(),
+        max_len: opts.max_len,
     };
     Ok((plan, differ))
 }

@@ -218,6 +218,8 @@ pub struct Plan {
     /// Numerical values stored as partial sums: a slot, and the further slots whose numbers
     /// add to its own (the checkpoint layout lists them as the entry's `parts`).
     pub parts: std::collections::BTreeMap<SlotId, Vec<SlotId>>,
+    /// The longest input (positions after BOS): a head averages at most max_len + 1 values.
+    pub max_len: usize,
 }
 
 #[derive(Clone, Debug)]

@@ -1101,6 +1101,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         output_ints: None,
         grid_reads: BTreeMap::new(),
         parts: lw.groups.values().map(|g| (g.slots[0], g.slots[1..].to_vec())).collect(),
+        max_len,
     };
     Ok((plan, Report { sops: lw.report, output_bound: bound.f32, output_bound_f64: bound.f64 }))
 }

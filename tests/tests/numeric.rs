@@ -378,3 +378,24 @@ fn an_s_op_read_twice_by_a_map_is_one_value() {
         check(&b, 16, 300);
     }
 }
+
+/// A mean of many large values rounds in f32 like a sum of that many terms: the tolerance of
+/// `a - b` (two means of up to 113 values near 2^20, max-len 112) covers the textbook bound for
+/// summing them (u·Σ|partial sums| ≤ u·(c + 1)/2·max|v| per head, u = 2^-24, c = 113 terms),
+/// not a fixed 8 ulps (helper e7 measured 27 ulps in the torch form, 0.85 of a tolerance of 2.0).
+/// Checked against the interpreter on random inputs and on the all-2^20+1 input.
+#[test]
+fn a_mean_of_many_large_values_is_charged_its_summation_rounding() {
+    let src = "a = aggregate(select(indices, indices, <=), tokens_int, 0);\nb = aggregate(select(indices, indices, >=), tokens_int, 0);\nprog = a - b;\n";
+    let (big, n) = (1_048_576i64, 112usize);
+    let vocab = vec![Atom::Int(big), Atom::Int(big + 1)];
+    let b = build(src, "prog", vocab, n);
+    let tol = b.compiled.checkpoint.output.tolerance;
+    let textbook = 2.0 * 2f64.powi(-24) * (n as f64 + 2.0) / 2.0 * (big + 1) as f64;
+    assert!(tol >= textbook, "tolerance {tol} below the summation bound {textbook}");
+    check(&b, n, 200);
+    let model = raspc_runtime::Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
+    let seqs = vec![vec![1usize; n], (0..n).map(|i| i % 2).collect()];
+    let rep = verify(&b.session.graph, b.root, &model, &b.vocab, &seqs, &[raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft], &mut |_| {}).unwrap();
+    assert_eq!((rep.checked, rep.failed), (2, 0), "{:?}", rep.examples.first());
+}
