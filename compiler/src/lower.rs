@@ -377,13 +377,50 @@ impl Lowerer<'_> {
             ValueSet::Finite(s) => Ok(s.iter().cloned().collect()),
             ValueSet::Unbounded => {
                 let what = crate::names::describe(self.g, id);
-                Err(self.err(id, "compile::unbounded", format!("{what} takes too many values to list")).with_label("too many possible values").with_note(format!(
+                let mut d = self.err(id, "compile::unbounded", format!("{what} takes too many values to list")).with_label("too many possible values").with_note(format!(
                     "with these inputs and --max-len {}, {what} could take more than {} values; a categorical encoding needs a finite set: a smaller --vocab or --max-len, or `--encoding NAME=numerical` on a named s-op that feeds it, can bound it",
                     self.opts.max_len,
                     crate::infer::MAX_VALUES
-                )))
+                ));
+                // Where the values multiply: a mean of whole numbers that can be a fraction
+                // (helper a6: a carry read through a selector meant to pick one key was blamed
+                // on `10 * cout` four lines later).
+                if let Some(m) = self.fractional_mean(id) {
+                    let who = crate::names::describe(self.g, m);
+                    d = d.with_secondary(crate::names::place(self.g, m), "a mean of whole numbers: it can be a fraction").with_note(format!(
+                        "{who} averages whole numbers, so it can be a fraction, and what is computed from it multiplies its values; if its selector is meant to keep one key (a lookup), the compiler could not prove it: `==` on an injective function of `indices` or on a `selector_width` rank is proved, and `round(...)` keeps a value whole"
+                    ));
+                }
+                Err(d)
             }
         }
+    }
+
+    /// An aggregate feeding `id` whose values are whole numbers (or booleans) but whose mean can
+    /// be a fraction, nearest to `id` first.
+    fn fractional_mean(&self, id: NodeId) -> Option<NodeId> {
+        let whole = |a: &Atom| !a.is_str() && a.as_f64().is_some_and(|x| x.fract() == 0.0);
+        let mut frontier = vec![id];
+        let mut seen = std::collections::HashSet::new();
+        while !frontier.is_empty() {
+            let mut next = vec![];
+            for n in frontier {
+                if !seen.insert(n) {
+                    continue;
+                }
+                if let NodeKind::Aggregate { values, .. } = &self.g.node(n).kind
+                    && let (Some(ValueSet::Finite(vs)), Some(ValueSet::Finite(ms))) = (self.sets.get(values), self.sets.get(&n))
+                    && !vs.is_empty()
+                    && vs.iter().all(whole)
+                    && ms.iter().any(|a| !a.is_str() && a.as_f64().is_some_and(|x| x.fract() != 0.0))
+                {
+                    return Some(n);
+                }
+                next.extend(self.g.node(n).kind.operands());
+            }
+            frontier = next;
+        }
+        None
     }
 
     /// User overrides must name s-ops of the program, and make sense for them.

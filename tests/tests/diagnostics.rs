@@ -710,6 +710,28 @@ fn values_equal_up_to_rounding_and_floor_division_get_advice_that_works() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Too many values, blamed where they explode (`10 * cout`), also point at where they come from:
+/// a mean of whole numbers that can be a fraction (here a carry read through a selector meant to
+/// keep one key, which the compiler cannot prove; helper a6's long addition with a rank computed
+/// as mean × count).
+#[test]
+fn too_many_values_point_at_the_mean_that_makes_fractions() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-frac-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("carry.rasp");
+    std::fs::write(
+        &p,
+        "d = tokens_int;\nnine = d == 9;\ncnt = round(aggregate(select(indices, indices, >), indicator(not nine), 0) * (length - indices - 1));\ncarry = aggregate(select(cnt, cnt - 1, ==) and select(nine, False, ==), indicator(d > 4), 0);\ns = d + carry;\ndigit = s % 10;\ncout = round((s - digit) / 10);\nprog = digit + 10 * cout;\n",
+    )
+    .unwrap();
+    let out = dir.join("carry.safetensors");
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "[0,1,2,3,4,5,6,7,8,9]", "--max-len", "8", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::unbounded") && err.contains("carry.rasp:8:"), "{err}");
+    assert!(err.contains("4 │ carry = aggregate(") && err.contains("a mean of whole numbers: it can be a fraction") && err.contains("`carry` averages whole numbers"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A step read by another s-op is refused where it is read, and the conditional that makes it is
 /// pointed at too (helper r: the paper's MaxMin flip `1 if d < 0 else 0` was reported only at
 /// the line reading it).
