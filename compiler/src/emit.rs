@@ -100,7 +100,8 @@ fn magnitudes(plan: &Plan, time: &BTreeMap<BlockId, usize>) -> Vec<f64> {
     for &b in time.keys() {
         match &plan.blocks[b].kind {
             BlockKind::Head(h) => {
-                let vmax = h.v.iter().map(|i| i.w.abs() * mag(&acc, i.slot)).fold(0.0f64, f64::max);
+                let cur: Vec<f64> = (0..plan.slots.len()).map(|i| mag(&acc, SlotId(i))).collect();
+                let vmax = value_magnitude(&cur, h);
                 for o in &h.o {
                     acc[o.slot.0] += o.w.abs() * vmax;
                 }
@@ -155,7 +156,23 @@ fn written(block: &Block) -> impl Iterator<Item = SlotId> + '_ {
 /// The largest magnitude a head's value vectors carry (a numerical slot's largest point times its
 /// weight; 1 for one-hot dims).
 fn head_vmax(sched: &Schedule, h: &crate::plan::Head) -> f64 {
-    h.v.iter().map(|&In { slot: s, w, .. }| w.abs() * sched.mags[s.0]).fold(1e-12f64, f64::max)
+    value_magnitude(&sched.mags, h)
+}
+
+/// The largest magnitude of a head's value vector, per column: the sum over the slots it reads
+/// there of each slot's largest |w|·magnitude (one dim of a one-hot slot is nonzero at a time;
+/// a real-valued head's value may add several slots in one column: review), the largest column.
+fn value_magnitude(mags: &[f64], h: &crate::plan::Head) -> f64 {
+    let mut per: BTreeMap<(usize, SlotId), f64> = BTreeMap::new();
+    for &In { slot, col, w, .. } in &h.v {
+        let e = per.entry((col, slot)).or_default();
+        *e = e.max(w.abs() * mags[slot.0]);
+    }
+    let mut cols: BTreeMap<usize, f64> = BTreeMap::new();
+    for ((col, _), m) in per {
+        *cols.entry(col).or_default() += m;
+    }
+    cols.values().copied().fold(1e-12f64, f64::max)
 }
 
 /// A head's mean rounds in f32 by at most about this many ulps (f32::EPSILON) of the largest
@@ -314,13 +331,17 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
         return e;
     }
     let slot_max = |t: SlotId| -> f64 { sched.mags[t.0] };
-    // Inputs with a finite set of values are read exactly (staircases and one-hot units are
-    // built to tolerate their errors); others pass their error on.
-    let mut read_err = |t: SlotId| -> f64 {
+    // An MLP reads inputs with a finite set of values exactly (staircases and one-hot units are
+    // built to tolerate their errors); a head averages a number as it is, listed or not (its
+    // error passes on: review). `averaged`: read by a head.
+    let mut read_err = |t: SlotId, averaged: bool| -> f64 {
         match &plan.slots[t].enc {
-            SlotEnc::Cat(_) | SlotEnc::Num { points: Some(_) } => 0.0,
+            SlotEnc::Cat(_) => 0.0,
+            SlotEnc::Num { points: Some(_) } if !averaged => 0.0,
             SlotEnc::Num { .. } if depth < 8 => slot_error_memo(plan, sched, t, depth + 1, memo),
-            SlotEnc::Num { .. } => 1.0,
+            // Past the depth followed: as large as the value itself (review: a fixed 1.0 was on
+            // scale only while every such slot was taken to be at most 1).
+            SlotEnc::Num { .. } => sched.mags[t.0],
         }
     };
     let u = f32::EPSILON as f64;
@@ -331,7 +352,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
                 for &Out { slot: t, w, .. } in &h.o {
                     if t == s {
                         // A mean of values each off by at most e is off by at most e.
-                        let read = h.v.iter().map(|i| i.w.abs() * read_err(i.slot)).fold(0.0f64, f64::max);
+                        let read = h.v.iter().map(|i| i.w.abs() * read_err(i.slot, true)).fold(0.0f64, f64::max);
                         let vmax = head_vmax(sched, h);
                         e += w.abs() * (head_budget(plan, sched, b, h) + mean_ulps(plan, h) * u * vmax + read);
                     }
@@ -346,7 +367,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
                     for &In { slot: r, col, w: wi, .. } in &m.w_in {
                         if col == c {
                             mag += wi.abs() * slot_max(r);
-                            err += wi.abs() * read_err(r);
+                            err += wi.abs() * read_err(r, false);
                         }
                     }
                     e += w.abs() * (err + 8.0 * u * mag);

@@ -236,7 +236,7 @@ fn lexicographic(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: &
 }
 
 /// Most distinct nonzero values a counted sum is split into widths for (one head each).
-const MAX_WIDTH_TERMS: usize = 8;
+const MAX_WIDTH_TERMS: usize = 16;
 
 /// `aggregate(s, v, d) * f` (either order) with `s` a positional selector and `f` a function of
 /// `indices` and `length` equal to `λ·count(i, l)` at every grid pair (i, l), `count` the number

@@ -1213,8 +1213,18 @@ impl<T: Real> FastModel<T> {
                 HeadKind::Token { scores } => {
                     // Scores past f32 (or NaN) keep keys that mean nothing: refused, as soft
                     // attention's weights are (helper d6: an overflowing head decoded [1, 1, 1]).
+                    // Only the entries of the tokens this input holds (review: one overflowing
+                    // token refused every input, where candle ran those without it).
                     if check && !h.scores_finite {
-                        return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention scores)") });
+                        let vocab = self.vocab;
+                        let mut present = vec![false; vocab];
+                        for &id in ids {
+                            present[id as usize] = true;
+                        }
+                        let bad = (0..vocab).filter(|&a| present[a]).any(|a| (0..vocab).any(|b| present[b] && !scores[a * vocab + b].is_finite()));
+                        if bad {
+                            return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention scores)") });
+                        }
                     }
                     self.values(h, t, ws);
                     self.head_token(h, scores, ids, ws);

@@ -399,3 +399,14 @@ fn a_mean_of_many_large_values_is_charged_its_summation_rounding() {
     let rep = verify(&b.session.graph, b.root, &model, &b.vocab, &seqs, &[raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft], &mut |_| {}).unwrap();
     assert_eq!((rep.checked, rep.failed), (2, 0), "{:?}", rep.examples.first());
 }
+
+/// A suffix sum of digits times the number of keys (`mean * (length - indices)`) is split into
+/// one width per nonzero digit: nine heads for digits 1-9, within the 16 allowed (it was 8, and
+/// the decimal idiom was refused at max-len 16 where the prefix form compiled; helper a6).
+#[test]
+fn a_suffix_sum_of_decimal_digits_compiles() {
+    let src = "prog = round(aggregate(select(indices, indices, >=), tokens_int) * (length - indices));\n";
+    let vocab: Vec<Atom> = (0..10).map(Atom::Int).collect();
+    let b = build(src, "prog", vocab, 16);
+    check(&b, 16, 300);
+}

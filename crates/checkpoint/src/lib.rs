@@ -789,7 +789,8 @@ impl Checkpoint {
     }
 
     /// Reads and validates a checkpoint. Every size is checked against `limits` before
-    /// anything of that size is allocated; the tensor data is checked against its hash last.
+    /// anything of that size is allocated; the tensor data is checked against its hash once the
+    /// names, dtypes and shapes are known, before its values and the readout are.
     pub fn from_bytes_with(bytes: &[u8], limits: &Limits) -> Result<Checkpoint, CheckpointError> {
         let Some(head) = bytes.first_chunk::<8>() else {
             return Err(CheckpointError::NotSafetensors(format!("{} bytes is too short for a safetensors header", bytes.len())));

@@ -335,7 +335,9 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
                     }
                 }
             }
-            if o.worst.is_none() || abs > o.max_abs_err || abs.is_nan() {
+            // A NaN entry stays the worst (review: a later finite error replaced it).
+            let worst_nan = o.worst.is_some_and(|w| (w.u - w.t).is_nan());
+            if !worst_nan && (o.worst.is_none() || abs > o.max_abs_err || abs.is_nan()) {
                 let (nv, dv) = (u.shape.n * u.shape.dv, u.shape.dv);
                 o.worst = Some(WorstEntry {
                     trial: o.trials,
@@ -350,8 +352,9 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
             o.min_max_t = o.min_max_t.min(max_t);
             let scale = max_t.max(1e-300);
             let rel = abs / scale;
-            o.max_abs_err = o.max_abs_err.max(abs);
-            o.max_rel_err = o.max_rel_err.max(rel);
+            // (f64::max drops a NaN: keep it.)
+            o.max_abs_err = if abs.is_nan() || o.max_abs_err.is_nan() { f64::NAN } else { o.max_abs_err.max(abs) };
+            o.max_rel_err = if rel.is_nan() || o.max_rel_err.is_nan() { f64::NAN } else { o.max_rel_err.max(rel) };
             let over_bound = abs.is_nan() || abs > bound;
             o.bound_violations += over_bound as usize;
             if over_bound || (gated && (rel.is_nan() || rel > tolerance)) {

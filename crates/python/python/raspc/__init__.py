@@ -604,6 +604,8 @@ def _real_array(name, value):
     import numpy as np
 
     if hasattr(value, "detach") and hasattr(value, "cpu"):
+        if getattr(value, "is_complex", lambda: False)():
+            raise RaspcError(f"{name} holds complex numbers: T's entries are real")
         try:
             import torch
 
@@ -660,6 +662,8 @@ def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0,
         if q.shape != k.shape or q.ndim not in (2, 3):
             raise RaspcError(f"W_Q {q.shape} and W_K {k.shape} must have one shape, [d, d_head] or [heads, d, d_head]")
         a = np.einsum("...ik,...jk->...ij", q, k) * float(scale)
+        if v is not None and w_v is not None:
+            raise RaspcError("give v or w_v, not both")
         if v is None:
             v = w_v
     elif w_v is not None:
