@@ -550,10 +550,19 @@ impl Lowerer<'_> {
 
     /// True when the selector provably selects only keys at or before the query.
     fn backward(&self, sel: NodeId) -> bool {
-        if let NodeKind::SelectAnd(a, b) = &self.g.node(sel).kind
-            && (self.backward(*a) || self.backward(*b))
-        {
-            return true;
+        self.backward_as(sel, false)
+    }
+
+    /// [`backward`](Self::backward) of `sel`, or of `not sel` when `negated`: `a and b` when
+    /// either side is, `a or b` when both are (helper g8: two backward `and`s joined by `or` were
+    /// refused), `not` pushed inward (`not (a or b)` is `not a and not b`); otherwise every
+    /// (key, query) pair of a selector over functions of `indices`.
+    fn backward_as(&self, sel: NodeId, negated: bool) -> bool {
+        match (&self.g.node(sel).kind, negated) {
+            (NodeKind::SelectAnd(a, b), false) | (NodeKind::SelectOr(a, b), true) if self.backward_as(*a, negated) || self.backward_as(*b, negated) => return true,
+            (NodeKind::SelectOr(a, b), false) | (NodeKind::SelectAnd(a, b), true) if self.backward_as(*a, negated) && self.backward_as(*b, negated) => return true,
+            (NodeKind::SelectNot(a), _) if self.backward_as(*a, !negated) => return true,
+            _ => {}
         }
         // All leaves compare functions of indices: check every (key, query) position pair.
         let n = self.opts.max_len as i64;
@@ -575,7 +584,7 @@ impl Lowerer<'_> {
         }
         for q in 0..n {
             for k in (q + 1)..n {
-                if self.eval_selector(sel, &|x| fns[&x][k as usize].clone(), &|x| fns[&x][q as usize].clone()) {
+                if self.eval_selector(sel, &|x| fns[&x][k as usize].clone(), &|x| fns[&x][q as usize].clone()) != negated {
                     return false;
                 }
             }

@@ -577,14 +577,20 @@ pub fn build_pl_with(f: &F, lo: f64, hi: f64, target: &dyn Fn(Iv) -> f64) -> Res
     // continuous, so near the breakpoint it misses one side by the jump (helper h8: `x if x >
     // 0.0000005 else 0` on [-1e-6, 1e-6] jumped by 5e-7 and was certified to 1e-12).
     let mut jump = 0.0f64;
-    for &b in &cuts[1..cuts.len() - 1] {
+    for (i, &b) in cuts.iter().enumerate().take(cuts.len() - 1).skip(1) {
         let h = 1e-9 * (1.0 + b.abs());
         let (l, r) = (f.eval(b - h), f.eval(b + h));
-        // The jump, probed closer in, plus what f's steepest slope there (on either side) can
-        // change over the probe's width: a kink (relu) adds about 1e-13 of its slope.
-        let h2 = h * 1e-4;
-        let slope = f.jet(Iv { lo: b - h, hi: b + h }, b).map_or(f64::INFINITY, |j| j[1].mag());
-        let near = (f.eval(b - h2) - f.eval(b + h2)).abs() + 2.0 * h2 * slope;
+        // The jump: where f is affine on both neighbouring pieces, the difference of their
+        // limits at b (0 for a kink such as relu's); otherwise probed closer in, plus what f's
+        // steepest slope there can change over the probe's width.
+        let near = match (f.affine_at(0.5 * (cuts[i - 1] + b)), f.affine_at(0.5 * (b + cuts[i + 1]))) {
+            (Some((al, cl)), Some((ar, cr))) => ((al * b + cl) - (ar * b + cr)).abs(),
+            _ => {
+                let h2 = h * 1e-4;
+                let slope = f.jet(Iv { lo: b - h, hi: b + h }, b).map_or(f64::INFINITY, |j| j[1].mag());
+                (f.eval(b - h2) - f.eval(b + h2)).abs() + 2.0 * h2 * slope
+            }
+        };
         if near.is_finite() {
             jump = jump.max(near);
         }

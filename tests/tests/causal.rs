@@ -32,3 +32,23 @@ fn and_of_a_backward_selector_is_causal_in_either_order() {
         assert!(e.contains("with --causal"), "{sel}: {e}");
     }
 }
+
+/// `or` of two backward selectors looks backward, and so does `not` of a selector whose
+/// negation does (`not (a or b)` is `not a and not b`): a running count of two tokens written
+/// with `or`, or with De Morgan, was refused (helper g8). One side looking ahead is still refused.
+#[test]
+fn or_and_not_of_backward_selectors_are_causal() {
+    for sel in [
+        "(select(tokens, \"a\", ==) and select(indices, indices, <=)) or (select(tokens, \"b\", ==) and select(indices, indices, <=))",
+        "not (select(tokens, tokens, !=) or select(indices, indices, >))",
+        "not (select(indices, indices, >) or select(tokens, \"c\", ==))",
+    ] {
+        let src = format!("w = selector_width({sel});\ny = aggregate(select(indices, indices, <=), w);");
+        assert_eq!(verify_causal(&src), Ok((363, 0)), "{sel}");
+    }
+    for sel in ["(select(tokens, \"a\", ==) and select(indices, indices, <=)) or select(tokens, \"b\", ==)", "not (select(tokens, tokens, !=) or select(indices, indices, <))"] {
+        let src = format!("w = selector_width({sel});\ny = aggregate(select(indices, indices, <=), w);");
+        let e = verify_causal(&src).unwrap_err();
+        assert!(e.contains("with --causal"), "{sel}: {e}");
+    }
+}
