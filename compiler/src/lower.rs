@@ -661,7 +661,11 @@ impl Lowerer<'_> {
                 return Err(self
                     .err(id, "compile::unsupported", format!("`aggregate_max` (`{label}`) compiles only for real-valued inputs"))
                     .with_label("a maximum over selected keys")
-                    .with_note("give the input's bounds with --input-bounds LO,HI; the maximum is then one hard-attention head"));
+                    .with_note(if self.opts.causal {
+                        "real-valued programs compile without --causal only (give the input's bounds with --input-bounds LO,HI and drop --causal); the maximum is then one hard-attention head"
+                    } else {
+                        "give the input's bounds with --input-bounds LO,HI; the maximum is then one hard-attention head"
+                    }));
             }
             // Selectors get no slot: heads read them through their operands.
             NodeKind::Select { .. } | NodeKind::SelectAnd(..) | NodeKind::SelectOr(..) | NodeKind::SelectNot(_) => {}

@@ -1480,3 +1480,20 @@ fn a_negative_number_for_an_option_is_named() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "['1', '-']\n");
 }
+
+/// `compile --bounds` prints small interval ends in exponent form ([0, 1e-6] was `[0.0000,
+/// 0.0000]`: helper h8), and `aggregate_max` under --causal says both what to add and what to drop.
+#[test]
+fn bounds_print_small_intervals_and_aggregate_max_advice_fits_causal() {
+    let p = temp("tiny.rasp");
+    std::fs::write(&p, "x = tokens_float;\ny = x if x > 0.0000005 else 0;\n").unwrap();
+    let o = temp("tiny.safetensors");
+    let (code, out, err) = cli(&["compile", p.to_str().unwrap(), "--input-bounds=-0.000001,0.000001", "--max-len", "2", "-o", o.to_str().unwrap(), "--force", "--bounds"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("y: [0.0000, 1.0000e-6] err 5.000e-7"), "{out}");
+    let m = temp("amax.rasp");
+    std::fs::write(&m, "y = aggregate_max(select(indices, indices, <=), tokens_int);\n").unwrap();
+    let (code, _, err) = cli(&["compile", m.to_str().unwrap(), "--vocab", "[1,2]", "--max-len", "4", "--causal", "-o", o.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("drop --causal"), "{err}");
+}

@@ -74,7 +74,10 @@ pub(crate) fn compile_cmd(
     if let Some(r) = &built.compiled.report {
         if bounds {
             for b in &r.sops {
-                let _ = writeln!(out, "  {}: [{:.4}, {:.4}] err {:.3e} (f64: {:.3e})", b.label, b.lo, b.hi, b.err, b.err_f64);
+                // Four decimals where they say something; small or large ends in exponent form
+                // (an interval [0, 1e-6] printed as [0.0000, 0.0000]: helper h8).
+                let end = |x: f64| if x == 0.0 || (1e-3..1e6).contains(&x.abs()) { format!("{x:.4}") } else { format!("{x:.4e}") };
+                let _ = writeln!(out, "  {}: [{}, {}] err {:.3e} (f64: {:.3e})", b.label, end(b.lo), end(b.hi), b.err, b.err_f64);
             }
         }
         let _ = writeln!(
