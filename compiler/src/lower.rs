@@ -416,7 +416,13 @@ impl Lowerer<'_> {
                 {
                     return Some(n);
                 }
-                next.extend(self.g.node(n).kind.operands());
+                // Only through values that are unbounded or fractional themselves (a mean read
+                // as a boolean, `f > 0.5`, does not multiply anything: review rv9).
+                next.extend(self.g.node(n).kind.operands().into_iter().filter(|o| match self.sets.get(o) {
+                    Some(ValueSet::Unbounded) => true,
+                    Some(ValueSet::Finite(s)) => s.iter().any(|a| !a.is_str() && a.as_f64().is_some_and(|x| x.fract() != 0.0)),
+                    None => false,
+                }));
             }
             frontier = next;
         }

@@ -583,18 +583,30 @@ pub fn build_pl_with(f: &F, lo: f64, hi: f64, target: &dyn Fn(Iv) -> f64) -> Res
         // The jump: where f is affine on both neighbouring pieces, the difference of their
         // limits at b (0 for a kink such as relu's); otherwise probed closer in, plus what f's
         // steepest slope there can change over the probe's width.
-        let near = match (f.affine_at(0.5 * (cuts[i - 1] + b)), f.affine_at(0.5 * (b + cuts[i + 1]))) {
-            (Some((al, cl)), Some((ar, cr))) => ((al * b + cl) - (ar * b + cr)).abs(),
+        // The value at b itself is a knot of the interpolant: it must agree with both limits
+        // (`1 if x > 0 else (1 if x < 0 else 0)` dips to 0 at one point: review rv9).
+        let fb = f.eval(b);
+        let (lim_l, lim_r, near) = match (f.affine_at(0.5 * (cuts[i - 1] + b)), f.affine_at(0.5 * (b + cuts[i + 1]))) {
+            (Some((al, cl)), Some((ar, cr))) => {
+                let (ll, rr) = (al * b + cl, ar * b + cr);
+                (ll, rr, (ll - rr).abs().max((fb - ll).abs()).max((fb - rr).abs()))
+            }
             _ => {
+                // Each side's slope from a one-sided jet; a side where f is not bounded (a
+                // branch undefined past b) cannot have its jump measured: refused, not skipped.
                 let h2 = h * 1e-4;
-                let slope = f.jet(Iv { lo: b - h, hi: b + h }, b).map_or(f64::INFINITY, |j| j[1].mag());
-                (f.eval(b - h2) - f.eval(b + h2)).abs() + 2.0 * h2 * slope
+                let side = |a: f64, z: f64| f.jet(Iv { lo: a, hi: z }, 0.5 * (a + z)).map_or(f64::INFINITY, |j| j[1].mag());
+                let slope = side(b - h, b - h2 * 0.5).max(side(b + h2 * 0.5, b + h));
+                let (ll, rr) = (f.eval(b - h2), f.eval(b + h2));
+                let d = (ll - rr).abs().max((fb - ll).abs()).max((fb - rr).abs()) + 2.0 * h2 * slope;
+                (ll, rr, d)
             }
         };
-        if near.is_finite() {
-            jump = jump.max(near);
+        if !near.is_finite() {
+            return Err(format!("the function's slope is unbounded at {b} (a piecewise-linear MLP cannot be certified there): keep its argument away from {b}, as in `(x + 0.001) ^ 0.5` for a square root"));
         }
-        if (l - r).abs() > 1e-6 * (1.0 + l.abs().max(r.abs())) {
+        jump = jump.max(near);
+        if (l - r).abs() > 1e-6 * (1.0 + l.abs().max(r.abs())) || (fb - lim_l).abs().max((fb - lim_r).abs()) > 1e-6 * (1.0 + fb.abs().max(lim_l.abs()).max(lim_r.abs())) {
             // Continuous but steep (`max(x, 0) ^ 0.5` at 0): closer in, the difference shrinks.
             let h2 = h * 1e-4;
             let (l2, r2) = (f.eval(b - h2), f.eval(b + h2));

@@ -322,6 +322,14 @@ fn a_small_jump_is_charged_to_the_certificate() {
             within_both_bounds(&b, &inputs);
         }
     }
+    // A side that is not affine (a power) is measured too, not skipped; a value at the
+    // breakpoint that neither side reaches (a one-point dip) is a jump (review rv9: certified to
+    // 4.7e-11 and 3.6e-7 and off by 5e-7 and 0.5).
+    let b = build("x = tokens_float;\ny = (x - 0.0000999995) ^ 2.5 if x >= 0.0001 else 0.0000005;", 3, 0.0, 2e-4, MlpMode::Relu).unwrap();
+    // (Inputs past 0.0000999995 only: the interpreter computes the power at every position.)
+    within_both_bounds(&b, &[vec![0.0000999998, 0.0001, 0.00010001], vec![0.0000999996, 0.00015, 0.0002]]);
+    let e = build("x = tokens_float;\ny = 1 if x > 0 else (1 if x < 0 else 0);", 3, -1.0, 1.0, MlpMode::Relu).err().expect("a one-point dip is refused");
+    assert!(e.contains("jumps at 0"), "{e}");
 }
 
 #[test]
