@@ -100,8 +100,7 @@ fn magnitudes(plan: &Plan, time: &BTreeMap<BlockId, usize>) -> Vec<f64> {
     for &b in time.keys() {
         match &plan.blocks[b].kind {
             BlockKind::Head(h) => {
-                let cur: Vec<f64> = (0..plan.slots.len()).map(|i| mag(&acc, SlotId(i))).collect();
-                let vmax = value_magnitude(&cur, h);
+                let vmax = value_magnitude(|s| mag(&acc, s), h);
                 for o in &h.o {
                     acc[o.slot.0] += o.w.abs() * vmax;
                 }
@@ -156,17 +155,17 @@ fn written(block: &Block) -> impl Iterator<Item = SlotId> + '_ {
 /// The largest magnitude a head's value vectors carry (a numerical slot's largest point times its
 /// weight; 1 for one-hot dims).
 fn head_vmax(sched: &Schedule, h: &crate::plan::Head) -> f64 {
-    value_magnitude(&sched.mags, h)
+    value_magnitude(|s| sched.mags[s.0], h)
 }
 
 /// The largest magnitude of a head's value vector, per column: the sum over the slots it reads
 /// there of each slot's largest |w|·magnitude (one dim of a one-hot slot is nonzero at a time;
 /// a real-valued head's value may add several slots in one column: review), the largest column.
-fn value_magnitude(mags: &[f64], h: &crate::plan::Head) -> f64 {
+fn value_magnitude(mag: impl Fn(SlotId) -> f64, h: &crate::plan::Head) -> f64 {
     let mut per: BTreeMap<(usize, SlotId), f64> = BTreeMap::new();
     for &In { slot, col, w, .. } in &h.v {
         let e = per.entry((col, slot)).or_default();
-        *e = e.max(w.abs() * mags[slot.0]);
+        *e = e.max(w.abs() * mag(slot));
     }
     let mut cols: BTreeMap<usize, f64> = BTreeMap::new();
     for ((col, _), m) in per {

@@ -188,13 +188,17 @@ pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Resul
 /// [`load_target`] make them), so the f32 certificate charges no input rounding; false for
 /// entries given in f64 (the Python package's arrays), whose rounding it then charges.
 pub fn build_with(s: Shape, mlp: MlpMode, bound: f64, x_bound: f64, pl_error: Option<f64>, f32_inputs: bool) -> Result<BuiltU, String> {
-    build_bounds(s, mlp, Bounds { x: x_bound, a: bound, v: bound }, pl_error, f32_inputs).map_err(|e| {
-        let advice = match mlp {
-            MlpMode::Relu => "ReLU U interpolates its products, which stops at about n = d = dv = 18 for entries in [-1, 1]: `--mlp gated` (exact products) reaches 64, or use smaller shapes or --bound",
-            MlpMode::Gated => "smaller shapes, --bound or --x-bound keep U's intermediate values within what it can approximate",
-        };
-        format!("{e}\n  = {advice}")
-    })
+    build_bounds(s, mlp, Bounds { x: x_bound, a: bound, v: bound }, pl_error, f32_inputs).map_err(|e| format!("{e}\n  = {}", advice(mlp)))
+}
+
+/// What to change when U for random T does not compile.
+pub fn advice(mlp: MlpMode) -> &'static str {
+    match mlp {
+        MlpMode::Relu => {
+            "ReLU U interpolates its products, which stops at about n = d = dv = 18 for entries in [-1, 1]: `--mlp gated` (exact products) reaches 64, or use smaller shapes or --bound"
+        }
+        MlpMode::Gated => "smaller shapes, --bound or --x-bound keep U's intermediate values within what it can approximate",
+    }
 }
 
 /// [`build_with`] with a bound per block (X, the A_t, the V_t); a refusal without advice (the

@@ -144,10 +144,10 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
     let built = simulate::build_bounds(shape, a.mlp.mode(), bounds, a.pl_error, true);
     spinner.finish_and_clear();
     let u = built.map_err(|e| {
-        let advice = match (target.is_some(), a.mlp) {
-            (true, _) => "the target's largest entries (the bounds above) take U's intermediate values past what it can approximate: T is unchanged by X/c, A·c², V·c, which can balance them, or try smaller entries",
-            (false, MlpArg::Relu) => "ReLU U interpolates its products, which stops at about n = d = dv = 18 for entries in [-1, 1]: `--mlp gated` (exact products) reaches 64, or use smaller shapes or --bound",
-            (false, MlpArg::Gated) => "smaller shapes, --bound or --x-bound keep U's intermediate values within what it can approximate",
+        let advice = if target.is_some() {
+            "the target's largest entries (the bounds above) take U's intermediate values past what it can approximate: T is unchanged by X/c, A·c², V·c, which can balance them, or try smaller entries"
+        } else {
+            simulate::advice(a.mlp.mode())
         };
         format!("{e}\n  = {advice}")
     })?;
