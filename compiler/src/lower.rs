@@ -500,6 +500,9 @@ impl Lowerer<'_> {
                 NodeKind::SelectorWidth(sel) => stable[sel],
                 NodeKind::Aggregate { sel, values, .. } | NodeKind::AggregateMax { sel, values, .. } => stable[sel] && stable[values],
             };
+            // An s-op with one possible value is that constant whatever follows (`indices <
+            // length` is always true: helper g8).
+            let s = s || (!k.is_selector() && matches!(self.sets.get(&id), Some(ValueSet::Finite(v)) if v.len() == 1));
             stable.insert(id, s);
             // Key-side reads.
             let keys_read: Vec<NodeId> = match k {

@@ -52,3 +52,13 @@ fn or_and_not_of_backward_selectors_are_causal() {
         assert!(e.contains("with --causal"), "{sel}: {e}");
     }
 }
+
+/// An s-op with one possible value is prefix-stable whatever it reads: `indices < length` is
+/// always true, so a mean of it at key positions is fine (it was refused for reading `length`;
+/// helper g8). `length` itself at key positions is still refused.
+#[test]
+fn a_constant_computed_from_length_is_causal() {
+    assert_eq!(verify_causal("x = (indices < length) + 0;\ny = aggregate(select(indices, indices, <=), x);"), Ok((363, 0)));
+    let e = verify_causal("x = length + 0;\ny = aggregate(select(indices, indices, <=), x);").unwrap_err();
+    assert!(e.contains("with --causal"), "{e}");
+}
