@@ -131,7 +131,7 @@ fn magnitudes(plan: &Plan, time: &BTreeMap<BlockId, usize>) -> Vec<f64> {
             }
         }
     }
-    plan.slots.iter().enumerate().map(|(i, s)| listed(s).unwrap_or(acc[i].max(1.0))).collect()
+    (0..plan.slots.len()).map(|i| mag(&acc, SlotId(i))).collect()
 }
 
 /// Every slot a block writes: its own, and the sum slots it also writes into.
@@ -178,12 +178,17 @@ fn value_magnitude(mag: impl Fn(SlotId) -> f64, h: &crate::plan::Head) -> f64 {
 /// value it averages: its c ≤ max_len + 1 terms w·v each round, and their sum, in any order,
 /// by at most u·Σ|partial sums| ≤ u·(c + 1)/2·max|v| (u = EPSILON/2), plus the weight 1/c's own
 /// rounding; never less than the 8 ulps charged before (helper e7: a mean of 113 values near
-/// 2^20 was 27 ulps off, 0.85 of a tolerance that charged 8).
-fn mean_ulps(plan: &Plan, h: &crate::plan::Head) -> f64 {
+/// 2^20 was 27 ulps off, 0.85 of a tolerance that charged 8); 8 for a width's mean ([`bos_only`]).
+/// `of_mean`: relative to the mean itself, for one-signed terms (every partial sum is at most
+/// the mean, so a chain of c additions rounds by at most u·c·|mean|).
+fn mean_ulps(plan: &Plan, h: &crate::plan::Head, of_mean: bool) -> f64 {
+    let c = (plan.max_len + 1) as f64;
     if bos_only(h) {
         8.0
+    } else if of_mean {
+        (c / 2.0 + 2.0).max(8.0)
     } else {
-        ((plan.max_len + 2) as f64 / 4.0 + 2.0).max(8.0)
+        ((c + 1.0) / 4.0 + 2.0).max(8.0)
     }
 }
 
@@ -312,7 +317,15 @@ pub fn derive_beta(plan: &Plan, sched: &Schedule, max_len: usize) -> f64 {
 
 /// Number of live heads writing into slot `t`.
 fn head_writers(plan: &Plan, sched: &Schedule, t: SlotId) -> usize {
-    sched.time.keys().filter(|&&b| matches!(&plan.blocks[b].kind, BlockKind::Head(h) if h.o.iter().any(|e| e.slot == t))).count()
+    heads_writing(plan, sched, t).count()
+}
+
+/// The live heads that write into slot `s`.
+fn heads_writing<'a>(plan: &'a Plan, sched: &'a Schedule, s: SlotId) -> impl Iterator<Item = &'a crate::plan::Head> + 'a {
+    sched.time.keys().filter_map(move |&b| match &plan.blocks[b].kind {
+        BlockKind::Head(h) if h.o.iter().any(|o| o.slot == s) => Some(h),
+        _ => None,
+    })
 }
 
 /// An estimate of the f32 (and soft attention) error of a numerical slot without a finite set:
@@ -329,7 +342,6 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
     if let Some(&e) = memo.get(&s) {
         return e;
     }
-    let slot_max = |t: SlotId| -> f64 { sched.mags[t.0] };
     // An MLP reads inputs with a finite set of values exactly (staircases and one-hot units are
     // built to tolerate their errors); a head averages a number as it is, listed or not (its
     // error passes on: review). `averaged`: read by a head.
@@ -353,7 +365,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
                         // A mean of values each off by at most e is off by at most e.
                         let read = h.v.iter().map(|i| i.w.abs() * read_err(i.slot, true)).fold(0.0f64, f64::max);
                         let vmax = head_vmax(sched, h);
-                        e += w.abs() * (head_budget(plan, sched, b, h) + mean_ulps(plan, h) * u * vmax + read);
+                        e += w.abs() * (head_budget(plan, sched, b, h) + mean_ulps(plan, h, false) * u * vmax + read);
                     }
                 }
             }
@@ -365,7 +377,7 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
                     let (mut mag, mut err) = (m.b_in.get(c).map_or(0.0, |b| b.abs()), 0.0);
                     for &In { slot: r, col, w: wi, .. } in &m.w_in {
                         if col == c {
-                            mag += wi.abs() * slot_max(r);
+                            mag += wi.abs() * sched.mags[r.0];
                             err += wi.abs() * read_err(r, false);
                         }
                     }
@@ -399,14 +411,7 @@ pub struct PrecisionProblem {
 /// largest values.
 fn head_rounding(plan: &Plan, sched: &Schedule, s: SlotId) -> (Option<f64>, f64) {
     let u = f32::EPSILON as f64;
-    let writers: Vec<&crate::plan::Head> = sched
-        .time
-        .keys()
-        .filter_map(|&b| match &plan.blocks[b].kind {
-            BlockKind::Head(h) if h.o.iter().any(|o| o.slot == s) => Some(h),
-            _ => None,
-        })
-        .collect();
+    let writers: Vec<&crate::plan::Head> = heads_writing(plan, sched, s).collect();
     let terms = |h: &crate::plan::Head| -> Vec<f64> {
         h.v.iter()
             .flat_map(|&In { slot, w, .. }| match &plan.slots[slot].enc {
@@ -416,20 +421,18 @@ fn head_rounding(plan: &Plan, sched: &Schedule, s: SlotId) -> (Option<f64>, f64)
             })
             .collect()
     };
-    // One head of one-signed terms: the ulps of the mean itself its rounding takes (every partial
-    // sum is at most the mean, so a chain of c additions rounds by at most u·c·|mean|, u =
-    // EPSILON/2, plus the products' and the weight's rounding; one addition for BOS alone).
+    // One head of one-signed terms: its rounding in ulps of the mean itself ([`mean_ulps`]).
     let one_signed = match writers.as_slice() {
         [h] if {
             let t = terms(h);
             t.iter().all(|&x| x >= 0.0) || t.iter().all(|&x| x <= 0.0)
         } =>
         {
-            Some(if bos_only(h) { 8.0 } else { ((plan.max_len + 1) as f64 / 2.0 + 2.0).max(8.0) })
+            Some(mean_ulps(plan, h, true))
         }
         _ => None,
     };
-    let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * mean_ulps(plan, h) * u * head_vmax(sched, h)).sum::<f64>()).sum();
+    let at_largest = writers.iter().map(|h| h.o.iter().filter(|o| o.slot == s).map(|o| o.w.abs() * mean_ulps(plan, h, false) * u * head_vmax(sched, h)).sum::<f64>()).sum();
     (one_signed, at_largest)
 }
 
@@ -469,16 +472,7 @@ pub fn output_rounding(plan: &Plan, sched: &Schedule) -> f64 {
 fn scaled_means_rounding(plan: &Plan, sched: &Schedule) -> f64 {
     let u = f32::EPSILON as f64;
     // The ulps of the largest mean of a head writing r (None: no head writes it).
-    let head_written = |r: SlotId| {
-        sched
-            .time
-            .keys()
-            .filter_map(|&b| match &plan.blocks[b].kind {
-                BlockKind::Head(h) if h.o.iter().any(|o| o.slot == r) => Some(mean_ulps(plan, h)),
-                _ => None,
-            })
-            .reduce(f64::max)
-    };
+    let head_written = |r: SlotId| heads_writing(plan, sched, r).map(|h| mean_ulps(plan, h, false)).reduce(f64::max);
     let mut worst = 0.0f64;
     for &b in sched.time.keys() {
         let BlockKind::Mlp(m) = &plan.blocks[b].kind else { continue };
