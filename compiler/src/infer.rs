@@ -146,10 +146,11 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
                 if let Some(parts) = parts
                     && let Some(ValueSet::Finite(vs)) = out.get(&parts.1)
                 {
-                    for a in crate::numeric::counted_sum_floats(graph, id, max_len, parts, &vs.iter().cloned().collect::<Vec<_>>()) {
+                    let vs: Vec<Atom> = vs.iter().cloned().collect();
+                    for a in crate::numeric::counted_sum_floats(graph, id, max_len, parts, &vs) {
                         ints.insert(a);
                     }
-                    for a in crate::numeric::counted_sum_extra_floats(graph, id, max_len, extra) {
+                    for a in crate::numeric::counted_sum_extra_floats(graph, id, max_len, parts, &vs, extra) {
                         ints.insert(a);
                     }
                 }

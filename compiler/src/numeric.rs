@@ -271,17 +271,38 @@ pub fn counted_sum_floats(g: &Graph, id: NodeId, max_len: usize, (sel, _, lambda
 
 /// A counted sum `mean * f` ([`counted_sum_parts`]) whose mean may also be one of `extra` (the
 /// floats the interpreter computes for a merged mean, `fa - fb`, where they miss S/c): every
-/// product `x * f(i)` that is not an integer, over the positions i (a superset of what occurs).
-pub fn counted_sum_extra_floats(g: &Graph, id: NodeId, max_len: usize, extra: &std::collections::HashMap<NodeId, Vec<Atom>>) -> Vec<Atom> {
+/// product `x * f(i)` that is not an integer, over the positions i where x can occur (a
+/// superset of what occurs). When the mean's values (`values`) are all integers, its every
+/// float at a position with c keys is S/c up to rounding for an integer S, so x is paired only
+/// with the positions whose count c makes x·c an integer up to 1e-9 relative (a float of the
+/// mean at 6 keys, -1/6, is not the mean at 3 keys: `(fa - fb) * (indices + 1)` never computes
+/// -1/6·3); otherwise with every position.
+pub fn counted_sum_extra_floats(
+    g: &Graph,
+    id: NodeId,
+    max_len: usize,
+    (sel, _, _): (NodeId, NodeId, f64),
+    values: &[Atom],
+    extra: &std::collections::HashMap<NodeId, Vec<Atom>>,
+) -> Vec<Atom> {
     let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return vec![] };
     let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return vec![] };
+    let integer_values = !values.is_empty() && values.iter().all(|a| !a.is_str() && a.as_f64().is_some_and(|x| x.fract() == 0.0));
+    let counts = backward_counts(g, sel, max_len);
+    let can_occur = |x: f64, i: usize| match (&counts, integer_values) {
+        (Some(counts), true) => {
+            let xc = x * counts[i] as f64;
+            (xc - xc.round()).abs() <= 1e-9 * xc.abs().max(1.0)
+        }
+        _ => true,
+    };
     let mut out = std::collections::BTreeSet::new();
     for (m, f) in [(*a, *b), (*b, *a)] {
         let (NodeKind::Aggregate { .. }, Some(more)) = (&g.node(m).kind, extra.get(&m)) else { continue };
         let xs: Vec<f64> = more.iter().filter(|a| !a.is_str()).filter_map(Atom::as_f64).collect();
-        for i in 0..max_len as i64 {
-            let Some(fv) = index_value(g, f, i).and_then(|x| if x.is_str() { None } else { x.as_f64() }) else { continue };
-            for &x in &xs {
+        for i in 0..max_len {
+            let Some(fv) = index_value(g, f, i as i64).and_then(|x| if x.is_str() { None } else { x.as_f64() }) else { continue };
+            for &x in xs.iter().filter(|&&x| can_occur(x, i)) {
                 // (Multiplication is commutative in floating point too.)
                 let p = x * fv;
                 if p.fract() != 0.0 {

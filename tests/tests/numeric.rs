@@ -254,6 +254,25 @@ fn comparisons_of_merged_means_follow_the_interpreters_rounding() {
     assert_eq!(b.compiled.summary.layers, 1, "{}", b.compiled.summary);
 }
 
+/// A difference of prefix means times the prefix count, rounded (`round((fa - fb) * (indices +
+/// 1))`, helper a6): the merged mean's floats at one key count were paired with the factor at
+/// every position (-1/6 at 6 keys times 3 is -0.5, which no input gives), so a value the
+/// program never computes made `round` look rounding-dependent and the program was refused from
+/// max-len 6 on. A float of the mean is paired only with the counts it can occur at.
+#[test]
+fn a_rounded_difference_of_prefix_means_times_the_count_compiles() {
+    let src = "upto = select(indices, indices, <=);\nfa = aggregate(upto, indicator(tokens == \"a\"));\nfb = aggregate(upto, indicator(tokens == \"b\"));\nprog = round((fa - fb) * (indices + 1));\n";
+    let vocab: Vec<Atom> = "abc".chars().map(|c| Atom::Str(c.to_string())).collect();
+    let b = build(src, "prog", vocab.clone(), 6);
+    let model = raspc_runtime::Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
+    let seqs = generate(&Inputs::Exhaustive, vocab.len(), 6).unwrap();
+    let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
+    let rep = verify(&b.session.graph, b.root, &model, &vocab, &seqs, &modes, &mut |_| {}).unwrap();
+    assert_eq!((rep.checked, rep.failed), (seqs.len(), 0), "{:?}", rep.examples.first());
+    let b = build(src, "prog", vocab, 16);
+    check(&b, 16, 300);
+}
+
 /// A prefix count minus 1 (`m * (indices + 1) - 1`): its values include a float next to 0
 /// (1/49·49 - 1), so the tolerance is f32's rounding at the largest value, which missed the
 /// rounding of the mean that the product scales by up to 64 (soft attention: 5 of 1000 inputs
