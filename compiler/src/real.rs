@@ -383,6 +383,42 @@ impl F {
         }
     }
 
+    /// Constant between the flips of its comparisons.
+    fn piecewise_const(&self) -> bool {
+        match self {
+            F::Lin(a, _) => *a == 0.0,
+            F::C(_) | F::Cmp(..) => true,
+            F::Add(x, y) | F::Mul(x, y) | F::Div(x, y) => x.piecewise_const() && y.piecewise_const(),
+            F::Neg(x) | F::Exp(x) | F::Pow(x, _) => x.piecewise_const(),
+            F::Ter(t, _, e) => t.piecewise_const() && e.piecewise_const(),
+        }
+    }
+
+    /// Affine between the flips of its comparisons (what [`Self::affine_at`] reads).
+    fn piecewise_affine(&self) -> bool {
+        match self {
+            F::Lin(..) | F::C(_) | F::Cmp(..) => true,
+            F::Add(x, y) => x.piecewise_affine() && y.piecewise_affine(),
+            F::Neg(x) => x.piecewise_affine(),
+            F::Mul(x, y) => (x.piecewise_const() && y.piecewise_affine()) || (y.piecewise_const() && x.piecewise_affine()),
+            F::Div(x, y) => y.piecewise_const() && x.piecewise_affine(),
+            F::Exp(x) | F::Pow(x, _) => x.piecewise_const(),
+            F::Ter(t, _, e) => t.piecewise_affine() && e.piecewise_affine(),
+        }
+    }
+
+    /// Whether every comparison inside compares piecewise-affine sides ([`Self::breakpoints`]
+    /// finds where such a comparison flips; a comparison of `x*x - 0.5` with 0 it cannot).
+    fn comparisons_affine(&self) -> bool {
+        match self {
+            F::Lin(..) | F::C(_) => true,
+            F::Cmp(x, _, y) => x.piecewise_affine() && y.piecewise_affine() && x.comparisons_affine() && y.comparisons_affine(),
+            F::Add(x, y) | F::Mul(x, y) | F::Div(x, y) => x.comparisons_affine() && y.comparisons_affine(),
+            F::Neg(x) | F::Exp(x) | F::Pow(x, _) => x.comparisons_affine(),
+            F::Ter(t, c, e) => t.comparisons_affine() && c.comparisons_affine() && e.comparisons_affine(),
+        }
+    }
+
     /// Points of `[lo, hi]` where a comparison inside flips. A comparison's sides must be
     /// affine between the breakpoints of the sides themselves (piecewise affine: `max(x, 0)`
     /// compared again, a clamp of a clamp); between two of those points, where the sides are
@@ -2555,9 +2591,54 @@ impl RealLowerer<'_> {
             Ex::Div(a, b) => Ex::Div(arg(self, a)?, arg(self, b)?),
             Ex::Pow(a, b) => Ex::Pow(arg(self, a)?, arg(self, b)?),
             Ex::Cmp(a, op, b) => Ex::Cmp(arg(self, a)?, *op, arg(self, b)?),
-            Ex::Ter(a, b, c) => Ex::Ter(arg(self, a)?, arg(self, b)?, arg(self, c)?),
+            Ex::Ter(a, b, c) => {
+                let cond = arg(self, b)?;
+                let (a, c) = match cond.as_ref() {
+                    Ex::Cmp(l, _, r) => Self::share_condition(a, b, c, (l, r)),
+                    _ => (a.as_ref().clone(), c.as_ref().clone()),
+                };
+                Ex::Ter(arg(self, &a)?, cond, arg(self, &c)?)
+            }
             other => other.clone(),
         })
+    }
+
+    /// `ex` with every subexpression that computes `from` (by [`Self::commuted_key`]) replaced
+    /// by `to`.
+    fn substitute(ex: &Ex, from: &str, to: &Ex) -> Ex {
+        if Self::commuted_key(ex) == from {
+            return to.clone();
+        }
+        let s = |e: &Ex| bx(Self::substitute(e, from, to));
+        match ex {
+            Ex::Add(a, b) => Ex::Add(s(a), s(b)),
+            Ex::Mul(a, b) => Ex::Mul(s(a), s(b)),
+            Ex::Div(a, b) => Ex::Div(s(a), s(b)),
+            Ex::Pow(a, b) => Ex::Pow(s(a), s(b)),
+            Ex::Cmp(a, op, b) => Ex::Cmp(s(a), *op, s(b)),
+            Ex::Ter(a, b, c) => Ex::Ter(s(a), s(b), s(c)),
+            Ex::Neg(a) => Ex::Neg(s(a)),
+            Ex::Leaf(_) | Ex::C(_) => ex.clone(),
+        }
+    }
+
+    /// The branches of `t if l op r else e` with every non-affine side of the condition they
+    /// contain replaced by what the condition now reads (`sides`: l and r as they are read):
+    /// `m * 2 if m > 0 else m` of an inline max `m` is then `2·M if M > 0 else M` of its slot M,
+    /// continuous (helper h8: refused as jumping, since `m * 2` got a slot of its own and its
+    /// branches no longer differed by a multiple of M).
+    fn share_condition(t: &Ex, cond: &Ex, e: &Ex, sides: (&Ex, &Ex)) -> (Ex, Ex) {
+        let (mut t, mut e) = (t.clone(), e.clone());
+        if let Ex::Cmp(l, _, r) = cond {
+            for (orig, now) in [(l.as_ref(), sides.0), (r.as_ref(), sides.1)] {
+                if Self::affine(orig).is_none() && !matches!(orig, Ex::Leaf(_)) {
+                    let key = Self::commuted_key(orig);
+                    t = Self::substitute(&t, &key, now);
+                    e = Self::substitute(&e, &key, now);
+                }
+            }
+        }
+        (t, e)
     }
 
     fn materialise_children(&mut self, ex: &Ex, label: &str) -> Result<Ex, Diagnostic> {
@@ -2572,13 +2653,14 @@ impl RealLowerer<'_> {
             Ex::Cmp(a, op, b) => Ex::Cmp(m(a, self)?, *op, m(b, self)?),
             // A condition stays a comparison, of materialised sides: materialised itself it is a
             // 0/1 step (`relu(m)` of an inline max `m` was refused as jumping at 0; helper v).
-            Ex::Ter(a, b, c) => {
-                let cond = match b.as_ref() {
-                    Ex::Cmp(l, op, r) => bx(Ex::Cmp(m(l, self)?, *op, m(r, self)?)),
-                    _ => m(b, self)?,
-                };
-                Ex::Ter(m(a, self)?, cond, m(c, self)?)
-            }
+            Ex::Ter(a, b, c) => match b.as_ref() {
+                Ex::Cmp(l, op, r) => {
+                    let (ls, rs) = (m(l, self)?, m(r, self)?);
+                    let (a, c) = Self::share_condition(a, b, c, (&ls, &rs));
+                    Ex::Ter(m(&a, self)?, bx(Ex::Cmp(ls, *op, rs)), m(&c, self)?)
+                }
+                _ => Ex::Ter(m(a, self)?, m(b, self)?, m(c, self)?),
+            },
             Ex::Div(a, b) => Ex::Div(m(a, self)?, m(b, self)?),
             Ex::Mul(a, b) => Ex::Mul(m(a, self)?, m(b, self)?),
             other => other.clone(),
@@ -2660,7 +2742,10 @@ impl RealLowerer<'_> {
             })
         }
         let f = build(ex, &u)?;
-        Some((u, f))
+        // A comparison of non-affine sides (`relu(x*x - 0.5)`) is not one function's
+        // threshold here: its sides get slots first ([`Self::prepare`]), then it is a function of
+        // them (helper h8: refused as "a comparison between non-affine functions").
+        f.comparisons_affine().then_some((u, f))
     }
 
     // ---- MLPs ----------------------------------------------------------------------------
@@ -3266,7 +3351,7 @@ impl RealLowerer<'_> {
                         } else {
                             "tighter --input-bounds, or a clamp such as `min(x, 0)` that states what inference cannot see, can bound it"
                         };
-                        Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}] (the interval of its argument): {e}"), self.span)
+                        Diagnostic::error("compile::real", format!("`{label}` cannot be approximated on [{lo:.6}, {hi:.6}] (the interval of its argument, {}): {e}", self.describe(u)), self.span)
                             .with_note(note)
                     })?;
                     let (f0, pl_units, term_mag) = split_basis(&pl);

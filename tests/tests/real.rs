@@ -225,6 +225,65 @@ fn comparisons_of_piecewise_affine_functions_of_one_input_compile() {
     assert!(e.contains("jumps at 0.5"), "{e}");
 }
 
+/// A function of an input and the one before it, computed directly.
+type TwoInputs = fn(f64, f64) -> f64;
+
+/// Continuous conditionals that were refused (helper h8): branches that are affine forms of an
+/// inline max (`m * 2 if m > 0 else m`, `leaky_relu(m, 0.1)`, `|m|`) read as "jumps where its
+/// condition flips", and a ReLU of a polynomial (`relu(x*x - 0.5)`, `relu(x*x*x)`) as "a
+/// comparison between non-affine functions". Each now compiles in both MLP kinds and stays
+/// within its bound against a direct computation (inputs at the thresholds included); a step of
+/// a polynomial is still refused as one, naming its argument.
+#[test]
+fn continuous_conditionals_of_maxima_and_polynomials_compile() {
+    let prev = "x = tokens_float;\np = aggregate(select(indices, indices - 1, ==), x);\nm = x if x > p else p;\n";
+    let cases: [(String, TwoInputs); 7] = [
+        (format!("{prev}y = m * 2 if m > 0 else m;"), |x, p| {
+            let m = x.max(p);
+            if m > 0.0 {
+                2.0 * m
+            } else {
+                m
+            }
+        }),
+        (format!("{prev}y = leaky_relu(m, 0.1);"), |x, p| {
+            let m = x.max(p);
+            if m > 0.0 {
+                m
+            } else {
+                0.1 * m
+            }
+        }),
+        (format!("{prev}y = m if m > 0 else 0 - m;"), |x, p| x.max(p).abs()),
+        (format!("{prev}y = leaky_relu(x * p, 0.1);"), |x, p| if x * p > 0.0 { x * p } else { 0.1 * x * p }),
+        ("x = tokens_float;\ny = relu(x * x - 0.5);".to_string(), |x, _| (x * x - 0.5).max(0.0)),
+        ("x = tokens_float;\ny = relu(x * x * x);".to_string(), |x, _| (x * x * x).max(0.0)),
+        ("x = tokens_float;\nz = x * x - 0.5;\ny = z * 2 if z > 0 else z * 0.5;".to_string(), |x, _| {
+            let z = x * x - 0.5;
+            if z > 0.0 {
+                2.0 * z
+            } else {
+                0.5 * z
+            }
+        }),
+    ];
+    for (src, f) in &cases {
+        for mode in MODES {
+            let b = build(src, 4, -1.0, 1.0, mode).unwrap_or_else(|e| panic!("{src}: {e}"));
+            // (p = x at the first position: an aggregate of no key is 0 there.)
+            let direct = |x: &[f64]| (0..x.len()).map(|i| f(x[i], if i == 0 { 0.0 } else { x[i - 1] })).collect();
+            let mut inputs = random_inputs(4, -1.0, 1.0, 40, 21);
+            let r = 0.5f64.sqrt();
+            inputs.extend([vec![0.0, 0.0, 0.5, -0.5], vec![r, -r, r, 1e-9], vec![-1e-7, 1e-7, 0.0, 1.0]]);
+            check(&b, &inputs, &direct, 0..4);
+        }
+    }
+    for (src, at) in [("x = tokens_float;\ny = 1 if x * x > 0.5 else 0;", "jumps at 0.5"), ("x = tokens_float;\ny = x * x if x * x > 0.25 else 0;", "jumps at 0.25")] {
+        let e = build(src, 4, -1.0, 1.0, MlpMode::Relu).err().unwrap_or_else(|| panic!("{src} compiled"));
+        assert!(e.contains(at) && e.contains("its argument, y.arg"), "{src}: {e}");
+    }
+}
+
 #[test]
 fn a_choice_by_position_between_constants_and_real_values_is_kept() {
     // A branch that folds to a constant beside a positional condition: the conditional was read
