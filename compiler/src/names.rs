@@ -9,6 +9,10 @@ use std::collections::{BTreeSet, VecDeque};
 /// the nearest named s-op computed from it.
 pub fn describe(g: &Graph, id: NodeId) -> String {
     let node = g.node(id);
+    // The raw input: its users include the library's `tokens_str`, which the program may not read.
+    if matches!(node.kind, raspc_lang::graph::NodeKind::Tokens) {
+        return "the input as it is (`tokens_asis`)".to_string();
+    }
     if node.named {
         // A name bound again (in a loop, or twice) gets a suffix: say whose value it is.
         if let Some((base, n)) = node.label.rsplit_once('_')

@@ -185,6 +185,17 @@ fn reference_semantics_of_aggregate_and_types() {
     // Strings may not mix with numbers in one s-op (default 0 with string values).
     let e = run_src("x = aggregate(select(indices, indices - 1, ==), tokens);").unwrap_err();
     assert!(e.contains("mixes strings"), "{e}");
+    // The input list itself may mix them: the reference converts it value by value for
+    // `tokens_int`, `tokens_str`, `tokens_bool`, and checks its type only as `tokens_asis`
+    // (helper a10: `[1, "2"]` was refused for `tokens_int`, naming `tokens_str`).
+    let mixed = [Atom::Int(1), Atom::Str("2".into())];
+    assert_eq!(raspc_lang::run_source("x = tokens_int;", None, &mixed).unwrap().to_json(), json!([1, 2]));
+    assert_eq!(raspc_lang::run_source("x = tokens;", None, &mixed).unwrap().to_json(), json!(["1", "2"]));
+    assert_eq!(raspc_lang::run_source("x = tokens_bool;", None, &mixed).unwrap().to_json(), json!([true, true]));
+    let e = raspc_lang::run_source("x = tokens_asis;", None, &mixed).unwrap_err();
+    assert!(e.contains("mixes strings"), "{e}");
+    let e = raspc_lang::run_source("x = tokens_asis == 1;", None, &mixed).unwrap_err();
+    assert!(e.contains("mixes strings"), "{e}");
     // A string default works.
     assert_eq!(run_src("x = aggregate(select(indices, indices - 1, ==), tokens, \"-\");").unwrap().to_json(), json!(["-", "1", "2"]));
     // Booleans selected singly keep their type; a bool default is kept.

@@ -357,11 +357,20 @@ fn what_the_reference_reader_skips_is_noted() {
         r.unwrap().notes.iter().flat_map(|n| n.notes.clone()).collect::<Vec<_>>()
     };
     assert!(exit.iter().any(|n| n.contains("reads `exit;` (with the `;`) as a syntax error")), "{exit:?}");
+    // A stray `;` (an empty statement: none in the reference's grammar) and `s-op` without
+    // spaces (one word to its lexer): the reference skips the line; raspc ran it silently
+    // (helper a10).
+    for src in ["prog = tokens;\n;prog = indices + 1;\n", "prog = tokens;\nprog = indices + 1;;\n"] {
+        let stray = notes(src);
+        assert!(stray.iter().any(|n| n.contains("eval::reference-skips a stray `;`")), "{src}: {stray:?}");
+    }
+    let sop = notes("s = indices;\nop = 1;\nprog = s-op;\n");
+    assert!(sop.iter().any(|n| n.contains("`s-op` without spaces")), "{sop:?}");
     // What the reference runs the same gets no such note: one statement per line, comments
     // after a statement or between a function's statements, `#` inside a string, a whole
     // function on one line, `exit` without `;`.
     let clean = notes(
-        "x = indices;  # a comment\n# a line comment\ndef f(a) {\n  # inside\n  b = a + 1;  # after\n  return b;\n}\ndef g(a) { c = a; return c; }\ns = \"#\";\nprog = f(x) + g(x);\nexit\n",
+        "x = indices;  # a comment\n# a line comment\ndef f(a) {\n  # inside\n  b = a + 1;  # after\n  return b;\n}\ndef g(a) { c = a; return c; }\nh = \"#\";\ns = indices;\nop = 1;\nprog = f(x) + g(x) + s - op + (s-1);\nexit\n",
     );
     assert!(clean.iter().all(|n| !n.contains("reference-skips") && !n.contains("syntax error")), "{clean:?}");
 }

@@ -187,4 +187,7 @@ pub enum StmtKind {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Program {
     pub stmts: Vec<Stmt>,
+    /// Empty statements: a `;` where a statement starts (`;;`, a leading `;`). raspc skips
+    /// them; the reference's grammar has none, so it refuses the line.
+    pub stray_semis: Vec<crate::span::Span>,
 }

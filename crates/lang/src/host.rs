@@ -16,6 +16,7 @@ use crate::atom::{self, Atom, AtomKey};
 use crate::diag::Diagnostic;
 use crate::graph::{Convert, Graph, MapOp, NodeId, NodeKind, Operand, Table};
 use crate::interp;
+use crate::lexer::Tok;
 use crate::parser::parse;
 use crate::span::{FileId, SourceMap, Span};
 use std::cell::RefCell;
@@ -1404,6 +1405,26 @@ fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program)
                     .with_label("comment here")
                     .with_secondary(span, "the statement")
                     .with_note("the reference's grammar takes a comment only after a whole statement, so there this is a syntax error and the statement does not run; raspc reads the comment as a space (put it at the end of the statement's last line to run the same in both)"),
+            );
+        }
+    }
+    for &semi in &prog.stray_semis {
+        notes.push(
+            Diagnostic::note_at("eval::reference-skips", "a stray `;`: the reference skips this line", semi)
+                .with_label("an empty statement")
+                .with_note("the reference's grammar has no empty statement, so a line with `;;` or a leading `;` is a syntax error there and none of its statements runs; raspc ignores the `;` (remove it to run the same in both)"),
+        );
+    }
+    // `s-op` written without spaces: one word to the reference's lexer (its REPL commands'
+    // `set s-op example`), so an expression `s-op` does not parse there.
+    for (i, w) in tokens.windows(3).enumerate() {
+        let word = |t: &crate::lexer::Token, want: &str| matches!(&t.tok, Tok::Ident(x) if x == want);
+        let repl = i.checked_sub(1).is_some_and(|j| word(&tokens[j], "set") || word(&tokens[j], "show")) || tokens.get(i + 3).is_some_and(|t| word(t, "example") || word(t, "examples"));
+        if word(&w[0], "s") && w[1].tok == Tok::Minus && word(&w[2], "op") && w[0].span.end == w[1].span.start && w[1].span.end == w[2].span.start && !repl {
+            notes.push(
+                Diagnostic::note_at("eval::reference-skips", "`s-op` without spaces: the reference skips this statement", Span::new(file, w[0].span.start as usize, w[2].span.end as usize))
+                    .with_label("raspc reads `s - op`")
+                    .with_note("the reference's lexer reads `s-op` as one word (a keyword of its REPL commands), so there this line is a syntax error and does not run; write `s - op` to run the same in both"),
             );
         }
     }

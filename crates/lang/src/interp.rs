@@ -67,6 +67,17 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
     let order = graph.ancestors(root);
     let mut vals: std::collections::HashMap<NodeId, Value> = std::collections::HashMap::with_capacity(order.len());
     let n = input.len();
+    // The raw input is a sequence of its own (and must not mix strings with other values) only
+    // where the program reads it as it is (`tokens_asis`): the reference converts the input
+    // list itself for `tokens_int`, `tokens_str`, ... (`[1, "2"]` is `[1, 2]` to `tokens_int`).
+    let asis_read = order.iter().any(|&t| {
+        matches!(graph.node(t).kind, NodeKind::Tokens)
+            && (t == root
+                || order.iter().any(|&id| {
+                    let kind = &graph.node(id).kind;
+                    !matches!(kind, NodeKind::Map { op: MapOp::Convert(_), .. }) && kind.operands().contains(&t)
+                }))
+    });
     for id in order {
         let node = graph.node(id);
         let fail = |position: Option<usize>, message: String| EvalError { node: id, label: node.label.clone(), span: node.span, position, message };
@@ -165,7 +176,9 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
                 Value::Seq(out)
             }
         };
-        if let Value::Seq(s) = &v {
+        if let Value::Seq(s) = &v
+            && (!matches!(node.kind, NodeKind::Tokens) || asis_read)
+        {
             check_consistent(s).map_err(|m| fail(None, m))?;
         }
         vals.insert(id, v);

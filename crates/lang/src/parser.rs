@@ -37,7 +37,7 @@ type PResult<T> = Result<T, Fail>;
 /// Parses one file. Returns the statements that parsed and every diagnostic found.
 pub fn parse(file: FileId, text: &str) -> (Program, Vec<Diagnostic>) {
     let (tokens, mut errs) = lex(file, text);
-    let mut p = Parser { toks: tokens, pos: 0, errs: vec![], text, depth: 0 };
+    let mut p = Parser { toks: tokens, pos: 0, errs: vec![], text, depth: 0, stray_semis: vec![] };
     let stmts = p.statements(true);
     // A line with a lexical error (a stray `!`, `1e5`) gets only that error: what the parser
     // then says about the line ("expected `;`") follows from it and misleads.
@@ -47,7 +47,7 @@ pub fn parse(file: FileId, text: &str) -> (Program, Vec<Diagnostic>) {
     p.errs.retain(|d| line_of(d).is_none_or(|l| !bad_lines.contains(&l)));
     errs.append(&mut p.errs);
     errs.sort_by_key(|d| d.primary_span().map(|s| s.start));
-    (Program { stmts }, errs)
+    (Program { stmts, stray_semis: p.stray_semis }, errs)
 }
 
 struct Parser<'a> {
@@ -56,6 +56,8 @@ struct Parser<'a> {
     errs: Vec<Diagnostic>,
     text: &'a str,
     depth: usize,
+    /// See [`Program::stray_semis`].
+    stray_semis: Vec<Span>,
 }
 
 impl<'a> Parser<'a> {
@@ -288,6 +290,7 @@ impl<'a> Parser<'a> {
         }
         match self.peek().clone() {
             Tok::Semi => {
+                self.stray_semis.push(start);
                 self.bump();
                 Ok(None)
             }
