@@ -1387,6 +1387,19 @@ fn inspect_shows_every_bias_small_weights_and_escapes_control_characters() {
     let (code, out, _) = cli(&["inspect", p.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(!out.contains('\u{1b}') && out.contains("\\u{1b}"), "{out}");
+    // An error that quotes a label escapes it too (helper b10: an output label that is not in
+    // the layout reached the terminal raw through the metadata error).
+    let bytes = std::fs::read(&src).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let output = header["__metadata__"]["output"].as_str().unwrap().replace("\"reverse\"", "\"rev\\u001b[31mRED\\u0007\"");
+    header["__metadata__"]["output"] = serde_json::Value::String(output);
+    let text = serde_json::to_vec(&header).unwrap();
+    let q = temp("insp-bad-output.safetensors");
+    std::fs::write(&q, [&(text.len() as u64).to_le_bytes()[..], &text, &bytes[8 + n..]].concat()).unwrap();
+    let (code, _, err) = cli(&["run", q.to_str().unwrap(), "--input", "abc"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("output label") && err.contains("rev\\u{1b}[31mRED\\u{7}") && !err.contains('\u{1b}') && !err.contains('\u{7}'), "{err}");
     // A long categorical list is cut in the text (`--json` has every value).
     let wide = temp("insp-wide.safetensors");
     assert_eq!(cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "64", "-o", wide.to_str().unwrap(), "--force"]).0, 0);

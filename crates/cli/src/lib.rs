@@ -185,7 +185,10 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         Ok(()) => 0,
         Err(Failure::Reported | Failure::Silent) => 1,
         Err(Failure::Message(m)) => {
-            let _ = writeln!(err, "error: {m}");
+            // A message may quote a file's strings (a checkpoint's labels): their control
+            // characters are escaped here as everywhere else (helper b10: an escape sequence in
+            // a label reached the terminal through a metadata error).
+            let _ = writeln!(err, "error: {}", inspect::printable_lines(&m));
             1
         }
     }
