@@ -1476,10 +1476,22 @@ impl RealLowerer<'_> {
                         ter
                     }
                     _ => {
+                        // A conversion of the input is a built-in s-op, placed where the program
+                        // reads it: name it (helper b10: "to_int of a real value", under an
+                        // aggregate in a function body, never said `tokens_int`).
+                        let input_conversion = matches!(op, MapOp::Convert(_)) && args.iter().any(|a| matches!(a, Operand::Sop(x) if matches!(self.g.node(*x).kind, NodeKind::Tokens)));
+                        let what = if input_conversion && self.g.node(id).named {
+                            format!("`{}` ({} of the input number)", self.g.node(id).label, op.name())
+                        } else {
+                            format!("{} of a real value", op.name())
+                        };
                         let mut d = self
-                            .err(id, format!("{} of a real value is not supported", op.name()))
-                            .with_label("here")
+                            .err(id, format!("{what} is not supported"))
+                            .with_label(if input_conversion { "read here" } else { "here" })
                             .with_note("real values support + - * / ^, comparisons inside `a if cond else b`, and aggregates");
+                        if input_conversion && op.name() != "to_str" && op.name() != "to_float" {
+                            d = d.with_note("with --input-bounds the inputs are real numbers: read them as `tokens_float` (an integer program compiles over a finite set with --vocab or --input-grid)");
+                        }
                         if op.name() == "to_str" {
                             // `tokens` is `tokens_str`: a real-valued program reads the numbers.
                             d = d.with_note("`tokens` reads each input as a string; with --input-bounds the inputs are numbers: read them as `tokens_float` (or compile over a finite set with --vocab or --input-grid)");

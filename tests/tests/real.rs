@@ -720,6 +720,8 @@ fn unsupported_real_programs_get_located_errors() {
         ("y = 1 if tokens_float > 0 else 0;", "jumps"),
         ("y = aggregate(select(indices, indices, ==), tokens_float, 1);", "default of a real aggregate"),
         ("y = tokens_float % 2;", "not supported"),
+        // The input read as integers: named, with the way out (helper b10: "to_int of a real value").
+        ("y = tokens_int + 1;", "`tokens_int` (to_int of the input number) is not supported"),
         ("y = 1 / tokens_float;", "cannot be approximated"),
         // A square root is continuous at 0 but its slope is not bounded: not a "jump".
         ("y = max(tokens_float, 0) ^ 0.5;", "slope is unbounded at 0"),
@@ -729,6 +731,16 @@ fn unsupported_real_programs_get_located_errors() {
         let e = build(src, 4, -1.0, 1.0, MlpMode::Relu).err().unwrap_or_else(|| panic!("{src} compiled"));
         assert!(e.contains(want), "{src}: {e}");
     }
+    let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = tokens_int + 1;", &raspc_lang::MemoryLoader::default());
+    let s = r.unwrap();
+    let (_, root) = s.entry(None).unwrap();
+    let opts = raspc_compiler::Options {
+        max_len: 4,
+        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }),
+        ..Default::default()
+    };
+    let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
+    assert!(e[0].notes.iter().any(|n| n.contains("read them as `tokens_float`")), "{:?}", e[0]);
     // Causal masking is refused rather than ignored.
     let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = relu(tokens_float);", &raspc_lang::MemoryLoader::default());
     let s = r.unwrap();
