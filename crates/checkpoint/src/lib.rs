@@ -340,8 +340,8 @@ pub enum CheckpointError {
     MissingTensor(String),
     #[error("tensor `{name}` has shape {found:?}, expected {expected:?}")]
     WrongShape { name: String, expected: Vec<usize>, found: Vec<usize> },
-    #[error("tensor `{name}` has dtype {found}, expected F32")]
-    WrongDtype { name: String, found: String },
+    #[error("tensor `{name}` (shape {shape:?}) has dtype {found}, expected F32")]
+    WrongDtype { name: String, shape: Vec<usize>, found: String },
     #[error("tensor `{0}` is not part of this model's config")]
     UnexpectedTensor(String),
     #[error("tensor `{name}` holds a non-finite value at flat index {index}")]
@@ -832,7 +832,7 @@ impl Checkpoint {
         for (name, view) in &views {
             let Some(shape) = expected.get(name) else { return Err(CheckpointError::UnexpectedTensor(name.clone())) };
             if view.dtype() != safetensors::Dtype::F32 {
-                return Err(CheckpointError::WrongDtype { name: name.clone(), found: format!("{:?}", view.dtype()) });
+                return Err(CheckpointError::WrongDtype { name: name.clone(), shape: view.shape().to_vec(), found: format!("{:?}", view.dtype()) });
             }
             if view.shape() != shape.as_slice() {
                 return Err(CheckpointError::WrongShape { name: name.clone(), expected: shape.clone(), found: view.shape().to_vec() });

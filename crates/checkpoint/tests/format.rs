@@ -164,7 +164,7 @@ fn every_corruption_is_named() {
     }
     let meta = ck.metadata().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let e = Checkpoint::from_bytes(&safetensors::serialize(views, Some(meta)).unwrap()).unwrap_err();
-    assert_eq!(e.to_string(), "tensor `readout` has dtype F64, expected F32");
+    assert_eq!(e.to_string(), "tensor `readout` (shape [6, 2]) has dtype F64, expected F32");
 }
 
 #[test]

@@ -47,6 +47,9 @@ def _json_batch(batch):
         for p, x in enumerate(seq):
             if isinstance(x, float) and not math.isfinite(x):
                 raise RaspcError(f"input {i}, position {p} is {x}: inputs must be finite numbers")
+            # (JSON would carry it as a float: 2**70 read as the token 1.1805916207174113e+21.)
+            if isinstance(x, int) and not isinstance(x, bool) and not -(2**63) <= x < 2**63:
+                raise RaspcError(f"input {i}, position {p} is the integer {x}, which does not fit in 64 bits (raspc's integers are 64-bit)")
     return _json.dumps(batch)
 
 
@@ -361,6 +364,7 @@ class Model:
         (``linthresh`` defaults to the smallest nonzero weight). All-zero rows and columns are left
         out unless ``all_dims`` (the title says how many). Needs matplotlib."""
         _needs("matplotlib", "plot_head needs matplotlib (pip install matplotlib)")
+        layer, head = _count("layer", layer), _count("head", head)
         if linthresh is not None and not (isinstance(linthresh, (int, float)) and not isinstance(linthresh, bool) and _math.isfinite(linthresh) and linthresh > 0):
             raise RaspcError(f"linthresh must be a positive finite number, not {linthresh!r}")
         from ._plot import plot_head
@@ -373,6 +377,7 @@ class Model:
         computation owning them (``mlp_info``). Every unit is shown (a wide MLP gives a wide
         figure). Needs matplotlib."""
         _needs("matplotlib", "plot_mlp needs matplotlib (pip install matplotlib)")
+        layer = _count("layer", layer)
         if linthresh is not None and not (isinstance(linthresh, (int, float)) and not isinstance(linthresh, bool) and _math.isfinite(linthresh) and linthresh > 0):
             raise RaspcError(f"linthresh must be a positive finite number, not {linthresh!r}")
         from ._plot import plot_mlp
@@ -451,6 +456,7 @@ class Universal(Model):
         an array ``[heads, n, dv]``. ``bound`` holds for hard attention (U's own, the default)."""
         import numpy as np
 
+        _attention(attention)
         if attention != "hard":
             import warnings
 
@@ -652,6 +658,9 @@ def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0,
     returns a :class:`HeadSimulation`. Biases, the output map and masks are not part of T."""
     import numpy as np
 
+    scale = _number("scale", scale)
+    if not _math.isfinite(scale):
+        raise RaspcError(f"scale must be a finite number, not {scale!r}")
     xs = _real_array("X", x)
     if (a is None) == (w_q is None and w_k is None):
         raise RaspcError("give either a (with v) or w_q and w_k (with w_v)")
@@ -661,7 +670,7 @@ def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0,
         q, k = _real_array("W_Q", w_q), _real_array("W_K", w_k)
         if q.shape != k.shape or q.ndim not in (2, 3):
             raise RaspcError(f"W_Q {q.shape} and W_K {k.shape} must have one shape, [d, d_head] or [heads, d, d_head]")
-        a = np.einsum("...ik,...jk->...ij", q, k) * float(scale)
+        a = np.einsum("...ik,...jk->...ij", q, k) * scale
         if v is not None and w_v is not None:
             raise RaspcError("give v or w_v, not both")
         if v is None:
@@ -669,7 +678,7 @@ def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0,
     elif w_v is not None:
         raise RaspcError("give v or w_v, not both")
     else:
-        a = _real_array("A", a) * float(scale)
+        a = _real_array("A", a) * scale
     if v is None:
         raise RaspcError("V (or w_v) is missing")
     vs = _real_array("V", v)
@@ -679,6 +688,14 @@ def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0,
         raise RaspcError(f"X {xs.shape}, A {a.shape} and V {vs.shape} do not fit: X is n×d, A [heads, d, d], V [heads, d, dv]")
     n, d = xs.shape
     h, dv = a.shape[0], vs.shape[2]
+    if min(n, d, dv, h) == 0:
+        raise RaspcError(f"X {xs.shape}, A {a.shape} and V {vs.shape}: every dimension must be at least 1")
+    # A NaN or infinity is named by its index (here, before it becomes a bound).
+    for name, m in (("X", xs), ("A", a if a.shape[0] > 1 else a[0]), ("V", vs if vs.shape[0] > 1 else vs[0])):
+        bad = np.argwhere(~np.isfinite(m))
+        if len(bad):
+            idx = ", ".join(str(int(i)) for i in bad[0])
+            raise RaspcError(f"{name}[{idx}] is {m[tuple(bad[0])]}: T's entries must be finite numbers" + (" (A = scale·W_Q W_Kᵀ)" if name == "A" and w_q is not None else ""))
     # Each block's largest entry (U charges the entries' rounding to f32), and no less than a
     # tiny positive bound.
     top = lambda m: max(float(np.abs(m).max()), 1e-6)
@@ -694,6 +711,16 @@ def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0,
     return HeadSimulation(output, np.array(expected), u, bounds)
 
 
+def _number(name, x):
+    """``x`` as a float: Python and numpy numbers (not strings, which ``float`` would parse)."""
+    if isinstance(x, (str, bytes)) or isinstance(x, bool):
+        raise RaspcError(f"{name} must be a number, not {x!r}")
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise RaspcError(f"{name} must be a number, not {x!r}") from None
+
+
 def universal(n, d, dv, heads=1, mlp="gated", bound=1.0, x_bound=None, v_bound=None):
     """Builds the universal simulator U (docs/universal-simulator.md) for attention layers T with
     ``heads`` heads over X of n×d, values of width dv, entries of A in [-bound, bound], of X in
@@ -703,15 +730,11 @@ def universal(n, d, dv, heads=1, mlp="gated", bound=1.0, x_bound=None, v_bound=N
     n, d, dv, heads = (_count(name, v, 1) for name, v in (("n", n), ("d", d), ("dv", dv), ("heads", heads)))
     if max(n, d, dv, heads) > 4096:
         raise RaspcError(f"n, d, dv and heads must be at most 4096 (got {n}, {d}, {dv}, {heads})")
-    def number(name, x):
-        try:
-            return float(x)
-        except (TypeError, ValueError):
-            raise RaspcError(f"{name} must be a number, not {x!r}") from None
-
-    bound = number("bound", bound)
-    x_bound = None if x_bound is None else number("x_bound", x_bound)
-    v_bound = None if v_bound is None else number("v_bound", v_bound)
+    if not isinstance(mlp, str):
+        raise RaspcError(f'mlp must be "gated" or "relu", not {mlp!r}')
+    bound = _number("bound", bound)
+    x_bound = None if x_bound is None else _number("x_bound", x_bound)
+    v_bound = None if v_bound is None else _number("v_bound", v_bound)
     for name, x in (("bound", bound), ("x_bound", x_bound), ("v_bound", v_bound)):
         if x is not None and not (_math.isfinite(x) and x > 0):
             raise RaspcError(f"{name} must be a positive finite number, not {x!r}")

@@ -21,12 +21,13 @@ class RaspcModule(nn.Module):
 
     def __init__(self, model, dtype=None):
         super().__init__()
+        given = dtype
         dtype = dtype or torch.float32
         if isinstance(dtype, str):
             # "float64" as well as torch.float64.
             dtype = getattr(torch, dtype, None) if dtype in ("float16", "bfloat16", "float32", "float64", "half", "float", "double") else None
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            raise RaspcError(f"to_torch: dtype must be a floating torch dtype (torch.float32, torch.float64, or their names), not {dtype!r}")
+            raise RaspcError(f"to_torch: dtype must be a floating torch dtype (torch.float32, torch.float64, or their names), not {given!r}")
         self._model = model
         cfg = model._config
         self.causal = bool(cfg["causal"])
@@ -97,9 +98,16 @@ class RaspcModule(nn.Module):
         return x
 
     def forward(self, tokens, key_mask=None, values=None, attention="hard"):
-        tokens = torch.as_tensor(tokens, dtype=torch.long, device=self.embed_token.device)
+        tokens = torch.as_tensor(tokens, device=self.embed_token.device)
+        # (A cast to int64 would truncate an id of 1.7 to 1 without a word.)
+        if tokens.is_floating_point() or tokens.is_complex():
+            if tokens.is_complex() or bool((tokens != tokens.round()).any()):
+                raise RaspcError("tokens must be integer token ids (model.encode gives them)")
+        tokens = tokens.to(torch.long)
         if tokens.dim() != 2:
             raise RaspcError(f"tokens must be [batch, seq] token ids (BOS first), not of shape {tuple(tokens.shape)}: one input is tokens[None]")
+        if tokens.shape[1] == 0:
+            raise RaspcError("tokens must hold at least the BOS position (model.encode gives it)")
         # An id outside the vocabulary would read another row (a negative one counts from the end).
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.embed_token.shape[0]):
             bad = int(tokens.min()) if int(tokens.min()) < 0 else int(tokens.max())
@@ -107,6 +115,11 @@ class RaspcModule(nn.Module):
         b, t = tokens.shape
         if key_mask is not None:
             key_mask = torch.as_tensor(key_mask, device=tokens.device)
+            if tuple(key_mask.shape) != (b, t):
+                raise RaspcError(f"key_mask must have the shape of tokens, {(b, t)}, not {tuple(key_mask.shape)}")
+            # Every query sees BOS: a row of no visible keys has no attention to compute.
+            if b and bool((key_mask[:, 0] == 0).any()):
+                raise RaspcError("key_mask must be nonzero at BOS (position 0) of every input")
         if values is not None:
             values = torch.as_tensor(values, device=tokens.device)
         x = self.embed(tokens, values)
