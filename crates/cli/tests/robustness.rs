@@ -207,11 +207,13 @@ fn crafted_checkpoints_give_named_errors() {
         fails(&["probe", "svflow", &f, "--program", h, "--seeds", "1", "--sequences", "2"], &[&format!("config.attention.{field}"), budget]);
         fails(&["run", &f, "--input", "abca"], &[&format!("config.attention.{field}")]);
     }
-    // A weight beyond the budget.
+    // A weight beyond the budget: the largest is named (a budget raised to the first one found
+    // past it then failed on the next; helper d10).
     let mut p = base.clone();
-    p.tensors.get_mut(names::TOKEN_EMBEDDING).expect("embedding").1[0] = 3e38;
+    p.tensors.get_mut(names::TOKEN_EMBEDDING).expect("embedding").1[0] = 2e38;
+    p.tensors.get_mut(names::TOKEN_EMBEDDING).expect("embedding").1[1] = -3e38;
     let f = p.write(&dir, "c8.safetensors");
-    fails(&["run", &f, "--input", "abca", "--json"], &["c8.safetensors", "tensor `embed.token`", "flat index 0"]);
+    fails(&["run", &f, "--input", "abca", "--json"], &["c8.safetensors", "tensor `embed.token`", "-300000000000000000000000000000000000000 at flat index 1 (its largest)"]);
     // Weights within the budget whose products overflow f32: the first non-finite activation is named.
     let mut p = base.clone();
     for x in p.tensors.get_mut(names::TOKEN_EMBEDDING).expect("embedding").1.iter_mut() {
