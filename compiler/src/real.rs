@@ -889,6 +889,10 @@ struct RealLowerer<'a> {
     /// The node each conditional expression was written by (by its printed form), to point at
     /// a step where it is, not where it is read.
     ter_origin: HashMap<String, NodeId>,
+    /// The node each division was written by, by its denominator's printed form: a reciprocal
+    /// that cannot be approximated is lowered where the quotient is read, and the error points
+    /// at the division too.
+    div_origin: HashMap<String, NodeId>,
     input: Option<SlotId>,
     report: Vec<SopBound>,
     /// Positional slots: value at each token position.
@@ -1038,6 +1042,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         mat_cache: HashMap::new(),
         carried: HashMap::new(),
         ter_origin: HashMap::new(),
+        div_origin: HashMap::new(),
         input: None,
         report: vec![],
         pos_vals: HashMap::new(),
@@ -1411,7 +1416,10 @@ impl RealLowerer<'_> {
                             BinOp::Add => Ex::Add(x, y),
                             BinOp::Sub => Ex::Add(x, bx(Ex::Neg(y))),
                             BinOp::Mul => Ex::Mul(x, y),
-                            BinOp::Div => Ex::Div(x, y),
+                            BinOp::Div => {
+                                self.div_origin.entry(format!("{y:?}")).or_insert(id);
+                                Ex::Div(x, y)
+                            }
                             BinOp::Pow => Ex::Pow(x, y),
                             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
                                 // Sides equal up to rounding (`x + 0.1 + 0.2 > x + 0.3`): the
@@ -2477,10 +2485,18 @@ impl RealLowerer<'_> {
                 // many. ReLU products square their inputs, so there one slot costs less.)
                 let recip = Ex::Div(bx(Ex::C(1.0)), den);
                 let r = if self.opts.mlp == MlpMode::Gated {
-                    self.blocked_resident(&recip, &format!("{label}.recip"))?
+                    self.blocked_resident(&recip, &format!("{label}.recip"))
                 } else {
-                    Aff::leaf(self.resident(&recip, &format!("{label}.recip"))?)
+                    self.resident(&recip, &format!("{label}.recip")).map(Aff::leaf)
                 };
+                // (Helper d10: an unapproximable reciprocal was shown only where the quotient
+                // is read, two lines below the division.)
+                let r = r.map_err(|d| match self.div_origin.get(&format!("{b:?}")) {
+                    Some(&n) if d.labels.len() == 1 && crate::names::place(self.g, n) != d.labels[0].span => {
+                        d.with_secondary(crate::names::place(self.g, n), format!("the division: {}", crate::names::describe(self.g, n)))
+                    }
+                    _ => d,
+                })?;
                 return Ok((Aff::default(), vec![(1.0, Term::Prod(x, r))]));
             }
             _ => {}
@@ -3357,7 +3373,7 @@ impl RealLowerer<'_> {
                         } else if e.contains("division by an interval that contains 0") && exact_ok {
                             // The interval is the denominator's, widened by its certified error:
                             // often the error, not the program, reaches 0 (a softmax's total).
-                            "the denominator's interval, widened by its certified error, reaches 0: keep it further from 0 than that error in a way the program allows (`x / max(d, c)` with c below every value d takes and above the error), or, for a softmax, subtract the row maximum first (`softmax_rows` in the matrix library: its total is at least 1)"
+                            "the denominator's interval, widened by its certified error, reaches 0: keep it further from 0 than that error in a way the program allows (`x / max(d, c)` with c below every value d takes and above the error); a softmax's total with the row maximum subtracted is at least 1, which intervals do not see: divide by `max(total, 1)`, as `softmax_rows` in the matrix library does (with the maximum not yet subtracted, subtract it first)"
                         } else if e.contains("<= 0") || e.contains("division by an interval that contains 0") {
                             "tighter --input-bounds, or a clamp that keeps the value away from 0 (`max(x, c)` for a small c > 0), can bound it"
                         } else {

@@ -731,6 +731,20 @@ fn unsupported_real_programs_get_located_errors() {
         let e = build(src, 4, -1.0, 1.0, MlpMode::Relu).err().unwrap_or_else(|| panic!("{src} compiled"));
         assert!(e.contains(want), "{src}: {e}");
     }
+    // A reciprocal that cannot be approximated is lowered where the quotient is read; the
+    // error marks the division too (helper d10: only the readers, a line below, were shown).
+    let src = "x = tokens_float;\nz = aggregate(select(indices, indices, ==), x) + 2;\np = x / z;\ny = aggregate(select(indices, indices, <=), p);";
+    let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+    let s = r.unwrap();
+    let (_, root) = s.entry(None).unwrap();
+    let opts = raspc_compiler::Options {
+        max_len: 4,
+        real: Some(RealOptions { lo: -3.0, hi: 3.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }),
+        ..Default::default()
+    };
+    let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
+    let division = e[0].labels.iter().find(|l| l.message.contains("the division")).unwrap_or_else(|| panic!("{:?}", e[0]));
+    assert_eq!(&src[division.span.start as usize..division.span.end as usize], "x / z");
     let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = tokens_int + 1;", &raspc_lang::MemoryLoader::default());
     let s = r.unwrap();
     let (_, root) = s.entry(None).unwrap();
