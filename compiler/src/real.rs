@@ -1470,6 +1470,15 @@ impl RealLowerer<'_> {
                                 }
                                 Ex::Cmp(x, *b, y)
                             }
+                            // Equality is true at single points: a step whatever it chooses
+                            // between (helper d10: the note offered "comparisons inside `a if
+                            // cond else b`" for an `==` that was inside one).
+                            BinOp::Eq => {
+                                return Err(self
+                                    .err(id, format!("`{}` on real values is not supported", b.symbol()))
+                                    .with_label("here")
+                                    .with_note("equality of real values holds at single points: a step, which a continuous MLP cannot compute; `<`, `<=`, `>`, `>=` inside `a if cond else b` compile where both branches agree at the threshold (max, min, relu), and over a finite set of numbers (--vocab or --input-grid) `==` compiles"));
+                            }
                             other => {
                                 return Err(self
                                     .err(id, format!("`{}` on real values is not supported", other.symbol()))

@@ -720,6 +720,7 @@ fn unsupported_real_programs_get_located_errors() {
         ("y = 1 if tokens_float > 0 else 0;", "jumps"),
         ("y = aggregate(select(indices, indices, ==), tokens_float, 1);", "default of a real aggregate"),
         ("y = tokens_float % 2;", "not supported"),
+        ("y = 1 if tokens_float == 0.5 else 0;", "`==` on real values is not supported"),
         // The input read as integers: named, with the way out (helper b10: "to_int of a real value").
         ("y = tokens_int + 1;", "`tokens_int` (to_int of the input number) is not supported"),
         ("y = 1 / tokens_float;", "cannot be approximated"),
@@ -745,16 +746,20 @@ fn unsupported_real_programs_get_located_errors() {
     let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
     let division = e[0].labels.iter().find(|l| l.message.contains("the division")).unwrap_or_else(|| panic!("{:?}", e[0]));
     assert_eq!(&src[division.span.start as usize..division.span.end as usize], "x / z");
-    let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = tokens_int + 1;", &raspc_lang::MemoryLoader::default());
-    let s = r.unwrap();
-    let (_, root) = s.entry(None).unwrap();
-    let opts = raspc_compiler::Options {
-        max_len: 4,
-        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }),
-        ..Default::default()
-    };
-    let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
-    assert!(e[0].notes.iter().any(|n| n.contains("read them as `tokens_float`")), "{:?}", e[0]);
+    // The way out each refusal offers (helpers b10, d10: `tokens_int` was not named; `==` was
+    // told that comparisons inside a conditional compile, and it was inside one).
+    for (src, note) in [("y = tokens_int + 1;", "read them as `tokens_float`"), ("y = 1 if tokens_float == 0.5 else 0;", "equality of real values holds at single points")] {
+        let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+        let s = r.unwrap();
+        let (_, root) = s.entry(None).unwrap();
+        let opts = raspc_compiler::Options {
+            max_len: 4,
+            real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }),
+            ..Default::default()
+        };
+        let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
+        assert!(e[0].notes.iter().any(|n| n.contains(note)), "{src}: {:?}", e[0]);
+    }
     // Causal masking is refused rather than ignored.
     let (_, r) = raspc_lang::evaluate_program("<test>", None, "y = relu(tokens_float);", &raspc_lang::MemoryLoader::default());
     let s = r.unwrap();
