@@ -445,8 +445,8 @@ fn plot_writes_svg_with_colorbars_and_a_symlog_scale() {
     assert_eq!(out, format!("wrote {} figures to {}\n", files.len(), dir.display()));
     assert!(files.iter().all(|f| f.extension().unwrap() == "svg"), "{files:?}");
     let ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&out_path).unwrap()).unwrap();
-    let t = &ck.tensors["layers.0.mlp.w_in"];
-    let vmax = t.data.iter().fold(0f32, |m, x| m.max(x.abs()));
+    // (The figure's last row is b_in.)
+    let vmax = ck.tensors["layers.0.mlp.w_in"].data.iter().chain(&ck.tensors["layers.0.mlp.b_in"].data).fold(0f32, |m, x| m.max(x.abs()));
     let svg = std::fs::read_to_string(dir.join("layer0_mlp_in.svg")).unwrap();
     assert!(svg.starts_with("<!-- raspc plot -->\n<svg"), "{}", &svg[..100]);
     // plotters writes each text's content on a line of its own.
@@ -456,6 +456,24 @@ fn plot_writes_svg_with_colorbars_and_a_symlog_scale() {
     assert!(svg.contains("selector_width_8:inverse (numeric)"), "residual-basis labels");
     let (code, _, _) = cli(&["plot", o, "--out", dir.to_str().unwrap(), "--format", "pdf"]);
     assert_eq!(code, 2, "unknown formats are refused");
+    // A ReGLU gate made of its bias alone (w_gate all zero) drew as an empty figure with a
+    // colour scale of 0 (helper e10): each MLP figure's last row is its bias.
+    let gated = temp("softmax-gated.safetensors");
+    let g = gated.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/paper/softmax_rows.rasp", "--input-bounds=-1,1", "--max-len", "4", "--mlp", "gated", "-o", g, "--force"]).0, 0);
+    let ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&gated).unwrap()).unwrap();
+    let l =
+        (0..ck.config.layers.len()).find(|&l| ck.tensors.get(&format!("layers.{l}.mlp.w_gate")).is_some_and(|w| w.data.iter().all(|&x| x == 0.0))).expect("a gate of its bias alone");
+    let dir = temp("plots-gated");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(cli(&["plot", g, "--out", dir.to_str().unwrap(), "--format", "svg"]).0, 0);
+    let pages: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with(&format!("layer{l}_mlp_gate"))).collect();
+    assert!(!pages.is_empty());
+    for p in pages {
+        let svg = std::fs::read_to_string(&p).unwrap();
+        assert!(svg.lines().any(|x| x.trim() == "bias"), "{}", p.display());
+    }
 }
 
 /// inspect, plot and trace work on every corpus program's checkpoint, and the trace agrees
@@ -620,8 +638,8 @@ fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
     let gate: Vec<_> = files.iter().filter(|f| f.file_name().unwrap().to_str().unwrap().starts_with("layer4_mlp_gate")).collect();
     assert!(!gate.is_empty() && files.iter().any(|f| f.ends_with("overview.png")), "{files:?}");
     let ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(u).unwrap()).unwrap();
-    let g = &ck.tensors["layers.4.mlp.w_gate"];
-    let used = (0..g.shape[1]).filter(|&j| (0..g.shape[0]).any(|i| g.data[i * g.shape[1] + j] != 0.0)).count();
+    let (g, b) = (&ck.tensors["layers.4.mlp.w_gate"], &ck.tensors["layers.4.mlp.b_gate"]);
+    let used = (0..g.shape[1]).filter(|&j| b.data[j] != 0.0 || (0..g.shape[0]).any(|i| g.data[i * g.shape[1] + j] != 0.0)).count();
     assert_eq!(gate.len(), if used > 300 { used.div_ceil(300) } else { 1 }, "{gate:?}");
     // Page files sort in page order (page numbers are zero-padded).
     let mut names: Vec<String> = gate.iter().map(|f| f.file_name().unwrap().to_str().unwrap().to_string()).collect();

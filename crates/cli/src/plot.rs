@@ -477,14 +477,31 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
             let t = |w: &str| crate::inspect::tensor(ck, &raspc_checkpoint::names::mlp(l, w));
             let hidden: Vec<String> = (0..m.hidden).map(|i| format!("h{i}")).collect();
             let what: Vec<String> = layer.mlp_info.iter().map(|i| crate::inspect::printable(&i.writes)).collect();
+            // Each figure's bias is its last row ("bias"; like every row, shown where nonzero):
+            // a gate made of its bias alone drew as an empty figure (helper e10).
+            let mut rows = names.clone();
+            rows.push("bias".to_string());
+            let with_bias = |w: &str, b: &str| -> Result<Vec<Vec<f32>>, String> {
+                let mut m = rows_of(t(w)?);
+                m.push(t(b)?.data.clone());
+                Ok(m)
+            };
             let p = dir.join(format!("layer{l}_mlp_in.png"));
-            files.extend(heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &rows_of(t("w_in")?), &names, &hidden, "residual dims", "hidden units", opts)?);
+            files.extend(heatmap(&p, &format!("layer {l} MLP input (writes {})", what.join(", ")), &with_bias("w_in", "b_in")?, &rows, &hidden, "residual dims", "hidden units", opts)?);
             if m.kind == raspc_checkpoint::MlpKind::Reglu {
                 let p = dir.join(format!("layer{l}_mlp_gate.png"));
-                files.extend(heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &rows_of(t("w_gate")?), &names, &hidden, "residual dims", "hidden units", opts)?);
+                files.extend(heatmap(&p, &format!("layer {l} MLP gate (ReGLU second factor)"), &with_bias("w_gate", "b_gate")?, &rows, &hidden, "residual dims", "hidden units", opts)?);
             }
+            // (Transposed: residual dims by hidden units, and b_out, per residual dim, as the
+            // last column.)
+            let mut out = transpose(&rows_of(t("w_out")?));
+            for (row, &b) in out.iter_mut().zip(&t("b_out")?.data) {
+                row.push(b);
+            }
+            let mut units = hidden.clone();
+            units.push("bias".to_string());
             let p = dir.join(format!("layer{l}_mlp_out.png"));
-            files.extend(heatmap(&p, &format!("layer {l} MLP output (transposed)"), &transpose(&rows_of(t("w_out")?)), &names, &hidden, "residual dims", "hidden units", opts)?);
+            files.extend(heatmap(&p, &format!("layer {l} MLP output (transposed)"), &out, &names, &units, "residual dims", "hidden units", opts)?);
         }
     }
     Ok(files)
