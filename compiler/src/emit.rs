@@ -605,7 +605,19 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
             // The slot it writes into: its own, or, when its own is folded into a sum slot and
             // not allocated (`d = a - b`: a's head writes d directly), the first allocated one.
             let writes = written(block).find(|s| sched.offset.contains_key(s)).unwrap_or(block.writes);
-            ck::BlockInfo { what: block.what.clone(), reads: block.reads.iter().map(|&r| plan.slots[r].label.clone()).collect(), writes: plan.slots[writes].label.clone(), hidden }
+            let mut reads: Vec<String> = block.reads.iter().map(|&r| plan.slots[r].label.clone()).collect();
+            // The BOS dim is read by every MLP (it switches each unit off at BOS, below) and by
+            // a head reading a slot that is nonzero at BOS (its compensation, above): said so, as
+            // the weights show (helper e10: MLPs' reads left it out, heads' did not).
+            let ins: Vec<&In> = match &block.kind {
+                BlockKind::Head(h) => h.q.iter().chain(&h.k).chain(&h.v).collect(),
+                BlockKind::Mlp(_) => vec![],
+            };
+            let mlp = matches!(block.kind, BlockKind::Mlp(_));
+            if !block.reads.contains(&BOS) && (mlp || ins.iter().any(|e| plan.slots[e.slot].at_bos.get(e.dim).is_some_and(|&z| z != 0.0))) {
+                reads.insert(0, plan.slots[BOS].label.clone());
+            }
+            ck::BlockInfo { what: block.what.clone(), reads, writes: plan.slots[writes].label.clone(), hidden }
         };
         for (&b, &t) in &sched.time {
             match &plan.blocks[b].kind {

@@ -224,6 +224,11 @@ def main(job_path):
             checks += 1
             if fig.raspc_matrix.shape[1] != layer["mlp"]["hidden"]:
                 failures.append(f"plot_mlp({l}): {fig.raspc_matrix.shape[1]} of {layer['mlp']['hidden']} units shown")
+            # Its bias is the last row (a gate of its bias alone drew empty; helper e10).
+            checks += 1
+            b_in = model_sort.weights[f"layers.{l}.mlp.b_in"]
+            if np.any(b_in) and (fig.raspc_rows[-1] != "bias" or not np.allclose(fig.raspc_matrix[-1], b_in)):
+                failures.append(f"plot_mlp({l}): b_in is not the last row {fig.raspc_rows[-1:]}")
     for fmt, magic in (("svg", b"<svg"), ("png", b"\x89PNG")):
         buf = io.BytesIO()
         model_sort.plot_head(0, 0, "ov").savefig(buf, format=fmt)

@@ -88,12 +88,15 @@ def plot_mlp(model, layer, which="in", symlog=False, linthresh=None, all_dims=Fa
             units[i] = f"{part['writes']}:{i - a}"
     names = model.dim_names
     p = f"layers.{layer}.mlp."
+    # Each matrix with its bias as a last row ("bias"): a gate made of its bias alone would
+    # otherwise draw as an empty figure.
+    rows = list(names) + ["bias"]
     if which == "in":
-        return heatmap(w[p + "w_in"], names, units, f"L{layer} MLP W_in", symlog, linthresh, all_dims, "hidden unit", "read dim")
+        return heatmap(np.vstack([w[p + "w_in"], w[p + "b_in"][None]]), rows, units, f"L{layer} MLP W_in", symlog, linthresh, all_dims, "hidden unit", "read dim")
     if which == "gate":
         if p + "w_gate" not in w:
             raise RaspcError(f"the MLP of layer {layer} is not gated")
-        return heatmap(w[p + "w_gate"], names, units, f"L{layer} MLP W_gate", symlog, linthresh, all_dims, "hidden unit", "read dim")
+        return heatmap(np.vstack([w[p + "w_gate"], w[p + "b_gate"][None]]), rows, units, f"L{layer} MLP W_gate", symlog, linthresh, all_dims, "hidden unit", "read dim")
     if which == "out":
-        return heatmap(w[p + "w_out"], units, names, f"L{layer} MLP W_out", symlog, linthresh, all_dims, "written dim", "hidden unit")
+        return heatmap(np.vstack([w[p + "w_out"], w[p + "b_out"][None]]), units + ["bias"], names, f"L{layer} MLP W_out", symlog, linthresh, all_dims, "written dim", "hidden unit")
     raise RaspcError(f'which must be "in", "gate" or "out", not {which!r}')
