@@ -194,6 +194,13 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
     }
 }
 
+/// Handles SIGINT, SIGTERM and SIGHUP for the command-line program: removes the temporary
+/// files of checkpoints being written, clears a progress bar at a terminal, and exits with 128
+/// plus the signal. Library users (the Python package) do not call it: their host owns signals.
+pub fn install_signal_handling() {
+    cmd::output::install_cleanup();
+}
+
 enum Failure {
     /// Diagnostics were already written.
     Reported,

@@ -680,3 +680,30 @@ fn load_chains_have_a_depth_budget() {
     fails(&["eval", main.to_str().expect("utf-8"), "--input", "ab"], &["eval::load", "loads nested more than 256 files deep"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A signal ends any command with 128 + its number, having removed what it was writing (helper
+/// b10: SIGTERM and SIGHUP exited with SIGINT's 130, or, where no checkpoint was being written,
+/// killed the process outright, with a progress bar left on the terminal's line).
+#[cfg(unix)]
+#[test]
+fn signals_end_a_run_with_their_own_exit_status() {
+    let bin = env!("CARGO_BIN_EXE_raspc");
+    let dir = std::env::temp_dir().join(format!("raspc-signals-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prog = dir.join("v.rasp");
+    std::fs::write(&prog, "x = aggregate(select(tokens, tokens, ==), indices);\n").unwrap();
+    for (sig, code) in [("-INT", 130), ("-TERM", 143), ("-HUP", 129)] {
+        // An exhaustive verify of 1.4 M inputs runs long enough to be interrupted.
+        let mut child = Command::new(bin)
+            .args(["verify", prog.to_str().unwrap(), "--vocab", "abcd", "--max-len", "10", "--exhaustive"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "{sig}: {status:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,16 +14,43 @@ pub(crate) static TEMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic
 
 pub(crate) fn install_cleanup() {
     CLEANUP.call_once(|| {
-        // If another handler is already installed (a host program), its owner handles signals.
-        let _ = ctrlc::set_handler(|| {
-            if let Ok(files) = TEMP_FILES.lock() {
-                for f in files.iter() {
-                    let _ = std::fs::remove_file(f);
-                }
+        // On Unix, one thread waits for the signals and exits with 128 + the signal received
+        // (helper b10: SIGTERM and SIGHUP exited with SIGINT's 130), after removing temporary
+        // files and clearing a progress bar's line at a terminal (Ctrl-C left the bar, and the
+        // prompt came after it on the same line).
+        #[cfg(unix)]
+        {
+            use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+            if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+                let _ = std::thread::Builder::new().name("raspc-signals".into()).spawn(move || {
+                    if let Some(sig) = signals.forever().next() {
+                        interrupted(128 + sig);
+                    }
+                });
             }
-            std::process::exit(130);
-        });
+        }
+        // Elsewhere one handler for all three (If another handler is already installed, by a
+        // host program, its owner handles signals.)
+        #[cfg(not(unix))]
+        {
+            let _ = ctrlc::set_handler(|| interrupted(130));
+        }
     });
+}
+
+/// What an interrupted run does before exiting with `code`.
+fn interrupted(code: i32) -> ! {
+    if let Ok(files) = TEMP_FILES.lock() {
+        for f in files.iter() {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        // (A bar or spinner is the only partial line raspc leaves on a terminal.)
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"\r\x1b[2K");
+    }
+    std::process::exit(code);
 }
 
 pub(crate) fn forget_temp(tmp: &Path) {
