@@ -785,31 +785,92 @@ impl Ex {
     }
 }
 
-/// An affine form `Σ c_s · slot_s + k`.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// An affine form `Σ c_s · slot_s + k`, with bounds on how far its coefficients, folded in f64
+/// from the program's constants, may be from the exact ones (`dc`, `dk`; helper f11: `x + 1 +
+/// 2^53 - 2^53` folded to `x`, 1 off, certified 1e-6, and a step whose branches' constants
+/// cancelled that way compiled as continuous).
+#[derive(Clone, Debug, Default)]
 struct Aff {
     c: BTreeMap<SlotId, f64>,
     k: f64,
+    /// `|exact c_s - c_s| <= dc[s]`, also for slots whose stored coefficient folded to 0.
+    dc: BTreeMap<SlotId, f64>,
+    /// `|exact k - k| <= dk`.
+    dk: f64,
+}
+
+/// Two affine forms are the same computation when their stored coefficients are (what the
+/// model computes); their fold bounds are charged wherever they are read.
+impl PartialEq for Aff {
+    fn eq(&self, o: &Aff) -> bool {
+        self.c == o.c && self.k == o.k
+    }
+}
+
+/// The exact rounding error of `a + b` in f64 (Knuth's TwoSum).
+fn sum_err(a: f64, b: f64) -> f64 {
+    let s = a + b;
+    let bb = s - a;
+    ((a - (s - bb)) + (b - bb)).abs()
+}
+
+/// A bound on `|exact - computed|` of `acc + w·c` where `|exact w - w| <= dw`, `|exact c - c|
+/// <= d`, and `acc` carries `dacc`: the product's and the sum's exact rounding errors (an exact
+/// fold adds nothing) plus the carried ones.
+fn fold_err(acc: f64, dacc: f64, w: f64, dw: f64, c: f64, d: f64) -> (f64, f64) {
+    let p = w * c;
+    let p_err = w.mul_add(c, -p).abs();
+    let sum = acc + p;
+    let e = dacc + w.abs() * d + dw * (c.abs() + d) + p_err + sum_err(acc, p);
+    // (Bounds are rounded up by a few ulps of themselves.)
+    (sum, if e > 0.0 { e * (1.0 + 4.0 * U64) } else { 0.0 })
+}
+
+/// A bound on `|1/y (in f64) - 1/y|`: `|w·y - 1| / |y|`, exact through fma.
+fn recip_err(y: f64) -> f64 {
+    let w = 1.0 / y;
+    w.mul_add(y, -1.0).abs() / y.abs() * (1.0 + 8.0 * U64)
 }
 
 impl Aff {
     fn leaf(s: SlotId) -> Aff {
-        Aff { c: BTreeMap::from([(s, 1.0)]), k: 0.0 }
+        Aff { c: BTreeMap::from([(s, 1.0)]), ..Aff::default() }
     }
     fn konst(k: f64) -> Aff {
-        Aff { c: BTreeMap::new(), k }
+        Aff { k, ..Aff::default() }
     }
-    fn add(mut self, o: &Aff, w: f64) -> Aff {
-        for (&s, &c) in &o.c {
-            *self.c.entry(s).or_insert(0.0) += w * c;
+    fn add(self, o: &Aff, w: f64) -> Aff {
+        self.add_inexact(o, w, 0.0)
+    }
+    /// `self + w·o` where the weight w is within `dw` of its exact value.
+    fn add_inexact(mut self, o: &Aff, w: f64, dw: f64) -> Aff {
+        let slots: std::collections::BTreeSet<SlotId> = o.c.keys().chain(o.dc.keys()).copied().collect();
+        for s in slots {
+            let (c, d) = (o.c.get(&s).copied().unwrap_or(0.0), o.dc.get(&s).copied().unwrap_or(0.0));
+            let (acc, dacc) = (self.c.get(&s).copied().unwrap_or(0.0), self.dc.get(&s).copied().unwrap_or(0.0));
+            let (sum, e) = fold_err(acc, dacc, w, dw, c, d);
+            self.c.insert(s, sum);
+            if e > 0.0 {
+                self.dc.insert(s, e);
+            }
         }
         self.c.retain(|_, c| *c != 0.0);
-        self.k += w * o.k;
+        let (k, dk) = fold_err(self.k, self.dk, w, dw, o.k, o.dk);
+        (self.k, self.dk) = (k, dk);
         self
     }
     fn scale(&self, w: f64) -> Aff {
         Aff::default().add(self, w)
     }
+    /// `w·self` with `w` within `dw` of its exact value.
+    fn add_inexact_from_zero(&self, w: f64, dw: f64) -> Aff {
+        Aff::default().add_inexact(self, w, dw)
+    }
+    /// `self · y` for a constant form y (its own fold bound included).
+    fn scale_by(&self, y: &Aff) -> Aff {
+        Aff::default().add_inexact(self, y.k, y.dk)
+    }
+
     fn is_const(&self) -> bool {
         self.c.is_empty()
     }
@@ -2004,16 +2065,23 @@ impl RealLowerer<'_> {
         self.groups.get(&s).map_or(self.res[&s].iv, |g| g.iv)
     }
 
+    /// How far the program's exact affine form may be from `a`'s stored coefficients, at any
+    /// value of its slots ([`Aff::dc`], [`Aff::dk`]): 0 when its constants folded exactly.
+    fn fold_slack(&self, a: &Aff) -> f64 {
+        a.dk + a.dc.iter().map(|(s, d)| d * self.res.get(s).map_or(f64::INFINITY, |r| r.iv.mag() + r.err.f32.max(r.err.f64))).sum::<f64>()
+    }
+
     fn aff_iv(&self, a: &Aff) -> Iv {
         let (ra, giv) = self.ungroup(a);
-        let naive = ra.c.iter().fold(Iv::pt(ra.k), |acc, (s, &w)| acc.add(self.res[s].iv.scale(w))).add(giv);
+        let slack = self.fold_slack(a);
+        let naive = ra.c.iter().fold(Iv::pt(ra.k), |acc, (s, &w)| acc.add(self.res[s].iv.scale(w))).add(giv).add(Iv::new(-slack, slack));
         // λ(s - m) <= 0 when m is a maximum that covers s.
         for (&m, s) in &self.max_of {
             if let Some((lam, rest)) = a.split_max(m, s)
                 && lam > 0.0
             {
                 let r = self.aff_iv(&rest);
-                return Iv { lo: naive.lo, hi: naive.hi.min(r.hi) };
+                return Iv { lo: naive.lo, hi: naive.hi.min(r.hi + slack) };
             }
         }
         naive
@@ -2025,8 +2093,9 @@ impl RealLowerer<'_> {
     }
     /// The interval of `a` at token position `k`.
     fn key_iv(&self, a: &Aff, k: usize) -> Iv {
+        let slack = self.fold_slack(a);
         let (a, giv) = self.ungroup(a);
-        a.c.iter().fold(Iv::pt(a.k).add(giv), |acc, (s, &w)| {
+        a.c.iter().fold(Iv::pt(a.k).add(giv).add(Iv::new(-slack, slack)), |acc, (s, &w)| {
             let iv = if Some(*s) == self.input {
                 self.input_iv[k]
             } else if let Some(p) = self.pos_vals.get(s) {
@@ -2046,7 +2115,7 @@ impl RealLowerer<'_> {
         } else {
             self.groups.values().filter_map(|g| a.c.get(&g.slots[0]).filter(|&&w| g.slots.iter().all(|s| a.c.get(s) == Some(&w))).map(|w| w.abs() * g.err)).sum()
         };
-        grouped + rest.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum::<Err2>()
+        grouped + rest.c.iter().map(|(s, w)| w.abs() * self.res[s].err).sum::<Err2>() + Err2::both(self.fold_slack(a))
     }
     /// Σ|c|·max|x| + |k|: the magnitude its dot product rounds against.
     /// (Per arithmetic: the computed values deviate by that arithmetic's errors.)
@@ -2063,17 +2132,20 @@ impl RealLowerer<'_> {
             Ex::Mul(a, b) => {
                 let (x, y) = (Self::affine(a)?, Self::affine(b)?);
                 if x.is_const() {
-                    y.scale(x.k)
+                    y.scale_by(&x)
                 } else if y.is_const() {
-                    x.scale(y.k)
+                    x.scale_by(&y)
                 } else {
                     return None;
                 }
             }
             Ex::Div(a, b) => {
                 let (x, y) = (Self::affine(a)?, Self::affine(b)?);
-                if y.is_const() && y.k != 0.0 {
-                    x.scale(1.0 / y.k)
+                // (A denominator within its own fold bound of 0 is no constant to divide by.)
+                if y.is_const() && y.k.abs() > 2.0 * y.dk && y.k != 0.0 {
+                    // 1/y moves by at most dk / (|y| (|y| - dk)) as y moves within its bound.
+                    let dw = recip_err(y.k) + y.dk / (y.k.abs() * (y.k.abs() - y.dk)) * (1.0 + 8.0 * U64);
+                    x.add_inexact_from_zero(1.0 / y.k, dw)
                 } else {
                     return None;
                 }
@@ -2081,7 +2153,27 @@ impl RealLowerer<'_> {
             Ex::Pow(a, b) => {
                 let (x, y) = (Self::affine(a)?, Self::affine(b)?);
                 if x.is_const() && y.is_const() {
-                    Aff::konst(x.k.powf(y.k))
+                    let v = x.k.powf(y.k);
+                    // powf is within an ulp or two; a folded base or exponent moves it by at most
+                    // its bound times the power's slope over the bound (a base within its bound
+                    // of 0 is refused: the slope may be unbounded there).
+                    let mut dk = 4.0 * U64 * v.abs();
+                    if x.dk > 0.0 {
+                        if x.k.abs() <= 2.0 * x.dk {
+                            return None;
+                        }
+                        let far = (x.k.abs() - x.dk).min(x.k.abs() + x.dk).max(0.0);
+                        let near = x.k.abs() + x.dk;
+                        let slope = y.k.abs() * far.powf(y.k - 1.0).max(near.powf(y.k - 1.0));
+                        dk += 2.0 * slope * x.dk;
+                    }
+                    if y.dk > 0.0 {
+                        dk += 2.0 * x.k.abs().ln().abs() * v.abs().max(x.k.abs().powf(y.k.abs() + y.dk)) * y.dk;
+                    }
+                    if !(v.is_finite() && dk.is_finite()) {
+                        return None;
+                    }
+                    Aff { k: v, dk, ..Aff::default() }
                 } else {
                     return None;
                 }
@@ -2476,9 +2568,11 @@ impl RealLowerer<'_> {
                 return Ok((Aff::default(), vec![(1.0, Term::Prod(x, y))]));
             }
             Ex::Div(a, b) => {
-                if let Some(c) = Self::affine(b).filter(Aff::is_const) {
+                if let Some(c) = Self::affine(b).filter(|c| c.is_const() && c.dk == 0.0 && c.k != 0.0) {
                     let (x, tx) = self.decompose(a, label)?;
-                    return Ok((x.scale(1.0 / c.k), tx.into_iter().map(|(w, t)| (w / c.k, t)).collect()));
+                    // (The terms' weights w/c round once each, relative to themselves: the
+                    // weights' f32 storage already charges more.)
+                    return Ok((x.add_inexact_from_zero(1.0 / c.k, recip_err(c.k)), tx.into_iter().map(|(w, t)| (w / c.k, t)).collect()));
                 }
                 if let Some((u, f)) = Self::unary(ex) {
                     return Ok((Aff::default(), vec![(1.0, Term::Unary(u, f))]));
@@ -2509,6 +2603,24 @@ impl RealLowerer<'_> {
                 return Ok((Aff::default(), vec![(1.0, Term::Prod(x, r))]));
             }
             _ => {}
+        }
+        // A condition that is a constant whose constants folded inexactly (`x + 0.1 + 0.2 > x +
+        // 0.3`): decided by the stored constant, the branch it picks, plus, where the exact one
+        // may decide the other way, the distance to the other branch.
+        if let Ex::Ter(t, c, e) = ex
+            && let Ex::Cmp(l, op, r) = c.as_ref()
+            && let (Some(la), Some(ra), Some(ta), Some(ea)) = (Self::affine(l), Self::affine(r), Self::affine(t), Self::affine(e))
+        {
+            let u = la.add(&ra, -1.0);
+            if u.is_const() && u.dk > 0.0 {
+                let holds = cmp_holds(u.k, *op, 0.0);
+                let apart = ta.clone().add(&ea, -1.0);
+                let (mut pick, _) = if holds { (ta, ea) } else { (ea, ta) };
+                if u.k.abs() <= u.dk || matches!(op, BinOp::Eq) {
+                    pick.dk += self.aff_iv(&apart).mag();
+                }
+                return Ok((pick, vec![]));
+            }
         }
         if let Some((u, f)) = Self::unary(ex) {
             return Ok((Aff::default(), vec![(1.0, Term::Unary(u, f))]));
@@ -2597,12 +2709,20 @@ impl RealLowerer<'_> {
         let (Some(ta), Some(ea), Ex::Cmp(l, op, r)) = (Self::affine(t), Self::affine(e), c.as_ref()) else { return None };
         let (la, ra) = (Self::affine(l)?, Self::affine(r)?);
         let u = la.add(&ra, -1.0);
-        let diff = ta.add(&ea, -1.0);
+        let diff = ta.clone().add(&ea, -1.0);
         if u.is_const() {
             return None;
         }
         let (lam, kap) = diff.in_direction(&u).or_else(|| diff.is_const().then_some((0.0, diff.k)))?;
         let f = F::Ter(Box::new(F::Lin(lam, kap)), Box::new(F::Cmp(Box::new(F::Lin(1.0, 0.0)), *op, Box::new(F::C(0.0)))), Box::new(F::C(0.0)));
+        // The branches' fold bounds: the exact e + [cond]·(t - e) is within |δe| + |δt - δe| of
+        // the stored one, so e carries 2·δe + δt (a jump hidden by a fold is charged whole).
+        let mut ea = ea;
+        for s in ta.dc.keys().chain(ea.dc.clone().keys()).copied().collect::<std::collections::BTreeSet<_>>() {
+            let d = 2.0 * ea.dc.get(&s).copied().unwrap_or(0.0) + ta.dc.get(&s).copied().unwrap_or(0.0);
+            ea.dc.insert(s, d);
+        }
+        ea.dk = 2.0 * ea.dk + ta.dk;
         Some((ea, Term::Unary(u, f)))
     }
 
@@ -2728,6 +2848,17 @@ impl RealLowerer<'_> {
         let mut ps = vec![];
         pieces(ex, &mut ps);
         let u = ps.iter().find(|a| !a.is_const())?.clone();
+        // F is built from the stored coefficients, each piece as a multiple of u as stored: where
+        // a piece's constants (or u's, when other pieces are read through it) folded inexactly,
+        // the exact pieces are not those multiples, and F would drop the fold bound (helper f11:
+        // `x*2 + 1 + 2^53 - 2^53 if x > 0 else x` became a continuous F, a step of 1 certified
+        // to 2e-6). Such an expression is lowered piece by piece instead, where the bounds are
+        // charged. A function of u alone keeps u's bound as its argument's error.
+        let slack = |p: &Aff| !(p.dk == 0.0 && p.dc.is_empty());
+        let same = |p: &Aff| *p == u && p.dc == u.dc && p.dk == u.dk;
+        if ps.iter().any(|p| if p.is_const() { slack(p) } else { !same(p) && (slack(p) || slack(&u)) }) {
+            return None;
+        }
         fn build(ex: &Ex, u: &Aff) -> Option<F> {
             if let Some(a) = RealLowerer::affine(ex) {
                 return Some(if a.is_const() {
@@ -3210,7 +3341,7 @@ impl RealLowerer<'_> {
         if !aff.is_const() {
             // The slots' part only: the constant `aff.k` is the constant unit's below (with it
             // here too, `x + 1` was computed as `x + 2`).
-            all.push((1.0, Term::Unary(Aff { c: aff.c.clone(), k: 0.0 }, F::Lin(1.0, 0.0))));
+            all.push((1.0, Term::Unary(Aff { c: aff.c.clone(), dc: aff.dc.clone(), ..Aff::default() }, F::Lin(1.0, 0.0))));
         }
         let zero: Vec<bool> = {
             let mut z = self.aff_zero(aff);
@@ -3255,8 +3386,9 @@ impl RealLowerer<'_> {
         }
         let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
         let mut m = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: gated.then(Gate::default) };
-        let mut iv = Iv::pt(aff.k);
-        let mut err = Err2::default();
+        // (The constant's fold bound: the exact constant is within `dk` of the stored one.)
+        let mut iv = Iv::new(aff.k - aff.dk, aff.k + aff.dk);
+        let mut err = Err2::both(aff.dk);
         // The inputs' errors carried through (a summand of `err`); None where a term's bound
         // does not split so.
         let mut carried = Some(Err2::default());

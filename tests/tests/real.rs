@@ -284,6 +284,39 @@ fn continuous_conditionals_of_maxima_and_polynomials_compile() {
     }
 }
 
+/// Constants folded in f64 round (`1 + 2^53` is 2^53): the compiler charges each fold's
+/// rounding to the certificate (helper f11: `x + 1 + 2^53 - 2^53` folded to `x`, 1 off the
+/// exact `x + 1`, certified 1e-6; and a step whose branch constants cancelled so compiled as
+/// continuous, 1 off, certified 7e-6). Each model is within its bound of the exact value (the
+/// interpreter's own f64 arithmetic is off too: it is not the reference here).
+#[test]
+fn constants_folded_with_rounding_are_charged() {
+    let big = "9007199254740992";
+    let cases: [(String, TwoInputs); 3] = [
+        (format!("x = tokens_float;\ny = x + 1 + {big} - {big};"), |x, _| x + 1.0),
+        (format!("x = tokens_float;\ny = x * 2 + 1 + {big} - {big} if x > 0 else x;"), |x, _| if x > 0.0 { 2.0 * x + 1.0 } else { x }),
+        ("x = tokens_float;\ny = x * 0.5 + x * 1000000000000000 - x * 1000000000000000;".to_string(), |x, _| 0.5 * x),
+    ];
+    for (src, f) in &cases {
+        for mode in MODES {
+            let b = build(src, 2, -1.0, 1.0, mode).unwrap_or_else(|e| panic!("{src}: {e}"));
+            let report = b.compiled.report.as_ref().unwrap();
+            for (dtype, bound) in [(candle_core_dtype(false), report.output_bound), (candle_core_dtype(true), report.output_bound_f64)] {
+                let model = Model::with_dtype(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
+                let inputs: Vec<Vec<f64>> = [0.25, 0.5, -0.5, 1e-3, -1e-3, 1.0, -1.0].iter().map(|&v| vec![v, -v]).collect();
+                let decoded = model.decode(&model.forward_real(&inputs, Attention::Hard).unwrap()).unwrap();
+                for (x, got) in inputs.iter().zip(decoded) {
+                    for (p, g) in got.iter().enumerate() {
+                        let raspc_runtime::Decoded::Number { raw, .. } = *g else { panic!("numeric output") };
+                        let want = f(x[p], 0.0);
+                        assert!((raw - want).abs() <= bound, "{src} {dtype:?}: {raw} vs exact {want} (bound {bound:e}) at {x:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn a_choice_by_position_between_constants_and_real_values_is_kept() {
     // A branch that folds to a constant beside a positional condition: the conditional was read
