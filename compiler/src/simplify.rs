@@ -111,8 +111,8 @@ struct Facts<'a> {
     structural: bool,
     /// Mean tables (see [`MeanTable`]) of the aggregates a merge or a scaling built: the one
     /// for the node being rebuilt, then by new id.
-    /// `Some(None)`: a merge or scaling whose table grew too large, which is then not tracked
-    /// (nor is anything merged from it).
+    /// (A merge or scaling whose table would grow too large is not made: its means stay a map,
+    /// computed as the interpreter rounds them. `Some(None)` is kept for tables lost otherwise.)
     tables: RefCell<(Option<Tracked>, HashMap<NodeId, Tracked>)>,
     /// The previous pass's tables, by the ids of the graph being rebuilt.
     old_tables: HashMap<NodeId, Tracked>,
