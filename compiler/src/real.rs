@@ -866,6 +866,11 @@ impl Aff {
     fn add_inexact_from_zero(&self, w: f64, dw: f64) -> Aff {
         Aff::default().add_inexact(self, w, dw)
     }
+    /// Whether its constants folded exactly (no fold bound): what the special exact paths
+    /// (relative bounds, positional values, the ratio certificate) read is then the program's.
+    fn exact(&self) -> bool {
+        self.dk == 0.0 && self.dc.is_empty()
+    }
     /// `self · y` for a constant form y (its own fold bound included).
     fn scale_by(&self, y: &Aff) -> Aff {
         Aff::default().add_inexact(self, y.k, y.dk)
@@ -1946,7 +1951,7 @@ impl RealLowerer<'_> {
         // A grouped block's sum ([`Group`]) counts as its value: its relative bounds already
         // charge the value projection's sum of the groups.
         let group = self.group_of(v);
-        if !is_max && ctx.is_none() && v.k == 0.0 && (group.is_some() || (v.c.len() == 1 && v.c.values().all(|&w| w == 1.0))) && vi.lo >= 0.0 {
+        if !is_max && ctx.is_none() && v.k == 0.0 && v.exact() && (group.is_some() || (v.c.len() == 1 && v.c.values().all(|&w| w == 1.0))) && vi.lo >= 0.0 {
             let value = group.or_else(|| v.c.keys().next().copied()).unwrap_or(SlotId(usize::MAX));
             if let Some(r) = self.rel.get(&value) {
                 // (Relative to the mean of |v'|, not to max|v'|: a mean of c values of different
@@ -2168,7 +2173,13 @@ impl RealLowerer<'_> {
                         dk += 2.0 * slope * x.dk;
                     }
                     if y.dk > 0.0 {
-                        dk += 2.0 * x.k.abs().ln().abs() * v.abs().max(x.k.abs().powf(y.k.abs() + y.dk)) * y.dk;
+                        // |d/dy x^y| = |ln x|·x^y, largest at an end of [y - dy, y + dy] (a
+                        // negative base with a folded exponent is refused: x^y jumps in sign).
+                        if x.k <= 0.0 {
+                            return None;
+                        }
+                        let top = x.k.powf(y.k - y.dk).max(x.k.powf(y.k + y.dk));
+                        dk += 2.0 * x.k.ln().abs() * top * y.dk;
                     }
                     if !(v.is_finite() && dk.is_finite()) {
                         return None;
@@ -2508,6 +2519,12 @@ impl RealLowerer<'_> {
         if self.groups.contains_key(&s) || !Self::has_ter(ex) {
             return;
         }
+        // The sharper bound reads `ex` as written, without the fold bounds of its affine parts
+        // (helper rv12: a softmax numerator `num + 2^53 + 1 - 2^53` was certified to 8e-5, 1.07
+        // off): such an expression keeps the bound its blocks charged.
+        if ex.walk().iter().any(|e| Self::affine(e).is_some_and(|a| !a.exact())) {
+            return;
+        }
         // The error first: the MLP's own part, plus the inputs' errors as `ex` carries them.
         // (Read through the slots the MLP reads: a subexpression it materialised first, with
         // that slot's own rounding, is one leaf here too.)
@@ -2558,7 +2575,9 @@ impl RealLowerer<'_> {
             }
             Ex::Mul(a, b) => {
                 for (p, o) in [(a, b), (b, a)] {
-                    if let Some(c) = Self::affine(p).filter(Aff::is_const) {
+                    // (A constant that folded inexactly is a factor of a product, whose error
+                    // charges its bound; helper rv12.)
+                    if let Some(c) = Self::affine(p).filter(|c| c.is_const() && c.exact()) {
                         let (x, tx) = self.decompose(o, label)?;
                         return Ok((x.scale(c.k), tx.into_iter().map(|(w, t)| (w * c.k, t)).collect()));
                     }
@@ -2854,7 +2873,7 @@ impl RealLowerer<'_> {
         // `x*2 + 1 + 2^53 - 2^53 if x > 0 else x` became a continuous F, a step of 1 certified
         // to 2e-6). Such an expression is lowered piece by piece instead, where the bounds are
         // charged. A function of u alone keeps u's bound as its argument's error.
-        let slack = |p: &Aff| !(p.dk == 0.0 && p.dc.is_empty());
+        let slack = |p: &Aff| !p.exact();
         let same = |p: &Aff| *p == u && p.dc == u.dc && p.dk == u.dk;
         if ps.iter().any(|p| if p.is_const() { slack(p) } else { !same(p) && (slack(p) || slack(&u)) }) {
             return None;
@@ -3042,7 +3061,9 @@ impl RealLowerer<'_> {
 
     /// When `a` reads only positional slots and takes at most 16 values: its value per position.
     fn positional_values(&self, a: &Aff) -> Option<Vec<f64>> {
-        if a.is_const() || !a.c.keys().all(|s| self.pos_vals.contains_key(s)) {
+        // (Its values are the stored coefficients': a form whose constants folded inexactly
+        // takes the general path, which charges the fold; helper rv12.)
+        if a.is_const() || !a.exact() || !a.c.keys().all(|s| self.pos_vals.contains_key(s)) {
             return None;
         }
         let vals: Vec<f64> = (0..self.n).map(|p| a.c.iter().map(|(s, c)| c * self.pos_vals[s][p]).sum::<f64>() + a.k).collect();
@@ -3058,7 +3079,7 @@ impl RealLowerer<'_> {
     fn relative_unary(&mut self, out: SlotId, f: &F, pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, u: &Aff, groups: Option<(usize, usize)>) {
         // The argument's relative bounds: u = c·s with s's, or only its absolute error.
         let input: relative::Rel = match (u.c.len(), u.c.iter().next()) {
-            (1, Some((s, &c))) if u.k == 0.0 && self.rel.contains_key(s) => self.rel[s].iter().map(|&(r, a)| (r, a * c.abs())).collect(),
+            (1, Some((s, &c))) if u.k == 0.0 && u.exact() && self.rel.contains_key(s) => self.rel[s].iter().map(|&(r, a)| (r, a * c.abs())).collect(),
             _ => vec![(Err2::default(), self.aff_err(u))],
         };
         // Every unit's pre-activation `dir·(u - t)` rounds like its dot product (the largest
@@ -3081,7 +3102,7 @@ impl RealLowerer<'_> {
         let found = u.c.keys().find_map(|&m| {
             let info = self.max_info.get(&m)?;
             let (lam, rest) = u.split_max(m, &info.value)?;
-            rest.c.is_empty().then(|| (m, lam, info.clone()))
+            (rest.c.is_empty() && u.exact()).then(|| (m, lam, info.clone()))
         });
         if let (Some((rate, x_max)), Some((m, lam, info))) = (relative::exp_rate(f), found)
             && w > 0.0
@@ -3118,6 +3139,7 @@ impl RealLowerer<'_> {
         // ... or a unary of c·t, t with shifted bounds (references within e^{±log_c} of exact).
         if let (1, Some((t, &c))) = (u.c.len(), u.c.iter().next())
             && u.k == 0.0
+            && u.exact()
             && let Some(sh) = self.shifted.get(t).cloned()
         {
             let iv = self.aff_iv(u);
@@ -3159,7 +3181,7 @@ impl RealLowerer<'_> {
             if *w != 1.0 {
                 return;
             }
-            let leaf = |a: &Aff| -> Option<SlotId> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
+            let leaf = |a: &Aff| -> Option<SlotId> { (a.k == 0.0 && a.exact() && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
             let gather_of = |a: &Aff| -> Option<(SlotId, SlotId)> {
                 let s = leaf(a)?;
                 match self.head_info.get(&s)? {
@@ -3216,7 +3238,7 @@ impl RealLowerer<'_> {
     /// shorter input, keys past its end drop out of both alike, and c·t ≥ Σ_j a_j). Returns
     /// (error before the product's own rounding, bound on |N'r'|, interval of N·r).
     fn ratio(&self, a: &Aff, b: &Aff, w: f64) -> Option<(Err2, Err2, Iv)> {
-        let leaf = |a: &Aff| -> Option<SlotId> { (a.k == 0.0 && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
+        let leaf = |a: &Aff| -> Option<SlotId> { (a.k == 0.0 && a.exact() && a.c.len() == 1 && a.c.values().all(|&c| c == 1.0)).then(|| a.c.keys().next().copied()).flatten() };
         if w != 1.0 {
             return None;
         }
@@ -3681,7 +3703,9 @@ impl RealLowerer<'_> {
             }
             self.groups.insert(out, Group { slots: res_g.iter().map(|r| r.0).collect(), iv, err });
 
-            if let Some((f, pl, units, w, u)) = unary_capture {
+            if let Some((f, pl, units, w, u)) = unary_capture
+                && aff.exact()
+            {
                 self.relative_unary(out, &f, &pl, &units, w, constant, &u, Some((per, n_groups)));
             }
             self.report.push(SopBound { label: label.to_string(), lo: iv.lo, hi: iv.hi, err: err.f32, err_f64: err.f64 });
@@ -3705,10 +3729,14 @@ impl RealLowerer<'_> {
         if let Some(c) = carried {
             self.carried.insert(out, c);
         }
-        if let Some((f, pl, units, w, u)) = unary_capture {
+        // (Relative bounds read the units alone: a constant that folded inexactly adds an
+        // absolute error they do not carry; helper rv12.)
+        if let Some((f, pl, units, w, u)) = unary_capture
+            && aff.exact()
+        {
             self.relative_unary(out, &f, &pl, &units, w, constant, &u, None);
         }
-        if gated && indicator_products.is_empty() && aff.is_const() && aff.k == 0.0 && constant == 0.0 {
+        if gated && indicator_products.is_empty() && aff.is_const() && aff.k == 0.0 && aff.exact() && constant == 0.0 {
             self.weighted_sum(out, terms, active);
         }
         self.zero.insert(out, zero);

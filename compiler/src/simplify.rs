@@ -111,8 +111,9 @@ struct Facts<'a> {
     structural: bool,
     /// Mean tables (see [`MeanTable`]) of the aggregates a merge or a scaling built: the one
     /// for the node being rebuilt, then by new id.
-    /// (A merge or scaling whose table would grow too large is not made: its means stay a map,
-    /// computed as the interpreter rounds them. `Some(None)` is kept for tables lost otherwise.)
+    /// `Some(None)`: a merge or scaling whose table grew too large, which is then not tracked
+    /// (nor is anything merged from it); a difference of means, or a sum of means of either sign,
+    /// is then not merged at all (their floats can cancel far from S/c).
     tables: RefCell<(Option<Tracked>, HashMap<NodeId, Tracked>)>,
     /// The previous pass's tables, by the ids of the graph being rebuilt.
     old_tables: HashMap<NodeId, Tracked>,
@@ -427,13 +428,18 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
             }
             let default = atom::binary(*op, &d1, &d2).ok()?;
             if let (Some(f), Operand::Sop(ma), Operand::Sop(mb)) = (facts, a, b) {
-                // Untracked, the interpreter's floats of `fa - fb` are not the merged mean's
-                // S/c: large values cancel to 0.9999999999997726 where S/c·c is 1 (helper g11:
-                // `(fa - fb) * (indices + 1) == 1` over values near 1000 compiled on S/c, 640 of
-                // 1092 inputs wrong). The two means then stay a map, which computes them as the
-                // interpreter does (or is refused).
-                let table = merged_table(f, out, *ma, *mb, if *op == BinOp::Sub { -1 } else { 1 })?;
-                f.tables.borrow_mut().0 = Some(Some(Rc::new(table)));
+                // Untracked, the interpreter's floats of `fa - fb` can be far from the merged
+                // mean's S/c: large values cancel to 0.9999999999997726 where S/c·c is 1 (helper
+                // g11: `(fa - fb) * (indices + 1) == 1` over values near 1000 compiled on S/c, 640
+                // of 1092 inputs wrong). Such a difference (or a sum of means of either sign)
+                // then stays a map, which computes it as the interpreter does (or is refused); a
+                // sum of means of one sign cannot cancel and is merged untracked as before (a sum
+                // of 150 means is one head).
+                let table = merged_table(f, out, *ma, *mb, if *op == BinOp::Sub { -1 } else { 1 });
+                if table.is_none() && !(*op == BinOp::Add && one_sign(f, out, &[v1, v2])) {
+                    return None;
+                }
+                f.tables.borrow_mut().0 = Some(table.map(Rc::new));
             }
             let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v1), Operand::Sop(v2)] }, span)?;
             Some(NodeKind::Aggregate { sel: s1, values, default })
@@ -450,9 +456,8 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
             // `mean * k` for an integer k: the interpreter scales the mean (0.1 · 3 is
             // 0.30000000000000004 where the mean of 3s gives 0.3).
             if let (Some(f), Some(k), Operand::Sop(m)) = (facts, c.as_f64(), a) {
-                // (Untracked, the same: the scaled mean stays a map.)
-                let table = mean_table(f, out, *m).map(|t| t.iter().map(|&(n, sum, x)| (n, sum * k as i64, x * k)).collect::<MeanTable>())?;
-                f.tables.borrow_mut().0 = Some(Some(Rc::new(table)));
+                let table = mean_table(f, out, *m).map(|t| t.iter().map(|&(n, sum, x)| (n, sum * k as i64, x * k)).collect::<MeanTable>());
+                f.tables.borrow_mut().0 = Some(table.map(Rc::new));
             }
             let values = out.add(NodeKind::Map { op: MapOp::Binary(*op), args: vec![Operand::Sop(v), Operand::Const(c.clone())] }, span)?;
             Some(NodeKind::Aggregate { sel: s, values, default })
@@ -553,6 +558,31 @@ fn merged_table(f: &Facts, out: &Graph, a: NodeId, b: NodeId, sign: i64) -> Opti
 /// 1.0000000000000002), which a merged or scaled mean would not reproduce: such means keep
 /// their own heads, whose value sets carry the alternatives (`compile::numeric_map`). Without
 /// value analysis (no `facts`), true.
+/// Whether the values of every s-op in `ids` are all >= 0, or all <= 0 (a sum of their means
+/// then rounds relative to itself, with no cancellation).
+fn one_sign(f: &Facts, out: &Graph, ids: &[NodeId]) -> bool {
+    let mut signs = ids.iter().map(|&id| {
+        f.learn(out, id);
+        match f.new.borrow().0.get(&id) {
+            Some(ValueSet::Finite(set)) => {
+                let xs: Vec<f64> = set.iter().filter_map(Atom::as_f64).collect();
+                if xs.len() != set.len() {
+                    None
+                } else if xs.iter().all(|&x| x >= 0.0) {
+                    Some(1)
+                } else if xs.iter().all(|&x| x <= 0.0) {
+                    Some(-1)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    });
+    let first = signs.next().flatten();
+    first.is_some() && signs.all(|s| s == first)
+}
+
 fn integral_values(facts: Option<&Facts>, out: &Graph, ids: &[NodeId]) -> bool {
     let Some(f) = facts else { return true };
     ids.iter().all(|&id| {

@@ -292,23 +292,36 @@ fn continuous_conditionals_of_maxima_and_polynomials_compile() {
 #[test]
 fn constants_folded_with_rounding_are_charged() {
     let big = "9007199254740992";
-    let cases: [(String, TwoInputs); 3] = [
+    // (The second argument of each direct computation is the position.) Review rv12 found the
+    // fold bound dropped by a product with such a constant, by ReLU products with a positional
+    // factor, and by a softmax-like ratio's relative bounds.
+    let cases: [(String, TwoInputs); 6] = [
         (format!("x = tokens_float;\ny = x + 1 + {big} - {big};"), |x, _| x + 1.0),
         (format!("x = tokens_float;\ny = x * 2 + 1 + {big} - {big} if x > 0 else x;"), |x, _| if x > 0.0 { 2.0 * x + 1.0 } else { x }),
         ("x = tokens_float;\ny = x * 0.5 + x * 1000000000000000 - x * 1000000000000000;".to_string(), |x, _| 0.5 * x),
+        (format!("x = tokens_float;\ny = x * x * (x * 0 + {big} + 1 - {big});"), |x, _| x * x),
+        (format!("x = tokens_float;\np = x + indices + {big} + 1 - {big} - x;\ny = x * p;"), |x, i| x * (i + 1.0)),
+        (format!("x = tokens_float;\ns = aggregate(select(indices, indices, <=), x) + {big} + 1 - {big};\ny = s / (x * x + 1);"), |_, _| f64::NAN),
     ];
     for (src, f) in &cases {
         for mode in MODES {
-            let b = build(src, 2, -1.0, 1.0, mode).unwrap_or_else(|e| panic!("{src}: {e}"));
+            let b = build(src, 3, -1.0, 1.0, mode).unwrap_or_else(|e| panic!("{src}: {e}"));
             let report = b.compiled.report.as_ref().unwrap();
             for (dtype, bound) in [(candle_core_dtype(false), report.output_bound), (candle_core_dtype(true), report.output_bound_f64)] {
                 let model = Model::with_dtype(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
-                let inputs: Vec<Vec<f64>> = [0.25, 0.5, -0.5, 1e-3, -1e-3, 1.0, -1.0].iter().map(|&v| vec![v, -v]).collect();
+                let inputs: Vec<Vec<f64>> = [0.25, 0.5, -0.5, 1e-3, -1e-3, 1.0, -1.0].iter().map(|&v| vec![v, -v, v / 2.0]).collect();
                 let decoded = model.decode(&model.forward_real(&inputs, Attention::Hard).unwrap()).unwrap();
                 for (x, got) in inputs.iter().zip(decoded) {
                     for (p, g) in got.iter().enumerate() {
                         let raspc_runtime::Decoded::Number { raw, .. } = *g else { panic!("numeric output") };
-                        let want = f(x[p], 0.0);
+                        let want = f(x[p], p as f64);
+                        let want = if want.is_nan() {
+                            // s / (x² + 1) with s the prefix mean plus 1.
+                            let mean = x[..=p].iter().sum::<f64>() / (p + 1) as f64;
+                            (mean + 1.0) / (x[p] * x[p] + 1.0)
+                        } else {
+                            want
+                        };
                         assert!((raw - want).abs() <= bound, "{src} {dtype:?}: {raw} vs exact {want} (bound {bound:e}) at {x:?}");
                     }
                 }
