@@ -75,6 +75,16 @@ fn within_both_bounds(b: &Built, inputs: &[Vec<f64>]) {
     }
 }
 
+/// The diagnostics of a real-valued program that must not compile (inputs in [lo, hi], max-len
+/// 4, ReLU MLPs), whole: notes and labels included.
+fn refusal(src: &str, lo: f64, hi: f64) -> Vec<raspc_lang::Diagnostic> {
+    let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+    let s = r.unwrap();
+    let (_, root) = s.entry(None).unwrap();
+    let opts = raspc_compiler::Options { max_len: 4, real: Some(RealOptions { lo, hi, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }), ..Default::default() };
+    raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err()
+}
+
 fn random_inputs(len: usize, lo: f64, hi: f64, count: usize, seed: u64) -> Vec<Vec<f64>> {
     let mut rng = SplitMix(seed);
     let mut out: Vec<Vec<f64>> = (0..count).map(|_| (0..len).map(|_| uniform(&mut rng, lo, hi)).collect()).collect();
@@ -781,29 +791,13 @@ fn unsupported_real_programs_get_located_errors() {
     // A reciprocal that cannot be approximated is lowered where the quotient is read; the
     // error marks the division too (helper d10: only the readers, a line below, were shown).
     let src = "x = tokens_float;\nz = aggregate(select(indices, indices, ==), x) + 2;\np = x / z;\ny = aggregate(select(indices, indices, <=), p);";
-    let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
-    let s = r.unwrap();
-    let (_, root) = s.entry(None).unwrap();
-    let opts = raspc_compiler::Options {
-        max_len: 4,
-        real: Some(RealOptions { lo: -3.0, hi: 3.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }),
-        ..Default::default()
-    };
-    let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
+    let e = refusal(src, -3.0, 3.0);
     let division = e[0].labels.iter().find(|l| l.message.contains("the division")).unwrap_or_else(|| panic!("{:?}", e[0]));
     assert_eq!(&src[division.span.start as usize..division.span.end as usize], "x / z");
     // The way out each refusal offers (helpers b10, d10: `tokens_int` was not named; `==` was
     // told that comparisons inside a conditional compile, and it was inside one).
     for (src, note) in [("y = tokens_int + 1;", "read them as `tokens_float`"), ("y = 1 if tokens_float == 0.5 else 0;", "equality of real values holds at single points")] {
-        let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
-        let s = r.unwrap();
-        let (_, root) = s.entry(None).unwrap();
-        let opts = raspc_compiler::Options {
-            max_len: 4,
-            real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }),
-            ..Default::default()
-        };
-        let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
+        let e = refusal(src, -1.0, 1.0);
         assert!(e[0].notes.iter().any(|n| n.contains(note)), "{src}: {:?}", e[0]);
     }
     // Causal masking is refused rather than ignored.
