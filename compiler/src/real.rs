@@ -863,7 +863,7 @@ impl Aff {
         Aff::default().add(self, w)
     }
     /// `w·self` with `w` within `dw` of its exact value.
-    fn add_inexact_from_zero(&self, w: f64, dw: f64) -> Aff {
+    fn scale_inexact(&self, w: f64, dw: f64) -> Aff {
         Aff::default().add_inexact(self, w, dw)
     }
     /// Whether its constants folded exactly (no fold bound): what the special exact paths
@@ -873,7 +873,7 @@ impl Aff {
     }
     /// `self · y` for a constant form y (its own fold bound included).
     fn scale_by(&self, y: &Aff) -> Aff {
-        Aff::default().add_inexact(self, y.k, y.dk)
+        self.scale_inexact(y.k, y.dk)
     }
 
     fn is_const(&self) -> bool {
@@ -2150,7 +2150,7 @@ impl RealLowerer<'_> {
                 if y.is_const() && y.k.abs() > 2.0 * y.dk && y.k != 0.0 {
                     // 1/y moves by at most dk / (|y| (|y| - dk)) as y moves within its bound.
                     let dw = recip_err(y.k) + y.dk / (y.k.abs() * (y.k.abs() - y.dk)) * (1.0 + 8.0 * U64);
-                    x.add_inexact_from_zero(1.0 / y.k, dw)
+                    x.scale_inexact(1.0 / y.k, dw)
                 } else {
                     return None;
                 }
@@ -2591,7 +2591,7 @@ impl RealLowerer<'_> {
                     let (x, tx) = self.decompose(a, label)?;
                     // (The terms' weights w/c round once each, relative to themselves: the
                     // weights' f32 storage already charges more.)
-                    return Ok((x.add_inexact_from_zero(1.0 / c.k, recip_err(c.k)), tx.into_iter().map(|(w, t)| (w / c.k, t)).collect()));
+                    return Ok((x.scale_inexact(1.0 / c.k, recip_err(c.k)), tx.into_iter().map(|(w, t)| (w / c.k, t)).collect()));
                 }
                 if let Some((u, f)) = Self::unary(ex) {
                     return Ok((Aff::default(), vec![(1.0, Term::Unary(u, f))]));
