@@ -167,13 +167,30 @@ fn plain_text_input_to_a_model_of_longer_tokens_is_told_to_use_json() {
     assert!(!err.contains("one character per token"), "{err}");
 }
 
+/// Plain `--input` text for a model whose tokens are numbers: the hint says they are numbers
+/// (helper b10: `[1, 2, 3]` were called "not all single characters").
+#[test]
+fn text_input_for_number_tokens_is_told_why() {
+    let m = temp("ints.safetensors");
+    let src = temp("ints.rasp");
+    std::fs::write(&src, "y = tokens_int;\n").unwrap();
+    assert_eq!(cli(&["compile", src.to_str().unwrap(), "--vocab", "[1,2,3]", "--max-len", "4", "-o", m.to_str().unwrap(), "--force"]).0, 0);
+    let (code, _, err) = cli(&["run", m.to_str().unwrap(), "--input", "123"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("this model's tokens include numbers") && err.contains("--input '[1, 2]'"), "{err}");
+}
+
 #[test]
 fn verify_checks_a_small_domain_once_instead_of_sampling_it() {
     // 2 + 4 + 8 inputs: asking for 1000 random ones checks each of the 14 once.
     let (code, out, err) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("every input checked: 14 (2 tokens, lengths 1 to 3), fewer than the 1000 samples asked"), "{out}");
+    // (Nothing was asked: the default is named as such; helper b10.)
+    assert!(out.contains("every input checked: 14 (2 tokens, lengths 1 to 3), fewer than the default 1000 samples"), "{out}");
     assert!(out.ends_with("verified: 14 inputs, 0 mismatches\n"), "{out}");
+    let (code, out, _) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "--samples", "500"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("fewer than the 500 samples asked"), "{out}");
     let (code, out, _) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "--samples", "14"]);
     assert_eq!(code, 0);
     assert!(!out.contains("every input checked") && out.ends_with("verified: 14 inputs, 0 mismatches\n"), "{out}");

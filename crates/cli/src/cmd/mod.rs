@@ -229,7 +229,14 @@ pub(crate) fn char_input_hint(input: &str, ck: &raspc_checkpoint::Checkpoint) ->
     }
     let example = tokens().take(2).map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
     let example = if example.is_empty() { "-1.0, 0.5".to_string() } else { example };
-    format!(" (`--input` text is read one character per token, and this model's tokens are not all single characters: give them as a JSON array, e.g. --input '[{example}]')")
+    // (Numbers are tokens of their own, however short: helper b10 was told `[1, 2, 3]` were
+    // "not all single characters".)
+    let why = if tokens().any(|t| t.is_number() || t.is_boolean()) {
+        "and this model's tokens include numbers (or booleans), which are not strings"
+    } else {
+        "and this model's tokens are not all single characters"
+    };
+    format!(" (`--input` text is read one character per token, {why}: give them as a JSON array, e.g. --input '[{example}]')")
 }
 
 /// A number as JSON writes it (`1` stays `1`, `0.5` stays `0.5`).

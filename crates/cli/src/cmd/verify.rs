@@ -129,7 +129,9 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
     let _ = writeln!(out, "compiled `{}`: {}", built.compiled.plan.output_label, built.compiled.summary);
     let asked = a.samples.unwrap_or(1000);
     if !a.exhaustive && seqs.len() < asked {
-        let _ = writeln!(out, "every input checked: {} ({} tokens, lengths 1 to {}), fewer than the {asked} samples asked", seqs.len(), built.vocab.len(), target.max_len);
+        // (Helper b10: "the 1000 samples asked" when nothing was asked.)
+        let wanted = if a.samples.is_some() { format!("the {asked} samples asked") } else { format!("the default {asked} samples") };
+        let _ = writeln!(out, "every input checked: {} ({} tokens, lengths 1 to {}), fewer than {wanted}", seqs.len(), built.vocab.len(), target.max_len);
     }
     let bar = indicatif::ProgressBar::new(seqs.len() as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("{wide_bar} {pos}/{len} inputs ({eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
