@@ -2167,9 +2167,9 @@ impl RealLowerer<'_> {
                         if x.k.abs() <= 2.0 * x.dk {
                             return None;
                         }
-                        let far = (x.k.abs() - x.dk).min(x.k.abs() + x.dk).max(0.0);
-                        let near = x.k.abs() + x.dk;
-                        let slope = y.k.abs() * far.powf(y.k - 1.0).max(near.powf(y.k - 1.0));
+                        // (The slope |y|·b^(y-1) is largest at an end of the base's range.)
+                        let (lo, hi) = (x.k.abs() - x.dk, x.k.abs() + x.dk);
+                        let slope = y.k.abs() * lo.powf(y.k - 1.0).max(hi.powf(y.k - 1.0));
                         dk += 2.0 * slope * x.dk;
                     }
                     if y.dk > 0.0 {
@@ -2587,7 +2587,7 @@ impl RealLowerer<'_> {
                 return Ok((Aff::default(), vec![(1.0, Term::Prod(x, y))]));
             }
             Ex::Div(a, b) => {
-                if let Some(c) = Self::affine(b).filter(|c| c.is_const() && c.dk == 0.0 && c.k != 0.0) {
+                if let Some(c) = Self::affine(b).filter(|c| c.is_const() && c.exact() && c.k != 0.0) {
                     let (x, tx) = self.decompose(a, label)?;
                     // (The terms' weights w/c round once each, relative to themselves: the
                     // weights' f32 storage already charges more.)
