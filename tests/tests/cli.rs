@@ -44,8 +44,9 @@ fn inputs_that_are_not_json_arrays_are_strings() {
     assert_eq!(code, 0);
     assert_eq!(out, "{\"output\":[\"2\",\",\",\"1\"]}\n");
     let (code, out, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "[1,2", "--json"]);
-    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(code, 1);
     assert!(err.contains("bad --input: it starts with `[` but is not valid JSON"), "{err}");
+    assert!(out.contains("bad --input: it starts with `[` but is not valid JSON") && out.starts_with("{\"error\""), "{out}");
     let (code, _, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "[1, null]"]);
     assert_eq!(code, 1);
     assert!(err.contains("bad --input: item 1 is null"), "{err}");
@@ -53,7 +54,7 @@ fn inputs_that_are_not_json_arrays_are_strings() {
 
 #[test]
 fn errors_go_to_stderr_with_nonzero_exit() {
-    let (code, out, err) = cli(&["eval", "corpus/reverse.rasp", "--entry", "nope", "--input", "ab", "--json"]);
+    let (code, out, err) = cli(&["eval", "corpus/reverse.rasp", "--entry", "nope", "--input", "ab"]);
     assert_eq!((code, out.as_str()), (1, ""));
     assert!(err.contains("entry `nope` is not defined"), "{err}");
     let (code, _, err) = cli(&["eval", "no/such/program.rasp", "--input", "ab"]);
@@ -1544,4 +1545,73 @@ fn bounds_print_small_intervals_and_aggregate_max_advice_fits_causal() {
     let (code, _, err) = cli(&["compile", m.to_str().unwrap(), "--vocab", "[1,2]", "--max-len", "4", "--causal", "-o", o.to_str().unwrap(), "--force"]);
     assert_eq!(code, 1);
     assert!(err.contains("drop --causal"), "{err}");
+}
+
+#[test]
+fn with_json_a_failure_is_one_error_object_on_stdout() {
+    // The error object a script reads instead of parsing stderr: the message, the exit code,
+    // the diagnostics with their places, and the text stderr got (which is unchanged).
+    let p = temp("json-error.rasp");
+    let src = "x = tokens;\ny = select(indices, indices ==);\n";
+    std::fs::write(&p, src).unwrap();
+    let p = p.to_str().unwrap();
+    let error_of = |out: &str| -> serde_json::Value {
+        assert_eq!(out.lines().count(), 1, "{out}");
+        let v: serde_json::Value = serde_json::from_str(out).unwrap();
+        v["error"].clone()
+    };
+    for args in [vec!["eval", p, "--input", "ab", "--json"], vec!["compile", p, "--vocab", "ab", "--max-len", "3", "-o", "unused.safetensors", "--json"]] {
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 1, "{err}");
+        let e = error_of(&out);
+        assert_eq!(e["exit_code"], 1);
+        assert_eq!(e["message"], "expected an expression, found `)`");
+        let label = &e["diagnostics"][0]["labels"][0];
+        // The `)` after `==`: line 2, column 1 + its character offset in the line.
+        let column = src.lines().nth(1).unwrap().find(')').unwrap() + 1;
+        assert_eq!((label["file"].as_str(), label["line"].as_u64(), label["column"].as_u64()), (Some(p), Some(2), Some(column as u64)), "{e}");
+        assert_eq!(e["diagnostics"][0]["code"], "parse::expected");
+        assert_eq!(e["stderr"].as_str(), Some(err.as_str()));
+        assert!(err.contains("error[parse::expected]"), "{err}");
+    }
+    // A message error, and a usage error (exit 2).
+    let (code, out, _) = cli(&["run", "no/such.safetensors", "--input", "ab", "--json"]);
+    assert_eq!(code, 1);
+    assert!(error_of(&out)["message"].as_str().unwrap().starts_with("cannot read `no/such.safetensors`"), "{out}");
+    let (code, out, _) = cli(&["eval", p, "--input", "ab", "--json", "--bogus"]);
+    assert_eq!(code, 2);
+    let e = error_of(&out);
+    assert_eq!((e["exit_code"].as_i64(), e["message"].as_str()), (Some(2), Some("unexpected argument '--bogus' found")));
+    // A command that prints its own object when it fails (verify's `ok: false`) prints only it.
+    let bad = temp("json-error-verify.rasp");
+    std::fs::write(&bad, "y = 1 / (indices - 1);\n").unwrap();
+    let (code, out, _) = cli(&["verify", bad.to_str().unwrap(), "--vocab", "ab", "--max-len", "3", "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(v.get("error").is_none() && v["ok"] == false, "{out}");
+    // Without --json, stdout stays empty on failure.
+    let (code, out, _) = cli(&["eval", p, "--input", "ab"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+}
+
+#[test]
+fn inspect_layer_without_a_block_is_a_usage_error() {
+    let ck = temp("inspect-usage.safetensors");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "-o", ck.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    let ck = ck.to_str().unwrap();
+    // Like clap's own `--head` without `--layer`: exit 2, with the usage line.
+    let (code, _, err) = cli(&["inspect", ck, "--layer", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--layer needs --head H (an attention head) or --mlp") && err.contains("Usage: raspc inspect"), "{err}");
+    let (code, _, err) = cli(&["inspect", ck, "--head", "0"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, out, err) = cli(&["inspect", ck, "--layer", "0", "--mlp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.is_empty());
+    // The other name of -o, as on compile, export and simulate.
+    let dir = temp("inspect-usage-plots");
+    let (code, _, err) = cli(&["plot", ck, "--output", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(dir.join("overview.png").exists());
 }

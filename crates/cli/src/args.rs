@@ -116,8 +116,8 @@ pub enum Command {
     Plot {
         /// The checkpoint (.safetensors) to draw.
         model: PathBuf,
-        /// Directory for the figures (created if needed).
-        #[arg(short = 'o', long)]
+        /// Directory for the figures (created if needed; `--output` is accepted too).
+        #[arg(short = 'o', long, alias = "output")]
         out: PathBuf,
         /// File format of the figures.
         #[arg(long, value_enum, default_value = "png")]
@@ -136,8 +136,8 @@ pub enum Command {
         /// The format to write.
         #[arg(long, value_enum)]
         to: ExportFormat,
-        /// The file to write.
-        #[arg(short = 'o', long = "out", visible_alias = "output")]
+        /// The file to write (`--output` is accepted too).
+        #[arg(short = 'o', long = "out", alias = "output")]
         output: PathBuf,
         /// Attention baked into the graph (default: soft, or hard for a real-valued model,
         /// whose certified bound holds for hard attention only).
@@ -315,8 +315,8 @@ pub enum ProbeKind {
         /// Print the full report as one JSON object instead of text.
         #[arg(long)]
         json: bool,
-        /// Also write the full JSON report to this file.
-        #[arg(short = 'o', long)]
+        /// Also write the full JSON report to this file (`--output` is accepted too).
+        #[arg(short = 'o', long, alias = "output")]
         out: Option<PathBuf>,
         /// Write PNG plots of each metric against depth, one line per level.
         #[arg(long)]

@@ -5,7 +5,48 @@ use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label as CsLabe
 use codespan_reporting::files::SimpleFiles;
 use codespan_reporting::term::{self, termcolor};
 use raspc_lang::{Diagnostic, Severity, SourceMap};
+use std::cell::RefCell;
 use std::io::Write;
+
+thread_local! {
+    /// With `--json`, every diagnostic rendered on this thread, as JSON (see [`record`]).
+    static RECORDED: RefCell<Option<Vec<serde_json::Value>>> = const { RefCell::new(None) };
+}
+
+/// Starts (`true`) or stops recording the diagnostics [`render`] shows on this thread, so a
+/// command run with `--json` can report them as data; returns what was recorded.
+pub(crate) fn record(on: bool) -> Vec<serde_json::Value> {
+    RECORDED.with(|r| std::mem::replace(&mut *r.borrow_mut(), on.then(Vec::new)).unwrap_or_default())
+}
+
+/// A diagnostic as data: severity, code, message, each label's file, line and column (1-based,
+/// columns in characters) to its end, and the notes.
+fn to_json(sources: &SourceMap, d: &Diagnostic) -> serde_json::Value {
+    let labels: Vec<serde_json::Value> = d
+        .labels
+        .iter()
+        .filter(|l| !(l.span.start == 0 && sources.get(l.span.file).name == "<prelude>"))
+        .map(|l| {
+            let (line, column) = sources.line_col(l.span.file, l.span.start);
+            let (end_line, end_column) = sources.line_col(l.span.file, l.span.end.max(l.span.start));
+            serde_json::json!({
+                "file": sources.get(l.span.file).name,
+                "line": line,
+                "column": column,
+                "end_line": end_line,
+                "end_column": end_column,
+                "primary": l.primary,
+                "message": l.message,
+            })
+        })
+        .collect();
+    let severity = match d.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Note => "note",
+    };
+    serde_json::json!({ "severity": severity, "code": d.code, "message": d.message, "labels": labels, "notes": d.notes })
+}
 
 /// Source lines longer than this many characters are shown as a window around the labels.
 const MAX_LINE: usize = 160;
@@ -117,6 +158,11 @@ impl Shown {
 /// `MAX_LINE` characters are shown around the labels, with the true line and column in the
 /// location.
 pub fn render(sources: &SourceMap, diags: &[Diagnostic], color: bool) -> String {
+    RECORDED.with(|r| {
+        if let Some(v) = r.borrow_mut().as_mut() {
+            v.extend(diags.iter().map(|d| to_json(sources, d)));
+        }
+    });
     let config = term::Config::default();
     let mut out = String::new();
     for d in diags.iter().take(MAX_RENDERED) {

@@ -103,7 +103,100 @@ fn negative_number_misuse(args: &[String]) -> Option<(String, String)> {
     args.windows(2).find_map(|w| (w[0].starts_with("--") && !w[0].contains('=') && w[1].starts_with('-') && w[1][1..].parse::<f64>().is_ok()).then(|| (w[0].clone(), w[1].clone())))
 }
 
+/// The standard output as [`run_here`] sees it: whether a command wrote anything.
+struct Counting<'a> {
+    inner: &'a mut dyn Write,
+    wrote: bool,
+}
+
+impl Write for Counting<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.wrote |= !buf.is_empty();
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The standard error of a command run with `--json`: passed through, and kept for the error
+/// object on the standard output.
+struct Capture<'a> {
+    inner: &'a mut dyn Write,
+    text: Vec<u8>,
+}
+
+impl Write for Capture<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.text.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Text without its terminal colour sequences (`ESC [ ... letter`).
+fn without_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The line a command run with `--json` prints on the standard output when it fails before
+/// printing its object: `{"error": {"message", "exit_code", "diagnostics", "stderr"}}`, the
+/// diagnostics as data (code, message, file, line and column of each label) and `stderr` the
+/// text the command wrote there, so a script reads the failure without parsing text.
+fn json_error(message: &str, exit_code: i32, diagnostics: Vec<serde_json::Value>, stderr: &[u8]) -> String {
+    let stderr = without_ansi(&String::from_utf8_lossy(stderr));
+    let message = diagnostics
+        .iter()
+        .find(|d| d["severity"] == "error")
+        .and_then(|d| d["message"].as_str())
+        .map(str::to_string)
+        .or_else(|| (!message.is_empty()).then(|| message.to_string()))
+        .or_else(|| stderr.lines().find_map(|l| l.strip_prefix("error: ").or_else(|| l.strip_prefix("error[").and_then(|m| m.split_once("]: ")).map(|(_, m)| m)).map(str::to_string)))
+        .unwrap_or_else(|| stderr.trim().to_string());
+    serde_json::json!({ "error": { "message": message, "exit_code": exit_code, "diagnostics": diagnostics, "stderr": stderr } }).to_string()
+}
+
+/// Whether the command line asks for JSON (`--json` before any `--`).
+fn asks_json(args: &[String]) -> bool {
+    args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json")
+}
+
 fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> i32 {
+    if !asks_json(&args) {
+        return run_command(args, out, err, color);
+    }
+    // With --json a failure is data too: the error object on the standard output (unless the
+    // command printed its own object, which says how it failed), the text on stderr as always.
+    diagnostics::record(true);
+    let mut counted = Counting { inner: out, wrote: false };
+    let mut captured = Capture { inner: err, text: vec![] };
+    let code = run_command(args, &mut counted, &mut captured, color);
+    let diags = diagnostics::record(false);
+    if code != 0 && !counted.wrote {
+        let line = json_error("", code, diags, &captured.text);
+        let _ = writeln!(counted, "{line}");
+    }
+    code
+}
+
+fn run_command(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> i32 {
     let negative = negative_number_misuse(&args);
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
@@ -130,19 +223,25 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
     };
     // `--input` belongs to `--target` (clap's `requires` on it is not enforced when `--target`
     // requires it back): without one, a given X was dropped and random ones simulated.
-    if let Command::Simulate { target: None, input: Some(_), .. } = &cli.command {
+    let usage = |name: &str, message: &str, err: &mut dyn Write| {
         use clap::CommandFactory;
         let mut c = Cli::command();
-        let mut sub = match c.find_subcommand_mut("simulate") {
-            Some(s) => s.clone().bin_name("raspc simulate"),
+        let mut sub = match c.find_subcommand_mut(name) {
+            Some(s) => s.clone().bin_name(format!("raspc {name}")),
             None => c,
         };
-        let e = sub.error(
-            clap::error::ErrorKind::MissingRequiredArgument,
-            "--input is X for --target (the attention layer to simulate); without --target, simulate draws random layers and inputs (--n, --d, --dv, --heads, --trials)",
-        );
+        let e = sub.error(clap::error::ErrorKind::MissingRequiredArgument, message);
         let _ = write!(err, "{}", if color { e.render().ansi().to_string() } else { e.render().to_string() });
-        return 2;
+        2
+    };
+    if let Command::Simulate { target: None, input: Some(_), .. } = &cli.command {
+        let message = "--input is X for --target (the attention layer to simulate); without --target, simulate draws random layers and inputs (--n, --d, --dv, --heads, --trials)";
+        return usage("simulate", message, err);
+    }
+    // Which block --layer shows is part of the command line: a usage error like clap's own
+    // (`--head` without `--layer`), exit 2 (it was 1; helper b10).
+    if let Command::Inspect { layer: Some(_), head: None, mlp: false, .. } = &cli.command {
+        return usage("inspect", "--layer needs --head H (an attention head) or --mlp", err);
     }
     let r = match cli.command {
         Command::Eval { program, entry, input, json } => cmd::eval::eval(&program, entry.as_deref(), &input, json, out, err, color),
@@ -152,7 +251,7 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
         }
         Command::Compile { program, target, output, force, bounds, json } => cmd::compile::compile_cmd(&program, &target, &output, force, bounds, json, out, err, color),
         Command::Run { model, input, json, attention, device } => cmd::run::run_cmd(&model, &input, json, attention, &device, out),
-        Command::Inspect { model, json, layer, head, mlp } => cmd::inspect::inspect_cmd(&model, json, layer, head, mlp, out),
+        Command::Inspect { model, json, layer, head, .. } => cmd::inspect::inspect_cmd(&model, json, layer, head, out),
         Command::Plot { model, out: dir, json, format, symlog } => cmd::plot::plot_cmd(&model, &dir, format, symlog, json, out),
         Command::Export { model, to: ExportFormat::Onnx, output, attention, json } => cmd::export::export_cmd(&model, &output, attention, json, out, err),
         Command::Probe { kind } => cmd::probe::probe_cmd(kind, out, err, color),

@@ -5,7 +5,8 @@ use crate::{inspect, Failure};
 use std::io::Write;
 use std::path::Path;
 
-pub(crate) fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: Option<usize>, mlp: bool, out: &mut dyn Write) -> Result<(), Failure> {
+/// With `layer`, `head` picks the head, and `None` the layer's MLP (the command line requires one).
+pub(crate) fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: Option<usize>, out: &mut dyn Write) -> Result<(), Failure> {
     let ck = read_checkpoint(path)?;
     // JSON escapes control characters itself; text must not pass the file's through (a line
     // break in a label would start a line of its own).
@@ -13,9 +14,6 @@ pub(crate) fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: O
     let text = match layer {
         None => inspect::summary(&ck, json),
         Some(l) => {
-            if head.is_none() && !mlp {
-                return Err("--layer needs --head H or --mlp".to_string().into());
-            }
             // At a terminal, wide matrices fold into panels of the terminal's width (COLUMNS
             // when set, else the terminal's own size, else 100; at least 20); piped output
             // keeps one line per row.
