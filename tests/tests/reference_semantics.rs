@@ -340,7 +340,8 @@ fn an_expression_statement_binds_out() {
 
 /// What the reference's line-by-line reader does not run as raspc does is noted (raspc runs it):
 /// two statements completed on one line (the reference refuses the line, so neither runs), a
-/// `#` comment inside a statement (a syntax error in its grammar: the statement is skipped) and
+/// `#` comment after code inside a statement (a syntax error in its grammar: the statement is
+/// skipped) and
 /// `exit;` (its `exit` takes no `;`: a syntax error, and the reference goes on).
 #[test]
 fn what_the_reference_reader_skips_is_noted() {
@@ -373,10 +374,17 @@ fn what_the_reference_reader_skips_is_noted() {
         "x = indices;  # a comment\n# a line comment\ndef f(a) {\n  # inside\n  b = a + 1;  # after\n  return b;\n}\ndef g(a) { c = a; return c; }\nh = \"#\";\ns = indices;\nop = 1;\nprog = f(x) + g(x) + s - op + (s-1);\nexit\n",
     );
     assert!(clean.iter().all(|n| !n.contains("reference-skips") && !n.contains("syntax error")), "{clean:?}");
+    // A line that is only a comment, inside a statement, is blanked by the reference's reader
+    // before parsing (`is_comment` in its REPL.py): the statement runs there too (helper a13);
+    // a comment after code on a line of an unfinished statement still breaks it.
+    let blanked = notes("x = select(indices,\n  # the query side\n  indices, ==);\nprog = aggregate(x,\n\t# values\n tokens_int);\n");
+    assert!(blanked.iter().all(|n| !n.contains("reference-skips")), "{blanked:?}");
+    let broken = notes("x = select(indices,\n  indices, ==);\nprog = aggregate(x,  # values\n tokens_int);\n");
+    assert_eq!(broken.iter().filter(|n| n.contains("a `#` comment inside a statement")).count(), 1, "{broken:?}");
 }
 
-/// Integers past 2^53 as CPython handles them: a mean sums the integers exactly before one
-/// rounding (`sum(vals) * 1.0 / n`), `/` rounds the exact quotient once, and an int compares
+/// Integers past 2^53 as CPython handles them: a mean sums the integers exactly, then rounds twice
+/// (`sum(vals) * 1.0 / n`), `/` rounds the exact quotient once, and an int compares
 /// exactly with a float.
 #[test]
 fn integers_past_2_53_follow_python() {
@@ -413,4 +421,45 @@ fn booleans_index_as_0_and_1() {
     assert_eq!(json(&v), json!(["a", "a", "a", "a"]));
     let e = eval("q = [1, 2][1.5];\nprog = tokens;", "prog", &chars("ab")).unwrap_err();
     assert!(e.contains("must be an integer"), "{e}");
+}
+
+/// Host values unpack and combine as the reference's Python does (helper a13): any value with
+/// items unpacks (a string into characters, a dict into its keys), a list repeats with `*`,
+/// lists order item by item, and a list is never equal to an atom. Expected values are
+/// Python's own results for the same expressions.
+#[test]
+fn host_values_unpack_repeat_and_compare_as_python_does() {
+    let one = [Atom::Str("a".into())];
+    let host = |src: &str| json(&eval(src, "y", &one).unwrap_or_else(|e| panic!("{src}: {e}")));
+    // a, b = "xy" → a = "x", b = "y"; a dict unpacks into its keys in insertion order.
+    assert_eq!(host("a, b = \"xy\";\ny = tokens + b + a;"), json!(["ayx"]));
+    assert_eq!(host("a, b = {\"p\": 1, \"q\": 2};\ny = tokens + b + a;"), json!(["aqp"]));
+    assert_eq!(host("s = \"\";\nfor a, b in [\"xy\", \"zw\"] { s = s + b + a; }\ny = tokens + s;"), json!(["ayxwz"]));
+    assert_eq!(host("r = [b + a for a, b in [\"xy\"]][0];\ny = tokens + r;"), json!(["ayx"]));
+    // [1, 2] * 2 == [1, 2, 1, 2]; 3 * [0] == [0, 0, 0]; [1] * -1 == []; [1] * True == [1].
+    assert_eq!(host("r = [1, 2] * 2;\ny = indices + len(r) * 10 + r[2] + r[3] * 100;"), json!([241]));
+    assert_eq!(host("r = 3 * [0];\ny = indices + len(r);"), json!([3]));
+    assert_eq!(host("r = [1] * -1;\ny = indices + len(r);"), json!([0]));
+    assert_eq!(host("r = [1] * True;\ny = indices + len(r);"), json!([1]));
+    // Python: [1] == 1 is False; [1, 2] < [1, 3], [1, 2] >= [1, 2], [1] < [1, 0] and
+    // [[1, 2], 3] > [[1, 1], 4] are True; [2] <= [1, 5] is False.
+    let truth = |cond: &str| host(&format!("y = indices + (1 if {cond} else 0);"));
+    for (cond, want) in [("[1] == 1", 0), ("1 == [1]", 0), ("[1, 2] < [1, 3]", 1), ("[1, 2] >= [1, 2]", 1), ("[1] < [1, 0]", 1), ("[[1, 2], 3] > [[1, 1], 4]", 1), ("[2] <= [1, 5]", 0)]
+    {
+        assert_eq!(truth(cond), json!([want]), "{cond}");
+    }
+    // Python refuses to order an int and a string: so does raspc, naming both.
+    let e = eval("y = indices + (1 if [1] < [\"a\"] else 0);", "y", &one).unwrap_err();
+    assert!(e.contains("`<` between lists") && e.contains("int and string"), "{e}");
+}
+
+/// A `for` body of comments only is a loop that does nothing, as in the reference's grammar
+/// (a comment is a statement list there; helper a13); an empty `{ }` is refused by both.
+#[test]
+fn a_loop_body_of_comments_only_runs_nothing() {
+    let one = [Atom::Str("a".into())];
+    let v = eval("n = 1;\nfor i in [1, 2] { # nothing yet\n}\ny = indices + n;", "y", &one).unwrap();
+    assert_eq!(json(&v), json!([1]));
+    let e = eval("for i in [1] {\n}\ny = indices;", "y", &one).unwrap_err();
+    assert!(e.contains("`for` loop with an empty body"), "{e}");
 }

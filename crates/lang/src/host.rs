@@ -596,9 +596,12 @@ impl<'l> Evaluator<'l> {
                 if targets.len() == 1 {
                     self.bind(env, &targets[0], value, top_of_main);
                 } else {
-                    let items = match &value {
-                        HostValue::List(l) if l.len() == targets.len() => l.clone(),
-                        other => {
+                    // Any value with items unpacks, as in the reference (Python's unpacking):
+                    // a string into its characters, a dict into its keys (helper a13).
+                    let items = match unpack_items(&value) {
+                        Some(l) if l.len() == targets.len() => l,
+                        _ => {
+                            let other = &value;
                             let got = match other {
                                 HostValue::List(l) => format!("{} values", l.len()),
                                 v => format!("one {}", v.kind_name()),
@@ -689,14 +692,14 @@ impl<'l> Evaluator<'l> {
             set_var(env, &vars[0].name, item);
             return Ok(());
         }
-        match &item {
-            HostValue::List(l) if l.len() == vars.len() => {
+        match (unpack_items(&item), &item) {
+            (Some(l), _) if l.len() == vars.len() => {
                 for (v, x) in vars.iter().zip(l.iter()) {
                     set_var(env, &v.name, x.clone());
                 }
                 Ok(())
             }
-            other => Err(Box::new(
+            (_, other) => Err(Box::new(
                 Diagnostic::error("eval::unpack", format!("cannot unpack {} into {} names", other.describe(), vars.len()), span)
                     .with_label("the items of this iterable do not match the loop variables"),
             )),
@@ -704,14 +707,12 @@ impl<'l> Evaluator<'l> {
     }
 
     fn iterate(&mut self, v: &HostValue, span: Span, what: &str) -> R<Vec<HostValue>> {
-        match v {
-            HostValue::List(l) => {
-                self.charge_items(l, span)?;
-                Ok(l.as_ref().clone())
-            }
-            HostValue::Dict(d) => Ok(d.entries.iter().map(|(k, _)| HostValue::Atom(k.clone())).collect()),
-            HostValue::Atom(Atom::Str(s)) => Ok(s.chars().map(|c| HostValue::Atom(Atom::Str(c.to_string()))).collect()),
-            other => Err(Box::new(Diagnostic::error("eval::not-iterable", format!("{what} needs a list or dict, got {}", other.describe()), span).with_label("not iterable"))),
+        if let HostValue::List(l) = v {
+            self.charge_items(l, span)?;
+        }
+        match unpack_items(v) {
+            Some(items) => Ok(items),
+            None => Err(Box::new(Diagnostic::error("eval::not-iterable", format!("{what} needs a list or dict, got {}", v.describe()), span).with_label("not iterable"))),
         }
     }
 
@@ -1294,7 +1295,34 @@ impl<'l> Evaluator<'l> {
                 let ta = self.truthy(&a, aspan)?;
                 Ok(if (op == BinOp::And) == ta { b } else { a })
             }
-            (H::List(_), H::List(_)) | (H::Dict(_), H::Dict(_)) if op == BinOp::Eq => Ok(H::Atom(Atom::Bool(host_eq(&a, &b)))),
+            // Python's `==` between host values of any kinds: a list is never an atom (helper
+            // a13: `[1] == 1` is False in the reference).
+            (H::List(_) | H::Dict(_), _) | (_, H::List(_) | H::Dict(_)) if op == BinOp::Eq => Ok(H::Atom(Atom::Bool(host_eq(&a, &b)))),
+            // A list repeated (`[0] * n`, Python's), a count below 1 giving the empty list.
+            (H::List(l), H::Atom(n @ (Atom::Int(_) | Atom::Bool(_)))) | (H::Atom(n @ (Atom::Int(_) | Atom::Bool(_))), H::List(l)) if op == BinOp::Mul => {
+                let times = match n {
+                    Atom::Int(i) => (*i).max(0) as u128,
+                    _ => u128::from(n.truthy()),
+                };
+                if times * l.len() as u128 > MAX_LIST as u128 {
+                    return Err(self.err("eval::too-big", "list too long", span, format!("at most {MAX_LIST} items")));
+                }
+                let out: Vec<HostValue> = (0..times).flat_map(|_| l.iter().cloned()).collect();
+                self.charge_items(&out, span)?;
+                Ok(H::List(Rc::new(out)))
+            }
+            // Lists compare as Python's do: item by item, the first difference deciding, else the
+            // shorter first.
+            (H::List(_), H::List(_)) if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) => {
+                let ord = host_order(&a, &b).map_err(|m| self.err("eval::type", format!("`{}` between lists: {m}", op.symbol()), span, "compared here"))?;
+                let r = match op {
+                    BinOp::Lt => ord.is_lt(),
+                    BinOp::Le => ord.is_le(),
+                    BinOp::Gt => ord.is_gt(),
+                    _ => ord.is_ge(),
+                };
+                Ok(H::Atom(Atom::Bool(r)))
+            }
             _ => Err(self.err("eval::type", format!("`{}` between {} and {}", op.symbol(), a.a_kind(), b.a_kind()), span, "unsupported operand types")),
         }
     }
@@ -1337,6 +1365,37 @@ fn unary_name(op: UnaryOp) -> &'static str {
     }
 }
 
+/// Python's ordering of two host values that it orders: atoms as `<` compares them, lists item
+/// by item (the first unequal pair decides, else the length).
+fn host_order(a: &HostValue, b: &HostValue) -> Result<std::cmp::Ordering, String> {
+    use std::cmp::Ordering;
+    match (a, b) {
+        (HostValue::Atom(x), HostValue::Atom(y)) => {
+            let less = |p: &Atom, q: &Atom| match atom::binary(BinOp::Lt, p, q) {
+                Ok(Atom::Bool(t)) => Ok(t),
+                Ok(_) => Ok(false),
+                Err(e) => Err(e.0),
+            };
+            Ok(if less(x, y)? {
+                Ordering::Less
+            } else if less(y, x)? {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            })
+        }
+        (HostValue::List(x), HostValue::List(y)) => {
+            for (p, q) in x.iter().zip(y.iter()) {
+                if !host_eq(p, q) {
+                    return host_order(p, q);
+                }
+            }
+            Ok(x.len().cmp(&y.len()))
+        }
+        _ => Err(format!("{} and {} are not ordered", a.a_kind(), b.a_kind())),
+    }
+}
+
 fn host_eq(a: &HostValue, b: &HostValue) -> bool {
     match (a, b) {
         (HostValue::Atom(x), HostValue::Atom(y)) => x.py_eq(y),
@@ -1365,20 +1424,27 @@ pub fn host_input(v: &HostValue) -> Result<Vec<Atom>, String> {
 /// Notes on a file's text that the reference's line-by-line reader would not run as raspc does
 /// (raspc runs them; the note says what the reference does instead): two statements sharing a
 /// line (the reference refuses a line holding more than one statement, and none of them runs),
-/// and a `#` comment inside a statement (its grammar takes a comment only after a whole
-/// statement: a syntax error, and the statement is skipped).
+/// and a `#` comment after code inside a statement (its grammar takes a comment only after a
+/// whole statement: a syntax error, and the statement is skipped; a line that is only a
+/// comment is blanked by its reader, so it is not one).
 fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program) -> Vec<Diagnostic> {
     // (A scan of the file per statement made 100,000 statements take 38 s.)
     let lines = crate::span::LineBreaks::new(text);
     let line_of = |offset: u32| lines.line_of(offset as usize);
-    // Comment starts: a `#` between two tokens.
+    // Comment starts: a `#` between two tokens, after code on its line. The reference's line
+    // reader blanks a line that is only a comment before parsing (helper a13: such a line
+    // inside a statement was noted as skipping it, and the reference runs it).
     let (tokens, _) = crate::lexer::lex(file, text);
     let mut comments = vec![];
     let mut prev_end = 0usize;
     for t in &tokens {
         let gap = text.get(prev_end..(t.span.start as usize).max(prev_end)).unwrap_or("");
         if let Some(i) = gap.find('#') {
-            comments.push((prev_end + i) as u32);
+            let at = prev_end + i;
+            let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
+            if !text[line_start..at].trim().is_empty() {
+                comments.push(at as u32);
+            }
         }
         prev_end = t.span.end as usize;
     }
@@ -1453,5 +1519,16 @@ fn source_text(text: &str) -> std::borrow::Cow<'_, str> {
         std::borrow::Cow::Owned(String::from_utf8(fixed).expect("replacing an ASCII byte by another keeps UTF-8"))
     } else {
         std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// The items of a value that has them, as Python iterates it: a list's items, a dict's keys, a
+/// string's characters.
+fn unpack_items(v: &HostValue) -> Option<Vec<HostValue>> {
+    match v {
+        HostValue::List(l) => Some(l.as_ref().clone()),
+        HostValue::Dict(d) => Some(d.entries.iter().map(|(k, _)| HostValue::Atom(k.clone())).collect()),
+        HostValue::Atom(Atom::Str(s)) => Some(s.chars().map(|c| HostValue::Atom(Atom::Str(c.to_string()))).collect()),
+        _ => None,
     }
 }
