@@ -383,6 +383,21 @@ impl Model {
         self.checkpoint.config.real_input.is_some()
     }
 
+    /// A hint for a float input within a millionth (relative) of a number token: the token, how
+    /// far it is, and that numbers match exactly (helper c13: `np.linspace(0, 1, 11)` gives
+    /// 0.30000000000000004 for a grid's 0.3; a float32 array gives 0.10000000149011612 for 0.1).
+    fn nearby_number(&self, tok: &serde_json::Value) -> Option<String> {
+        let x = tok.as_f64().filter(|_| tok.is_f64())?;
+        let (key, y) =
+            self.vocab.keys().filter_map(|k| Some((k, serde_json::from_str::<serde_json::Value>(k).ok()?.as_f64()?))).min_by(|a, b| (a.1 - x).abs().total_cmp(&(b.1 - x).abs()))?;
+        let gap = (y - x).abs();
+        if gap > 1e-6 * x.abs().max(1.0) {
+            return None;
+        }
+        let f32_note = if (y as f32) as f64 == x { " (it is the token's float32 value: give float64 numbers)" } else { "" };
+        Some(format!("; the nearest token is {key}, {gap:.1e} away{f32_note}: numbers match a token exactly, so round the input to the token"))
+    }
+
     /// Token ids for an input (JSON atoms), BOS first.
     pub fn encode(&self, input: &[serde_json::Value]) -> Result<Vec<u32>, RuntimeError> {
         let c = &self.checkpoint.config;
@@ -405,6 +420,7 @@ impl Model {
                     let hint = other_spelling(tok)
                         .filter(|o| self.vocab.contains_key(o))
                         .map(|o| format!("; the vocabulary has {o}: a token is spelled as it is listed, since programs read tokens as strings (`1` is not `1.0`)"))
+                        .or_else(|| self.nearby_number(tok))
                         .unwrap_or_default();
                     return Err(RuntimeError::UnknownToken { position, token: tok.to_string(), vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", "), hint });
                 }

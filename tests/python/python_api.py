@@ -185,6 +185,28 @@ def main(job_path):
     path = str(job_path).replace("job.json", "real.onnx")
     real.to_onnx(path, attention="hard")
     check("real-valued", "ONNX Runtime (hard)", ort_run(real, path, xs), want, 1e-5)
+    # What `values` holds at BOS (column 0) is not read by any of the three forms (helper b13:
+    # a 1 there moved a 2x2 matmul's outputs by 2, its tolerance 7e-7: the product's heads read
+    # the row of BOS).
+    mm = raspc.compile("x = tokens_float;\nc = matmul(x, 0, x, 4, 2, 2, 2, 8);", max_len=12, input_bounds=(-1, 1), mlp="gated")
+    tokens, mask, values, lengths = mm.encode([rng.uniform(-1, 1, 12).tolist() for _ in range(3)])
+    dirty = values.copy()
+    dirty[:, 0] = 1.0
+    module = mm.to_torch(dtype="float64")
+    hooked = mm.to_transformer_lens()
+    mm_path = path.replace("real.onnx", "matmul.onnx")
+    mm.to_onnx(mm_path, attention="hard")
+    sess = ort.InferenceSession(mm_path, providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        for what, run in (
+            ("torch module", lambda v: module(torch.from_numpy(tokens), torch.from_numpy(mask), torch.from_numpy(v)).numpy()),
+            ("TransformerLens hooks", lambda v: hooked.run_with_hooks(torch.from_numpy(tokens), fwd_hooks=hooked.raspc_hooks(mask, v)).to(torch.float64).numpy()),
+            ("ONNX graph", lambda v: sess.run(["readout"], {"tokens": tokens, "key_mask": mask, "values": v.astype(np.float32)})[0].astype(np.float64)),
+        ):
+            checks += 1
+            clean, moved = run(values), run(dirty)
+            if not np.array_equal(clean, moved):
+                failures.append(f"real-valued {what}: a number at BOS moved the readout by {np.abs(clean - moved).max():.3e}")
     print(f"real-valued softmax_rows: max |model - program| {report['max_err']:.3e}, bound {real.tolerance:.3e}", flush=True)
 
     # Errors are exceptions carrying the diagnostic text.
@@ -241,6 +263,7 @@ def main(job_path):
     if report["checked"] != 100 or report["failed"] != 0 or report["ok"] is not True or report["asked"] != 100:
         failures.append(f"verify: {report}")
     misuse()
+    interpreter_and_notes(job)
 
     for f in failures[:20]:
         print("FAIL", f)
@@ -261,6 +284,58 @@ def expect_error(what, call, needle):
             failures.append(f"{what}: message {str(e)!r} lacks {needle!r}")
     except Exception as e:  # noqa: BLE001 - any other exception class is the failure
         failures.append(f"{what}: {type(e).__name__}: {e}")
+
+
+def interpreter_and_notes(job):
+    """``raspc.eval`` is the interpreter ``raspc eval`` runs (helper c13: there was none in
+    Python); ``compile`` says what ``raspc compile`` says besides the model, as warnings."""
+    import warnings
+
+    global checks
+    for case in job["cases"]:
+        for inp, want in case.get("eval", []):
+            checks += 1
+            with open(case["program"]) as f:
+                src = f.read()
+            try:
+                got = raspc.eval(src, inp, case["entry"], path=case["program"])
+            except raspc.RaspcError as e:
+                got = f"RaspcError: {e}"
+            if got != want:
+                failures.append(f"raspc.eval: {case['name']} on {inp}: {got} but raspc eval printed {want}")
+    # A selector is rows of 0/1 (one per query; query q selects key k when key < query: "b"
+    # selects "a", "c" selects "b" and "a", "a" nothing); a numpy array is an input as its list.
+    checks += 1
+    if raspc.eval("s = select(tokens, tokens, <);", "bca") != [[0, 0, 1], [1, 0, 1], [0, 0, 0]] or raspc.eval("y = tokens_int + 1;", np.array([3, 1])) != [4, 2]:
+        failures.append("raspc.eval of a selector or a numpy input")
+    expect_error("eval: a runtime error names the input", lambda: raspc.eval("y = tokens + 1;", "ab"), "input: ['a', 'b']")
+    expect_error("eval: an unknown entry", lambda: raspc.eval("y = tokens;", "ab", entry="nope"), "nope")
+    # Errors end without blank lines (a traceback shows them as they are).
+    checks += 1
+    try:
+        raspc.compile("x = select(tokens, tokens, ==", vocab="ab", max_len=3)
+    except raspc.RaspcError as e:
+        if str(e) != str(e).rstrip():
+            failures.append(f"an error message ends with blank lines: {str(e)[-20:]!r}")
+    # Notes and warnings of `raspc compile` reach Python.
+    for what, call, needle in [
+        ("two statements on one line", lambda: raspc.compile("x = tokens; y = x;", vocab="ab", max_len=3), "two statements on one line"),
+        ("a number of two types", lambda: raspc.compile("y = aggregate(select(indices, indices, <=), tokens_int);", vocab=[1, 2], max_len=3), "one number as values of different types"),
+        ("a note from eval", lambda: raspc.eval("x = tokens; y = x;", "ab"), "two statements on one line"),
+    ]:
+        checks += 1
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        if not any(needle in str(w.message) for w in caught):
+            failures.append(f"warnings: {what}: none says {needle!r} ({[str(w.message)[:60] for w in caught]})")
+    # A float16 torch module warns that it rounds what raspc's tolerances assume.
+    checks += 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        raspc.compile("y = aggregate(select(indices, indices, <=), tokens_int);", vocab=[1, 2], max_len=3).to_torch(dtype=torch.float16)
+    if not any("float16" in str(w.message) for w in caught):
+        failures.append("to_torch(float16) gave no warning")
 
 
 def misuse():

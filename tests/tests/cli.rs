@@ -1615,3 +1615,25 @@ fn inspect_layer_without_a_block_is_a_usage_error() {
     assert_eq!(code, 0, "{err}");
     assert!(dir.join("overview.png").exists());
 }
+
+#[test]
+fn a_number_a_rounding_away_from_a_token_names_the_token() {
+    // np.linspace(0, 1, 11) gives 0.30000000000000004 for the grid's 0.3, and a float32 array
+    // 0.10000000149011612 for 0.1 (helper c13): the refusal names the token and the gap.
+    let p = temp("grid-near.rasp");
+    std::fs::write(&p, "y = tokens_float * 2;\n").unwrap();
+    let ck = temp("grid-near.safetensors");
+    let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--input-grid", "0,1,0.1", "--max-len", "4", "-o", ck.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    let ck = ck.to_str().unwrap();
+    let sum = 0.1f64 + 0.2;
+    let (code, _, err) = cli(&["run", ck, "--input", &format!("[{sum:?}]")]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("the nearest token is 0.3, {:.1e} away", sum - 0.3)), "{err}");
+    let single = f64::from(0.1f32);
+    let (_, _, err) = cli(&["run", ck, "--input", &format!("[{single:?}]")]);
+    assert!(err.contains("the nearest token is 0.1") && err.contains("float32 value"), "{err}");
+    // A number far from every token gets no such hint.
+    let (_, _, err) = cli(&["run", ck, "--input", "[0.35]"]);
+    assert!(err.contains("not in the model's vocabulary") && !err.contains("nearest"), "{err}");
+}

@@ -154,11 +154,26 @@ fn make_job(dir: &Path) -> (PathBuf, usize) {
         }
         let onnx = dir.join(format!("{i}.onnx"));
         cli(&["export", path.to_str().unwrap(), "--to", "onnx", "--attention", "soft", "-o", onnx.to_str().unwrap()]);
+        // What `raspc eval --json` prints for a few inputs: `raspc.eval` must print the same.
+        let program = raspc_tests::corpus(file);
+        let evals: Vec<serde_json::Value> = json_inputs
+            .iter()
+            .take(if causal { 0 } else { 3 })
+            .map(|inp| {
+                let text = serde_json::Value::Array(inp.clone()).to_string();
+                let mut args = vec!["eval", program.to_str().unwrap(), "--input", &text, "--json"];
+                if let Some(e) = entry {
+                    args.extend(["--entry", e]);
+                }
+                let out: serde_json::Value = serde_json::from_str(&cli(&args)).unwrap();
+                serde_json::json!([inp, out["output"]])
+            })
+            .collect();
         cases.push(serde_json::json!({
             "name": format!("{file}{}", if causal { " (causal)" } else { "" }),
-            "program": raspc_tests::corpus(file), "entry": entry, "vocab": serde_json::Value::Array(atoms.iter().map(raspc_lang::Atom::to_json).collect()),
+            "program": program, "entry": entry, "vocab": serde_json::Value::Array(atoms.iter().map(raspc_lang::Atom::to_json).collect()),
             "max_len": MAX_LEN, "causal": causal, "checkpoint": path, "onnx_soft": onnx,
-            "inputs": json_inputs, "expected": expected,
+            "inputs": json_inputs, "expected": expected, "eval": evals,
         }));
     }
     // A real-valued, gated checkpoint: U for one shape, built here and in Python (which takes

@@ -4,7 +4,7 @@
 //! Inputs: `tokens` (int64 `[batch, seq]`, token ids with BOS first, as `raspc run` encodes
 //! them), `key_mask` (float `[batch, seq]`: 1 for a real position, 0 for padding; padded keys
 //! are never attended to) and, for real-valued checkpoints, `values` (float `[batch, seq]`: the
-//! input numbers, 0 at BOS). Output: `readout` (float `[batch, seq, readout_dims]`), decoded as
+//! input numbers; what it holds at BOS or padding is not read). Output: `readout` (float `[batch, seq, readout_dims]`), decoded as
 //! docs/checkpoint-format.md says. Attention is fixed at export: soft (softmax(β·scores)) or
 //! hard (an average over the keys within the tie tolerance of the row maximum, computed as a
 //! mask of the row maximum). The protobuf is written here directly (no ONNX library).
@@ -179,7 +179,15 @@ pub fn export(ck: &Checkpoint, attention: Attention) -> Result<Vec<u8>, String> 
     let mut x = g.node("Add", &[&xt, &xp], &[], "embed");
     if c.real_input.is_some() {
         let ev = weight(&mut g, raspc_checkpoint::names::VALUE_EMBEDDING)?;
-        let col = g.node("Unsqueeze", &["values", &axis2], &[], "values_col");
+        // Numbers count at the input's positions only: BOS (and padding, which has BOS's id)
+        // adds nothing, whatever `values` holds there (helper b13: a 1 at column 0 moved a
+        // real-valued model's outputs by 2, its tolerance 7e-7).
+        let bos = g.ints("const.bos_id", &[c.bos_id as i64]);
+        let is_bos = g.node("Equal", &["tokens", &bos], &[], "is_bos");
+        let is_input = g.node("Not", &[&is_bos], &[], "is_input");
+        let input_f = g.node("Cast", &[&is_input], &[("to", Attr::Int(FLOAT as i64))], "is_input_f");
+        let counted = g.node("Mul", &["values", &input_f], &[], "values_counted");
+        let col = g.node("Unsqueeze", &[&counted, &axis2], &[], "values_col");
         let xv = g.node("Mul", &[&col, &ev], &[], "embed_values");
         x = g.node("Add", &[&x, &xv], &[], "embed");
     }

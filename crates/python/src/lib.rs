@@ -17,7 +17,8 @@ use raspc_runtime::{Attention, Decoded, Model};
 create_exception!(_raspc, RaspcError, PyException, "An error reported by raspc; the message is raspc's diagnostic text.");
 
 fn err(msg: impl Into<String>) -> PyErr {
-    RaspcError::new_err(pythonic(&msg.into()))
+    // Rendered diagnostics end with blank lines, which a traceback shows as they are.
+    RaspcError::new_err(pythonic(msg.into().trim_end()))
 }
 
 /// The shared messages name the CLI's flags; in Python they are keyword arguments.
@@ -40,6 +41,10 @@ fn pythonic(msg: &str) -> String {
         ("drop --causal", "drop causal=True"),
         ("--causal", "causal=True"),
         ("-o `", "`"),
+        ("--input-grid", "input_grid"),
+        ("--pl-error", "pl_error"),
+        ("`raspc eval PROGRAM --input ...`", "`raspc.eval(source, input)`"),
+        ("`raspc compile --bounds` shows", "the command line's `raspc compile --bounds` shows"),
         ("(--force replaces it)", "(force=True replaces it)"),
         ("(--force does not change this: remove it first)", "(force=True does not change this: remove it first)"),
     ];
@@ -94,10 +99,13 @@ fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId),
     Ok((session, root))
 }
 
-/// The checkpoint, its summary, and a warning when the interpreter rejects some sampled
-/// inputs (as `raspc compile` prints; empty otherwise).
-fn compile_source(src: &Source) -> Result<(raspc_checkpoint::Checkpoint, String, String), String> {
+/// The checkpoint, its summary, and what `raspc compile` would print besides (each a warning
+/// for Python): the program's notes, a rejection of some sampled inputs by the interpreter, an
+/// output that is one number of two types, a certified bound that is loose.
+fn compile_source(src: &Source) -> Result<(raspc_checkpoint::Checkpoint, String, Vec<String>), String> {
     let (session, root) = session_of(src)?;
+    let shown = src.path.clone().unwrap_or_else(|| "<source>".into());
+    let mut warnings: Vec<String> = raspc::note_lines(&session.sources, &session, &shown).into_iter().map(|n| pythonic(&n)).collect();
     match raspc_compiler::compile(&session.graph, root, &src.opts, &raspc::program_hash(&session)) {
         Ok(c) => {
             let r = if c.report.is_some() {
@@ -116,7 +124,10 @@ fn compile_source(src: &Source) -> Result<(raspc_checkpoint::Checkpoint, String,
             } else {
                 String::new()
             };
-            Ok((c.checkpoint, c.summary.to_string(), warning))
+            warnings.extend((!warning.is_empty()).then_some(warning));
+            warnings.extend(raspc::mixed_type_warning(&session.graph, root, &c, &src.opts.vocab, src.opts.max_len).map(|w| pythonic(w.trim_start_matches("warning: "))));
+            warnings.extend(c.report.as_ref().and_then(|r| r.loose_bound_warning()).map(|w| pythonic(w.trim_start_matches("warning: "))));
+            Ok((c.checkpoint, c.summary.to_string(), warnings))
         }
         Err(d) => Err(raspc::render(&session.sources, &d, false)),
     }
@@ -352,7 +363,7 @@ fn compile(
     categorical: Vec<String>,
     input_grid: Option<String>,
     pl_error: Option<f64>,
-) -> PyResult<(NativeModel, String, String)> {
+) -> PyResult<(NativeModel, String, Vec<String>)> {
     let mlp = match mlp {
         "relu" => raspc_compiler::real::MlpMode::Relu,
         "gated" => raspc_compiler::real::MlpMode::Gated,
@@ -391,9 +402,9 @@ fn compile(
     }
     let src = Source { text: source, path, entry, opts };
     let s2 = src.clone();
-    let (ck, summary, warning) = big_stack_interruptible(py, move || compile_source(&s2))?;
+    let (ck, summary, warnings) = big_stack_interruptible(py, move || compile_source(&s2))?;
     let m = NativeModel::new(ck, Some(src))?;
-    Ok((m, summary, warning))
+    Ok((m, summary, warnings))
 }
 
 /// `raspc.load`: the file checked as `raspc run` checks it (a regular file within the
@@ -440,6 +451,52 @@ fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &
     Ok((NativeModel::new(u.compiled.checkpoint, None)?, b, summary))
 }
 
+/// An atom as JSON for Python: a non-finite float (which JSON cannot hold) as `{"float": "inf"}`
+/// (or `"-inf"`, `"nan"`), which the Python side turns back into the float.
+fn atom_json(a: &Atom) -> serde_json::Value {
+    match a {
+        Atom::Float(f) if !f.is_finite() => serde_json::json!({ "float": if f.is_nan() { "nan" } else if *f > 0.0 { "inf" } else { "-inf" } }),
+        a => a.to_json(),
+    }
+}
+
+/// `raspc.eval`: the reference interpreter on one input (a JSON array of atoms), as `raspc eval`
+/// runs it; the output as JSON (a selector as rows of 0/1). Errors are the rendered diagnostics,
+/// with the input; the program's notes come back as warnings.
+#[pyfunction]
+#[pyo3(signature = (source, input_json, entry=None, path=None))]
+fn eval(py: Python<'_>, source: String, input_json: String, entry: Option<String>, path: Option<String>) -> PyResult<(String, Vec<String>)> {
+    let tokens = raspc::parse_tokens("input", &input_json).map_err(err)?;
+    let budget = raspc::limits().map_err(err)?.max_input_tokens;
+    if tokens.len() > budget {
+        return Err(err(format!("the input has {} tokens, over the budget of {budget} (raise it with RASPC_LIMITS=input_tokens=N)", tokens.len())));
+    }
+    big_stack_interruptible(py, move || {
+        let name = path.clone().unwrap_or_else(|| "<source>".into());
+        let (sources, r) = raspc_lang::evaluate_program(&name, path.as_deref().map(std::path::Path::new), &source, &DiskLoader);
+        let session = r.map_err(|d| raspc::render(&sources, &d, false))?;
+        let notes: Vec<String> = raspc::note_lines(&sources, &session, &name).into_iter().map(|n| pythonic(&n)).collect();
+        let (_, node) = session.entry(entry.as_deref())?;
+        let shown = || tokens.iter().map(Atom::repr).collect::<Vec<_>>().join(", ");
+        match raspc_lang::evaluate(&session.graph, node, &tokens) {
+            Ok(raspc_lang::Value::Seq(v)) => Ok((serde_json::Value::Array(v.iter().map(atom_json).collect()).to_string(), notes)),
+            Ok(sel) => Ok((sel.to_json().to_string(), notes)),
+            Err(e) if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 => {
+                let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
+                Err(format!("error[eval::runtime]: evaluating {} failed{at}: {}\n  = input: [{}]", raspc_compiler::names::describe(&session.graph, e.node), e.message, shown()))
+            }
+            Err(e) => {
+                let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
+                let d =
+                    raspc_lang::Diagnostic::error("eval::runtime", format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message), e.span)
+                        .with_label("this operation failed")
+                        .with_note(format!("input: [{}]", shown()));
+                Err(raspc::render(&session.sources, &[d], false))
+            }
+        }
+    })
+}
+
 /// ⟨T, X⟩ for U (zero-padded to its sequence length): `x` n×d, `a` h×d×d, `v` h×d×dv.
 #[pyfunction]
 fn universal_encode(x: Vec<Vec<f64>>, a: Vec<Vec<Vec<f64>>>, v: Vec<Vec<Vec<f64>>>) -> Vec<f64> {
@@ -451,6 +508,7 @@ fn _raspc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RaspcError", m.py().get_type::<RaspcError>())?;
     m.add_class::<NativeModel>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(load_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(load_file, m)?)?;
     m.add_function(wrap_pyfunction!(read_program_file, m)?)?;

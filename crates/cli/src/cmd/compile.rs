@@ -49,7 +49,7 @@ pub(crate) fn compile_cmd(
             let _ = writeln!(err, "  {l}");
         }
     }
-    if let Some(w) = mixed_type_warning(&built, target) {
+    if let Some(w) = mixed_type_warning(&built.session.graph, built.root, &built.compiled, &built.vocab, target.max_len) {
         let _ = writeln!(err, "{w}");
     }
     if json {
@@ -99,14 +99,14 @@ pub(crate) fn compile_cmd(
 /// as values of different types (`1` and `1.0` from a mean of one key or several, `True` and
 /// `1`), the model gives one of them for either. So does a one-hot mean (its type says how many
 /// keys were selected, which the mean's value does not). Said at compile time, as a warning.
-pub(crate) fn mixed_type_warning(built: &super::Built, target: &Target) -> Option<String> {
-    let numerical = matches!(built.compiled.checkpoint.output.encoding, raspc_checkpoint::Encoding::Numerical { .. });
-    let mean = matches!(built.session.graph.node(built.root).kind, raspc_lang::NodeKind::Aggregate { .. });
-    if built.compiled.report.is_some() || !(numerical || mean) {
+pub fn mixed_type_warning(graph: &raspc_lang::Graph, root: raspc_lang::NodeId, compiled: &raspc_compiler::Compiled, vocab: &[raspc_lang::Atom], max_len: usize) -> Option<String> {
+    let numerical = matches!(compiled.checkpoint.output.encoding, raspc_checkpoint::Encoding::Numerical { .. });
+    let mean = matches!(graph.node(root).kind, raspc_lang::NodeKind::Aggregate { .. });
+    if compiled.report.is_some() || !(numerical || mean) {
         return None;
     }
-    let sets = raspc_compiler::infer::infer(&built.session.graph, built.root, &built.vocab, target.max_len);
-    let Some(raspc_compiler::infer::ValueSet::Finite(vals)) = sets.get(&built.root) else { return None };
+    let sets = raspc_compiler::infer::infer(graph, root, vocab, max_len);
+    let Some(raspc_compiler::infer::ValueSet::Finite(vals)) = sets.get(&root) else { return None };
     let kind = |a: &raspc_lang::Atom| std::mem::discriminant(a);
     // Values by number (0.0 and -0.0 as one): two of different types under one number.
     let mut by_number: std::collections::HashMap<u64, &raspc_lang::Atom> = std::collections::HashMap::new();
@@ -116,7 +116,7 @@ pub(crate) fn mixed_type_warning(built: &super::Built, target: &Target) -> Optio
         if kind(a) != kind(b) {
             return Some(format!(
                 "warning: `{}` can be {} and {}, one number as values of different types; the model's output holds the number, so `run` gives one of them for either (`verify` compares numbers as Python's == does)",
-                built.compiled.plan.output_label,
+                compiled.plan.output_label,
                 a.repr(),
                 b.repr()
             ));

@@ -51,26 +51,36 @@ pub(crate) fn read_program(path: &std::path::Path) -> Result<String, Failure> {
     String::from_utf8(bytes).map_err(|e| Failure::Message(format!("`{}` is not valid UTF-8 ({})", path.display(), raspc_lang::utf8_place(e.as_bytes(), e.utf8_error().valid_up_to()))))
 }
 
+/// The notes about a program's own files (the program and what it loads, not the prelude), as
+/// `raspc` prints them (`note: FILE:LINE:COL: message`, then `  = ` lines): at most 20, after
+/// a line counting them when there are more (a program of thousands of one-line statement
+/// pairs has a note for each).
+pub fn note_lines(sources: &raspc_lang::SourceMap, s: &raspc_lang::Session, shown: &str) -> Vec<String> {
+    let notes: Vec<_> = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file || sources.get(sp.file).path.is_some()).collect();
+    const MAX_NOTES: usize = 20;
+    let mut lines = vec![];
+    if notes.len() > MAX_NOTES {
+        lines.push(format!("note: {} notes about `{shown}`; the first {MAX_NOTES} follow", notes.len()));
+    }
+    for &(n, sp) in notes.iter().take(MAX_NOTES) {
+        let (l, c) = sources.line_col(sp.file, sp.start);
+        let mut line = format!("note: {}:{l}:{c}: {}", sources.get(sp.file).name, n.message);
+        for more in &n.notes {
+            line.push_str(&format!("\n  = {more}"));
+        }
+        lines.push(line);
+    }
+    lines
+}
+
 /// Parses and evaluates a program file; renders diagnostics on failure.
 pub(crate) fn load(path: &std::path::Path, err: &mut dyn Write, color: bool) -> Result<raspc_lang::Session, Failure> {
     let text = read_program(path)?;
     let (sources, r) = raspc_lang::evaluate_program(&path.display().to_string(), Some(path), &text, &DiskLoader);
     match r {
         Ok(s) => {
-            // Notes about the user's files (the program and what it loads), not the prelude's.
-            let notes: Vec<_> = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file || sources.get(sp.file).path.is_some()).collect();
-            // A program of thousands of one-line statement pairs has a note for each: the
-            // first ones say it.
-            const MAX_NOTES: usize = 20;
-            if notes.len() > MAX_NOTES {
-                let _ = writeln!(err, "note: {} notes about `{}`; the first {MAX_NOTES} follow", notes.len(), path.display());
-            }
-            for &(n, sp) in notes.iter().take(MAX_NOTES) {
-                let (l, c) = sources.line_col(sp.file, sp.start);
-                let _ = writeln!(err, "note: {}:{l}:{c}: {}", sources.get(sp.file).name, n.message);
-                for more in &n.notes {
-                    let _ = writeln!(err, "  = {more}");
-                }
+            for note in note_lines(&sources, &s, &path.display().to_string()) {
+                let _ = writeln!(err, "{note}");
             }
             Ok(s)
         }

@@ -24,7 +24,7 @@ try:  # tracebacks name it raspc.RaspcError, where users import it from
 except (AttributeError, TypeError):
     pass
 
-__all__ = ["compile", "compile_file", "load", "from_bytes", "universal", "simulate_head", "Model", "Universal", "HeadSimulation", "RaspcError"]
+__all__ = ["compile", "compile_file", "eval", "load", "from_bytes", "universal", "simulate_head", "Model", "Universal", "HeadSimulation", "RaspcError"]
 __version__ = _raspc.__version__
 
 
@@ -537,18 +537,52 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     vocab_json = None
     if vocab is not None:
         vocab_json = _json.dumps(_seq(vocab))
-    native, summary, warning = _raspc.compile(
+    native, summary, said = _raspc.compile(
         source, vocab_json, max_len, bool(causal), input_bounds, entry, path, mlp, numerical, categorical, input_grid, pl_error
     )
+    import warnings
+
     if mlp == "gated" and input_bounds is None:
-        import warnings
-
         warnings.warn('mlp="gated" changes nothing here: it is for real-valued programs (input_bounds); a token program\'s MLPs are exact lookups either way', RuntimeWarning, stacklevel=2)
-    if warning:
-        import warnings
-
-        warnings.warn(warning, RuntimeWarning, stacklevel=2)
+    # What `raspc compile` prints besides the model: the program's notes (what the reference
+    # interpreter would do differently), rejected sample inputs, an output of two types for one
+    # number, a loose certified bound.
+    for w in said:
+        warnings.warn(w, RuntimeWarning, stacklevel=2)
     return Model(native, summary)
+
+
+def _restore_floats(v):
+    """The native side's JSON for a non-finite float (``{"float": "inf"}``) as the float."""
+    if isinstance(v, dict) and set(v) == {"float"}:
+        return float(v["float"])
+    if isinstance(v, list):
+        return [_restore_floats(x) for x in v]
+    return v
+
+
+def eval(source, input, entry=None, *, path=None):
+    """The program's own output on one input, from raspc's reference interpreter (what
+    ``raspc eval`` prints): a list of values, or for a selector a list of 0/1 rows (one per
+    query). ``input``: a string (one token per character) or a sequence of tokens (strings,
+    numbers, booleans; a numpy array too). ``entry``: the s-op or selector to evaluate (default
+    ``prog``, else the last name assigned); ``path``: where ``load`` statements are relative to.
+    The program's notes come as ``RuntimeWarning``; a failure raises ``RaspcError`` with the
+    diagnostic and the input."""
+    if not isinstance(source, str):
+        raise RaspcError(f"eval: source must be the program's text (a str), not {type(source).__name__}; raspc.compile_file reads a file")
+    if entry is not None and not isinstance(entry, str):
+        raise RaspcError(f"eval: entry must be a name (a str), not {type(entry).__name__}")
+    seq = _seq(input)
+    if not seq:
+        raise RaspcError("eval: the input is empty (RASP programs need at least one token)")
+    # (`_json_batch` checks the tokens as `run` does; its one input is the array inside.)
+    out, said = _raspc.eval(source, _json_batch([seq])[1:-1], entry, None if path is None else str(path))
+    import warnings
+
+    for w in said:
+        warnings.warn(w, RuntimeWarning, stacklevel=2)
+    return _restore_floats(_json.loads(out))
 
 
 def _labels(name, labels):

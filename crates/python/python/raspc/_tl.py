@@ -200,7 +200,10 @@ def _hooked_class():
             if ev is not None:
                 if values is None:
                     raise RaspcError("this model reads real numbers: pass values")
-                vals = torch.as_tensor(values, dtype=torch.float32)
+                vals = torch.as_tensor(values, dtype=torch.float32).clone()
+                # Numbers count at input positions only: column 0 (BOS) adds nothing, whatever
+                # ``values`` holds there.
+                vals[..., 0] = 0
 
                 def embed_hook(e, hook):
                     return e + vals.to(e.device)[..., None] * ev.to(e.device)

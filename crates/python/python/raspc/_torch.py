@@ -16,7 +16,8 @@ class RaspcModule(nn.Module):
     """``forward(tokens, key_mask=None, values=None, attention="hard")`` -> readout
     ``[batch, seq, readout_dims]``. ``tokens``: int64 ``[batch, seq]`` ids with BOS first;
     ``key_mask``: ``[batch, seq]``, nonzero for real positions (padding is never attended to);
-    ``values``: real-valued models' input numbers ``[batch, seq]`` (0 at BOS and padding).
+    ``values``: real-valued models' input numbers ``[batch, seq]`` (what it holds at BOS and
+    padding is not read).
     ``run(inputs, attention)`` pads a batch, runs it and decodes each input as ``raspc run``."""
 
     def __init__(self, model, dtype=None):
@@ -28,12 +29,21 @@ class RaspcModule(nn.Module):
             dtype = getattr(torch, dtype, None) if dtype in ("float16", "bfloat16", "float32", "float64", "half", "float", "double") else None
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise RaspcError(f"to_torch: dtype must be a floating torch dtype (torch.float32, torch.float64, or their names), not {given!r}")
+        if dtype in (torch.float16, torch.bfloat16):
+            import warnings
+
+            warnings.warn(
+                f"to_torch({dtype}): raspc's weights and tolerances are for float32 and float64; in {dtype} numbers such as means and fractions round to other values (helper c13: 33 of 40 outputs of a mean differed in float16)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         self._model = model
         cfg = model._config
         self.causal = bool(cfg["causal"])
         self.tie_tolerance = float(cfg["attention"]["tie_tolerance"])
         self.soft_beta = float(cfg["attention"]["soft_beta"])
         self.real = cfg.get("real_input") is not None
+        self.bos_id = int(cfg["bos_id"])
         w = model.weights
 
         def p(name):
@@ -94,7 +104,10 @@ class RaspcModule(nn.Module):
         if self.real:
             if values is None:
                 raise RaspcError("this model reads real numbers: pass values")
-            x = x + values.to(x.dtype).unsqueeze(-1) * self.embed_value
+            # Numbers count at input positions only: BOS (and padding, which has BOS's id)
+            # adds nothing, whatever ``values`` holds there.
+            counted = values.to(x.dtype) * (tokens != self.bos_id).to(x.dtype)
+            x = x + counted.unsqueeze(-1) * self.embed_value
         return x
 
     def forward(self, tokens, key_mask=None, values=None, attention="hard"):
