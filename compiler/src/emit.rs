@@ -597,6 +597,9 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
     let mut tensors = BTreeMap::new();
     let mut layers = vec![];
     for l in 0..sched.layers {
+        if crate::cancel::cancelled() {
+            return Err(crate::cancel::INTERRUPTED.to_string());
+        }
         let mut heads = vec![];
         let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
         let (mut head_info, mut mlp_info) = (vec![], vec![]);

@@ -4,6 +4,7 @@
 //! encodings, heads and MLPs as [`plan`] blocks) -> [`emit::schedule`] (layers) ->
 //! [`emit::emit`] (tensors, config, layout) -> `raspc_checkpoint` bytes.
 
+pub mod cancel;
 pub mod domain;
 pub mod dump;
 pub mod emit;

@@ -205,6 +205,9 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
     // Nodes that failed, or depend on one that did: their users are skipped (no cascades).
     let mut failed: BTreeSet<NodeId> = BTreeSet::new();
     for id in g.ancestors(root) {
+        if crate::cancel::cancelled() {
+            return Err(vec![Diagnostic::error("compile::interrupted", crate::cancel::INTERRUPTED, g.node(root).span)]);
+        }
         if g.node(id).kind.operands().iter().any(|o| failed.contains(o)) {
             failed.insert(id);
             continue;

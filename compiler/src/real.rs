@@ -1162,6 +1162,9 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
     }
     let mut diags = vec![];
     for id in g.ancestors(root) {
+        if crate::cancel::cancelled() {
+            return Err(vec![Diagnostic::error("compile::interrupted", crate::cancel::INTERRUPTED, node.span)]);
+        }
         if g.node(id).kind.is_selector() {
             continue;
         }

@@ -329,6 +329,26 @@ def interpreter_and_notes(job):
             call()
         if not any(needle in str(w.message) for w in caught):
             failures.append(f"warnings: {what}: none says {needle!r} ({[str(w.message)[:60] for w in caught]})")
+    # Ctrl-C stops the work itself, not only the wait for it (helper c13: interrupted calls
+    # went on in the background and piled up): the worker thread ends soon after.
+    import _thread
+    import os
+    import threading
+
+    checks += 1
+    before = len(os.listdir(f"/proc/{os.getpid()}/task"))
+    # (universal(64, 64, 64) takes seconds; its worker stops within about 0.1 s of the interrupt,
+    # and ran on to the end before: 2 s tells the two apart with room on a slow machine.)
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    try:
+        raspc.universal(64, 64, 64)
+        failures.append("Ctrl-C: universal(64, 64, 64) finished before the interrupt")
+    except KeyboardInterrupt:
+        deadline = time.time() + 2
+        while len(os.listdir(f"/proc/{os.getpid()}/task")) > before and time.time() < deadline:
+            time.sleep(0.01)
+        if len(os.listdir(f"/proc/{os.getpid()}/task")) > before:
+            failures.append("Ctrl-C: the interrupted universal's worker thread is still running 2 s later")
     # A float16 torch module warns that it rounds what raspc's tolerances assume.
     checks += 1
     with warnings.catch_warnings(record=True) as caught:

@@ -250,6 +250,9 @@ pub fn verify(graph: &Graph, root: NodeId, model: &Model, vocab: &[Atom], inputs
     let mut failed = vec![false; inputs.len()];
     for idxs in by_len.values() {
         for chunk in idxs.chunks(256) {
+            if raspc_compiler::cancel::cancelled() {
+                return Err(raspc_compiler::cancel::INTERRUPTED.into());
+            }
             let mut rows = vec![];
             for &i in chunk {
                 // `i` comes from enumerating `inputs`; token indices come from the caller (`generate`
@@ -356,6 +359,9 @@ pub fn verify_real(graph: &Graph, root: NodeId, model: &Model, count: usize, see
     let mut rng = SplitMix(seed);
     let mut report = RealReport { bound, ..Default::default() };
     for i in 0..count {
+        if raspc_compiler::cancel::cancelled() {
+            return Err(raspc_compiler::cancel::INTERRUPTED.into());
+        }
         let len = if i % 4 == 0 { c.max_seq_len } else { 1 + rng.below(c.max_seq_len) };
         let xs: Vec<f64> = (0..len)
             .map(|p| {

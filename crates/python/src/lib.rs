@@ -53,13 +53,18 @@ fn pythonic(msg: &str) -> String {
 
 /// Runs `f` on a thread with a large stack (a panic becomes an error), for long work
 /// (`compile`, `universal`, `verify`): waits in slices of 100 ms without the GIL and checks
-/// for Python signals between them, so Ctrl-C raises KeyboardInterrupt at once (the worker
-/// finishes in the background and its result is dropped).
+/// for Python signals between them, so Ctrl-C raises KeyboardInterrupt at once; the worker
+/// is told to stop (`raspc_compiler::cancel`) and does at its next check.
 fn big_stack_interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send + 'static) -> PyResult<T> {
     let (tx, rx) = std::sync::mpsc::channel();
+    // Set on Ctrl-C: the worker's loops (lowering, emitting, verifying) see it and stop, so an
+    // interrupted call does not go on using the machine (helper c13).
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watched = cancel.clone();
     std::thread::Builder::new()
         .stack_size(256 << 20)
         .spawn(move || {
+            raspc_compiler::cancel::watch(watched);
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
             let _ = tx.send(r);
         })
@@ -74,7 +79,12 @@ fn big_stack_interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -
                 let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
                 return Err(err(format!("internal error (raspc panicked): {msg}")));
             }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(e) = py.check_signals() {
+                    cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(err("internal error: the worker thread stopped without a result")),
         }
     }
