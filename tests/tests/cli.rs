@@ -1637,3 +1637,20 @@ fn a_number_a_rounding_away_from_a_token_names_the_token() {
     let (_, _, err) = cli(&["run", ck, "--input", "[0.35]"]);
     assert!(err.contains("not in the model's vocabulary") && !err.contains("nearest"), "{err}");
 }
+
+#[test]
+fn inspect_shows_the_input_bounds_a_real_valued_model_is_certified_for() {
+    let p = temp("inspect-real.rasp");
+    std::fs::write(&p, "y = softmax_rows(tokens_float, 0, 2, 3, 1);\n").unwrap();
+    let ck = temp("inspect-real.safetensors");
+    let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--input-bounds=-1,1;-0.5,0.5@2:4", "--max-len", "6", "-o", ck.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = cli(&["inspect", ck.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("real-valued input: numbers in [-1, 1]; [-0.5, 0.5] at positions 2..4"), "{out}");
+    let (_, out, _) = cli(&["inspect", ck.to_str().unwrap(), "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = &j["config"]["real_input"];
+    assert_eq!((r["lo"].as_f64(), r["hi"].as_f64(), r["blocks"][0]["start"].as_u64()), (Some(-1.0), Some(1.0), Some(2)), "{r}");
+    assert!(j["config"]["readout_dims"].as_u64().is_some_and(|d| d >= 1), "{}", j["config"]);
+}

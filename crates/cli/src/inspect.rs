@@ -89,7 +89,7 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
             .collect();
         let (p, nz) = counts(ck, "");
         return serde_json::json!({
-            "config": { "d_model": c.d_model, "max_seq_len": c.max_seq_len, "causal": c.causal, "vocab": c.vocab, "bos_id": c.bos_id, "attention": c.attention },
+            "config": { "d_model": c.d_model, "max_seq_len": c.max_seq_len, "causal": c.causal, "vocab": c.vocab, "bos_id": c.bos_id, "attention": c.attention, "readout_dims": c.readout_dims, "real_input": c.real_input },
             "layout": ck.layout.sops,
             "output": ck.output,
             "layers": layers,
@@ -107,6 +107,11 @@ pub fn summary(ck: &Checkpoint, json: bool) -> String {
     let vocab: Vec<String> = c.vocab.iter().map(|v| if v.id == c.bos_id { format!("BOS={}", v.id) } else { format!("{}={}", v.token, v.id) }).collect();
     let _ = writeln!(s, "d_model {}, {} layers, max_seq_len {}, causal {}, params {p}, nonzero {nz}", c.d_model, c.layers.len(), c.max_seq_len, c.causal);
     let _ = writeln!(s, "vocabulary: {}", vocab.join(", "));
+    // What a real-valued model's certified bound assumes of its inputs (helper f13: not shown).
+    if let Some(r) = &c.real_input {
+        let blocks: Vec<String> = r.blocks.iter().map(|b| format!("; [{}, {}] at positions {}..{}", b.lo, b.hi, b.start, b.end)).collect();
+        let _ = writeln!(s, "real-valued input: numbers in [{}, {}]{}", r.lo, r.hi, blocks.concat());
+    }
     let _ = writeln!(s, "attention: hard (tie tolerance {}), soft beta {}", c.attention.tie_tolerance, c.attention.soft_beta);
     let _ = writeln!(s, "output: {} ({})", ck.output.label, enc_text(&ck.output.encoding));
     let _ = writeln!(s, "\nresidual layout:");

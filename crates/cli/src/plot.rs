@@ -244,16 +244,30 @@ fn draw_heatmap<DB: DrawingBackend>(area: DrawingArea<DB, plotters::coord::Shift
         let y = top + ((1.0 - pos) / 2.0 * height as f32) as i32;
         let style = font.clone().into_text_style(&area).pos(Pos::new(HPos::Left, VPos::Center));
         area.draw(&PathElement::new(vec![(bx + 14, y), (bx + 18, y)], BLACK)).map_err(err)?;
-        area.draw(&Text::new(format!("{v:.3}"), (bx + 21, y), style)).map_err(err)?;
+        area.draw(&Text::new(tick_label(v), (bx + 21, y), style)).map_err(err)?;
     }
     let scale = if c.symlog.is_some() { "symlog" } else { "linear" };
     area.draw(&Text::new(scale.to_string(), (bx - 4, top + height + 6), font)).map_err(err)?;
     area.present().map_err(err)
 }
 
-/// The overview: rows are residual slots, columns the stages of the network; a cell says
-/// whether that stage writes (W) or reads (R) the slot.
-fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> {
+/// A colour scale's tick: four significant digits, in exponent form when small or large
+/// (helper f13: `{:.3}` printed 1e-4 as `0.000` and 2^43 as `8796093022208.000`).
+fn tick_label(v: f32) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0".to_string()
+    } else if (0.01..10_000.0).contains(&a) {
+        let digits = 3usize.saturating_sub(a.log10().floor().max(0.0) as usize);
+        format!("{v:.digits$}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+/// The overview's stages (embed, then each layer's attention and MLP) and, per residual slot,
+/// whether each writes (W) or reads (R) it.
+fn overview_cells(ck: &Checkpoint) -> (Vec<String>, Vec<Vec<char>>) {
     let mut stages = vec!["embed".to_string()];
     for l in 0..ck.config.layers.len() {
         stages.push(format!("L{l} attention"));
@@ -261,6 +275,32 @@ fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> 
     }
     let sops = &ck.layout.sops;
     let mut cells = vec![vec![' '; stages.len()]; sops.len()];
+    // The dims each stage writes, from its weights: for slots no block's info names (the parts
+    // of a grouped sum, which the MLP writing the sum writes; helper f13: they were drawn as
+    // the embedding's), and for a checkpoint without infos.
+    let d = ck.config.d_model;
+    let mut writes_dims = vec![vec![false; d]; stages.len()];
+    let mut mark = |stage: usize, name: &str| {
+        if let Some(t) = ck.tensors.get(name)
+            && t.shape.last() == Some(&d)
+        {
+            for row in t.data.chunks(d) {
+                for (w, &x) in writes_dims[stage].iter_mut().zip(row) {
+                    *w |= x != 0.0;
+                }
+            }
+        }
+    };
+    for name in [raspc_checkpoint::names::TOKEN_EMBEDDING, raspc_checkpoint::names::POSITION_EMBEDDING, raspc_checkpoint::names::VALUE_EMBEDDING] {
+        mark(0, name);
+    }
+    for (l, layer) in ck.config.layers.iter().enumerate() {
+        for h in 0..layer.heads.len() {
+            mark(1 + 2 * l, &raspc_checkpoint::names::head(l, h, "w_o"));
+        }
+        mark(2 + 2 * l, &raspc_checkpoint::names::mlp(l, "w_out"));
+        mark(2 + 2 * l, &raspc_checkpoint::names::mlp(l, "b_out"));
+    }
     for (r, s) in sops.iter().enumerate() {
         let mut written = false;
         for (l, layer) in ck.config.layers.iter().enumerate() {
@@ -276,9 +316,22 @@ fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> 
             }
         }
         if !written {
-            cells[r][0] = 'W';
+            let dims = s.offset..(s.offset + s.encoding.dims()).min(d);
+            for (k, w) in writes_dims.iter().enumerate() {
+                if w[dims.clone()].iter().any(|&x| x) {
+                    cells[r][k] = 'W';
+                }
+            }
         }
     }
+    (stages, cells)
+}
+
+/// The overview: rows are residual slots, columns the stages of the network; a cell says
+/// whether that stage writes (W) or reads (R) the slot.
+fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> {
+    let (stages, cells) = overview_cells(ck);
+    let sops = &ck.layout.sops;
     let cw = 70u32;
     let ch = 16u32;
     let left = 240u32;
@@ -507,6 +560,20 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
     Ok(files)
 }
 
+/// The points `(layer, value)` of a metric by layer, in runs of consecutive layers with a
+/// (finite) value: a layer without one ends a run.
+fn line_runs(v: &[f64]) -> Vec<Vec<(f64, f64)>> {
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![];
+    for (l, y) in v.iter().enumerate() {
+        match (y.is_finite(), runs.last_mut()) {
+            (true, Some(run)) if run.last().is_some_and(|p| p.0 as usize + 1 == l) => run.push((l as f64, *y)),
+            (true, _) => runs.push(vec![(l as f64, *y)]),
+            (false, _) => {}
+        }
+    }
+    runs
+}
+
 /// One PNG per SVFlow metric: the metric (mean over seeds) against depth, one line per level.
 pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path) -> Result<Vec<PathBuf>, String> {
     register()?;
@@ -529,7 +596,9 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
             if hi - lo < 1e-9 {
                 (lo - 0.5, hi + 0.5)
             } else {
-                (lo, hi)
+                // A margin, so the extreme points are not cut at the frame (helper f13).
+                let pad = 0.06 * (hi - lo);
+                (lo - pad, hi + pad)
             }
         } else {
             (0.0, 1.0)
@@ -548,15 +617,20 @@ pub fn probe_plots(conds: &[crate::probe::Condition], layers: usize, dir: &Path)
                 .y_label_area_size(60)
                 .build_cartesian_2d(-0.2f64..(layers.max(1) as f64 - 0.8), lo..hi)
                 .map_err(err)?;
-            chart.configure_mesh().x_desc("layer").y_desc(metric).x_labels(layers.clamp(2, 12)).draw().map_err(err)?;
+            // Layers are whole numbers (the labels read 0.0, 5.0, ...; helper f13).
+            let layer_label = |x: &f64| format!("{}", x.round() as i64);
+            chart.configure_mesh().x_desc("layer").y_desc(metric).x_labels(layers.clamp(2, 12)).x_label_formatter(&layer_label).draw().map_err(err)?;
             for (k, (lv, v)) in lines.iter().enumerate() {
                 let color = Palette99::pick(k).to_rgba();
                 let pts: Vec<(f64, f64)> = v.iter().enumerate().filter(|(_, y)| y.is_finite()).map(|(l, y)| (l as f64, *y)).collect();
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                    .map_err(err)?
-                    .label(format!("level {lv:.2}"))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                // A layer without a value (no attention heads there) breaks the line: a line
+                // across it read as a value there (helper f13).
+                for (i, run) in line_runs(v).into_iter().enumerate() {
+                    let series = chart.draw_series(LineSeries::new(run, color.stroke_width(2))).map_err(err)?;
+                    if i == 0 {
+                        series.label(format!("level {lv:.2}")).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                    }
+                }
                 chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(err)?;
             }
             chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
@@ -595,6 +669,44 @@ fn create_error(dir: &Path, e: std::io::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_layer_without_a_value_breaks_the_line() {
+        let nan = f64::NAN;
+        assert_eq!(super::line_runs(&[0.5, nan, 0.9, 1.0]), vec![vec![(0.0, 0.5)], vec![(2.0, 0.9), (3.0, 1.0)]]);
+        assert_eq!(super::line_runs(&[nan, nan]), Vec::<Vec<(f64, f64)>>::new());
+        assert_eq!(super::line_runs(&[1.0, 2.0]), vec![vec![(0.0, 1.0), (1.0, 2.0)]]);
+    }
+
+    #[test]
+    fn colour_scale_ticks_keep_four_significant_digits() {
+        let cases = [(0.0, "0"), (1e-4, "1.000e-4"), (-1e-4, "-1.000e-4"), (0.5, "0.500"), (12.25, "12.25"), (-511.0 / 256.0, "-1.996"), (8796093022208.0, "8.796e12")];
+        for (v, want) in cases {
+            assert_eq!(super::tick_label(v), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn the_overview_marks_what_each_stage_writes_from_its_weights() {
+        // A real-valued softmax: its exp writes partial sums (`e.groupK`), which no block's info
+        // names; they are written by an MLP, not the embedding (helper f13).
+        let src = "y = softmax_rows(tokens_float, 0, 2, 3, 1);";
+        let (sources, r) = raspc_lang::evaluate_program("s.rasp", None, src, &raspc_lang::DiskLoader);
+        let mut session = r.unwrap_or_else(|d| panic!("{}", crate::render(&sources, &d, false)));
+        let (_, root) = session.compile_entry(None).unwrap();
+        let real = raspc_compiler::real::RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: raspc_compiler::real::MlpMode::Gated, pl_error: None, f32_inputs: false };
+        let opts = raspc_compiler::Options { max_len: 6, real: Some(real), ..Default::default() };
+        let ck = raspc_compiler::compile(&session.graph, root, &opts, "h").unwrap_or_else(|d| panic!("{}", crate::render(&session.sources, &d, false))).checkpoint;
+        let (stages, cells) = super::overview_cells(&ck);
+        let parts: Vec<usize> = ck.layout.sops.iter().enumerate().filter(|(_, s)| s.label.contains(".group")).map(|(r, _)| r).collect();
+        assert!(!parts.is_empty(), "no partial sums in {:?}", ck.layout.sops.iter().map(|s| &s.label).collect::<Vec<_>>());
+        for r in parts {
+            let label = &ck.layout.sops[r].label;
+            assert_eq!(cells[r][0], ' ', "{label} drawn as the embedding's");
+            let writers: Vec<&String> = stages.iter().zip(&cells[r]).filter(|(_, c)| **c == 'W').map(|(s, _)| s).collect();
+            assert!(!writers.is_empty() && writers.iter().all(|s| s.ends_with("MLP")), "{label}: {writers:?}");
+        }
+    }
+
     #[test]
     fn page_numbers_are_padded_to_the_largest() {
         assert_eq!([0, 9, 10, 99, 100, 12345].map(super::digits), [1, 1, 2, 2, 3, 5]);
