@@ -1654,3 +1654,31 @@ fn inspect_shows_the_input_bounds_a_real_valued_model_is_certified_for() {
     assert_eq!((r["lo"].as_f64(), r["hi"].as_f64(), r["blocks"][0]["start"].as_u64()), (Some(-1.0), Some(1.0), Some(2)), "{r}");
     assert!(j["config"]["readout_dims"].as_u64().is_some_and(|d| d >= 1), "{}", j["config"]);
 }
+
+#[test]
+fn trace_marks_a_one_hot_slot_split_between_values_as_a_divergence() {
+    // reverse's `length` comes from a head writing 1/(length+1) and an MLP reading it: the head
+    // scaled by 0.9 leaves `length` between two values (0.5 each at length 3), whose argmax is
+    // the interpreter's 3 (helper f13: trace said it agreed, and marked `reverse`, two
+    // sublayers later, as the first divergence).
+    let path = temp("reverse-trace.safetensors");
+    let o = path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "5", "-o", o, "--force"]).0, 0);
+    let (code, out, err) = cli(&["trace", o, "--input", "abc", "--program", "corpus/reverse.rasp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(agrees_all(&out) && !out.contains("not one-hot"), "{out}");
+    let mut ck = raspc_checkpoint::Checkpoint::from_bytes(&std::fs::read(&path).unwrap()).unwrap();
+    let head = ck.config.layers[0].head_info.iter().position(|i| i.writes.ends_with(":inverse")).expect("a head writing length's inverse");
+    ck.tensors.get_mut(&raspc_checkpoint::names::head(0, head, "w_o")).unwrap().data.iter_mut().for_each(|x| *x *= 0.9);
+    let broken = temp("reverse-trace-broken.safetensors");
+    std::fs::write(&broken, ck.to_bytes().unwrap()).unwrap();
+    let (code, out, _) = cli(&["trace", broken.to_str().unwrap(), "--input", "abc", "--program", "corpus/reverse.rasp", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["first_divergence"]["stage"].as_str(), v["first_divergence"]["sop"].as_str()), (Some("layer 0 mlp"), Some("length")), "{out}");
+    let row = v["trace"].as_array().unwrap().iter().find(|r| r["sop"] == "length").unwrap();
+    assert_eq!(row["not_one_hot"], serde_json::json!([0, 1, 2]), "{row}");
+    // Soft attention blurs one-hots by design: no such mark there.
+    let (_, out, _) = cli(&["trace", o, "--input", "abc", "--program", "corpus/reverse.rasp", "--attention", "soft"]);
+    assert!(!out.contains("not one-hot"), "{out}");
+}
