@@ -54,6 +54,50 @@ fn number(a: &Atom) -> Option<f64> {
 impl Lowerer<'_> {
     /// The affine form of an s-op that has a slot, or is a view of one categorical slot, or is
     /// constant. None when it is none of these, or has non-numeric values.
+    /// Whether `x` is a sum, difference, negation or integer multiple of s-ops held in slots
+    /// (or of such sums): what [`Self::lin_of_sum`] makes linear.
+    fn sum_of_slots(&self, x: NodeId, depth: usize) -> bool {
+        if depth > 64 {
+            return false;
+        }
+        if matches!(self.rep.get(&x), Some(Rep::Slot(_))) {
+            return true;
+        }
+        let int = |a: &Operand| matches!(a, Operand::Const(c) if number(c).is_some_and(|k| k.fract() == 0.0 && k.abs() <= 1e6));
+        let sop = |a: &Operand| matches!(a, Operand::Sop(s) if self.sum_of_slots(*s, depth + 1));
+        match &self.g.node(x).kind {
+            NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub), args } => args.iter().all(|a| int(a) || sop(a)) && args.iter().any(sop),
+            NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } => args.len() == 2 && args.iter().any(int) && args.iter().any(sop),
+            NodeKind::Map { op: MapOp::Neg, args } => args.iter().all(sop),
+            _ => false,
+        }
+    }
+
+    /// The linear form of a sum, difference, negation or integer multiple of s-ops that have
+    /// one (None otherwise).
+    fn lin_of_sum(&mut self, x: NodeId) -> Result<Option<Lin>, Diagnostic> {
+        let NodeKind::Map { op, args } = self.g.node(x).kind.clone() else { return Ok(None) };
+        let part = |lw: &mut Self, a: &Operand| -> Result<Option<Lin>, Diagnostic> {
+            match a {
+                Operand::Const(c) => Ok(number(c).map(|c0| Lin { terms: BTreeMap::new(), c0 })),
+                Operand::Sop(s) => lw.lin_of(*s),
+            }
+        };
+        let int = |a: &Operand| matches!(a, Operand::Const(c) if number(c).is_some_and(|k| k.fract() == 0.0 && k.abs() <= 1e6));
+        Ok(match (op, args.as_slice()) {
+            (MapOp::Binary(b @ (BinOp::Add | BinOp::Sub)), [a, c]) => match (part(self, a)?, part(self, c)?) {
+                (Some(x), Some(y)) => Some(x.add(&y, if b == BinOp::Add { 1.0 } else { -1.0 })),
+                _ => None,
+            },
+            (MapOp::Binary(BinOp::Mul), [a, k]) | (MapOp::Binary(BinOp::Mul), [k, a]) if int(k) && matches!(a, Operand::Sop(_)) => {
+                let Operand::Const(c) = k else { return Ok(None) };
+                part(self, a)?.and_then(|l| number(c).map(|k| l.scale(k)))
+            }
+            (MapOp::Neg, [a]) => part(self, a)?.map(|l| l.scale(-1.0)),
+            _ => None,
+        })
+    }
+
     pub(super) fn lin_of(&mut self, x: NodeId) -> Result<Option<Lin>, Diagnostic> {
         let table = |vals: &[Option<Atom>], slot: SlotId| -> Option<Lin> {
             let mut l = Lin::default();
@@ -185,7 +229,21 @@ impl Lowerer<'_> {
                 // needs it one-hot would add a layer after the sum) or cannot be enumerated.
                 // Decided before any MLP is built: when the other side is not linear either,
                 // the enumeration below takes the whole map.
-                let (xa, xc) = (operand(self, a)?, operand(self, c)?);
+                let (mut xa, mut xc) = (operand(self, a)?, operand(self, c)?);
+                // With eager sums, a side left inline as a sum of its own few pairs (`w1 + 2*w2`)
+                // is linear too when this sum has more combinations than that (helper e13:
+                // `+ 3*w3` enumerated 17^3 combinations at max-len 16, 1.59 M parameters; 6 k
+                // added in a sum slot).
+                if self.opts.eager_sums && combos > super::EAGER_SUM_COMBINATIONS {
+                    for (x, op) in [(&mut xa, a), (&mut xc, c)] {
+                        if x.is_none()
+                            && let Operand::Sop(s) = op
+                            && matches!(self.rep.get(s), Some(Rep::Inline))
+                        {
+                            *x = self.lin_of_sum(*s)?;
+                        }
+                    }
+                }
                 let worth = any_num && (combos > MAX_COMBINATIONS || self.read_as_number(id, 0));
                 // With eager sums (the second plan `compile` tries, kept when no deeper, wider or
                 // larger), also a map of one numerical s-op, `floor(mean) - length`: its values
@@ -200,6 +258,11 @@ impl Lowerer<'_> {
                     matches!(op, Operand::Sop(s) if worth && matches!(lw.rep.get(s), Some(Rep::Inline)) && lw.leaf_list(*s).len() > 1) || (eager && numeric_map(lw, op))
                 };
                 if (xa.is_none() && !own_mlp(self, a)) || (xc.is_none() && !own_mlp(self, c)) {
+                    // A side left inline as a sum of its own is linear with eager sums (helper
+                    // e13: at max-len 20, 21^3 combinations in two chained MLPs, a layer more).
+                    if !eager && combos > MAX_COMBINATIONS && [(&xa, a), (&xc, c)].iter().any(|(x, op)| x.is_none() && matches!(op, Operand::Sop(s) if self.sum_of_slots(*s, 0))) {
+                        self.eager_sums_differ = true;
+                    }
                     return Ok(None);
                 }
                 let side = |lw: &mut Self, lin: Option<Lin>, op: &Operand| -> Result<Option<Lin>, Diagnostic> {
