@@ -548,16 +548,26 @@ impl Lowerer<'_> {
     }
 
     fn select_leaves(&self, sel: NodeId) -> Vec<NodeId> {
-        match &self.g.node(sel).kind {
-            NodeKind::Select { .. } => vec![sel],
-            NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
-                let mut v = self.select_leaves(*a);
-                v.extend(self.select_leaves(*b));
-                v
+        // Each node once, in order of first reach: a selector combined with itself again and
+        // again (`s = (s and t) or s` in a loop) is a DAG whose tree is exponential (helper
+        // d13: 30 rounds tried to allocate 4 GiB).
+        fn go(g: &Graph, sel: NodeId, seen: &mut BTreeSet<NodeId>, out: &mut Vec<NodeId>) {
+            if !seen.insert(sel) {
+                return;
             }
-            NodeKind::SelectNot(a) => self.select_leaves(*a),
-            _ => vec![],
+            match &g.node(sel).kind {
+                NodeKind::Select { .. } => out.push(sel),
+                NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
+                    go(g, *a, seen, out);
+                    go(g, *b, seen, out);
+                }
+                NodeKind::SelectNot(a) => go(g, *a, seen, out),
+                _ => {}
+            }
         }
+        let mut out = vec![];
+        go(self.g, sel, &mut BTreeSet::new(), &mut out);
+        out
     }
 
     /// True when the selector provably selects only keys at or before the query.
@@ -612,16 +622,26 @@ impl Lowerer<'_> {
     /// Evaluates a selector tree for one (key, query) pair given each operand's key-side and
     /// query-side value.
     fn eval_selector(&self, sel: NodeId, key: &dyn Fn(NodeId) -> Option<Atom>, query: &dyn Fn(NodeId) -> Option<Atom>) -> bool {
-        match &self.g.node(sel).kind {
-            NodeKind::Select { keys, queries, cmp } => match (key(*keys), query(*queries)) {
-                (Some(k), Some(q)) => Atom::compare(&k, *cmp, &q).unwrap_or(false),
+        // Each node once per (key, query): a selector combined with itself again and again is a
+        // DAG whose tree is exponential (helper d13).
+        fn go(lw: &Lowerer, sel: NodeId, key: &dyn Fn(NodeId) -> Option<Atom>, query: &dyn Fn(NodeId) -> Option<Atom>, memo: &mut HashMap<NodeId, bool>) -> bool {
+            if let Some(&b) = memo.get(&sel) {
+                return b;
+            }
+            let b = match &lw.g.node(sel).kind {
+                NodeKind::Select { keys, queries, cmp } => match (key(*keys), query(*queries)) {
+                    (Some(k), Some(q)) => Atom::compare(&k, *cmp, &q).unwrap_or(false),
+                    _ => false,
+                },
+                NodeKind::SelectAnd(a, b) => go(lw, *a, key, query, memo) && go(lw, *b, key, query, memo),
+                NodeKind::SelectOr(a, b) => go(lw, *a, key, query, memo) || go(lw, *b, key, query, memo),
+                NodeKind::SelectNot(a) => !go(lw, *a, key, query, memo),
                 _ => false,
-            },
-            NodeKind::SelectAnd(a, b) => self.eval_selector(*a, key, query) && self.eval_selector(*b, key, query),
-            NodeKind::SelectOr(a, b) => self.eval_selector(*a, key, query) || self.eval_selector(*b, key, query),
-            NodeKind::SelectNot(a) => !self.eval_selector(*a, key, query),
-            _ => false,
+            };
+            memo.insert(sel, b);
+            b
         }
+        go(self, sel, key, query, &mut HashMap::new())
     }
 
     // ---- nodes ---------------------------------------------------------------------------
@@ -898,6 +918,12 @@ impl Lowerer<'_> {
 
     /// Value of an inline node given its leaves' values.
     fn eval_inline(&self, id: NodeId, env: &HashMap<NodeId, Atom>) -> Option<Atom> {
+        self.eval_inline_memo(id, env, &mut HashMap::new())
+    }
+
+    /// [`Self::eval_inline`], each map once (a value read several times over and over is a DAG
+    /// whose tree is exponential: helper d13).
+    fn eval_inline_memo(&self, id: NodeId, env: &HashMap<NodeId, Atom>, memo: &mut HashMap<NodeId, Option<Atom>>) -> Option<Atom> {
         // Leaves are looked up; maps are evaluated even if they have a slot by now (a map
         // materialised after its user recorded its leaves).
         if let Some(a) = env.get(&id) {
@@ -905,7 +931,14 @@ impl Lowerer<'_> {
         }
         match &self.g.node(id).kind {
             NodeKind::Const(a) => Some(a.clone()),
-            NodeKind::Map { op, args } => crate::positional::apply_with(op, args, |s| self.eval_inline(s, env)),
+            NodeKind::Map { op, args } => {
+                if let Some(v) = memo.get(&id) {
+                    return v.clone();
+                }
+                let v = crate::positional::apply_with(op, args, |s| self.eval_inline_memo(s, env, memo));
+                memo.insert(id, v.clone());
+                v
+            }
             _ => env.get(&id).cloned(),
         }
     }

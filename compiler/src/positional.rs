@@ -220,13 +220,26 @@ pub fn per_position(n: usize, ctx: Option<&[(i64, i64)]>, rows: &[bool]) -> Vec<
 /// Value at grid pair (i, l) of a function of `indices` and `length` (None: not such a
 /// function, or the map fails there).
 pub fn eval_at(graph: &Graph, x: NodeId, i: i64, l: i64) -> Option<Atom> {
-    match &graph.node(x).kind {
-        NodeKind::Indices => Some(Atom::Int(i)),
-        NodeKind::Length => Some(Atom::Int(l)),
-        NodeKind::Const(a) => Some(a.clone()),
-        NodeKind::Map { op, args } => apply_with(op, args, |s| eval_at(graph, s, i, l)),
-        _ => None,
+    // Each map once: an s-op that reads one value several times, again and again (`x = x if
+    // x > 3 else x + 1` in a loop), is a DAG whose tree is exponential (helper d13: 16
+    // iterations took 27 s, 18 never finished).
+    fn go(graph: &Graph, x: NodeId, i: i64, l: i64, memo: &mut std::collections::HashMap<NodeId, Option<Atom>>) -> Option<Atom> {
+        match &graph.node(x).kind {
+            NodeKind::Indices => Some(Atom::Int(i)),
+            NodeKind::Length => Some(Atom::Int(l)),
+            NodeKind::Const(a) => Some(a.clone()),
+            NodeKind::Map { op, args } => {
+                if let Some(v) = memo.get(&x) {
+                    return v.clone();
+                }
+                let v = apply_with(op, args, |s| go(graph, s, i, l, memo));
+                memo.insert(x, v.clone());
+                v
+            }
+            _ => None,
+        }
     }
+    go(graph, x, i, l, &mut std::collections::HashMap::new())
 }
 
 /// A map applied to its operands, each s-op operand's value given by `value` (None when one

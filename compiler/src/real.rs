@@ -761,7 +761,25 @@ fn bx(e: Ex) -> Box<Ex> {
     Box::new(e)
 }
 
+/// Operations one real-valued expression may hold (see the refusal in `lower_node`).
+const MAX_EXPRESSION_NODES: usize = 1 << 20;
+
 impl Ex {
+    /// Its number of nodes, counted up to `cap` (past it the count stops: a tree can be far
+    /// larger than memory would hold, if it shares subtrees).
+    fn size(&self, cap: usize) -> usize {
+        let mut n = 0;
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            n += 1;
+            if n >= cap {
+                return n;
+            }
+            stack.extend(e.children());
+        }
+        n
+    }
+
     /// Its operands, in order.
     fn children(&self) -> Vec<&Ex> {
         match self {
@@ -1585,6 +1603,15 @@ impl RealLowerer<'_> {
                         return Err(d);
                     }
                 };
+                // An expression is a tree over the values it reads: one read several times, again
+                // and again (`x = (x + x) * 0.5` in a loop), doubles it each time (helper d13:
+                // 24 rounds took 10 GB). Past a budget it is refused, naming the s-op.
+                let nodes = ex.size(MAX_EXPRESSION_NODES + 1);
+                if nodes > MAX_EXPRESSION_NODES {
+                    return Err(self.err(id, format!("{} grows to more than {MAX_EXPRESSION_NODES} operations", crate::names::describe(self.g, id))).with_label("built here").with_note(
+                        "a value read several times by an s-op that is read several times again grows as a tree, not a list (each read copies it); a real-valued program computes such a chain as written: simplify it (`(x + x) * 0.5` is `x`), or round it through --input-grid",
+                    ));
+                }
                 Val::Real(ex)
             }
             NodeKind::Aggregate { sel, values, default } | NodeKind::AggregateMax { sel, values, default } => {

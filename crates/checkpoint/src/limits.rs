@@ -46,7 +46,9 @@ pub struct Limits {
     /// Command line, `input_tokens`: tokens of one input (`eval --input`, `--max-len`, each
     /// shape flag of `simulate`).
     pub max_input_tokens: usize,
-    /// Command line, `u_positions`: the sequence length of `simulate`'s U.
+    /// Command line, `u_positions`: the sequence length of `simulate`'s U (32,768: about 7 GB
+    /// of memory; 96³'s 27,648 took 5.8 GB, and n = 256 with d = 1 at 65,536 went past 11 GB:
+    /// helper d13).
     pub max_u_positions: usize,
     /// Command line, `tokens`: tokens generated at once (`verify --samples` x `--max-len`).
     pub max_tokens: u64,
@@ -73,7 +75,7 @@ impl Default for Limits {
             max_tie_tolerance: 1.0,
             max_samples: 1_000_000,
             max_input_tokens: 4096,
-            max_u_positions: 1 << 16,
+            max_u_positions: 1 << 15,
             max_tokens: 1 << 26,
             max_text_bytes: 64 << 20,
         }

@@ -429,7 +429,12 @@ pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
     // Count in f64 first: (hi - lo) / step can be far beyond usize (or infinite).
     let points = ((hi - lo) / step + 1e-9).floor() + 1.0;
     if points > 4096.0 {
-        return Err(format!("--input-grid `{s}` has {} points (at most 4096)", if points < 1e15 { format!("{}", points as u64) } else { format!("{points:e}") }));
+        // (A grid is a vocabulary of numbers, whose one-hot encodings are a dim per point: the
+        // same fixed limit as --vocab's; helper d13 asked whether it could be raised.)
+        return Err(format!(
+            "--input-grid `{s}` has {} points (at most 4096, a fixed limit: every point is a token with a dim of its own); a larger STEP or a narrower range fits, or --input-bounds compiles the program for every number in a range",
+            if points < 1e15 { format!("{}", points as u64) } else { format!("{points:e}") }
+        ));
     }
     let count = points as usize;
     // The points as typed: `0,1,0.1` gives 0.3, not 0.30000000000000004 (the decimals of the

@@ -329,15 +329,26 @@ fn overview_cells(ck: &Checkpoint) -> (Vec<String>, Vec<Vec<char>>) {
 
 /// The overview: rows are residual slots, columns the stages of the network; a cell says
 /// whether that stage writes (W) or reads (R) the slot.
+/// The overview's size in pixels: a column per stage, a row per slot.
+fn overview_pixels(ck: &Checkpoint) -> (usize, usize) {
+    let stages = 1 + 2 * ck.config.layers.len();
+    let (cw, ch, left, top) = OVERVIEW_GEOMETRY;
+    let w = (left as usize).saturating_add((cw as usize).saturating_mul(stages)).saturating_add(20).max(520);
+    let h = (top as usize).saturating_add((ch as usize).saturating_mul(ck.layout.sops.len())).saturating_add(60);
+    (w, h)
+}
+
+/// Cell width and height, left and top margins of the overview (pixels).
+const OVERVIEW_GEOMETRY: (u32, u32, u32, u32) = (70, 16, 240, 80);
+
+/// Largest overview `plot` draws (pixels: 8192 x 8192).
+pub const MAX_OVERVIEW_PIXELS: usize = 1 << 26;
+
 fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> {
     let (stages, cells) = overview_cells(ck);
-    let sops = &ck.layout.sops;
-    let cw = 70u32;
-    let ch = 16u32;
-    let left = 240u32;
-    let top = 80u32;
-    let w = (left + cw * stages.len() as u32 + 20).max(520);
-    let h = top + ch * sops.len() as u32 + 60;
+    let (cw, ch, left, top) = OVERVIEW_GEOMETRY;
+    let (w, h) = overview_pixels(ck);
+    let (w, h) = (w as u32, h as u32);
     let geometry = (cw, ch, left, top);
     may_draw(path, format)?;
     let tmp = temp_figure(path);
@@ -485,6 +496,16 @@ pub fn plot_with(ck: &Checkpoint, dir: &Path, opts: &Options) -> Result<Vec<Path
     let widest = ck.config.layers.iter().filter_map(|l| l.mlp.as_ref().map(|m| m.hidden)).max().unwrap_or(0).max(d);
     if d.saturating_mul(widest) > MAX_PLOT_CELLS {
         return Err(format!("plot draws d_model x d_model and d_model x hidden heatmaps; d_model {d} with widest block {widest} is over {MAX_PLOT_CELLS} cells (use `raspc inspect --layer L --head H` instead)"));
+    }
+    // The overview has a column per sublayer and a row per slot (helper d13: a 1000-layer model
+    // of 4013 dims tried to allocate 6.8 GB for it).
+    let (ow, oh) = overview_pixels(ck);
+    if ow.saturating_mul(oh) > MAX_OVERVIEW_PIXELS {
+        return Err(format!(
+            "plot's overview of {} layers and {} residual slots would be {ow} x {oh} pixels, over {MAX_OVERVIEW_PIXELS} (use `raspc inspect` for the layout, and `--layer L --head H` or `--mlp` for a block)",
+            ck.config.layers.len(),
+            ck.layout.sops.len()
+        ));
     }
     register()?;
     std::fs::create_dir_all(dir).map_err(|e| create_error(dir, e))?;
@@ -669,6 +690,23 @@ fn create_error(dir: &Path, e: std::io::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_overview_too_large_to_draw_is_refused_before_anything_is_written() {
+        let src = "y = aggregate(select(indices, length - indices - 1, ==), tokens);";
+        let (sources, r) = raspc_lang::evaluate_program("r.rasp", None, src, &raspc_lang::DiskLoader);
+        let mut session = r.unwrap_or_else(|d| panic!("{}", crate::render(&sources, &d, false)));
+        let (_, root) = session.compile_entry(None).unwrap();
+        let opts = raspc_compiler::Options { vocab: vec![raspc_lang::Atom::Str("a".into())], max_len: 3, ..Default::default() };
+        let mut ck = raspc_compiler::compile(&session.graph, root, &opts, "h").unwrap().checkpoint;
+        // 5000 layers: 10,001 columns of 70 pixels.
+        let layer = ck.config.layers[0].clone();
+        ck.config.layers = vec![layer; 5000];
+        let dir = std::env::temp_dir().join(format!("raspc-overview-{}", std::process::id()));
+        let e = super::plot(&ck, &dir).unwrap_err();
+        assert!(e.contains("overview of 5000 layers") && e.contains("pixels"), "{e}");
+        assert!(!dir.exists(), "nothing is written");
+    }
+
     #[test]
     fn a_layer_without_a_value_breaks_the_line() {
         let nan = f64::NAN;

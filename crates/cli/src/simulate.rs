@@ -183,7 +183,7 @@ pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Resul
 }
 
 /// U certified for A and V entries in [-bound, bound], X entries in [-x_bound, x_bound] and
-/// zero padding. Refused past the `u_positions` budget (`RASPC_LIMITS`, default 65,536).
+/// zero padding. Refused past the `u_positions` budget (`RASPC_LIMITS`, default 32,768).
 /// `f32_inputs`: every entry U will read is an f32 number (as [`Instance::random_with`] and
 /// [`load_target`] make them), so the f32 certificate charges no input rounding; false for
 /// entries given in f64 (the Python package's arrays), whose rounding it then charges.
