@@ -690,14 +690,18 @@ fn create_error(dir: &Path, e: std::io::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn an_overview_too_large_to_draw_is_refused_before_anything_is_written() {
-        let src = "y = aggregate(select(indices, length - indices - 1, ==), tokens);";
-        let (sources, r) = raspc_lang::evaluate_program("r.rasp", None, src, &raspc_lang::DiskLoader);
+    /// The checkpoint of a one-line program.
+    fn checkpoint_of(src: &str, opts: &raspc_compiler::Options) -> raspc_checkpoint::Checkpoint {
+        let (sources, r) = raspc_lang::evaluate_program("p.rasp", None, src, &raspc_lang::DiskLoader);
         let mut session = r.unwrap_or_else(|d| panic!("{}", crate::render(&sources, &d, false)));
         let (_, root) = session.compile_entry(None).unwrap();
+        raspc_compiler::compile(&session.graph, root, opts, "h").unwrap_or_else(|d| panic!("{}", crate::render(&session.sources, &d, false))).checkpoint
+    }
+
+    #[test]
+    fn an_overview_too_large_to_draw_is_refused_before_anything_is_written() {
         let opts = raspc_compiler::Options { vocab: vec![raspc_lang::Atom::Str("a".into())], max_len: 3, ..Default::default() };
-        let mut ck = raspc_compiler::compile(&session.graph, root, &opts, "h").unwrap().checkpoint;
+        let mut ck = checkpoint_of("y = aggregate(select(indices, length - indices - 1, ==), tokens);", &opts);
         // 5000 layers: 10,001 columns of 70 pixels.
         let layer = ck.config.layers[0].clone();
         ck.config.layers = vec![layer; 5000];
@@ -727,13 +731,9 @@ mod tests {
     fn the_overview_marks_what_each_stage_writes_from_its_weights() {
         // A real-valued softmax: its exp writes partial sums (`e.groupK`), which no block's info
         // names; they are written by an MLP, not the embedding (helper f13).
-        let src = "y = softmax_rows(tokens_float, 0, 2, 3, 1);";
-        let (sources, r) = raspc_lang::evaluate_program("s.rasp", None, src, &raspc_lang::DiskLoader);
-        let mut session = r.unwrap_or_else(|d| panic!("{}", crate::render(&sources, &d, false)));
-        let (_, root) = session.compile_entry(None).unwrap();
         let real = raspc_compiler::real::RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: raspc_compiler::real::MlpMode::Gated, pl_error: None, f32_inputs: false };
         let opts = raspc_compiler::Options { max_len: 6, real: Some(real), ..Default::default() };
-        let ck = raspc_compiler::compile(&session.graph, root, &opts, "h").unwrap_or_else(|d| panic!("{}", crate::render(&session.sources, &d, false))).checkpoint;
+        let ck = checkpoint_of("y = softmax_rows(tokens_float, 0, 2, 3, 1);", &opts);
         let (stages, cells) = super::overview_cells(&ck);
         let parts: Vec<usize> = ck.layout.sops.iter().enumerate().filter(|(_, s)| s.label.contains(".group")).map(|(r, _)| r).collect();
         assert!(!parts.is_empty(), "no partial sums in {:?}", ck.layout.sops.iter().map(|s| &s.label).collect::<Vec<_>>());
