@@ -193,27 +193,37 @@ pub fn selects_one_by_position(graph: &Graph, sel: NodeId, max_len: usize, sets:
 /// If `x` is a function of `indices` alone, its value at each index 0..max_len (None where the
 /// function fails).
 pub fn index_function(graph: &Graph, x: NodeId, max_len: usize) -> Option<Vec<Option<Atom>>> {
-    fn go(g: &Graph, x: NodeId, i: i64) -> Option<Option<Atom>> {
+    // Each map once per index (memo): a value read several times again and again is a DAG
+    // whose tree is exponential (helper d13, review rv18).
+    type Memo = HashMap<NodeId, Option<Option<Atom>>>;
+    fn go(g: &Graph, x: NodeId, i: i64, memo: &mut Memo) -> Option<Option<Atom>> {
         match &g.node(x).kind {
             NodeKind::Indices => Some(Some(Atom::Int(i))),
             NodeKind::Const(a) => Some(Some(a.clone())),
             NodeKind::Map { op, args } => {
-                let mut row = vec![];
-                for a in args {
-                    row.push(match a {
-                        Operand::Const(c) => c.clone(),
-                        Operand::Sop(s) => match go(g, *s, i)? {
-                            Some(v) => v,
-                            None => return Some(None),
-                        },
-                    });
+                if let Some(v) = memo.get(&x) {
+                    return v.clone();
                 }
-                Some(apply_map(op, &row).ok())
+                let v = (|| {
+                    let mut row = vec![];
+                    for a in args {
+                        row.push(match a {
+                            Operand::Const(c) => c.clone(),
+                            Operand::Sop(s) => match go(g, *s, i, memo)? {
+                                Some(v) => v,
+                                None => return Some(None),
+                            },
+                        });
+                    }
+                    Some(apply_map(op, &row).ok())
+                })();
+                memo.insert(x, v.clone());
+                v
             }
             _ => None,
         }
     }
-    (0..max_len as i64).map(|i| go(graph, x, i)).collect()
+    (0..max_len as i64).map(|i| go(graph, x, i, &mut Memo::new())).collect()
 }
 
 /// True when the selector provably selects at most one key per query: `==` on keys that differ

@@ -387,25 +387,48 @@ fn selector_queries(g: &Graph, sel: NodeId, out: &mut Vec<NodeId>) {
 
 /// True when `x` has the same value at every position of any one input.
 pub fn uniform(g: &Graph, x: NodeId) -> bool {
-    match &g.node(x).kind {
-        NodeKind::Const(_) | NodeKind::Length => true,
-        NodeKind::Tokens | NodeKind::Indices => false,
-        NodeKind::Map { args, .. } => args.iter().all(|a| match a {
-            Operand::Const(_) => true,
-            Operand::Sop(s) => uniform(g, *s),
-        }),
-        NodeKind::Aggregate { sel, .. } | NodeKind::AggregateMax { sel, .. } | NodeKind::SelectorWidth(sel) => {
-            let mut qs = vec![];
-            selector_queries(g, *sel, &mut qs);
-            qs.iter().all(|&q| uniform(g, q))
+    // Each node once (a DAG of shared operands is an exponential tree: review rv18).
+    fn go(g: &Graph, x: NodeId, memo: &mut HashMap<NodeId, bool>) -> bool {
+        if let Some(&b) = memo.get(&x) {
+            return b;
         }
-        _ => false,
+        let b = match &g.node(x).kind {
+            NodeKind::Const(_) | NodeKind::Length => true,
+            NodeKind::Tokens | NodeKind::Indices => false,
+            NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+                Operand::Const(_) => true,
+                Operand::Sop(s) => go(g, *s, memo),
+            }),
+            NodeKind::Aggregate { sel, .. } | NodeKind::AggregateMax { sel, .. } | NodeKind::SelectorWidth(sel) => {
+                let mut qs = vec![];
+                selector_queries(g, *sel, &mut qs);
+                qs.iter().all(|&q| go(g, q, memo))
+            }
+            _ => false,
+        };
+        memo.insert(x, b);
+        b
     }
+    go(g, x, &mut HashMap::new())
 }
 
 /// Splits `x` into a function of `indices` and uniform s-ops: the uniform leaves (None when
 /// `x` is not such a function).
 fn uniform_leaves(g: &Graph, x: NodeId, out: &mut Vec<NodeId>) -> bool {
+    uniform_leaves_seen(g, x, out, &mut HashMap::new())
+}
+
+/// [`uniform_leaves`], each node once (`seen`: its answer).
+fn uniform_leaves_seen(g: &Graph, x: NodeId, out: &mut Vec<NodeId>, seen: &mut HashMap<NodeId, bool>) -> bool {
+    if let Some(&b) = seen.get(&x) {
+        return b;
+    }
+    let b = uniform_leaves_once(g, x, out, seen);
+    seen.insert(x, b);
+    b
+}
+
+fn uniform_leaves_once(g: &Graph, x: NodeId, out: &mut Vec<NodeId>, seen: &mut HashMap<NodeId, bool>) -> bool {
     if uniform(g, x) {
         if !out.contains(&x) {
             out.push(x);
@@ -416,7 +439,7 @@ fn uniform_leaves(g: &Graph, x: NodeId, out: &mut Vec<NodeId>) -> bool {
         NodeKind::Indices => true,
         NodeKind::Map { args, .. } => args.iter().all(|a| match a {
             Operand::Const(_) => true,
-            Operand::Sop(s) => uniform_leaves(g, *s, out),
+            Operand::Sop(s) => uniform_leaves_seen(g, *s, out, seen),
         }),
         _ => false,
     }
@@ -424,24 +447,40 @@ fn uniform_leaves(g: &Graph, x: NodeId, out: &mut Vec<NodeId>) -> bool {
 
 /// Value of a function of `indices` (and of the s-ops `env` fixes) at index `i`.
 fn eval_with(g: &Graph, x: NodeId, i: i64, env: &HashMap<NodeId, Atom>) -> Option<Atom> {
-    if let Some(a) = env.get(&x) {
-        return Some(a.clone());
-    }
-    match &g.node(x).kind {
-        NodeKind::Indices => Some(Atom::Int(i)),
-        NodeKind::Const(a) => Some(a.clone()),
-        NodeKind::Map { op, args } => {
-            let mut row = vec![];
-            for a in args {
-                row.push(match a {
-                    Operand::Const(c) => c.clone(),
-                    Operand::Sop(s) => eval_with(g, *s, i, env)?,
-                });
-            }
-            apply_map(op, &row).ok()
+    // Each map once (memo): see `uniform`.
+    fn go(g: &Graph, x: NodeId, i: i64, env: &HashMap<NodeId, Atom>, memo: &mut HashMap<NodeId, Option<Atom>>) -> Option<Atom> {
+        if let Some(a) = env.get(&x) {
+            return Some(a.clone());
         }
-        _ => None,
+        match &g.node(x).kind {
+            NodeKind::Indices => Some(Atom::Int(i)),
+            NodeKind::Const(a) => Some(a.clone()),
+            NodeKind::Map { op, args } => {
+                if let Some(v) = memo.get(&x) {
+                    return v.clone();
+                }
+                let mut row = vec![];
+                let mut ok = true;
+                for a in args {
+                    match a {
+                        Operand::Const(c) => row.push(c.clone()),
+                        Operand::Sop(s) => match go(g, *s, i, env, memo) {
+                            Some(v) => row.push(v),
+                            None => {
+                                ok = false;
+                                break;
+                            }
+                        },
+                    }
+                }
+                let v = if ok { apply_map(op, &row).ok() } else { None };
+                memo.insert(x, v.clone());
+                v
+            }
+            _ => None,
+        }
     }
+    go(g, x, i, env, &mut HashMap::new())
 }
 
 /// `select(keys, _, ==)` with `keys` an injective function of `indices` for every value of the

@@ -223,7 +223,7 @@ pub fn eval_at(graph: &Graph, x: NodeId, i: i64, l: i64) -> Option<Atom> {
     // Each map once: an s-op that reads one value several times, again and again (`x = x if
     // x > 3 else x + 1` in a loop), is a DAG whose tree is exponential (helper d13: 16
     // iterations took 27 s, 18 never finished).
-    fn go(graph: &Graph, x: NodeId, i: i64, l: i64, memo: &mut std::collections::HashMap<NodeId, Option<Atom>>) -> Option<Atom> {
+    fn go(graph: &Graph, x: NodeId, i: i64, l: i64, memo: &mut HashMap<NodeId, Option<Atom>>) -> Option<Atom> {
         match &graph.node(x).kind {
             NodeKind::Indices => Some(Atom::Int(i)),
             NodeKind::Length => Some(Atom::Int(l)),
@@ -239,7 +239,7 @@ pub fn eval_at(graph: &Graph, x: NodeId, i: i64, l: i64) -> Option<Atom> {
             _ => None,
         }
     }
-    go(graph, x, i, l, &mut std::collections::HashMap::new())
+    go(graph, x, i, l, &mut HashMap::new())
 }
 
 /// A map applied to its operands, each s-op operand's value given by `value` (None when one
@@ -257,14 +257,23 @@ pub fn apply_with(op: &MapOp, args: &[Operand], mut value: impl FnMut(NodeId) ->
 
 /// True when `x` is a function of `indices`, `length` and constants only.
 pub fn is_positional(graph: &Graph, x: NodeId) -> bool {
-    match &graph.node(x).kind {
-        NodeKind::Indices | NodeKind::Length | NodeKind::Const(_) => true,
-        NodeKind::Map { args, .. } => args.iter().all(|a| match a {
-            Operand::Const(_) => true,
-            Operand::Sop(s) => is_positional(graph, *s),
-        }),
-        _ => false,
+    // Each node once: over a DAG of shared operands the tree is exponential (review rv18).
+    fn go(graph: &Graph, x: NodeId, memo: &mut HashMap<NodeId, bool>) -> bool {
+        if let Some(&b) = memo.get(&x) {
+            return b;
+        }
+        let b = match &graph.node(x).kind {
+            NodeKind::Indices | NodeKind::Length | NodeKind::Const(_) => true,
+            NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+                Operand::Const(_) => true,
+                Operand::Sop(s) => go(graph, *s, memo),
+            }),
+            _ => false,
+        };
+        memo.insert(x, b);
+        b
     }
+    go(graph, x, &mut HashMap::new())
 }
 
 /// Does a selector built from selects of positional s-ops select key `k` for query `q` on an

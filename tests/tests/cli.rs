@@ -1695,6 +1695,8 @@ fn values_read_again_and_again_compile_without_growing_as_trees() {
         ("dag-ternary.rasp", "x = indices;\nfor i in range(40) { x = x if x > 3 else x + 1; }\n"),
         ("dag-mod.rasp", "x = tokens_int;\nfor i in range(40) { x = (x + x) % 5; }\n"),
         ("dag-select.rasp", "s = select(tokens, tokens, ==);\nfor i in range(40) { s = (s and select(indices, indices, <=)) or s; }\ny = aggregate(s, tokens_int, 0);\n"),
+        // (as a select's key: review rv18, through other walks of positional s-ops)
+        ("dag-key.rasp", "x = indices;\nfor i in range(40) { x = x if x > 3 else x + 1; }\ny = aggregate(select(x, indices, ==), tokens_int, 0);\n"),
     ];
     for (name, src) in cases {
         let p = temp(name);

@@ -441,6 +441,12 @@ fn host_values_unpack_repeat_and_compare_as_python_does() {
     assert_eq!(host("r = 3 * [0];\ny = indices + len(r);"), json!([3]));
     assert_eq!(host("r = [1] * -1;\ny = indices + len(r);"), json!([0]));
     assert_eq!(host("r = [1] * True;\ny = indices + len(r);"), json!([1]));
+    // An empty list repeated any number of times is empty at once (review rv18: a loop of
+    // 9e18 rounds).
+    assert_eq!(host("r = [] * 9000000000000000000;\ny = indices + len(r);"), json!([0]));
+    // A count that does not match names how many there were.
+    let e = eval("a, b = \"xyz\";\ny = indices;", "y", &one).unwrap_err();
+    assert!(e.contains("expected 2 values to assign, got 3 values"), "{e}");
     // Python: [1] == 1 is False; [1, 2] < [1, 3], [1, 2] >= [1, 2], [1] < [1, 0] and
     // [[1, 2], 3] > [[1, 1], 4] are True; [2] <= [1, 5] is False.
     let truth = |cond: &str| host(&format!("y = indices + (1 if {cond} else 0);"));

@@ -52,25 +52,31 @@ fn number(a: &Atom) -> Option<f64> {
 }
 
 impl Lowerer<'_> {
-    /// The affine form of an s-op that has a slot, or is a view of one categorical slot, or is
-    /// constant. None when it is none of these, or has non-numeric values.
     /// Whether `x` is a sum, difference, negation or integer multiple of s-ops held in slots
-    /// (or of such sums): what [`Self::lin_of_sum`] makes linear.
-    fn sum_of_slots(&self, x: NodeId, depth: usize) -> bool {
-        if depth > 64 {
-            return false;
+    /// (or of such sums): what [`Self::lin_of_sum`] makes linear. Each node once (a DAG of
+    /// shared operands is an exponential tree: review rv18).
+    fn sum_of_slots(&self, x: NodeId) -> bool {
+        fn go(lw: &Lowerer, x: NodeId, memo: &mut HashMap<NodeId, bool>) -> bool {
+            if let Some(&b) = memo.get(&x) {
+                return b;
+            }
+            let b = matches!(lw.rep.get(&x), Some(Rep::Slot(_))) || {
+                let int = |a: &Operand| matches!(a, Operand::Const(c) if number(c).is_some_and(|k| k.fract() == 0.0 && k.abs() <= 1e6));
+                match &lw.g.node(x).kind {
+                    NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul) | MapOp::Neg, args } => {
+                        let is_mul = matches!(lw.g.node(x).kind, NodeKind::Map { op: MapOp::Binary(BinOp::Mul), .. });
+                        let sops: Vec<NodeId> = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None }).collect();
+                        let consts_ok = args.iter().all(|a| matches!(a, Operand::Sop(_)) || int(a));
+                        // A product takes one s-op and an integer; sums take s-ops and integers.
+                        consts_ok && !sops.is_empty() && (!is_mul || sops.len() == 1) && sops.iter().all(|&s| go(lw, s, memo))
+                    }
+                    _ => false,
+                }
+            };
+            memo.insert(x, b);
+            b
         }
-        if matches!(self.rep.get(&x), Some(Rep::Slot(_))) {
-            return true;
-        }
-        let int = |a: &Operand| matches!(a, Operand::Const(c) if number(c).is_some_and(|k| k.fract() == 0.0 && k.abs() <= 1e6));
-        let sop = |a: &Operand| matches!(a, Operand::Sop(s) if self.sum_of_slots(*s, depth + 1));
-        match &self.g.node(x).kind {
-            NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub), args } => args.iter().all(|a| int(a) || sop(a)) && args.iter().any(sop),
-            NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } => args.len() == 2 && args.iter().any(int) && args.iter().any(sop),
-            NodeKind::Map { op: MapOp::Neg, args } => args.iter().all(sop),
-            _ => false,
-        }
+        go(self, x, &mut HashMap::new())
     }
 
     /// The linear form of a sum, difference, negation or integer multiple of s-ops that have
@@ -98,6 +104,8 @@ impl Lowerer<'_> {
         })
     }
 
+    /// The affine form of an s-op that has a slot, or is a view of one categorical slot, or is
+    /// constant. None when it is none of these, or has non-numeric values.
     pub(super) fn lin_of(&mut self, x: NodeId) -> Result<Option<Lin>, Diagnostic> {
         let table = |vals: &[Option<Atom>], slot: SlotId| -> Option<Lin> {
             let mut l = Lin::default();
@@ -260,7 +268,7 @@ impl Lowerer<'_> {
                 if (xa.is_none() && !own_mlp(self, a)) || (xc.is_none() && !own_mlp(self, c)) {
                     // A side left inline as a sum of its own is linear with eager sums (helper
                     // e13: at max-len 20, 21^3 combinations in two chained MLPs, a layer more).
-                    if !eager && combos > MAX_COMBINATIONS && [(&xa, a), (&xc, c)].iter().any(|(x, op)| x.is_none() && matches!(op, Operand::Sop(s) if self.sum_of_slots(*s, 0))) {
+                    if !eager && combos > MAX_COMBINATIONS && [(&xa, a), (&xc, c)].iter().any(|(x, op)| x.is_none() && matches!(op, Operand::Sop(s) if self.sum_of_slots(*s))) {
                         self.eager_sums_differ = true;
                     }
                     return Ok(None);

@@ -37,6 +37,7 @@ const STACK_BYTES: usize = 256 << 20;
 /// process's stderr lock while this runs: progress bars draw to stderr from the worker thread.
 pub fn run<I: IntoIterator<Item = String>>(args: I, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send), color: bool) -> i32 {
     let args: Vec<String> = args.into_iter().collect();
+    let json = asks_json(&args);
     let result = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .stack_size(STACK_BYTES)
@@ -62,7 +63,12 @@ pub fn run<I: IntoIterator<Item = String>>(args: I, out: &mut (dyn Write + Send)
     match result {
         Ok(Ok(code)) => code,
         _ => {
-            let _ = writeln!(err, "error: internal error in raspc (this is a bug; please report it with the program that caused it)");
+            let message = "internal error in raspc (this is a bug; please report it with the program that caused it)";
+            let _ = writeln!(err, "error: {message}");
+            // (With --json the failure is data too; a panic skipped the worker's own object.)
+            if json {
+                let _ = writeln!(out, "{}", json_error(message, 101, vec![], message.as_bytes()));
+            }
             101
         }
     }

@@ -258,7 +258,7 @@ fn tick_label(v: f32) -> String {
     if v == 0.0 {
         "0".to_string()
     } else if (0.01..10_000.0).contains(&a) {
-        let digits = 3usize.saturating_sub(a.log10().floor().max(0.0) as usize);
+        let digits = (3 - a.log10().floor() as i32).max(0) as usize;
         format!("{v:.digits$}")
     } else {
         format!("{v:.3e}")
@@ -327,8 +327,6 @@ fn overview_cells(ck: &Checkpoint) -> (Vec<String>, Vec<Vec<char>>) {
     (stages, cells)
 }
 
-/// The overview: rows are residual slots, columns the stages of the network; a cell says
-/// whether that stage writes (W) or reads (R) the slot.
 /// The overview's size in pixels: a column per stage, a row per slot.
 fn overview_pixels(ck: &Checkpoint) -> (usize, usize) {
     let stages = 1 + 2 * ck.config.layers.len();
@@ -344,6 +342,8 @@ const OVERVIEW_GEOMETRY: (u32, u32, u32, u32) = (70, 16, 240, 80);
 /// Largest overview `plot` draws (pixels: 8192 x 8192).
 pub const MAX_OVERVIEW_PIXELS: usize = 1 << 26;
 
+/// The overview: rows are residual slots, columns the stages of the network; a cell says
+/// whether that stage writes (W) or reads (R) the slot.
 fn overview(path: &Path, ck: &Checkpoint, format: Format) -> Result<(), String> {
     let (stages, cells) = overview_cells(ck);
     let (cw, ch, left, top) = OVERVIEW_GEOMETRY;
@@ -721,7 +721,8 @@ mod tests {
 
     #[test]
     fn colour_scale_ticks_keep_four_significant_digits() {
-        let cases = [(0.0, "0"), (1e-4, "1.000e-4"), (-1e-4, "-1.000e-4"), (0.5, "0.500"), (12.25, "12.25"), (-511.0 / 256.0, "-1.996"), (8796093022208.0, "8.796e12")];
+        let cases =
+            [(0.0, "0"), (1e-4, "1.000e-4"), (-1e-4, "-1.000e-4"), (0.0123, "0.01230"), (0.5, "0.5000"), (12.25, "12.25"), (-511.0 / 256.0, "-1.996"), (8796093022208.0, "8.796e12")];
         for (v, want) in cases {
             assert_eq!(super::tick_label(v), want, "{v}");
         }

@@ -600,11 +600,10 @@ impl<'l> Evaluator<'l> {
                     // a string into its characters, a dict into its keys (helper a13).
                     let items = match unpack_items(&value) {
                         Some(l) if l.len() == targets.len() => l,
-                        _ => {
-                            let other = &value;
-                            let got = match other {
-                                HostValue::List(l) => format!("{} values", l.len()),
-                                v => format!("one {}", v.kind_name()),
+                        other_items => {
+                            let got = match other_items {
+                                Some(items) => format!("{} values", items.len()),
+                                None => format!("one {}", value.kind_name()),
                             };
                             return Err(Box::new(
                                 Diagnostic::error("eval::unpack", format!("expected {} values to assign, got {got}", targets.len()), s.span)
@@ -1304,6 +1303,10 @@ impl<'l> Evaluator<'l> {
                     Atom::Int(i) => (*i).max(0) as u128,
                     _ => u128::from(n.truthy()),
                 };
+                // (An empty list stays empty however many times: not a loop of 2^63 rounds.)
+                if l.is_empty() {
+                    return Ok(H::List(Rc::new(vec![])));
+                }
                 if times * l.len() as u128 > MAX_LIST as u128 {
                     return Err(self.err("eval::too-big", "list too long", span, format!("at most {MAX_LIST} items")));
                 }
@@ -1314,13 +1317,7 @@ impl<'l> Evaluator<'l> {
             // Lists compare as Python's do: item by item, the first difference deciding, else the
             // shorter first.
             (H::List(_), H::List(_)) if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) => {
-                let ord = host_order(&a, &b).map_err(|m| self.err("eval::type", format!("`{}` between lists: {m}", op.symbol()), span, "compared here"))?;
-                let r = match op {
-                    BinOp::Lt => ord.is_lt(),
-                    BinOp::Le => ord.is_le(),
-                    BinOp::Gt => ord.is_gt(),
-                    _ => ord.is_ge(),
-                };
+                let r = host_compare(op, &a, &b).map_err(|m| self.err("eval::type", format!("`{}` between lists: {m}", op.symbol()), span, "compared here"))?;
                 Ok(H::Atom(Atom::Bool(r)))
             }
             _ => Err(self.err("eval::type", format!("`{}` between {} and {}", op.symbol(), a.a_kind(), b.a_kind()), span, "unsupported operand types")),
@@ -1365,32 +1362,30 @@ fn unary_name(op: UnaryOp) -> &'static str {
     }
 }
 
-/// Python's ordering of two host values that it orders: atoms as `<` compares them, lists item
-/// by item (the first unequal pair decides, else the length).
-fn host_order(a: &HostValue, b: &HostValue) -> Result<std::cmp::Ordering, String> {
-    use std::cmp::Ordering;
+/// `a op b` for an ordering `op` as CPython compares: atoms by the operator itself (NaN is
+/// neither below nor above anything), lists item by item, the first pair that is not equal
+/// deciding by `op` (review rv18: a three-way ordering made `[nan] >= [1]` True), else the
+/// lengths.
+fn host_compare(op: BinOp, a: &HostValue, b: &HostValue) -> Result<bool, String> {
     match (a, b) {
-        (HostValue::Atom(x), HostValue::Atom(y)) => {
-            let less = |p: &Atom, q: &Atom| match atom::binary(BinOp::Lt, p, q) {
-                Ok(Atom::Bool(t)) => Ok(t),
-                Ok(_) => Ok(false),
-                Err(e) => Err(e.0),
-            };
-            Ok(if less(x, y)? {
-                Ordering::Less
-            } else if less(y, x)? {
-                Ordering::Greater
-            } else {
-                Ordering::Equal
-            })
-        }
+        (HostValue::Atom(x), HostValue::Atom(y)) => match atom::binary(op, x, y) {
+            Ok(Atom::Bool(t)) => Ok(t),
+            Ok(_) => Ok(false),
+            Err(e) => Err(e.0),
+        },
         (HostValue::List(x), HostValue::List(y)) => {
             for (p, q) in x.iter().zip(y.iter()) {
                 if !host_eq(p, q) {
-                    return host_order(p, q);
+                    return host_compare(op, p, q);
                 }
             }
-            Ok(x.len().cmp(&y.len()))
+            let (n, m) = (x.len(), y.len());
+            Ok(match op {
+                BinOp::Lt => n < m,
+                BinOp::Le => n <= m,
+                BinOp::Gt => n > m,
+                _ => n >= m,
+            })
         }
         _ => Err(format!("{} and {} are not ordered", a.a_kind(), b.a_kind())),
     }

@@ -161,7 +161,8 @@ pub(crate) fn trace_cmd(
                     raspc_checkpoint::Encoding::Categorical { values } => {
                         let dims = row.get(sop.offset..sop.offset.saturating_add(values.len())).unwrap_or_default();
                         let best = dims.iter().enumerate().fold(None, |b: Option<(usize, f32)>, (i, &x)| if b.is_none_or(|(_, y)| x > y) { Some((i, x)) } else { b });
-                        let second = best.map_or(0.0, |(bi, _)| dims.iter().enumerate().filter(|&(i, _)| i != bi).map(|(_, &x)| x).fold(0.0f32, f32::max));
+                        // (The others' largest magnitude: a -0.9 is as far from 0 as a 0.9.)
+                        let second = best.map_or(0.0, |(bi, _)| dims.iter().enumerate().filter(|&(i, _)| i != bi).map(|(_, &x)| x.abs()).fold(0.0f32, f32::max));
                         if attention == AttentionArg::Hard && best.is_some_and(|(_, b)| (b - 1.0).abs() > ONE_HOT_SLACK || second > ONE_HOT_SLACK) {
                             ambiguous.push(pos);
                         }
