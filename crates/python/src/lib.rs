@@ -491,18 +491,7 @@ fn eval(py: Python<'_>, source: String, input_json: String, entry: Option<String
         match raspc_lang::evaluate(&session.graph, node, &tokens) {
             Ok(raspc_lang::Value::Seq(v)) => Ok((serde_json::Value::Array(v.iter().map(atom_json).collect()).to_string(), notes)),
             Ok(sel) => Ok((sel.to_json().to_string(), notes)),
-            Err(e) if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 => {
-                let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
-                Err(format!("error[eval::runtime]: evaluating {} failed{at}: {}\n  = input: [{}]", raspc_compiler::names::describe(&session.graph, e.node), e.message, shown()))
-            }
-            Err(e) => {
-                let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
-                let d =
-                    raspc_lang::Diagnostic::error("eval::runtime", format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message), e.span)
-                        .with_label("this operation failed")
-                        .with_note(format!("input: [{}]", shown()));
-                Err(raspc::render(&session.sources, &[d], false))
-            }
+            Err(e) => Err(raspc::eval_failure_text(&session, &e, &format!("[{}]", shown()), None, false)),
         }
     })
 }

@@ -33,27 +33,27 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
             }
             Ok(())
         }
-        Err(e) if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 => {
-            // A built-in s-op (such as `tokens_int`) failed: there is no program text to show.
-            let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
-            let _ = writeln!(err, "error[eval::runtime]: evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message);
-            let _ = writeln!(err, "  = input: {input}");
-            if let Some(n) = &text_note {
-                let _ = writeln!(err, "  = {n}");
-            }
-            Err(Failure::Reported)
-        }
         Err(e) => {
-            let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
-            // The user's name for the s-op, or the named s-op the failing expression is part of.
-            let mut d = Diagnostic::error("eval::runtime", format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message), e.span)
-                .with_label("this operation failed")
-                .with_note(format!("input: {input}"));
-            if let Some(n) = text_note {
-                d = d.with_note(n);
-            }
-            let _ = write!(err, "{}", render(&session.sources, &[d], color));
+            let _ = write!(err, "{}", failure_text(&session, &e, input, text_note.as_deref(), color));
             Err(Failure::Reported)
         }
     }
+}
+
+/// What `raspc eval` (and the Python package's `raspc.eval`) says when the interpreter fails on
+/// an input (`input` as shown): the failing s-op by the user's name, where, and the input.
+pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalError, input: &str, note: Option<&str>, color: bool) -> String {
+    let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
+    // The user's name for the s-op, or the named s-op the failing expression is part of.
+    let message = format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message);
+    if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 {
+        // A built-in s-op (such as `tokens_int`) failed: there is no program text to show.
+        let note = note.map(|n| format!("  = {n}\n")).unwrap_or_default();
+        return format!("error[eval::runtime]: {message}\n  = input: {input}\n{note}");
+    }
+    let mut d = Diagnostic::error("eval::runtime", message, e.span).with_label("this operation failed").with_note(format!("input: {input}"));
+    if let Some(n) = note {
+        d = d.with_note(n);
+    }
+    render(&session.sources, &[d], color)
 }
