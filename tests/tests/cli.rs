@@ -1712,3 +1712,15 @@ fn values_read_again_and_again_compile_without_growing_as_trees() {
     assert_eq!(code, 1);
     assert!(err.contains("grows to more than 1048576 operations") && err.contains("dag-real.rasp:2:"), "{err}");
 }
+
+#[test]
+fn a_map_of_indices_and_length_counts_only_the_pairs_an_input_reaches() {
+    // Rows of a square laid out flat: a map of `indices` and `length` enumerates only pairs with
+    // index < length (helper d13: refused from max-len 91, counting 91² = 8,281 pairs against
+    // 8,192, of which 4,186 occur; at 127, 8,128 occur).
+    let p = temp("rowmean.rasp");
+    std::fs::write(&p, "n = length ^ 0.5;\nrow = (indices - indices % n) / n;\ntotal = aggregate(select(row, row, ==), tokens_int);\n").unwrap();
+    let (code, out, err) = cli(&["verify", p.to_str().unwrap(), "--vocab", "[1,2,3]", "--max-len", "100", "--samples", "40"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("verified: 40 inputs, 0 mismatches"), "{out}");
+}
