@@ -361,3 +361,34 @@ pub fn with_printable_strings(mut ck: Checkpoint) -> Checkpoint {
     }
     ck
 }
+
+/// The residual dims each stage writes, from its weights: `[embed, layer 0 attention, layer 0
+/// MLP, layer 1 attention, ...]`, each `d_model` flags (the embeddings' tables; every head's
+/// `w_o`; an MLP's `w_out` and `b_out`). `trace` and `plot` read who writes a slot from it.
+pub(crate) fn stage_writes(ck: &Checkpoint) -> Vec<Vec<bool>> {
+    let d = ck.config.d_model;
+    let mut out = vec![vec![false; d]; 1 + 2 * ck.config.layers.len()];
+    let mut mark = |stage: usize, name: &str| {
+        if let Some(t) = ck.tensors.get(name)
+            && d > 0
+            && t.shape.last() == Some(&d)
+        {
+            for row in t.data.chunks(d) {
+                for (w, &x) in out[stage].iter_mut().zip(row) {
+                    *w |= x != 0.0;
+                }
+            }
+        }
+    };
+    for name in [raspc_checkpoint::names::TOKEN_EMBEDDING, raspc_checkpoint::names::POSITION_EMBEDDING, raspc_checkpoint::names::VALUE_EMBEDDING] {
+        mark(0, name);
+    }
+    for (l, layer) in ck.config.layers.iter().enumerate() {
+        for h in 0..layer.heads.len() {
+            mark(1 + 2 * l, &raspc_checkpoint::names::head(l, h, "w_o"));
+        }
+        mark(2 + 2 * l, &raspc_checkpoint::names::mlp(l, "w_out"));
+        mark(2 + 2 * l, &raspc_checkpoint::names::mlp(l, "b_out"));
+    }
+    out
+}

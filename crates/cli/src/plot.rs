@@ -279,28 +279,7 @@ fn overview_cells(ck: &Checkpoint) -> (Vec<String>, Vec<Vec<char>>) {
     // of a grouped sum, which the MLP writing the sum writes; helper f13: they were drawn as
     // the embedding's), and for a checkpoint without infos.
     let d = ck.config.d_model;
-    let mut writes_dims = vec![vec![false; d]; stages.len()];
-    let mut mark = |stage: usize, name: &str| {
-        if let Some(t) = ck.tensors.get(name)
-            && t.shape.last() == Some(&d)
-        {
-            for row in t.data.chunks(d) {
-                for (w, &x) in writes_dims[stage].iter_mut().zip(row) {
-                    *w |= x != 0.0;
-                }
-            }
-        }
-    };
-    for name in [raspc_checkpoint::names::TOKEN_EMBEDDING, raspc_checkpoint::names::POSITION_EMBEDDING, raspc_checkpoint::names::VALUE_EMBEDDING] {
-        mark(0, name);
-    }
-    for (l, layer) in ck.config.layers.iter().enumerate() {
-        for h in 0..layer.heads.len() {
-            mark(1 + 2 * l, &raspc_checkpoint::names::head(l, h, "w_o"));
-        }
-        mark(2 + 2 * l, &raspc_checkpoint::names::mlp(l, "w_out"));
-        mark(2 + 2 * l, &raspc_checkpoint::names::mlp(l, "b_out"));
-    }
+    let writes_dims = crate::inspect::stage_writes(ck);
     for (r, s) in sops.iter().enumerate() {
         let mut written = false;
         for (l, layer) in ck.config.layers.iter().enumerate() {

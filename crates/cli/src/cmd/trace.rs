@@ -102,31 +102,12 @@ pub(crate) fn trace_cmd(
     // a nonzero column in the slot's dims (a slot several blocks add into, an affine sum, is
     // decoded once it is complete).
     let d = ck.config.d_model;
-    let writes = |name: &str| -> Vec<bool> {
-        let mut w = vec![false; d];
-        if let Some(t) = ck.tensors.get(name) {
-            for row in t.data.chunks(d) {
-                for (c, &x) in row.iter().enumerate() {
-                    w[c] |= x != 0.0;
-                }
-            }
-        }
-        w
-    };
+    let stages = crate::inspect::stage_writes(&ck);
     let mut written_at: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for (l, layer) in ck.config.layers.iter().enumerate() {
-        let mut attn = vec![false; d];
-        for h in 0..layer.heads.len() {
-            for (a, w) in attn.iter_mut().zip(writes(&raspc_checkpoint::names::head(l, h, "w_o"))) {
-                *a |= w;
-            }
-        }
-        let mut mlp = writes(&raspc_checkpoint::names::mlp(l, "w_out"));
-        for (m, b) in mlp.iter_mut().zip(writes(&raspc_checkpoint::names::mlp(l, "b_out"))) {
-            *m |= b;
-        }
+        let (attn, mlp) = (&stages[1 + 2 * l], &stages[2 + 2 * l]);
         let said = |infos: &[raspc_checkpoint::BlockInfo], label: &str| infos.iter().any(|i| i.writes == label);
-        for (stage, dims, infos) in [(format!("layer {l} attention"), &attn, &layer.head_info), (format!("layer {l} mlp"), &mlp, &layer.mlp_info)] {
+        for (stage, dims, infos) in [(format!("layer {l} attention"), attn, &layer.head_info), (format!("layer {l} mlp"), mlp, &layer.mlp_info)] {
             for sop in &ck.layout.sops {
                 let end = sop.offset.saturating_add(sop.encoding.dims()).min(d);
                 // What the block says it writes, or where its weights write (an s-op held in
