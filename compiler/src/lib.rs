@@ -19,7 +19,7 @@ pub mod simplify;
 
 pub use lower::Options;
 use raspc_checkpoint::Checkpoint;
-use raspc_lang::{Atom, Diagnostic, Graph, NodeId};
+use raspc_lang::{Atom, Diagnostic, Graph, NodeId, NodeKind};
 
 /// Size figures of a compiled model, as `raspc compile` prints them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -330,17 +330,62 @@ fn plan_of(
     // 0.19 M adding it); neither is better everywhere (a sum read one-hot can need a
     // layer more).
     // The second lowering only when the first enumerated a sum it would add (or failed).
-    let plain = lower::lower_noting_choices(simple, simple_root, &o, inexact);
-    let eager = match &plain {
-        Ok((_, false)) => None,
-        _ => Some(lower::lower_noting(simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, inexact)),
+    let lowered = |o: &Options| {
+        let plain = lower::lower_noting_choices(simple, simple_root, o, inexact);
+        let eager = match &plain {
+            Ok((_, false)) => None,
+            _ => Some(lower::lower_noting(simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, inexact)),
+        };
+        match (plain.map(|(p, _)| Candidate::new(p)), eager) {
+            (Ok(a), None) | (Ok(a), Some(Err(_))) => Ok(a),
+            (Ok(a), Some(Ok(b))) => Ok(smaller_of(a, Candidate::new(b), o)),
+            (Err(_), Some(Ok(b))) => Ok(Candidate::new(b)),
+            (Err(e), _) => Err(e),
+        }
     };
-    match (plain.map(|(p, _)| Candidate::new(p)), eager) {
-        (Ok(a), None) | (Ok(a), Some(Err(_))) => Ok(a),
-        (Ok(a), Some(Ok(b))) => Ok(smaller_of(a, Candidate::new(b), &o)),
-        (Err(_), Some(Ok(b))) => Ok(Candidate::new(b)),
-        (Err(e), _) => Err(e),
+    let first = lowered(&o);
+    // A map's result read out as one number instead of one dim per value, when that is no
+    // larger (or the only way that compiles) and f32 holds its values apart: `x * (indices +
+    // 1) / length` at max-len 16 lists 1,673 fractions (28.5 M parameters read out one-hot,
+    // 2.7 M as a number), and at 64 its floats that differ only by rounding are one value as a
+    // number but two dims one-hot (refused).
+    let Some(numerical) = numerical_output(simple, simple_root, &o, inexact) else { return first };
+    let second = lowered(&numerical).ok().filter(|c| {
+        let schedule = emit::schedule(&c.plan);
+        emit::precision_problem(&c.plan, &schedule).is_none()
+    });
+    match (first, second) {
+        (Ok(a), Some(b)) => Ok(smaller_of(a, b, &o)),
+        (Err(_), Some(b)) => Ok(b),
+        (first, None) => first,
     }
+}
+
+/// `opts` with the entry's map stored as a number, where that may be tried: the entry is a map
+/// the options leave to the compiler, and its values are numbers (not booleans or strings) with
+/// no integer and float of the same value (`2` and `2.0`, which one number cannot tell apart
+/// and a one-hot readout does).
+fn numerical_output(g: &Graph, root: NodeId, opts: &Options, inexact: &std::collections::HashMap<NodeId, Vec<Atom>>) -> Option<Options> {
+    let label = &g.node(root).label;
+    if !matches!(g.node(root).kind, NodeKind::Map { .. }) || opts.numerical.contains(label) || opts.categorical.contains(label) || opts.real.is_some() {
+        return None;
+    }
+    let (sets, _) = crate::infer::infer_seeded(g, root, &opts.vocab, opts.max_len, inexact);
+    let Some(infer::ValueSet::Finite(set)) = sets.get(&root) else { return None };
+    let mut seen: std::collections::HashMap<u64, bool> = std::collections::HashMap::new();
+    for a in set.iter() {
+        let (x, int) = match a {
+            Atom::Int(i) => (*i as f64, true),
+            Atom::Float(x) => (*x, false),
+            _ => return None,
+        };
+        if *seen.entry(x.to_bits()).or_insert(int) != int {
+            return None;
+        }
+    }
+    let mut o = opts.clone();
+    o.numerical.insert(label.clone());
+    Some(o)
 }
 
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the

@@ -308,10 +308,15 @@ fn points_of(atoms: &[Atom]) -> Option<(Vec<f64>, Vec<Vec<Atom>>)> {
         v.push((a.as_f64()?, a.clone()));
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Near zero, "the same number" is judged at the scale of the whole set: the rounding left
+    // by `(fa - fb) + fc` on means of size 1 is about 1e-16 where the exact value is 0, and
+    // 0, 2.8e-17 and 1.1e-16 are then one value, not three that f32 would have to tell apart
+    // (`raspc verify` compares floats within 1e-9 of max(1, |value|), far looser than this).
+    let floor = 1e-12 * v.iter().fold(0.0f64, |m, (x, _)| m.max(x.abs()));
     let (mut pts, mut groups): (Vec<f64>, Vec<Vec<Atom>>) = (vec![], vec![]);
     for (x, a) in v {
         match pts.last() {
-            Some(&p) if same_up_to_rounding(x, p) => groups.last_mut()?.push(a),
+            Some(&p) if same_up_to_rounding(x, p) || (x - p).abs() <= floor => groups.last_mut()?.push(a),
             _ => {
                 pts.push(x);
                 groups.push(vec![a]);
@@ -724,7 +729,11 @@ impl Lowerer<'_> {
                 && let ls = self.leaf_list(*o)
                 && (!numeric_only || ls.iter().any(|l| matches!(&self.rep[l], Rep::Slot(s) if matches!(self.slots[*s].enc, SlotEnc::Num { .. }))))
                 && let ValueSet::Finite(vals) = &self.sets[o]
-                && vals.len() < ls.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l)))
+                // (A map of one number, reducing or not, is a staircase that gives its values in
+                // one MLP: read one-hot instead, the number would be converted in one MLP and
+                // the map computed in the next, a layer more: helper a19, `has_focus(s) and
+                // has_focus(t)` took a layer per flag.)
+                && (vals.len() < ls.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l))) || (numeric_only && ls.len() == 1))
             {
                 let s = self.materialise(*o)?;
                 self.set_rep(*o, Rep::Slot(s));
@@ -1194,7 +1203,10 @@ impl Lowerer<'_> {
                     // True) or for floats that differ only by rounding (a mean's 27/7 computed
                     // two ways); the remedy differs.
                     let input = crate::names::describe(self.g, leaves[0]);
-                    let values = g.iter().map(Atom::repr).collect::<Vec<_>>().join(" or ");
+                    let values = match g.len() {
+                        0..=4 => g.iter().map(Atom::repr).collect::<Vec<_>>().join(" or "),
+                        k => format!("{} or {} other values", g.iter().take(3).map(Atom::repr).collect::<Vec<_>>().join(", "), k - 3),
+                    };
                     let rounding = g.iter().any(|a| a.as_f64() != g[0].as_f64());
                     // The named s-ops to store categorically: the input itself, or the ones an
                     // unnamed input is computed from.
@@ -1430,10 +1442,16 @@ impl Lowerer<'_> {
             return Ok(t.clone());
         }
         // Maps of a number without a finite set (`floor(u)`, `u == round(u)` of a mean on a grid)
-        // get their own staircases: the number itself has no one-hot.
+        // get their own staircases: the number itself has no one-hot. So does a map of one
+        // number alone, whose staircase gives its few values where a one-hot of the number has a
+        // dim per value (helper a19: `select(indices, ceil(m), <) or ...` over a mean m of
+        // indices read m's 1,201 values one-hot at max-len 16, 25 M parameters at 20; the
+        // staircase of `ceil(m)` has 17).
         for &n in nodes {
+            let number = |lw: &Self, l: &NodeId, any: bool| matches!(&lw.rep[l], Rep::Slot(s) if matches!(&lw.slots[*s].enc, SlotEnc::Num { points } if any || points.is_none()));
+            let leaves = self.leaf_list(n);
             if let Some(Rep::Inline) = self.rep.get(&n)
-                && self.leaf_list(n).iter().any(|l| matches!(&self.rep[l], Rep::Slot(s) if self.slots[*s].enc == (SlotEnc::Num { points: None })))
+                && (leaves.iter().any(|l| number(self, l, false)) || (leaves.len() == 1 && number(self, &leaves[0], true)))
                 && matches!(self.sets.get(&n), Some(ValueSet::Finite(_)))
             {
                 let s = self.materialise(n)?;

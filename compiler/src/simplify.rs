@@ -413,6 +413,16 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
         return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(wa), Operand::Sop(wb)] });
     }
     let NodeKind::Map { op: MapOp::Binary(op), args } = kind else { return None };
+    if let Some(k) = scaled_compare(out, *op, args, span) {
+        return Some(k);
+    }
+    // `x + x` is `x * 2`, exactly in floating point, and a mean doubled is a mean (below).
+    if let (BinOp::Add, [Operand::Sop(a), Operand::Sop(b)]) = (op, args.as_slice())
+        && a == b
+    {
+        let doubled = NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args: vec![Operand::Sop(*a), Operand::Const(Atom::Int(2))] };
+        return rewrite(out, &doubled, span, facts).or(Some(doubled));
+    }
     let agg = |n: &Operand| match n {
         Operand::Sop(id) => match &out.node(*id).kind {
             NodeKind::Aggregate { sel, values, default } if numeric(default) => Some((*sel, *values, default.clone())),
@@ -454,8 +464,13 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
             }
             let default = atom::binary(*op, &d, c).ok()?;
             // `mean * k` for an integer k: the interpreter scales the mean (0.1 · 3 is
-            // 0.30000000000000004 where the mean of 3s gives 0.3).
-            if let (Some(f), Some(k), Operand::Sop(m)) = (facts, c.as_f64(), a) {
+            // 0.30000000000000004 where the mean of 3s gives 0.3). Scaling by a power of two is
+            // exact (the rounded S/c times 2^j is the rounded S·2^j/c), so such a mean stays a
+            // plain mean of its new values, untracked: a table of every (count, sum) would be
+            // refused as too large at max-len 64 and the mean then kept off the integer grid
+            // (helper a19: `2 * apos < length` refused at max-len 64).
+            let exact = c.as_f64().is_some_and(|k| k != 0.0 && (k.abs() as u64).is_power_of_two());
+            if let (Some(f), Some(k), Operand::Sop(m), false) = (facts, c.as_f64(), a, exact) {
                 let table = mean_table(f, out, *m).map(|t| t.iter().map(|&(n, sum, x)| (n, sum * k as i64, x * k)).collect::<MeanTable>());
                 f.tables.borrow_mut().0 = Some(table.map(Rc::new));
             }
@@ -490,6 +505,41 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
         }
         _ => None,
     }
+}
+
+/// `a op b / c` as `a * c op b` (and `a / c op b` as `a op b * c`) for a constant c that is a
+/// positive power of two: dividing and multiplying by it are exact in floating point, so the
+/// comparison is the same on every value, and a mean compared with an integer s-op is what the
+/// integer grid rewrites ([`grid_compare`]; helper a19: `apos < length / 2` was refused from
+/// max-len 16 while `2 * apos < length` compiled).
+fn scaled_compare(out: &mut Graph, op: BinOp, args: &[Operand], span: raspc_lang::Span) -> Option<NodeKind> {
+    if !matches!(op, BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) {
+        return None;
+    }
+    let [a, b] = args else { return None };
+    // `x / c` with c a power of two: (x, c).
+    let halved = |o: &Operand| -> Option<(NodeId, Atom)> {
+        let Operand::Sop(id) = o else { return None };
+        let NodeKind::Map { op: MapOp::Binary(BinOp::Div), args } = &out.node(*id).kind else { return None };
+        let [Operand::Sop(x), Operand::Const(c)] = args.as_slice() else { return None };
+        let k = c.as_f64().filter(|_| numeric(c) && !matches!(c, Atom::Bool(_)))?;
+        ((2.0..=1048576.0).contains(&k) && k.fract() == 0.0 && (k as u64).is_power_of_two()).then(|| (*x, c.clone()))
+    };
+    let scale = |out: &mut Graph, o: &Operand, c: &Atom| -> Option<Operand> {
+        match o {
+            Operand::Const(v) if numeric(v) => atom::binary(BinOp::Mul, v, c).ok().map(Operand::Const),
+            Operand::Const(_) => None,
+            Operand::Sop(s) => Some(Operand::Sop(out.add(NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args: vec![Operand::Sop(*s), Operand::Const(c.clone())] }, span)?)),
+        }
+    };
+    let args = if let Some((x, c)) = halved(b) {
+        vec![scale(out, a, &c)?, Operand::Sop(x)]
+    } else if let Some((x, c)) = halved(a) {
+        vec![Operand::Sop(x), scale(out, b, &c)?]
+    } else {
+        return None;
+    };
+    Some(NodeKind::Map { op: MapOp::Binary(op), args })
 }
 
 /// The mean table of the aggregate `m` of the new graph: one a merge or scaling built, or, for a

@@ -412,7 +412,19 @@ fn check_header_size(n: u64, len: u64, limits: &Limits) -> Result<(), Checkpoint
     // read as a length are astronomically large): say that, not that a budget is exceeded.
     if n.saturating_add(8) > len {
         let text = n.to_le_bytes().iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace());
-        let hint = if text { format!(" (it starts with text: `{}`)", String::from_utf8_lossy(&n.to_le_bytes()).escape_debug()) } else { String::new() };
+        // (Text is most often a RASP program given where a checkpoint goes, and an ONNX model
+        // starts with its IR version field, byte 0x08: helper c19.)
+        let bytes = n.to_le_bytes();
+        let hint = if text {
+            format!(
+                " (it starts with text: `{}`: a RASP program is compiled to a checkpoint first, `raspc compile`, or evaluated with `raspc eval`)",
+                String::from_utf8_lossy(&bytes).escape_debug()
+            )
+        } else if bytes[0] == 0x08 {
+            " (it may be an ONNX model: raspc reads its own safetensors checkpoints, not ONNX)".to_string()
+        } else {
+            String::new()
+        };
         return Err(CheckpointError::NotSafetensors(format!("its first 8 bytes announce a {n}-byte header, but the file has {len} bytes{hint}")));
     }
     if n > limits.max_header_bytes {

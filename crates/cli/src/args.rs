@@ -129,7 +129,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write a checkpoint in another format: `--to onnx` (an ONNX graph; src/onnx.rs).
+    /// Write a checkpoint in another format: `--to onnx` (an ONNX graph; docs/checkpoint-format.md, "ONNX export").
     Export {
         /// The checkpoint (.safetensors) to convert.
         model: PathBuf,
@@ -503,6 +503,19 @@ pub fn parse_tokens(flag: &str, text: &str) -> Result<Vec<raspc_lang::Atom>, Str
         ));
     }
     raspc_lang::parse_input(text).map_err(|m| format!("bad {flag}: {m}"))
+}
+
+/// A warning when `--input` text names an existing file: the flag takes the input itself, so
+/// `--input in.json` runs on the 7 characters of the name (helper c19: `simulate --input` reads
+/// a file, and a user who learnt that got `eval` of the file's name, exit status 0).
+pub fn input_file_warning(input: &str, err: &mut dyn std::io::Write) {
+    if !input.trim_start().starts_with('[') && std::path::Path::new(input).is_file() {
+        let _ = writeln!(
+            err,
+            "warning: `{input}` is a file, but --input takes the input itself: this runs on the {} characters of its name (to read the file: --input \"$(cat {input})\")",
+            input.chars().count()
+        );
+    }
 }
 
 /// The budgets for sizes from files and flags (docs/checkpoint-format.md, "Budgets").

@@ -171,6 +171,7 @@ fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, 
     let value = serde_json::json!({
         "name": name,
         "shape": t.shape,
+        "transposed": false,
         "nonzero_only": true,
         "row_indices": keep_r,
         "col_indices": keep_c,
@@ -206,6 +207,19 @@ fn matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, 
         }
     }
     (s, value)
+}
+
+/// An output map (`[cols, d_model]`) shown transposed, so that rows are residual dims with
+/// readable names. The JSON keeps the tensor's own `name` and `shape` (so a script can look it
+/// up in the file) with `"transposed": true`: its `values` are rows of residual dims (helper c19:
+/// it was named `... (transposed)` with the shape reversed).
+fn transposed_matrix(name: &str, t: &Tensor, rows: &[String], cols: &[String], json: bool, width: Option<usize>) -> (String, serde_json::Value) {
+    let shown = transpose(t);
+    let (text, mut value) = matrix(name, &shown, rows, cols, json, width);
+    value["shape"] = serde_json::json!(t.shape);
+    value["transposed"] = serde_json::json!(true);
+    let text = text.replacen(&format!("{name} {:?}", shown.shape), &format!("{name} {:?}, transposed (rows: residual dims)", t.shape), 1);
+    (text, value)
 }
 
 /// Output maps are shown transposed, so rows are always residual dims with readable names.
@@ -260,7 +274,7 @@ fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, widt
                 values.push(v);
             }
             let n = raspc_checkpoint::names::head(layer, h, "w_o");
-            let (s, v) = matrix(&format!("{n} (transposed)"), &transpose(tensor(ck, &n)?), &names, &cols, json, width);
+            let (s, v) = transposed_matrix(&n, tensor(ck, &n)?, &names, &cols, json, width);
             text += &s;
             values.push(v);
         }
@@ -281,7 +295,7 @@ fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, widt
                 let n = raspc_checkpoint::names::mlp(layer, which);
                 let t = tensor(ck, &n)?;
                 let (s, v) = if transposed {
-                    matrix(&format!("{n} (transposed)"), &transpose(t), &names, &cols, json, width)
+                    transposed_matrix(&n, t, &names, &cols, json, width)
                 } else if t.shape.len() == 1 {
                     bias(&n, t, &cols, json, width)
                 } else {

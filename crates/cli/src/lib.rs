@@ -258,7 +258,7 @@ fn run_command(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, colo
             cmd::dump::dump(&program, entry.as_deref(), stage, &target, out, err, color)
         }
         Command::Compile { program, target, output, force, bounds, json } => cmd::compile::compile_cmd(&program, &target, &output, force, bounds, json, out, err, color),
-        Command::Run { model, input, json, attention, device } => cmd::run::run_cmd(&model, &input, json, attention, &device, out),
+        Command::Run { model, input, json, attention, device } => cmd::run::run_cmd(&model, &input, json, attention, &device, out, err),
         Command::Inspect { model, json, layer, head, .. } => cmd::inspect::inspect_cmd(&model, json, layer, head, out),
         Command::Plot { model, out: dir, json, format, symlog } => cmd::plot::plot_cmd(&model, &dir, format, symlog, json, out),
         Command::Export { model, to: ExportFormat::Onnx, output, attention, json } => cmd::export::export_cmd(&model, &output, attention, json, out, err),

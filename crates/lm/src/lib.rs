@@ -18,13 +18,22 @@ pub enum LmError {
     Io { path: String, source: std::io::Error },
     #[error("GGUF: {0}")]
     Gguf(String),
-    #[error("tensor computation: {0}")]
+    #[error("tensor computation: {}", plain(.0))]
     Candle(#[from] candle_core::Error),
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 }
 
 type Result<T> = std::result::Result<T, LmError>;
+
+/// A candle error's message without the backtrace candle attaches when `RUST_BACKTRACE` is set
+/// (helper c19: a stack trace reached the user, and the `--json` error object).
+pub fn plain(e: &candle_core::Error) -> String {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => plain(inner),
+        e => e.to_string(),
+    }
+}
 
 #[derive(Debug)]
 struct Block {
@@ -72,17 +81,17 @@ impl std::fmt::Debug for LanguageModel {
 }
 
 fn meta_u32(c: &gguf_file::Content, k: &str) -> Result<usize> {
-    c.metadata.get(k).ok_or_else(|| LmError::Gguf(format!("metadata key `{k}` is missing")))?.to_u32().map(|x| x as usize).map_err(|e| LmError::Gguf(format!("{k}: {e}")))
+    c.metadata.get(k).ok_or_else(|| LmError::Gguf(format!("metadata key `{k}` is missing")))?.to_u32().map(|x| x as usize).map_err(|e| LmError::Gguf(format!("{k}: {}", plain(&e))))
 }
 
 fn meta_f32(c: &gguf_file::Content, k: &str) -> Result<f32> {
-    c.metadata.get(k).ok_or_else(|| LmError::Gguf(format!("metadata key `{k}` is missing")))?.to_f32().map_err(|e| LmError::Gguf(format!("{k}: {e}")))
+    c.metadata.get(k).ok_or_else(|| LmError::Gguf(format!("metadata key `{k}` is missing")))?.to_f32().map_err(|e| LmError::Gguf(format!("{k}: {}", plain(&e))))
 }
 
 fn meta_strings(c: &gguf_file::Content, k: &str) -> Result<Vec<String>> {
     let v = c.metadata.get(k).ok_or_else(|| LmError::Gguf(format!("metadata key `{k}` is missing")))?;
-    let arr = v.to_vec().map_err(|e| LmError::Gguf(format!("{k}: {e}")))?;
-    arr.iter().map(|x| x.to_string().cloned().map_err(|e| LmError::Gguf(format!("{k}: {e}")))).collect()
+    let arr = v.to_vec().map_err(|e| LmError::Gguf(format!("{k}: {}", plain(&e))))?;
+    arr.iter().map(|x| x.to_string().cloned().map_err(|e| LmError::Gguf(format!("{k}: {}", plain(&e))))).collect()
 }
 
 /// Budgets for a GGUF file (checked before any tensor is read or allocated).
@@ -139,7 +148,16 @@ impl LanguageModel {
         }
         let file_len = meta.len();
         let mut f = std::fs::File::open(path).map_err(io)?;
-        let c = gguf_file::Content::read(&mut f).map_err(|e| LmError::Gguf(e.to_string()))?;
+        // What the file is when it is not GGUF: a safetensors file (a raspc checkpoint given the
+        // wrong name, say) starts with its header's length and then `{`.
+        let mut head = [0u8; 9];
+        let got = std::io::Read::read(&mut f, &mut head).map_err(io)?;
+        if got < 4 || &head[..4] != b"GGUF" {
+            let what = if got == 9 && head[8] == b'{' { ": it looks like a safetensors file (a raspc checkpoint is read by its `.safetensors` name)" } else { "" };
+            return Err(LmError::Gguf(format!("`{}` is not a GGUF file (it does not start with `GGUF`){what}", path.display())));
+        }
+        std::io::Seek::rewind(&mut f).map_err(io)?;
+        let c = gguf_file::Content::read(&mut f).map_err(|e| LmError::Gguf(plain(&e).trim_start_matches("gguf: ").to_string()))?;
         let arch = c.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
         if arch != "llama" {
             return Err(LmError::Gguf(format!("architecture `{arch}` is not supported (llama only)")));
@@ -201,7 +219,7 @@ impl LanguageModel {
             }
         }
         let mut t = |name: &str| -> Result<Tensor> {
-            let q = c.tensor(&mut f, name, &device).map_err(|e| LmError::Gguf(format!("{name}: {e}")))?;
+            let q = c.tensor(&mut f, name, &device).map_err(|e| LmError::Gguf(format!("{name}: {}", plain(&e))))?;
             let w = q.dequantize(&device)?.to_dtype(DType::F32)?;
             // A NaN or infinite weight makes every probe and score meaningless: refused here,
             // as raspc checkpoints are, with the tensor named. (0·w sums to NaN exactly when

@@ -11,6 +11,7 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
     let session = load(path, err, color)?;
     let (_, node) = session.entry(entry)?;
     let tokens = parse_tokens("--input", input)?;
+    input_file_warning(input, err);
     let budget = limits()?.max_input_tokens;
     if tokens.len() > budget {
         return Err(format!("--input has {} tokens, over the budget of {budget} (raise it with RASPC_LIMITS=input_tokens=N)", tokens.len()).into());

@@ -33,7 +33,7 @@ pub(crate) fn export_cmd(model: &Path, output: &Path, attention: Option<Attentio
             serde_json::json!({ "model": model.display().to_string(), "out": output.display().to_string(), "format": "onnx", "opset": 17, "attention": format!("{attention:?}").to_lowercase(), "bytes": onnx.len() })
         );
     } else {
-        let _ = writeln!(out, "exported {} -> {} (ONNX opset 17, {attention:?} attention, {} bytes)", model.display(), output.display(), onnx.len());
+        let _ = writeln!(out, "exported {} -> {} (ONNX opset 17, {} attention, {} bytes)", model.display(), output.display(), format!("{attention:?}").to_lowercase(), onnx.len());
     }
     Ok(())
 }

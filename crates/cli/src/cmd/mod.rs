@@ -48,7 +48,13 @@ pub(crate) fn read_program(path: &std::path::Path) -> Result<String, Failure> {
         ));
     }
     let bytes = read_input_file(path)?;
-    String::from_utf8(bytes).map_err(|e| Failure::Message(format!("`{}` is not valid UTF-8 ({})", path.display(), raspc_lang::utf8_place(e.as_bytes(), e.utf8_error().valid_up_to()))))
+    // A checkpoint given where a program goes (helper c19): a safetensors file starts with its
+    // header's length, then `{"`.
+    let checkpoint = bytes.len() > 10 && bytes[8..10] == *b"{\"";
+    String::from_utf8(bytes).map_err(|e| {
+        let hint = if checkpoint { "; it looks like a safetensors checkpoint, which `raspc run`, `inspect` and `trace` read" } else { "" };
+        Failure::Message(format!("`{}` is not valid UTF-8 ({}){hint}", path.display(), raspc_lang::utf8_place(e.as_bytes(), e.utf8_error().valid_up_to())))
+    })
 }
 
 /// The notes about a program's own files (the program and what it loads, not the prelude), as

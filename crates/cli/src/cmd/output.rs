@@ -64,6 +64,7 @@ pub(crate) fn forget_temp(tmp: &Path) {
 /// devices, FIFOs, sockets, symbolic links and other files are never replaced.
 pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
     not_stdout(output)?;
+    parent_usable(output)?;
     let shown = output.display();
     let meta = match std::fs::symlink_metadata(output) {
         Ok(m) => m,
@@ -161,6 +162,7 @@ fn written_by_raspc_onnx(head: &[u8]) -> bool {
 /// through.
 pub fn may_replace(path: &Path, what: &str, ours: &dyn Fn(&[u8]) -> bool) -> Result<(), String> {
     not_stdout(path)?;
+    parent_usable(path)?;
     let shown = path.display();
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -183,6 +185,20 @@ pub fn may_replace(path: &Path, what: &str, ours: &dyn Fn(&[u8]) -> bool) -> Res
 pub fn save_file(path: &Path, bytes: &[u8], what: &str, ours: &dyn Fn(&[u8]) -> bool) -> Result<(), String> {
     may_replace(path, what, ours)?;
     write_atomic(path, bytes).map_err(failure_text)
+}
+
+/// The folder an output goes to is one, or can be made (checked before the work that produces
+/// the output): the nearest part of its path that exists is a folder.
+fn parent_usable(path: &Path) -> Result<(), String> {
+    let mut dir = path.parent();
+    while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+        match std::fs::metadata(d) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => return Err(format!("cannot write `{}`: `{}` is not a folder", path.display(), d.display())),
+            Err(_) => dir = d.parent(),
+        }
+    }
+    Ok(())
 }
 
 /// `-` is not standard output here: raspc writes files only, and a file named `-` is more
@@ -234,6 +250,11 @@ fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // Missing folders are made, as `plot -o` and `probe --plot` make theirs (helper c19: `probe
+    // -o new/report.json` ran the whole probe and then could not write).
+    if !dir.exists() {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the folder `{}` for `{}`: {e}", dir.display(), output.display()))?;
+    }
     let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
     remove_stale_temps(&dir, &name);
     let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

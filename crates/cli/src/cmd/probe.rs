@@ -273,6 +273,9 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     };
     for metric in probe::METRICS {
         let _ = writeln!(out, "\n{metric} by layer (rows: levels):");
+        // A header naming each column's layer (helper c19: the columns had to be guessed).
+        let header: Vec<String> = (0..layers).map(|l| format!("{:>9}", format!("layer {l}"))).collect();
+        let _ = writeln!(out, "  {:>4}  {}", "", header.join(" "));
         for (lv, cs) in &by_level {
             let row: Vec<String> = (0..layers)
                 .map(|l| {

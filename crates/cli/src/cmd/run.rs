@@ -6,7 +6,7 @@ use crate::{verify, Failure};
 use std::io::Write;
 use std::path::Path;
 
-pub(crate) fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, device: &str, out: &mut dyn Write) -> Result<(), Failure> {
+pub(crate) fn run_cmd(model: &Path, input: &str, json: bool, attention: AttentionArg, device: &str, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
     let dev = raspc_runtime::device(device).map_err(|e| e.to_string())?;
     // The environment's budgets are checked first, so that their error is not blamed on the file.
     limits()?;
@@ -16,6 +16,7 @@ pub(crate) fn run_cmd(model: &Path, input: &str, json: bool, attention: Attentio
         e => format!("`{}`: {e}", model.display()),
     })?;
     let tokens = parse_tokens("--input", input)?;
+    input_file_warning(input, err);
     let values = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
     let decoded = m.run(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}{}", model.display(), char_input_hint(input, &m.checkpoint)))?;
     if json {

@@ -21,6 +21,7 @@ pub(crate) fn trace_cmd(
     let ck = read_checkpoint(path)?;
     let model = raspc_runtime::Model::new(ck.clone(), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
     let mut tokens = parse_tokens("--input", input)?;
+    input_file_warning(input, err);
     let json_tokens = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
     let states = if model.is_real() {
         let values = model.encode_real(&json_tokens).map_err(|e| format!("{e}{}", char_input_hint(input, &ck)))?;
