@@ -956,21 +956,35 @@ impl Lowerer<'_> {
     fn eval_inline_memo(&self, id: NodeId, env: &HashMap<NodeId, Atom>, memo: &mut HashMap<NodeId, Option<Atom>>) -> Option<Atom> {
         // Leaves are looked up; maps are evaluated even if they have a slot by now (a map
         // materialised after its user recorded its leaves).
-        if let Some(a) = env.get(&id) {
-            return Some(a.clone());
-        }
-        match &self.g.node(id).kind {
-            NodeKind::Const(a) => Some(a.clone()),
-            NodeKind::Map { op, args } => {
-                if let Some(v) = memo.get(&id) {
-                    return v.clone();
-                }
-                let v = crate::positional::apply_with(op, args, |s| self.eval_inline_memo(s, env, memo));
-                memo.insert(id, v.clone());
-                v
+        let value = |s: NodeId, memo: &HashMap<NodeId, Option<Atom>>| -> Option<Atom> {
+            match (env.get(&s), &self.g.node(s).kind) {
+                (Some(a), _) => Some(a.clone()),
+                (None, NodeKind::Const(a)) => Some(a.clone()),
+                (None, NodeKind::Map { .. }) => memo.get(&s).cloned().flatten(),
+                _ => None,
             }
-            _ => env.get(&id).cloned(),
+        };
+        // The maps below `id` in post-order, iteratively (helper b19: a chain of 900,000 maps
+        // overflowed the stack recursing).
+        let mut stack = vec![(id, false)];
+        while let Some((n, expanded)) = stack.pop() {
+            if env.contains_key(&n) || memo.contains_key(&n) {
+                continue;
+            }
+            let NodeKind::Map { op, args } = &self.g.node(n).kind else { continue };
+            if expanded {
+                let v = crate::positional::apply_with(op, args, |s| value(s, memo));
+                memo.insert(n, v);
+            } else {
+                stack.push((n, true));
+                for a in args.iter().rev() {
+                    if let Operand::Sop(s) = a {
+                        stack.push((*s, false));
+                    }
+                }
+            }
         }
+        value(id, memo)
     }
 
     /// Whether `id` is, or is computed from, a mean of values that are not all integers.

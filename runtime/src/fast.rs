@@ -291,6 +291,10 @@ fn row_max<T: Real>(s: &[T]) -> T {
     max
 }
 
+/// The most entries a [`HeadKind::Token`] head's score table holds (vocab², 2^22: 32 MB in f64,
+/// a vocabulary of 2,048 tokens); a larger vocabulary keeps the general path.
+const MAX_TOKEN_TABLE: usize = 1 << 22;
+
 /// The score table of a [`HeadKind::Token`] head: `[vocab, vocab]`, query token by key token,
 /// each score computed as the row scan computes it from that token's embedding.
 fn token_scores<T: Real>(h: &Head<T>, embed_token: &[f32], embed_pos: &[f32], d: usize, vocab: usize) -> Vec<T> {
@@ -634,7 +638,9 @@ impl<T: Real> FastModel<T> {
                 };
                 let reads: Vec<usize> = head.q.nz_rows.iter().chain(&head.k.nz_rows).map(|&(r, _, _)| r as usize).collect();
                 if reads.iter().all(|&r| !written[r]) {
-                    if !c.causal && reads.iter().all(|&r| token_only(r)) {
+                    // (A table of vocab² scores only while it is small: a 65,536-token
+                    // vocabulary, within the budgets, asked for 17 GB at load; helper b19.)
+                    if !c.causal && vocab.saturating_mul(vocab) <= MAX_TOKEN_TABLE && reads.iter().all(|&r| token_only(r)) {
                         let scores = token_scores(&head, embed_token, embed_pos, d, vocab);
                         head.scores_finite = scores.iter().all(|s: &T| s.is_finite());
                         head.kind = HeadKind::Token { scores };

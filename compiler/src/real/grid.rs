@@ -20,6 +20,9 @@ pub(super) fn grid_counts(m: &[Vec<u32>], n: usize) -> Vec<Option<Atom>> {
     crate::positional::grid(n).iter().map(|&(q, l)| Some(Atom::Int(m[q as usize].partition_point(|&k| (k as i64) < l) as i64))).collect()
 }
 
+/// The most cells [`RealLowerer::grid_rows`] tabulates: (query, length) pairs times keys.
+const MAX_GRID_CELLS: u128 = 1 << 27;
+
 impl RealLowerer<'_> {
     /// A grid value, or a positional one when it is the same at every length a position exists.
     pub(super) fn grid_val(&self, t: Vec<Option<Atom>>) -> Val {
@@ -119,6 +122,16 @@ impl RealLowerer<'_> {
             }
         }
         let n = self.n;
+        // Every (query, length) pair by every key, refused before the work past 2^27 cells (at
+        // max-len 1024, 5.4e8: 93 s and 5 GB before a refusal for the lengths' precision;
+        // helper b19).
+        let cells = (n as u128) * (n as u128 + 1) / 2 * n as u128;
+        if cells > MAX_GRID_CELLS {
+            return Err(self
+                .err(sel, format!("this selector depends on `length`, and is tabulated for every (query, length) pair and key: {cells} cells at --max-len {n}, over {MAX_GRID_CELLS}"))
+                .with_label("a selector that depends on the length")
+                .with_note("a smaller --max-len (644 or less) fits"));
+        }
         Ok(crate::positional::grid(n).iter().map(|&(q, l)| (0..n).map(|k| k < l as usize && self.sel_at(sel, k, q as usize, l as usize)).collect()).collect())
     }
 
@@ -220,16 +233,19 @@ impl RealLowerer<'_> {
     pub(super) fn grid_table_slot(&mut self, id: NodeId, label: &str, enc: SlotEnc, table: &[Vec<f64>]) -> Result<(SlotId, Err2), Diagnostic> {
         let (onehot, inverse) = self.grid_inputs();
         let pairs = crate::positional::grid(self.n);
-        let out = self.new_slot(label.to_string(), enc);
-        let gm = grid_mlp(onehot, inverse, self.n, &pairs, table, out);
-        // The ramps are flat within w/2 of every grid point: the head's error must stay inside.
+        // The ramps are flat within w/2 of every grid point: the head's error must stay inside
+        // (decided before the MLP is built).
         let x_err = self.res[&inverse].err.max();
-        if gm.min_w.is_finite() && x_err >= gm.min_w / 4.0 {
+        let min_w = crate::positional::grid_min_w(self.n, &pairs, table);
+        if min_w.is_finite() && x_err >= min_w / 4.0 {
             return Err(self
                 .err(id, format!("{} depends on `length`, which cannot be told apart exactly at --max-len {}", crate::names::describe(self.g, id), self.n))
                 .with_label("a function of the length")
                 .with_note("a smaller --max-len keeps the lengths apart"));
         }
+        let out = self.new_slot(label.to_string(), enc);
+        let gm = grid_mlp(onehot, inverse, self.n, &pairs, table, out);
+        debug_assert_eq!(gm.min_w.to_bits(), min_w.to_bits());
         // Each unit: a 3-term dot product (weights rounded to f32); then the sum of the units.
         let err = Err2::gamma(3, false) * gm.pre + Err2::gamma(gm.units + 1, false) * gm.sum;
         if matches!(self.slots[out].enc, SlotEnc::Cat(_)) && err.max() >= 1.0 / 16.0 {

@@ -433,6 +433,19 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
         }
         Ok(Some((dims, data)))
     };
+    // U's shape from the tensors' shapes (X has at least one row), checked before any product
+    // (helper b19: W_Q·W_Kᵀ of [4096, 1024] took 17 s before the refusal the shapes decide).
+    let dims_of = |name: &str| ts.get(name).map(|t| t.dims().to_vec());
+    if let (Some(qd), Some(vd)) = (dims_of("A").or_else(|| dims_of("W_Q")), dims_of("V").or_else(|| dims_of("W_V")))
+        && (2..=3).contains(&qd.len())
+        && vd.len() == qd.len()
+    {
+        let (h, d) = if qd.len() == 3 { (qd[0], qd[1]) } else { (1, qd[0]) };
+        let dv = vd[vd.len() - 1];
+        if h > 0 && d > 0 && dv > 0 {
+            crate::cmd::simulate::check_sim_shape(Shape { n: 1, d, dv, h }).map_err(|e| format!("`{file}`: {e}"))?;
+        }
+    }
     let matmul_t = |q: &[Vec<f64>], k: &[Vec<f64>]| -> Vec<Vec<f64>> { q.iter().map(|qi| k.iter().map(|kj| qi.iter().zip(kj).map(|(a, b)| a * b).sum()).collect()).collect() };
     let (a, a_name, a_dims) = match (heads("A")?, heads("W_Q")?, heads("W_K")?) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => return Err(format!("`{file}` holds both `A` and `W_Q`/`W_K`: give one (A = W_Q W_Kᵀ)")),

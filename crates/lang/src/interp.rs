@@ -52,7 +52,7 @@ pub struct EvalError {
 
 /// Evaluates `root` on `input` (the raw tokens, as `tokens_asis` sees them).
 pub fn evaluate(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Value, EvalError> {
-    let mut all = evaluate_all(graph, root, input)?;
+    let mut all = evaluate_nodes(graph, root, input, false)?;
     all.remove(&root).ok_or_else(|| EvalError {
         node: root,
         label: graph.node(root).label.clone(),
@@ -64,8 +64,29 @@ pub fn evaluate(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Value, Ev
 
 /// Evaluates every ancestor of `root`; returns all their values (for tracing).
 pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::collections::HashMap<NodeId, Value>, EvalError> {
-    let order = graph.ancestors(root);
+    evaluate_nodes(graph, root, input, true)
+}
+
+/// Evaluates every ancestor of `root` in topological order. With `keep_all` false a value is
+/// dropped as soon as its last reader has been evaluated (a selector holds length² cells: a
+/// program with hundreds of selects on a long input would otherwise hold all of them at once),
+/// and only `root`'s value is sure to be in the result.
+fn evaluate_nodes(graph: &Graph, root: NodeId, input: &[Atom], keep_all: bool) -> Result<std::collections::HashMap<NodeId, Value>, EvalError> {
+    // Without `keep_all`, each node right before its first reader that needs it (operands
+    // first, depth first, as the reference's recursive evaluator goes): 300 selects defined
+    // first and read one by one later are then alive one at a time, not all at once (helper
+    // b19: 5 GB on a 4,096-token input in the order of definition).
+    let order = if keep_all { graph.ancestors(root) } else { post_order(graph, root) };
     let mut vals: std::collections::HashMap<NodeId, Value> = std::collections::HashMap::with_capacity(order.len());
+    // Readers still to be evaluated, per node (an operand read twice counts twice).
+    let mut readers: std::collections::HashMap<NodeId, usize> = std::collections::HashMap::new();
+    if !keep_all {
+        for &id in &order {
+            for o in graph.node(id).kind.operands() {
+                *readers.entry(o).or_default() += 1;
+            }
+        }
+    }
     let n = input.len();
     // The raw input is a sequence of its own (and must not mix strings with other values) only
     // where the program reads it as it is (`tokens_asis`): the reference converts the input
@@ -182,8 +203,54 @@ pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::
             check_consistent(s).map_err(|m| fail(None, m))?;
         }
         vals.insert(id, v);
+        if !keep_all {
+            for o in node.kind.operands() {
+                if let Some(r) = readers.get_mut(&o) {
+                    *r -= 1;
+                    if *r == 0 && o != root {
+                        vals.remove(&o);
+                    }
+                }
+            }
+        }
     }
     Ok(vals)
+}
+
+/// The ancestors of `root`, each after its operands, depth first from `root` with the deepest
+/// operand first (as registers are allocated: `aggregate(s_i, x_{i-1})` down a chain computes
+/// the chain first and each select `s_i` right before its aggregate, which is then its last
+/// reader), iteratively: a chain of a million maps is not a million stack frames.
+fn post_order(graph: &Graph, root: NodeId) -> Vec<NodeId> {
+    // Ids are topological (operands first), so one pass gives each node's depth.
+    let mut depth: std::collections::HashMap<NodeId, usize> = std::collections::HashMap::new();
+    for id in graph.ancestors(root) {
+        let d = graph.node(id).kind.operands().iter().map(|o| depth.get(o).copied().unwrap_or(0) + 1).max().unwrap_or(0);
+        depth.insert(id, d);
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut order = vec![];
+    let mut stack = vec![(root, false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if expanded {
+            order.push(id);
+            continue;
+        }
+        if !seen.insert(id) {
+            continue;
+        }
+        stack.push((id, true));
+        // Pushed shallowest first, so the deepest is expanded first (ties: in operand order).
+        let mut ops = graph.node(id).kind.operands();
+        ops.reverse();
+        ops.sort_by_key(|o| depth.get(o).copied().unwrap_or(0));
+        for o in ops {
+            if !seen.contains(&o) {
+                stack.push((o, false));
+            }
+        }
+    }
+    order
 }
 
 /// The reference's mean, `sum(values) * 1.0 / n`: Python's `sum` adds left to right, exactly
