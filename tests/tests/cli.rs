@@ -1724,3 +1724,36 @@ fn a_map_of_indices_and_length_counts_only_the_pairs_an_input_reaches() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("verified: 40 inputs, 0 mismatches"), "{out}");
 }
+
+/// An output whose folder is missing gets the folder (as `plot -o` did already), and one whose
+/// path runs through a file is refused before any work; `--input` naming a file is warned
+/// about, since it is the input itself (helper c19: `probe -o new/report.json` ran the whole
+/// probe and then could not write; `eval --input in.json` evaluated the 7 characters).
+#[test]
+fn outputs_make_their_folders_and_input_files_are_warned_about() {
+    let dir = std::env::temp_dir().join(format!("raspc-cli-folders-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("new/deeper/rev.safetensors");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_file());
+    let report = dir.join("reports/probe.json");
+    let (code, _, err) = cli(&["probe", "svflow", out.to_str().unwrap(), "--levels", "0", "--seeds", "1", "--sequences", "1", "-o", report.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(report.is_file());
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "-o", file.join("rev.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not a folder"), "{err}");
+    let input = dir.join("in.json");
+    std::fs::write(&input, "[\"a\", \"b\"]").unwrap();
+    let (code, stdout, err) = cli(&["eval", "corpus/reverse.rasp", "--input", input.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("is a file, but --input takes the input itself"), "{err}");
+    assert_eq!(stdout.matches(',').count() + 1, input.to_str().unwrap().chars().count(), "{stdout}");
+    let (_, _, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "ab"]);
+    assert!(!err.contains("warning"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -164,3 +164,28 @@ fn no_deeper_or_wider_than_tracr() {
         assert!(c.d_model <= d_model, "{file}: d_model {} vs Tracr {d_model}", c.d_model);
     }
 }
+
+/// A chain of maps as long as a host loop makes it compiles without recursing once per map
+/// (helper b19: 900,000 `x = x + 1` overflowed the stack in the compiler's evaluation of inline
+/// maps; here 40,000 on a thread with a 2 MiB stack, which the recursion needed about 15 times).
+#[test]
+fn long_chains_of_maps_compile_without_deep_recursion() {
+    let src = "x = tokens_int;\nfor i in range(40000) {\n    x = x + 1;\n}\nprog = x;\n";
+    let compiled = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let (_, r) = raspc_lang::evaluate_program("chain.rasp", None, src, &raspc_lang::MemoryLoader::default());
+            let s = r.map_err(|d| format!("{d:?}"))?;
+            let (_, root) = s.entry(Some("prog"))?;
+            let vocab = raspc_lang::parse_input("0123")?;
+            let opts = raspc_compiler::Options { vocab, max_len: 4, ..Default::default() };
+            raspc_compiler::compile(&s.graph, root, &opts, "test").map_err(|d| format!("{d:?}"))
+        })
+        .unwrap()
+        .join()
+        .expect("compiling a long chain of maps does not overflow the stack")
+        .unwrap();
+    let model = raspc_runtime::Model::new(compiled.checkpoint, &raspc_runtime::Device::Cpu).unwrap();
+    let out = model.run(&[serde_json::json!("3"), serde_json::json!("0")], raspc_runtime::Attention::Hard).unwrap();
+    assert_eq!(out.iter().map(|d| d.to_json()).collect::<Vec<_>>(), vec![serde_json::json!(40003), serde_json::json!(40000)]);
+}

@@ -272,3 +272,27 @@ fn fast_backend_reports_bad_ids_and_ragged_batches() {
     let e = model.forward(&[vec![bos; 7]], Attention::Hard).unwrap_err().to_string();
     assert!(e.contains("at most 5"), "{e}");
 }
+
+/// A head that scores tokens only keeps a `[vocab, vocab]` table, up to 2^22 entries: past that
+/// (2,048 tokens and BOS, and more) the head takes the general path of score rows, and agrees with
+/// candle (helper b19: a checkpoint with 65,536 tokens, within the budgets, asked for 17 GB at
+/// load).
+#[test]
+fn fast_backend_token_tables_stay_small_for_large_vocabularies() {
+    for (tokens, kind) in [(2047usize, "token"), (2048, "rows")] {
+        let vocab = format!("[{}]", (0..tokens).map(|i| format!("\"t{i}\"")).collect::<Vec<_>>().join(", "));
+        let vocab: &'static str = Box::leak(vocab.into_boxed_str());
+        let max_len = 4;
+        let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file: "tracr/histogram.rasp", entry: None, vocab }, max_len, false).unwrap();
+        let fast = Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap();
+        let kinds = fast.fast_head_kinds().unwrap();
+        assert!(kinds.iter().flatten().all(|&k| k == kind), "{tokens} tokens: head paths {kinds:?}, expected {kind}");
+        let candle = Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
+        // Inputs with repeats and with tokens from both ends of the vocabulary.
+        let id = |a: &Atom| fast.encode(&[a.to_json()]).unwrap()[1];
+        let (first, last) = (id(&atoms[0]), id(&atoms[tokens - 1]));
+        let bos = fast.checkpoint.config.bos_id as u32;
+        let batch = vec![vec![bos, first, last, first, last], vec![bos, last, last, last, first]];
+        compare(&format!("histogram over {tokens} tokens"), &fast, &candle, &[batch], 1e-4);
+    }
+}
