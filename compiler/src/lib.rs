@@ -345,10 +345,10 @@ fn plan_of(
     };
     let first = lowered(&o);
     // A map's result read out as one number instead of one dim per value, when that is no
-    // larger (or the only way that compiles) and f32 holds its values apart: `x * (indices +
-    // 1) / length` at max-len 16 lists 1,673 fractions (28.5 M parameters read out one-hot,
-    // 2.7 M as a number), and at 64 its floats that differ only by rounding are one value as a
-    // number but two dims one-hot (refused).
+    // larger (or the only way that compiles) and f32 holds its values apart: `x * ((indices +
+    // 1) / length)` at max-len 16 lists 1,673 fractions (28.5 M parameters read out one-hot,
+    // 2.7 M as a number), and at 64 the floats of `x * (indices + 1) / length` that differ only
+    // by rounding are one value as a number but two dims one-hot (refused; 1.9 M now).
     let Some(numerical) = numerical_output(simple, simple_root, &o, inexact) else { return first };
     let second = lowered(&numerical).ok().filter(|c| {
         let schedule = emit::schedule(&c.plan);
@@ -372,14 +372,16 @@ fn numerical_output(g: &Graph, root: NodeId, opts: &Options, inexact: &std::coll
     }
     let (sets, _) = crate::infer::infer_seeded(g, root, &opts.vocab, opts.max_len, inexact);
     let Some(infer::ValueSet::Finite(set)) = sets.get(&root) else { return None };
-    let mut seen: std::collections::HashMap<u64, bool> = std::collections::HashMap::new();
+    // (One number per value: an integer and a float of it, or 0.0 and -0.0, would print as one.)
+    let mut seen: std::collections::HashMap<u64, (bool, bool)> = std::collections::HashMap::new();
     for a in set.iter() {
         let (x, int) = match a {
             Atom::Int(i) => (*i as f64, true),
             Atom::Float(x) => (*x, false),
             _ => return None,
         };
-        if *seen.entry(x.to_bits()).or_insert(int) != int {
+        let key = if x == 0.0 { 0 } else { x.to_bits() };
+        if *seen.entry(key).or_insert((int, x.is_sign_negative())) != (int, x.is_sign_negative()) {
             return None;
         }
     }

@@ -308,11 +308,13 @@ fn points_of(atoms: &[Atom]) -> Option<(Vec<f64>, Vec<Vec<Atom>>)> {
         v.push((a.as_f64()?, a.clone()));
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    // Near zero, "the same number" is judged at the scale of the whole set: the rounding left
-    // by `(fa - fb) + fc` on means of size 1 is about 1e-16 where the exact value is 0, and
-    // 0, 2.8e-17 and 1.1e-16 are then one value, not three that f32 would have to tell apart
-    // (`raspc verify` compares floats within 1e-9 of max(1, |value|), far looser than this).
-    let floor = 1e-12 * v.iter().fold(0.0f64, |m, (x, _)| m.max(x.abs()));
+    // Near zero, "the same number" is judged at the scale of the whole set, up to 1: the
+    // rounding left by `(fa - fb) + fc` on means of size 1 is about 1e-16 where the exact value
+    // is 0, and 0, 2.8e-17 and 1.1e-16 are then one value, not three that f32 would have to tell
+    // apart. At most 1e-12 apart, whatever the set's scale (0 and 1e-7 beside 1e6 are two
+    // values: review rv19), within what `raspc verify` takes for one value (1e-9 of
+    // max(1, |value|)).
+    let floor = 1e-12 * v.iter().fold(0.0f64, |m, (x, _)| m.max(x.abs())).min(1.0);
     let (mut pts, mut groups): (Vec<f64>, Vec<Vec<Atom>>) = (vec![], vec![]);
     for (x, a) in v {
         match pts.last() {

@@ -208,8 +208,9 @@ pub fn grid_min_w(max_len: usize, pairs: &[(i64, i64)], table: &[Vec<f64>]) -> f
             if pairs.get(p) != Some(&(i, l)) {
                 continue;
             }
+            // (A step wherever `grid_mlp` makes one: some difference is not exactly 0.)
             if let Some((l0, v0)) = prev
-                && v0 != &table[p]
+                && v0.iter().zip(&table[p]).any(|(a, b)| b - a != 0.0)
             {
                 min_w = min_w.min((x_of(l) - x_of(l0)) / 2.0);
             }

@@ -413,7 +413,7 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
         return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(wa), Operand::Sop(wb)] });
     }
     let NodeKind::Map { op: MapOp::Binary(op), args } = kind else { return None };
-    if let Some(k) = scaled_compare(out, *op, args, span) {
+    if let Some(k) = facts.and_then(|f| scaled_compare(out, f, *op, args, span)) {
         return Some(k);
     }
     // `x + x` is `x * 2`, exactly in floating point, and a mean doubled is a mean (below).
@@ -507,12 +507,24 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
     }
 }
 
-/// `a op b / c` as `a * c op b` (and `a / c op b` as `a op b * c`) for a constant c that is a
-/// positive power of two: dividing and multiplying by it are exact in floating point, so the
-/// comparison is the same on every value, and a mean compared with an integer s-op is what the
-/// integer grid rewrites ([`grid_compare`]; helper a19: `apos < length / 2` was refused from
-/// max-len 16 while `2 * apos < length` compiled).
-fn scaled_compare(out: &mut Graph, op: BinOp, args: &[Operand], span: raspc_lang::Span) -> Option<NodeKind> {
+/// `a op b / c` as `a * c op b` (and `a / c op b` as `a op b * c`) for an integer constant c
+/// that is a power of two, where value analysis bounds both sides' numbers (finite, no strings)
+/// so that |a·c| and |b| stay within 2^52: dividing and multiplying such numbers by c is then
+/// exact in floating point (an integer's division rounds past 2^53, a product of large integers
+/// overflows: review rv19), so the comparison is the same on every value, and a mean compared
+/// with an integer s-op is what the integer grid rewrites ([`grid_compare`]; helper a19: `apos <
+/// length / 2` was refused from max-len 16 while `2 * apos < length` compiled).
+fn scaled_compare(out: &mut Graph, f: &Facts, op: BinOp, args: &[Operand], span: raspc_lang::Span) -> Option<NodeKind> {
+    const LIMIT: f64 = 4503599627370496.0; // 2^52
+    let bounded = |out: &Graph, o: &Operand, scale: f64| -> bool {
+        match o {
+            Operand::Const(v) => matches!(v, Atom::Int(_) | Atom::Float(_)) && v.as_f64().is_some_and(|x| x.is_finite() && x.abs() * scale <= LIMIT),
+            Operand::Sop(id) => {
+                f.learn(out, *id);
+                f.new.borrow().1.get(id).is_some_and(|iv| iv.lo.is_finite() && iv.hi.is_finite() && iv.lo.abs().max(iv.hi.abs()) * scale <= LIMIT)
+            }
+        }
+    };
     if !matches!(op, BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) {
         return None;
     }
@@ -521,9 +533,8 @@ fn scaled_compare(out: &mut Graph, op: BinOp, args: &[Operand], span: raspc_lang
     let halved = |o: &Operand| -> Option<(NodeId, Atom)> {
         let Operand::Sop(id) = o else { return None };
         let NodeKind::Map { op: MapOp::Binary(BinOp::Div), args } = &out.node(*id).kind else { return None };
-        let [Operand::Sop(x), Operand::Const(c)] = args.as_slice() else { return None };
-        let k = c.as_f64().filter(|_| numeric(c) && !matches!(c, Atom::Bool(_)))?;
-        ((2.0..=1048576.0).contains(&k) && k.fract() == 0.0 && (k as u64).is_power_of_two()).then(|| (*x, c.clone()))
+        let [Operand::Sop(x), Operand::Const(c @ Atom::Int(k))] = args.as_slice() else { return None };
+        ((2..=1 << 20).contains(k) && (*k as u64).is_power_of_two()).then(|| (*x, c.clone()))
     };
     let scale = |out: &mut Graph, o: &Operand, c: &Atom| -> Option<Operand> {
         match o {
@@ -532,9 +543,10 @@ fn scaled_compare(out: &mut Graph, op: BinOp, args: &[Operand], span: raspc_lang
             Operand::Sop(s) => Some(Operand::Sop(out.add(NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args: vec![Operand::Sop(*s), Operand::Const(c.clone())] }, span)?)),
         }
     };
-    let args = if let Some((x, c)) = halved(b) {
+    let fits = |out: &Graph, other: &Operand, x: NodeId, c: &Atom| bounded(out, other, c.as_f64().unwrap_or(f64::INFINITY)) && bounded(out, &Operand::Sop(x), 1.0);
+    let args = if let Some((x, c)) = halved(b).filter(|(x, c)| fits(out, a, *x, c)) {
         vec![scale(out, a, &c)?, Operand::Sop(x)]
-    } else if let Some((x, c)) = halved(a) {
+    } else if let Some((x, c)) = halved(a).filter(|(x, c)| fits(out, b, *x, c)) {
         vec![Operand::Sop(x), scale(out, b, &c)?]
     } else {
         return None;

@@ -1752,7 +1752,7 @@ fn outputs_make_their_folders_and_input_files_are_warned_about() {
     let (code, stdout, err) = cli(&["eval", "corpus/reverse.rasp", "--input", input.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("is a file, but --input takes the input itself"), "{err}");
-    assert_eq!(stdout.matches(',').count() + 1, input.to_str().unwrap().chars().count(), "{stdout}");
+    assert!(stdout.starts_with("['n', 'o', 's', 'j', '.', 'n', 'i'"), "the name's characters, reversed: {stdout}");
     let (_, _, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "ab"]);
     assert!(!err.contains("warning"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -52,7 +52,12 @@ pub struct EvalError {
 
 /// Evaluates `root` on `input` (the raw tokens, as `tokens_asis` sees them).
 pub fn evaluate(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Value, EvalError> {
-    let mut all = evaluate_nodes(graph, root, input, false)?;
+    // The deepest operand first (least memory); on a failure, again in the reference's order,
+    // to report the failure it would (see `evaluate_nodes`).
+    let mut all = match evaluate_nodes(graph, root, input, false, true) {
+        Ok(all) => all,
+        Err(first) => return Err(evaluate_nodes(graph, root, input, false, false).err().unwrap_or(first)),
+    };
     all.remove(&root).ok_or_else(|| EvalError {
         node: root,
         label: graph.node(root).label.clone(),
@@ -64,19 +69,21 @@ pub fn evaluate(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Value, Ev
 
 /// Evaluates every ancestor of `root`; returns all their values (for tracing).
 pub fn evaluate_all(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<std::collections::HashMap<NodeId, Value>, EvalError> {
-    evaluate_nodes(graph, root, input, true)
+    evaluate_nodes(graph, root, input, true, false)
 }
 
-/// Evaluates every ancestor of `root` in topological order. With `keep_all` false a value is
+/// Evaluates every ancestor of `root` in topological order ([`post_order`]). With `keep_all` false a value is
 /// dropped as soon as its last reader has been evaluated (a selector holds length² cells: a
 /// program with hundreds of selects on a long input would otherwise hold all of them at once),
 /// and only `root`'s value is sure to be in the result.
-fn evaluate_nodes(graph: &Graph, root: NodeId, input: &[Atom], keep_all: bool) -> Result<std::collections::HashMap<NodeId, Value>, EvalError> {
-    // Without `keep_all`, each node right before its first reader that needs it (operands
-    // first, depth first, as the reference's recursive evaluator goes): 300 selects defined
-    // first and read one by one later are then alive one at a time, not all at once (helper
-    // b19: 5 GB on a 4,096-token input in the order of definition).
-    let order = if keep_all { graph.ancestors(root) } else { post_order(graph, root) };
+fn evaluate_nodes(graph: &Graph, root: NodeId, input: &[Atom], keep_all: bool, deepest_first: bool) -> Result<std::collections::HashMap<NodeId, Value>, EvalError> {
+    // Depth first from `root`, each node after its operands, in operand order as the
+    // reference's recursive evaluator goes (so the failure reported is the one it reports:
+    // `a + e` where both fail blames `a`), or with `deepest_first` the deepest operand first,
+    // so that 300 selects defined first and read one by one later are alive one at a time, not
+    // all at once (helper b19: 5 GB on a 4,096-token input in the order of definition);
+    // `evaluate` goes so and, on a failure, again in operand order.
+    let order = post_order(graph, root, deepest_first);
     let mut vals: std::collections::HashMap<NodeId, Value> = std::collections::HashMap::with_capacity(order.len());
     // Readers still to be evaluated, per node (an operand read twice counts twice).
     let mut readers: std::collections::HashMap<NodeId, usize> = std::collections::HashMap::new();
@@ -217,16 +224,19 @@ fn evaluate_nodes(graph: &Graph, root: NodeId, input: &[Atom], keep_all: bool) -
     Ok(vals)
 }
 
-/// The ancestors of `root`, each after its operands, depth first from `root` with the deepest
-/// operand first (as registers are allocated: `aggregate(s_i, x_{i-1})` down a chain computes
-/// the chain first and each select `s_i` right before its aggregate, which is then its last
-/// reader), iteratively: a chain of a million maps is not a million stack frames.
-fn post_order(graph: &Graph, root: NodeId) -> Vec<NodeId> {
+/// The ancestors of `root`, each after its operands, depth first from `root`, iteratively (a
+/// chain of a million maps is not a million stack frames): operands in order, as the reference
+/// evaluates them, or with `deepest_first` the deepest operand first (as registers are
+/// allocated: `aggregate(s_i, x_{i-1})` down a chain computes the chain first and each select
+/// `s_i` right before its aggregate, which is then its last reader).
+fn post_order(graph: &Graph, root: NodeId, deepest_first: bool) -> Vec<NodeId> {
     // Ids are topological (operands first), so one pass gives each node's depth.
     let mut depth: std::collections::HashMap<NodeId, usize> = std::collections::HashMap::new();
-    for id in graph.ancestors(root) {
-        let d = graph.node(id).kind.operands().iter().map(|o| depth.get(o).copied().unwrap_or(0) + 1).max().unwrap_or(0);
-        depth.insert(id, d);
+    if deepest_first {
+        for id in graph.ancestors(root) {
+            let d = graph.node(id).kind.operands().iter().map(|o| depth.get(o).copied().unwrap_or(0) + 1).max().unwrap_or(0);
+            depth.insert(id, d);
+        }
     }
     let mut seen = std::collections::HashSet::new();
     let mut order = vec![];

@@ -31,6 +31,7 @@ type Result<T> = std::result::Result<T, LmError>;
 pub fn plain(e: &candle_core::Error) -> String {
     match e {
         candle_core::Error::WithBacktrace { inner, .. } => plain(inner),
+        candle_core::Error::Context { inner, context } => format!("{} ({context})", plain(inner)),
         e => e.to_string(),
     }
 }
@@ -150,10 +151,10 @@ impl LanguageModel {
         let mut f = std::fs::File::open(path).map_err(io)?;
         // What the file is when it is not GGUF: a safetensors file (a raspc checkpoint given the
         // wrong name, say) starts with its header's length and then `{`.
-        let mut head = [0u8; 9];
-        let got = std::io::Read::read(&mut f, &mut head).map_err(io)?;
-        if got < 4 || &head[..4] != b"GGUF" {
-            let what = if got == 9 && head[8] == b'{' { ": it looks like a safetensors file (a raspc checkpoint is read by its `.safetensors` name)" } else { "" };
+        let mut head = vec![];
+        std::io::Read::read_to_end(&mut std::io::Read::take(&mut f, 9), &mut head).map_err(io)?;
+        if head.len() < 4 || &head[..4] != b"GGUF" {
+            let what = if head.get(8) == Some(&b'{') { ": it looks like a safetensors file (a raspc checkpoint is read by its `.safetensors` name)" } else { "" };
             return Err(LmError::Gguf(format!("`{}` is not a GGUF file (it does not start with `GGUF`){what}", path.display())));
         }
         std::io::Seek::rewind(&mut f).map_err(io)?;
