@@ -1757,3 +1757,13 @@ fn outputs_make_their_folders_and_input_files_are_warned_about() {
     assert!(!err.contains("warning"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The `--json` error object's message carries the list clap's message announces (helper c19:
+/// "the following required arguments were not provided:" ended at the colon).
+#[test]
+fn json_errors_name_the_missing_flags() {
+    let (code, out, _) = cli(&["compile", "corpus/reverse.rasp", "--json", "--max-len", "5", "-o", "unused.safetensors"]);
+    assert_eq!(code, 2);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["error"]["message"], "the following required arguments were not provided: --vocab <VOCAB>", "{out}");
+}

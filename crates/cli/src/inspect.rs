@@ -261,7 +261,10 @@ fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, widt
     let mut values = vec![];
     match head {
         Some(h) => {
-            let dh = *lc.heads.get(h).ok_or_else(|| format!("layer {layer} has no head {h} (it has {})", lc.heads.len()))?;
+            let dh = *lc.heads.get(h).ok_or_else(|| match lc.heads.len() {
+                0 => format!("layer {layer} has no attention heads (its MLP: --mlp)"),
+                k => format!("layer {layer} has no head {h} (it has {k}: 0 to {})", k - 1),
+            })?;
             let cols: Vec<String> = (0..dh).map(|i| format!("c{i}")).collect();
             if let Some(i) = lc.head_info.get(h) {
                 text += &format!("{}\n\n", i.what);

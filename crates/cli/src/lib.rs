@@ -178,6 +178,20 @@ fn json_error(message: &str, exit_code: i32, diagnostics: Vec<serde_json::Value>
         .or_else(|| (!message.is_empty()).then(|| message.to_string()))
         .or_else(|| stderr.lines().find_map(|l| l.strip_prefix("error: ").or_else(|| l.strip_prefix("error[").and_then(|m| m.split_once("]: ")).map(|(_, m)| m)).map(str::to_string)))
         .unwrap_or_else(|| stderr.trim().to_string());
+    // A message that announces a list (clap's "the following required arguments were not
+    // provided:") carries the list, from the indented lines after it in stderr (helper c19:
+    // the missing flag's name was only in `stderr`).
+    let message = match message.strip_suffix(':') {
+        Some(head) => {
+            let listed: Vec<&str> = stderr.lines().skip_while(|l| !l.contains(&message)).skip(1).take_while(|l| l.starts_with(' ') && !l.trim().is_empty()).map(str::trim).collect();
+            if listed.is_empty() {
+                message
+            } else {
+                format!("{head}: {}", listed.join(", "))
+            }
+        }
+        None => message,
+    };
     serde_json::json!({ "error": { "message": message, "exit_code": exit_code, "diagnostics": diagnostics, "stderr": stderr } }).to_string()
 }
 

@@ -445,7 +445,8 @@ impl Session {
                     "the program assigns no s-op or selector to a name (the last name assigned, `{last}`, is {}); assign one (`prog = ...;`) or pass --entry NAME",
                     self.get(last).map_or("undefined".to_string(), |v| v.a_kind())
                 ),
-                None => "the program assigns no name; pass --entry NAME".to_string(),
+                // (`--entry` cannot help there: helper c19.)
+                None => "the program assigns no name, so there is nothing to run: assign an s-op to a name (`prog = ...;`)".to_string(),
             })?,
         };
         match self.get(&name) {
