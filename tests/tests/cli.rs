@@ -1767,3 +1767,15 @@ fn json_errors_name_the_missing_flags() {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["error"]["message"], "the following required arguments were not provided: --vocab <VOCAB>", "{out}");
 }
+
+/// A malformed `--encoding`, `--input-grid` or `--input-bounds` is a usage error (exit status 2,
+/// as README says of malformed values), naming the flag (helper c19: they exited 1).
+#[test]
+fn malformed_flag_values_are_usage_errors() {
+    for flag in ["--encoding=foo", "--encoding=x=num", "--input-grid=abc", "--input-grid=1,0,0.5", "--input-bounds=abc"] {
+        let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--max-len", "4", flag, "-o", "unused.safetensors"]);
+        let name = flag.split('=').next().unwrap();
+        assert_eq!(code, 2, "{flag}: {err}");
+        assert!(err.contains(&format!("bad {name}")), "{flag}: {err}");
+    }
+}

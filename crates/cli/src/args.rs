@@ -255,10 +255,10 @@ pub enum Command {
         #[arg(long, allow_hyphen_values = true)]
         vocab: Option<String>,
         /// For the compiler's stages: numeric inputs from a finite grid, as for `raspc compile`.
-        #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true)]
+        #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true, value_parser = grid_syntax)]
         input_grid: Option<String>,
         /// For the compiler's stages: real-valued inputs in [LO, HI], as for `raspc compile`.
-        #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true)]
+        #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true, value_parser = bounds_syntax)]
         input_bounds: Option<String>,
         /// For the compiler's stages on real-valued programs: MLP kind, as for `raspc compile`.
         #[arg(long, value_enum, default_value = "relu")]
@@ -336,11 +336,11 @@ pub struct Target {
     pub vocab: Option<String>,
     /// Numeric inputs from a finite grid, `LO,HI,STEP` (the vocabulary LO, LO+STEP, .., HI): every
     /// function of them compiles to an exact lookup.
-    #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true)]
+    #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true, value_parser = grid_syntax)]
     pub input_grid: Option<String>,
     /// Real-valued inputs: every input number lies in [LO, HI] (e.g. `--input-bounds=-1,1`).
     /// The program reads them through `tokens_float`; the compiler certifies an error bound.
-    #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true)]
+    #[arg(long = "input-bounds", value_name = "LO,HI", conflicts_with = "vocab", allow_hyphen_values = true, value_parser = bounds_syntax)]
     pub input_bounds: Option<String>,
     /// Real-valued programs: MLP kind (`relu`: products by piecewise-linear squares; `gated`:
     /// ReGLU units, products exact).
@@ -361,7 +361,7 @@ pub struct Target {
     #[arg(long)]
     pub causal: bool,
     /// Force an s-op's encoding: `LABEL=numerical` or `LABEL=categorical` (repeatable).
-    #[arg(long = "encoding", value_name = "LABEL=KIND")]
+    #[arg(long = "encoding", value_name = "LABEL=KIND", value_parser = encoding_syntax)]
     pub encodings: Vec<String>,
 }
 
@@ -416,6 +416,30 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(0) => Err("must be at least 1: with no trials nothing is checked".into()),
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--input-grid`'s form, checked by the command-line parser (a malformed value is a usage
+/// error, exit status 2, as `--max-len abc` is; helper c19: it was 1); how many points it makes
+/// is checked later ([`grid`]).
+fn grid_syntax(s: &str) -> Result<String, String> {
+    let parts: Option<Vec<f64>> = s.split(',').map(|p| p.trim().parse::<f64>().ok()).collect();
+    match parts.as_deref() {
+        Some(&[lo, hi, step]) if lo.is_finite() && hi.is_finite() && step.is_finite() && lo <= hi && step > 0.0 => Ok(s.to_string()),
+        _ => Err(format!("bad --input-grid `{s}`: expected LO,HI,STEP with LO <= HI and STEP > 0, e.g. -1,1,0.25")),
+    }
+}
+
+/// `--input-bounds`'s form, checked by the command-line parser ([`parse_bounds`]).
+fn bounds_syntax(s: &str) -> Result<String, String> {
+    parse_bounds(s).map(|_| s.to_string())
+}
+
+/// `--encoding`'s form: `LABEL=numerical` or `LABEL=categorical`.
+fn encoding_syntax(s: &str) -> Result<String, String> {
+    match s.split_once('=') {
+        Some((l, "numerical" | "categorical")) if !l.is_empty() => Ok(s.to_string()),
+        _ => Err(format!("bad --encoding `{s}`: expected LABEL=numerical or LABEL=categorical")),
     }
 }
 
