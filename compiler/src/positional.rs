@@ -109,8 +109,6 @@ pub fn reachable(graph: &Graph, env: &HashMap<NodeId, Atom>) -> bool {
 #[derive(Debug)]
 pub struct GridMlp {
     pub mlp: crate::plan::Mlp,
-    /// Smallest half-gap w of a ramp (x must be within w/4 of its exact value).
-    pub min_w: f64,
     /// Rounding bound factors, maximised over the grid pairs: `pre` is Σ over the ramps that are
     /// on at the pair of |Δ|·Σ|pre-activation terms| (each ramp's two units), `sum` the summed
     /// magnitude of the units' outputs, and `units` the number of units per position.
@@ -123,7 +121,7 @@ pub fn grid_mlp(onehot: SlotId, inverse: SlotId, max_len: usize, pairs: &[(i64, 
     use crate::plan::{In, Mlp, Out};
     let dims = table.first().map_or(0, Vec::len);
     let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
-    let (mut min_w, mut pre, mut sum, mut units_max) = (f64::INFINITY, 0.0f64, 0.0f64, 0usize);
+    let (mut pre, mut sum, mut units_max) = (0.0f64, 0.0f64, 0usize);
     let x_of = |l: i64| 1.0 / (l as f64 + 1.0);
     let (x_lo, x_hi) = (x_of(max_len as i64), 1.0);
     for i in 0..max_len as i64 {
@@ -161,7 +159,6 @@ pub fn grid_mlp(onehot: SlotId, inverse: SlotId, max_len: usize, pairs: &[(i64, 
             let (p0, p1) = (x_of(l0), x_of(l1));
             let t = (p0 + p1) / 2.0;
             let w = (p1 - p0) / 2.0;
-            min_w = min_w.min(w);
             let big = ((x_hi - t).abs().max((t - x_lo).abs()) / w + 1.0).ceil();
             for (shift, sign) in [(0.5, 1.0), (-0.5, -1.0)] {
                 let c = mlp.hidden;
@@ -192,12 +189,12 @@ pub fn grid_mlp(onehot: SlotId, inverse: SlotId, max_len: usize, pairs: &[(i64, 
         }
         units_max = units_max.max(units);
     }
-    GridMlp { mlp, min_w, pre, sum, units: units_max }
+    GridMlp { mlp, pre, sum, units: units_max }
 }
 
-/// [`GridMlp::min_w`] of the MLP [`grid_mlp`] would build, without building it (the MLP and its
-/// bounds cost O(max-len³) at worst: 111 s and 5 GB at max-len 1024 before a refusal that this
-/// decides in a moment; helper b19).
+/// The smallest half-gap w of a ramp of the MLP [`grid_mlp`] would build (x must be within w/4
+/// of its exact value), without building it (the MLP and its bounds cost O(max-len³) at worst:
+/// 111 s and 5 GB at max-len 1024 before a refusal that this decides in a moment; helper b19).
 pub fn grid_min_w(max_len: usize, pairs: &[(i64, i64)], table: &[Vec<f64>]) -> f64 {
     let x_of = |l: i64| 1.0 / (l as f64 + 1.0);
     let mut min_w = f64::INFINITY;

@@ -245,7 +245,6 @@ impl RealLowerer<'_> {
         }
         let out = self.new_slot(label.to_string(), enc);
         let gm = grid_mlp(onehot, inverse, self.n, &pairs, table, out);
-        debug_assert_eq!(gm.min_w.to_bits(), min_w.to_bits());
         // Each unit: a 3-term dot product (weights rounded to f32); then the sum of the units.
         let err = Err2::gamma(3, false) * gm.pre + Err2::gamma(gm.units + 1, false) * gm.sum;
         if matches!(self.slots[out].enc, SlotEnc::Cat(_)) && err.max() >= 1.0 / 16.0 {
