@@ -41,6 +41,19 @@ pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// The most bytes a command keeps of what it computes for one run (`trace`'s residual streams,
+/// `probe`'s attention patterns), checked before the run.
+const KEPT_BYTES: u128 = 2_000_000_000;
+
+/// Refuses, before the work, keeping `bytes` (`what` says of what, and how many) over
+/// [`KEPT_BYTES`]; `remedy` says what fits (helper b19: trace took 3.4 GB, probe over 7.5 GB).
+pub(crate) fn within_kept_bytes(what: &str, bytes: u128, remedy: &str) -> Result<(), Failure> {
+    if bytes > KEPT_BYTES {
+        return Err(format!("{what} is about {:.1} GB, over {} GB; {remedy}", bytes as f64 / 1e9, KEPT_BYTES / 1_000_000_000).into());
+    }
+    Ok(())
+}
+
 pub(crate) fn read_program(path: &std::path::Path) -> Result<String, Failure> {
     if path.as_os_str() == "-" && !path.exists() {
         return Err(Failure::Message(

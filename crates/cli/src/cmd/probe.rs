@@ -5,9 +5,6 @@ use crate::cmd::*;
 use crate::{plot, probe, Failure};
 use std::io::Write;
 
-/// The most bytes of attention patterns one forward pass of the probe keeps.
-const PROBE_BYTES: u128 = 2_000_000_000;
-
 pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     let ProbeKind::Svflow { model, program, text, entry, seq_len, eval_window, levels, seeds, sequences, attention, attn_temp, weight_noise, json, out: report_file, plot: plot_dir } =
         kind;
@@ -161,21 +158,14 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             .map(|v| raspc_lang::parse_input(&format!("[{}]", v.token)).map(|mut a| a.remove(0)))
             .collect::<Result<_, _>>()?;
         window_fits(n)?;
-        // One forward pass keeps every head's attention pattern (n + 1)² in f64: refuse, before
-        // running, what would not fit (helper b19: 64 one-head layers at max_seq_len 4096 went
-        // past 7.5 GB).
+        // One forward pass keeps every head's attention pattern (n + 1)² in f64: refused,
+        // before running, past what fits.
         let heads: usize = ck.config.layers.iter().map(|l| l.heads.len()).sum();
-        let bytes = heads as u128 * (n as u128 + 1).pow(2) * 8;
-        if bytes > PROBE_BYTES {
-            return Err(format!(
-                "the probe keeps every head's attention pattern: {heads} heads x {} x {} positions in f64 is about {:.1} GB, over {} GB; a smaller --seq-len fits",
-                n + 1,
-                n + 1,
-                bytes as f64 / 1e9,
-                PROBE_BYTES / 1_000_000_000
-            )
-            .into());
-        }
+        within_kept_bytes(
+            &format!("the probe keeps every head's attention pattern: {heads} heads x {} x {} positions in f64", n + 1, n + 1),
+            heads as u128 * (n as u128 + 1).pow(2) * 8,
+            "a smaller --seq-len fits",
+        )?;
         let settings = mk(n);
         if program.is_none() {
             let _ = writeln!(out, "no --program: the task reference is the unperturbed model's own output (hard attention, no --attn-temp or --weight-noise) on each shuffled input");

@@ -6,9 +6,6 @@ use crate::{verify, Failure};
 use std::io::Write;
 use std::path::Path;
 
-/// The most bytes of residual streams `trace` keeps.
-const TRACE_BYTES: u128 = 2_000_000_000;
-
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn trace_cmd(
     path: &Path,
@@ -26,21 +23,14 @@ pub(crate) fn trace_cmd(
     let mut tokens = parse_tokens("--input", input)?;
     input_file_warning(input, err);
     let json_tokens = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
-    // Every sublayer's residual stream is kept (and printed): refuse, before running, what would
-    // not fit (helper b19: 4,096 empty layers on a 4,096-token input took 3.4 GB, a wider
-    // residual more than 8 GB).
+    // Every sublayer's residual stream is kept (and printed): refused, before running, past what
+    // fits.
     let stages = 1 + 2 * ck.config.layers.len();
-    let bytes = (stages as u128) * (tokens.len() as u128 + 1) * (ck.config.d_model as u128 * 4 + 32);
-    if bytes > TRACE_BYTES {
-        return Err(format!(
-            "trace keeps the residual stream after every sublayer: {stages} stages x {} positions x {} dims is about {:.1} GB, over {} GB; trace a shorter input",
-            tokens.len() + 1,
-            ck.config.d_model,
-            bytes as f64 / 1e9,
-            TRACE_BYTES / 1_000_000_000
-        )
-        .into());
-    }
+    within_kept_bytes(
+        &format!("trace keeps the residual stream after every sublayer: {stages} stages x {} positions x {} dims", tokens.len() + 1, ck.config.d_model),
+        (stages as u128) * (tokens.len() as u128 + 1) * (ck.config.d_model as u128 * 4 + 32),
+        "trace a shorter input",
+    )?;
     let states = if model.is_real() {
         let values = model.encode_real(&json_tokens).map_err(|e| format!("{e}{}", char_input_hint(input, &ck)))?;
         // The interpreter sees the same numbers as floats (tokens_float).
