@@ -591,7 +591,8 @@ pub enum AttentionModes {
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Stage {
-    /// The parsed program.
+    /// The parsed program, written back as RASP: every operation in parentheses, each statement
+    /// followed by `# line:col`
     Ast,
     /// The graph of s-ops and selectors the entry depends on.
     Graph,

@@ -12,6 +12,7 @@ pub mod host;
 pub mod interp;
 pub mod lexer;
 pub mod parser;
+pub mod pretty;
 pub mod span;
 
 pub use atom::Atom;

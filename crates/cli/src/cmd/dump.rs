@@ -58,7 +58,15 @@ pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, fl
                 let _ = write!(err, "{}", render(&sources, &errs, color));
                 return Err(Failure::Reported);
             }
-            let _ = writeln!(out, "{prog:#?}");
+            // Line starts once (line_col scans the text from its start on every call).
+            let starts: Vec<usize> = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+            let at = |s: raspc_lang::Span| {
+                let off = raspc_lang::span::floor_char_boundary(&text, (s.start as usize).min(text.len()));
+                let line = starts.partition_point(|&b| b <= off);
+                let from = starts.get(line.saturating_sub(1)).copied().unwrap_or(0);
+                (line, text.get(from..off).map_or(0, |t| t.chars().count()) + 1)
+            };
+            let _ = write!(out, "{}", raspc_lang::pretty::program(&prog, &at));
             Ok(())
         }
         Stage::Graph => {
