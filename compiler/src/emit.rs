@@ -773,8 +773,11 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
                 // Half the smallest gap, or f32's rounding at the largest value if more (each
                 // value is held to within less than half the gap to its neighbours: checked).
                 (Some(p), _, _) if p.len() > 1 => ((min_gap(p) / 2.0).max(output_rounding(plan, sched)), None),
-                // Integers too many to enumerate: within 1/2 the nearest integer is the value.
-                (_, _, Some((lo, hi))) if hi - lo < MAX_INT_OUTPUTS as f64 => (0.5, Some((lo as i64..=hi as i64).map(serde_json::Value::from).collect::<Vec<_>>())),
+                // Integers: within 1/2 the nearest integer is the value (`precision_problem` checks
+                // f32 at the largest), listed when there are at most 2^16 of them. (Past 2^16 the
+                // tolerance was the derived error, which sums every MLP unit's worst rounding: 0.5 at
+                // max-len 58 jumped to 27,440 at 59 for a weighted count.)
+                (_, _, Some((lo, hi))) => (0.5, (hi - lo < MAX_INT_OUTPUTS as f64).then(|| (lo as i64..=hi as i64).map(serde_json::Value::from).collect::<Vec<_>>())),
                 _ => (head_budget.unwrap_or(0.0).max(slot_error(plan, sched, out.slot, 0)).max(1e-6), None),
             };
             (1, r, enc_json(&plan.slots[out.slot].enc, values.or_else(|| num_values.get(&out.slot).cloned())), tol)
