@@ -125,7 +125,8 @@ pub enum Command {
         /// Symmetric-log colour scale, so small weights show next to large ones.
         #[arg(long)]
         symlog: bool,
-        /// Print one JSON object (`{"files": [...]}`) instead of text.
+        /// Print one JSON object (`{"files": [...], "stale": [...]}`: the figures written, and older
+        /// figures of this model's in the folder that this run did not replace) instead of text.
         #[arg(long)]
         json: bool,
     },
