@@ -233,6 +233,17 @@ fn head_budget(plan: &Plan, sched: &Schedule, b: BlockId, h: &crate::plan::Head)
             let writers = head_writers(plan, sched, t).max(1) as f64;
             budget = budget.min(gap / 8.0 / writers / w.abs().max(1e-12));
         }
+        // Read by staircases over some of its values (a sum of means compared with a constant,
+        // `lower::threshold_points`): half of what f32 rounding leaves of a quarter of the gap
+        // (`precision_problem` has checked that something is left), shared by its writers.
+        if t != plan.blocks[b].writes
+            && gap.is_none()
+            && let Some(&(g, mag)) = plan.grid_reads.get(&t)
+        {
+            let room = g / 4.0 - 4.0 * f32::EPSILON as f64 * mag - head_rounding(plan, sched, t).1;
+            let writers = head_writers(plan, sched, t).max(1) as f64;
+            budget = budget.min((room / 2.0).max(f64::MIN_POSITIVE) / writers / w.abs().max(1e-12));
+        }
     }
     // MLP units reading its output scaled (products with positions): the error they
     // pass on must stay within a quarter of their output's gap.

@@ -990,6 +990,115 @@ impl Lowerer<'_> {
     }
 
     /// Whether `id` is, or is computed from, a mean of values that are not all integers.
+    /// The constants a map compares `leaf` with, when that is all it does with it (`leaf >= 0`,
+    /// `not (leaf < 1) and leaf != 3`): the map is then constant between them.
+    fn thresholds(&self, id: NodeId, leaf: NodeId) -> Option<Vec<f64>> {
+        use raspc_lang::ast::BinOp;
+        use raspc_lang::graph::MapOp;
+        let constant = |o: &Operand| match o {
+            Operand::Const(c) => Some(c.clone()),
+            Operand::Sop(n) => match &self.g.node(*n).kind {
+                NodeKind::Const(c) => Some(c.clone()),
+                _ => None,
+            },
+        };
+        let (mut out, mut stack, mut seen) = (vec![], vec![id], std::collections::HashSet::new());
+        while let Some(n) = stack.pop() {
+            if n == leaf {
+                // Read other than through a comparison with a constant.
+                return None;
+            }
+            if !seen.insert(n) {
+                continue;
+            }
+            match &self.g.node(n).kind {
+                NodeKind::Const(_) => {}
+                NodeKind::Map { op, args } => {
+                    if let (MapOp::Binary(BinOp::Eq | BinOp::Le | BinOp::Ge | BinOp::Lt | BinOp::Gt), [x, y]) = (op, args.as_slice()) {
+                        let c = match (x, y) {
+                            (Operand::Sop(s), c) | (c, Operand::Sop(s)) if *s == leaf => constant(c).filter(|c| !c.is_str()).and_then(|c| c.as_f64()).filter(|c| c.is_finite()),
+                            _ => None,
+                        };
+                        if let Some(c) = c {
+                            out.push(c);
+                            continue;
+                        }
+                    }
+                    stack.extend(args.iter().filter_map(|a| match a {
+                        Operand::Sop(s) => Some(*s),
+                        Operand::Const(_) => None,
+                    }));
+                }
+                _ => return None,
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// The values of `leaf = a ± b` (two numbers with known values, too many sums to list:
+    /// `mean(x) - mean(y) >= 0` over different selectors) that a map comparing it only with
+    /// constants needs: the smallest and largest, and the nearest on each side of each constant.
+    /// Between them the map is constant, so the staircase over these steps only where the full
+    /// list would (its gap is the true one: the two values either side of a constant).
+    fn threshold_points(&self, id: NodeId, leaf: NodeId) -> Option<Vec<Atom>> {
+        use raspc_lang::ast::BinOp;
+        let NodeKind::Map { op: raspc_lang::graph::MapOp::Binary(op @ (BinOp::Add | BinOp::Sub)), args } = &self.g.node(leaf).kind else { return None };
+        let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
+        if a == b {
+            return None;
+        }
+        let ts = self.thresholds(id, leaf)?;
+        let side = |n: NodeId| -> Option<Vec<(f64, Atom)>> {
+            let atoms: Vec<Atom> = match self.sets.get(&n) {
+                Some(ValueSet::Finite(s)) => s.iter().cloned().collect(),
+                _ => crate::numeric::mean_grid(self.g, n, &self.sets, &self.ivs, self.opts.max_len)?.points()?.1.into_iter().flatten().collect(),
+            };
+            let mut v = atoms.into_iter().map(|x| Some((x.as_f64().filter(|f| f.is_finite() && !x.is_str())?, x))).collect::<Option<Vec<_>>>()?;
+            v.sort_by(|p, q| p.0.total_cmp(&q.0));
+            (!v.is_empty()).then_some(v)
+        };
+        let (xs, ys) = (side(*a)?, side(*b)?);
+        // d(x, y) rises with x, and with y for a sum, falls with it for a difference (IEEE
+        // rounding is monotone): per x, a binary search over y finds the nearest on each side.
+        let sub = *op == BinOp::Sub;
+        let d = |x: f64, y: f64| if sub { x - y } else { x + y };
+        let mut pairs: Vec<(usize, usize)> = vec![];
+        let (ylo, yhi) = (0, ys.len() - 1);
+        pairs.push((0, if sub { yhi } else { ylo }));
+        pairs.push((xs.len() - 1, if sub { ylo } else { yhi }));
+        for &t in &ts {
+            // below(d) is true for the values under the split: d < t, and d <= t.
+            for strict in [true, false] {
+                let below = |v: f64| if strict { v < t } else { v <= t };
+                // (value, index into xs, index into ys)
+                let (mut lo, mut hi) = (None::<(f64, usize, usize)>, None::<(f64, usize, usize)>);
+                for (i, &(x, _)) in xs.iter().enumerate() {
+                    // Ascending y: a difference is below t for a suffix of y, a sum for a prefix.
+                    let k = ys.partition_point(|&(y, _)| if sub { !below(d(x, y)) } else { below(d(x, y)) });
+                    let (under, over) = if sub { (ys.get(k).map(|_| k), k.checked_sub(1)) } else { (k.checked_sub(1), ys.get(k).map(|_| k)) };
+                    if let Some(j) = under
+                        && lo.is_none_or(|(v, _, _)| d(x, ys[j].0) > v)
+                    {
+                        lo = Some((d(x, ys[j].0), i, j));
+                    }
+                    if let Some(j) = over
+                        && hi.is_none_or(|(v, _, _)| d(x, ys[j].0) < v)
+                    {
+                        hi = Some((d(x, ys[j].0), i, j));
+                    }
+                }
+                pairs.extend(lo.iter().chain(hi.iter()).map(|&(_, i, j)| (i, j)));
+            }
+        }
+        // The interpreter's own values of those pairs (every atom a point stands for).
+        let mut out = vec![];
+        for (i, j) in pairs {
+            let v = self.eval_inline(leaf, &HashMap::from([(*a, xs[i].1.clone()), (*b, ys[j].1.clone())]))?;
+            out.push(v);
+        }
+        Some(out)
+    }
+
     fn mean_of_non_integers(&self, id: NodeId) -> bool {
         self.g.ancestors(id).into_iter().any(|n| match &self.g.node(n).kind {
             NodeKind::Aggregate { values, .. } => match self.sets.get(values) {
@@ -1184,7 +1293,10 @@ impl Lowerer<'_> {
                             self.opts.max_len
                         )));
                 }
-                None => match crate::numeric::mean_grid(self.g, leaves[0], &self.sets, &self.ivs, self.opts.max_len).and_then(|g| g.points()) {
+                None => match crate::numeric::mean_grid(self.g, leaves[0], &self.sets, &self.ivs, self.opts.max_len)
+                    .and_then(|g| g.points())
+                    .or_else(|| self.threshold_points(id, leaves[0]).and_then(|v| points_of(&v)))
+                {
                     Some(pg) => pg,
                     None => {
                         let what = crate::names::describe(self.g, leaves[0]);

@@ -813,7 +813,7 @@ fn mirror(c: Cmp) -> Cmp {
 /// rewritten as `(a - b) op 0`: the difference is a sum the heads and MLPs add for free, and the
 /// comparison a staircase over its range. For integers (exact in f64 below 2^50) `a - b op 0`
 /// holds exactly when `a op b` does. (`m > indices` at max-len 100: 10,000 combinations, 199
-/// differences.)
+/// differences.) Also two means over different selectors (below).
 fn difference_compare(kind: &NodeKind, f: &Facts, out: &mut Graph, span: raspc_lang::Span) -> Option<NodeKind> {
     let NodeKind::Map { op: MapOp::Binary(cmp @ (BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)), args } = kind else { return None };
     let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
@@ -828,11 +828,32 @@ fn difference_compare(kind: &NodeKind, f: &Facts, out: &mut Graph, span: raspc_l
         let (lo, hi) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
         (lo.is_finite() && hi.is_finite() && lo.abs().max(hi.abs()) < (1u64 << 50) as f64).then_some((lo, hi))
     };
-    let ((alo, ahi), (blo, bhi)) = (range(a)?, range(b)?);
-    let combos = f.size(a).saturating_mul(f.size(b));
-    let differences = (ahi - blo) - (alo - bhi) + 1.0;
-    if combos <= crate::lower::MAX_COMBINATIONS || differences > crate::infer::MAX_VALUES as f64 {
-        return None;
+    match (range(a), range(b)) {
+        (Some((alo, ahi)), Some((blo, bhi))) => {
+            let combos = f.size(a).saturating_mul(f.size(b));
+            let differences = (ahi - blo) - (alo - bhi) + 1.0;
+            if combos <= crate::lower::MAX_COMBINATIONS || differences > crate::infer::MAX_VALUES as f64 {
+                return None;
+            }
+        }
+        // Two means over different selectors: for floats x op y exactly when x - y op 0
+        // (subtraction rounds to 0 only for equal numbers; both within 2^50, integers subtract
+        // exactly too), and a difference compared with a constant is a staircase stepping only
+        // next to it (`lower::threshold_points`). (Helper a20: `prefix_mean >= overall` over
+        // digits was refused from max-len 8, more than 8192 combinations.)
+        _ => {
+            let sel = |x: NodeId| match &out.node(x).kind {
+                NodeKind::Aggregate { sel, default: Atom::Int(_) | Atom::Float(_), .. } => Some(*sel),
+                _ => None,
+            };
+            let bounded = |x: NodeId| {
+                f.learn(out, x);
+                f.new.borrow().1.get(&x).is_some_and(|iv| iv.lo.is_finite() && iv.hi.is_finite() && iv.lo.abs().max(iv.hi.abs()) < (1u64 << 50) as f64)
+            };
+            if sel(a)? == sel(b)? || f.size(a).saturating_mul(f.size(b)) <= crate::lower::MAX_COMBINATIONS || !bounded(a) || !bounded(b) {
+                return None;
+            }
+        }
     }
     let diff = out.add(NodeKind::Map { op: MapOp::Binary(BinOp::Sub), args: vec![Operand::Sop(a), Operand::Sop(b)] }, span)?;
     Some(NodeKind::Map { op: MapOp::Binary(*cmp), args: vec![Operand::Sop(diff), Operand::Const(Atom::Int(0))] })
