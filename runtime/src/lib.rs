@@ -349,17 +349,17 @@ impl Model {
     /// Runs a batch of equal-length real-valued inputs (BOS not included: it is added).
     /// Returns the readout, shape `[batch, len + 1, readout_dims]`, BOS first.
     pub fn forward_real(&self, batch: &[Vec<f64>], attention: Attention) -> Result<Tensor, RuntimeError> {
-        let ids: Vec<Vec<u32>> = batch.iter().map(|v| Self::real_ids(v.len())).collect();
+        let ids: Vec<Vec<u32>> = batch.iter().map(|v| self.real_ids(v.len())).collect();
         self.forward_inner(&ids, Some(batch), attention, None, None, false)
     }
 
     /// [`trace`](Self::trace) for a real-valued input.
     pub fn trace_real(&self, values: &[f64], attention: Attention) -> Result<Vec<Stage>, RuntimeError> {
-        if let Some(states) = self.fast_trace(&Self::real_ids(values.len()), Some(values), attention)? {
+        if let Some(states) = self.fast_trace(&self.real_ids(values.len()), Some(values), attention)? {
             return Ok(states);
         }
         let mut states = vec![];
-        self.forward_inner(&[Self::real_ids(values.len())], Some(&[values.to_vec()]), attention, Some(&mut states), None, false)?;
+        self.forward_inner(&[self.real_ids(values.len())], Some(&[values.to_vec()]), attention, Some(&mut states), None, false)?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
     }
 
@@ -374,8 +374,12 @@ impl Model {
         })
     }
 
-    fn real_ids(len: usize) -> Vec<u32> {
-        std::iter::once(0).chain(std::iter::repeat_n(1, len)).collect()
+    /// BOS, then the number token at every position: the two vocabulary ids in whichever order
+    /// the file gives them (a `bos_id` of 1 ran BOS's embedding at every position: helper c20).
+    fn real_ids(&self, len: usize) -> Vec<u32> {
+        let bos = self.checkpoint.config.bos_id as u32;
+        let number = self.checkpoint.config.vocab.iter().map(|v| v.id as u32).find(|&id| id != bos).unwrap_or(1 - bos.min(1));
+        std::iter::once(bos).chain(std::iter::repeat_n(number, len)).collect()
     }
 
     /// True when the model reads real numbers rather than vocabulary tokens.
@@ -652,7 +656,7 @@ impl Model {
         // One input: check every stage for NaN and infinities and name the first.
         let r = if self.is_real() {
             let v = self.encode_real(input)?;
-            self.forward_inner(&[Self::real_ids(v.len())], Some(&[v]), attention, None, None, true)?
+            self.forward_inner(&[self.real_ids(v.len())], Some(&[v]), attention, None, None, true)?
         } else {
             self.forward_inner(&[self.encode(input)?], None, attention, None, None, true)?
         };

@@ -182,6 +182,38 @@ fn fast_backend_matches_candle_on_the_universal_simulator() {
     }
 }
 
+/// A real-valued checkpoint whose BOS is id 1 and number token id 0 (the format allows any
+/// `bos_id`; raspc writes 0): the same file with the two ids swapped runs to the same outputs,
+/// on both backends and through `run` (helper c20: BOS's embedding ran at every position).
+#[test]
+fn real_valued_models_read_the_bos_id_from_the_file() {
+    use raspc_compiler::real::MlpMode;
+    let s = raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 1 };
+    let u = raspc::simulate::build(s, MlpMode::Gated, 1.0, None).unwrap();
+    let mut swapped = u.compiled.checkpoint.clone();
+    assert_eq!(swapped.config.bos_id, 0);
+    swapped.config.bos_id = 1;
+    let (bos, number) = (swapped.config.vocab[0].token.clone(), swapped.config.vocab[1].token.clone());
+    swapped.config.vocab[0].token = number;
+    swapped.config.vocab[1].token = bos;
+    let emb = swapped.tensors.get_mut(raspc_checkpoint::names::TOKEN_EMBEDDING).unwrap();
+    let d = emb.shape[1];
+    let (first, second) = emb.data.split_at_mut(d);
+    first.swap_with_slice(&mut second[..d]);
+    // Through the file format, as another tool would write it.
+    let swapped = raspc_checkpoint::Checkpoint::from_bytes(&swapped.to_bytes().unwrap()).unwrap();
+    let mut rng = raspc::verify::SplitMix(11);
+    let inputs: Vec<Vec<f64>> = (0..3).map(|_| raspc::simulate::Instance::random(s, 1.0, &mut rng).encode()).collect();
+    for backend in [Backend::Fast, Backend::Candle] {
+        let a = Model::new(u.compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(backend).unwrap();
+        let b = Model::new(swapped.clone(), &Device::Cpu).unwrap().with_backend(backend).unwrap();
+        assert_eq!(flat(&a.forward_real(&inputs, Attention::Hard).unwrap()), flat(&b.forward_real(&inputs, Attention::Hard).unwrap()), "{backend:?}");
+        let json: Vec<serde_json::Value> = inputs[0].iter().map(|&x| serde_json::json!(x)).collect();
+        let (ra, rb) = (a.run(&json, Attention::Hard).unwrap(), b.run(&json, Attention::Hard).unwrap());
+        assert_eq!(format!("{ra:?}"), format!("{rb:?}"), "{backend:?}");
+    }
+}
+
 /// U past 512 positions (n = 4, d = dv = 16, 576 positions): the position heads get their
 /// attention patterns (gathers: one key per query), most MLP units run as piecewise-linear
 /// groups, the max head shares rows between equal queries, and workspaces are reused between
