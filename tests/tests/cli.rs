@@ -1779,3 +1779,34 @@ fn malformed_flag_values_are_usage_errors() {
         assert!(err.contains(&format!("bad {name}")), "{flag}: {err}");
     }
 }
+
+/// `tokens_bool` over `--vocab 01` is True for every token (Python's bool of a non-empty
+/// string): compile and verify say so; over booleans they do not (helper a20).
+#[test]
+fn a_token_conversion_constant_over_the_vocabulary_is_warned_about() {
+    let p = temp("tokens_bool.rasp");
+    std::fs::write(&p, "x = tokens_bool;\nprog = aggregate(select(indices, indices, <=), indicator(x)) == 1;\n").unwrap();
+    let o = temp("tokens_bool.safetensors");
+    for (vocab, warned) in [("01", true), ("[true,false]", false)] {
+        let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", vocab, "--max-len", "4", "-o", o.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(err.contains("warning: `tokens_bool` is True for every token of the vocabulary ('0', '1')"), warned, "{vocab}: {err}");
+        let (code, _, err) = cli(&["verify", p.to_str().unwrap(), "--vocab", vocab, "--max-len", "4", "--samples", "20"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(err.contains("is True for every token"), warned, "{vocab}: {err}");
+    }
+}
+
+/// A certified bound that is small beside the output's certified range but not beside the values
+/// the program gives (the paper's rectangular softmax at max-len 12: 0.65 against outputs up to
+/// 3, a range reaching 22.8) is warned about; the row softmax's 2e-2 is not (helper a20).
+#[test]
+fn a_bound_large_beside_the_outputs_seen_is_warned_about() {
+    let o = temp("softmax.safetensors");
+    for (file, max_len, warned) in [("paper/softmax_rect.rasp", "12", true), ("paper/softmax_rows.rasp", "9", false)] {
+        let path = raspc_tests::corpus(file);
+        let (code, _, err) = cli(&["compile", path.to_str().unwrap(), "--input-bounds=-1,1", "--mlp", "gated", "--max-len", max_len, "-o", o.to_str().unwrap(), "--force"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(err.contains("of the largest output the program gives on 48 sampled inputs"), warned, "{file}: {err}");
+    }
+}

@@ -23,7 +23,8 @@ pub enum Command {
         /// A JSON array (`[1,2,3]`, `["a","b"]`) or a plain string split into characters.
         #[arg(long, allow_hyphen_values = true)]
         input: String,
-        /// Print exactly one line `{"output": [...]}`.
+        /// Print exactly one line: `{"output": [...]}`, or `{"error": {...}}` (exit status 1 or 2)
+        /// when it fails.
         #[arg(long)]
         json: bool,
     },
@@ -55,7 +56,8 @@ pub enum Command {
         /// Same conventions as `raspc eval --input`; BOS is added and removed by raspc.
         #[arg(long, allow_hyphen_values = true)]
         input: String,
-        /// Print exactly one line `{"output": [...]}`.
+        /// Print exactly one line: `{"output": [...]}`, or `{"error": {...}}` (exit status 1 or 2)
+        /// when it fails.
         #[arg(long)]
         json: bool,
         /// Attention semantics: hard (the compiled semantics) or soft (softmax with the checkpoint's β).

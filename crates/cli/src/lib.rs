@@ -23,7 +23,7 @@ pub mod verify;
 pub use args::{
     grid, limits, parse_bounds, parse_tokens, vocab_duplicate, AttentionArg, AttentionModes, Bounds, Cli, Command, DtypeArg, ExportFormat, MlpArg, PlotFormat, ProbeKind, Stage, Target,
 };
-pub use cmd::compile::mixed_type_warning;
+pub use cmd::compile::{constant_token_warning, mixed_type_warning};
 pub use cmd::eval::failure_text as eval_failure_text;
 pub use cmd::output::{save_checkpoint, save_onnx};
 pub use cmd::{note_lines, program_hash, read_input_file};

@@ -322,6 +322,23 @@ pub struct RealReport {
 }
 
 /// Uniform in [lo, hi].
+/// The largest |output| the program gives on `count` random inputs within a real-valued model's
+/// input bounds (lengths 1..=max-len; inputs the interpreter refuses are skipped), and how many
+/// it evaluated: what a certified bound is compared with ([`raspc_compiler::real::Report::loose_bound_warning_seen`]).
+pub fn sampled_magnitude(graph: &Graph, root: NodeId, real: &raspc_checkpoint::RealInput, max_len: usize, count: usize) -> (f64, usize) {
+    let mut rng = SplitMix(0x5eed);
+    let (mut m, mut n) = (0.0f64, 0);
+    for _ in 0..count {
+        let len = 1 + rng.below(max_len.max(1));
+        let input: Vec<Atom> = (0..len).map(|p| real.bounds_at(p)).map(|(lo, hi)| Atom::Float(uniform(&mut rng, lo, hi))).collect();
+        let Ok(v) = raspc_lang::evaluate(graph, root, &input) else { continue };
+        let Value::Seq(v) = v else { continue };
+        n += 1;
+        m = v.iter().filter_map(Atom::as_f64).filter(|x| x.is_finite()).fold(m, |m, x| m.max(x.abs()));
+    }
+    (m, n)
+}
+
 pub fn uniform(rng: &mut SplitMix, lo: f64, hi: f64) -> f64 {
     lo + (hi - lo) * ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
 }

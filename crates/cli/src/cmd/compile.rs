@@ -52,6 +52,9 @@ pub(crate) fn compile_cmd(
     if let Some(w) = mixed_type_warning(&built.session.graph, built.root, &built.compiled, &built.vocab, target.max_len) {
         let _ = writeln!(err, "{w}");
     }
+    if let Some(w) = constant_token_warning(&built.session.graph, built.root, &built.vocab, target.max_len) {
+        let _ = writeln!(err, "{w}");
+    }
     if json {
         let sum = &built.compiled.summary;
         let mut j = serde_json::json!({
@@ -88,11 +91,50 @@ pub(crate) fn compile_cmd(
             r.output_bound_f64,
             target.input_bounds.as_deref().unwrap_or("")
         );
-        if let Some(w) = r.loose_bound_warning() {
+        let seen = built
+            .compiled
+            .checkpoint
+            .config
+            .real_input
+            .as_ref()
+            .map(|ri| crate::verify::sampled_magnitude(&built.session.graph, built.root, ri, target.max_len, crate::verify::REJECTION_SAMPLES));
+        if let Some(w) = r.loose_bound_warning_seen(seen) {
             let _ = writeln!(err, "{w}");
         }
     }
     Ok(())
+}
+
+/// A conversion of the input tokens that gives one value for every token of the vocabulary
+/// (`tokens_bool` over `--vocab 01`: Python's bool of a non-empty string is True): the program
+/// cannot tell the tokens apart through it, which is what the reference does, and rarely what
+/// was meant (helper a20: a constant model compiled without a word).
+pub fn constant_token_warning(graph: &raspc_lang::Graph, root: raspc_lang::NodeId, vocab: &[raspc_lang::Atom], max_len: usize) -> Option<String> {
+    use raspc_lang::graph::{Convert, MapOp, Operand};
+    use raspc_lang::NodeKind;
+    if vocab.len() < 2 {
+        return None;
+    }
+    let sets = raspc_compiler::infer::infer(graph, root, vocab, max_len);
+    graph.ancestors(root).into_iter().find_map(|id| {
+        let NodeKind::Map { op: MapOp::Convert(c), args } = &graph.node(id).kind else { return None };
+        let [Operand::Sop(t)] = args.as_slice() else { return None };
+        if !matches!(graph.node(*t).kind, NodeKind::Tokens) {
+            return None;
+        }
+        let Some(raspc_compiler::infer::ValueSet::Finite(v)) = sets.get(&id) else { return None };
+        let [only] = v.iter().collect::<Vec<_>>()[..] else { return None };
+        let hint = match c {
+            Convert::Bool => " (Python's bool of a non-empty string is True; `--vocab '[true,false]'` gives booleans, `tokens == \"1\"` compares characters)",
+            _ => "",
+        };
+        Some(format!(
+            "warning: `{}` is {} for every token of the vocabulary ({}): the program cannot tell the tokens apart through it{hint}",
+            graph.node(id).label,
+            only.repr(),
+            vocab.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", ")
+        ))
+    })
 }
 
 /// A numerical output holds a number, not its type: when the program's output can be one number

@@ -91,6 +91,9 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
         return Err("--attention soft: a real-valued model's certified bound holds under hard attention only (soft attention's error grows with the inputs' magnitude and is not bounded); verify it with --attention hard".to_string().into());
     }
     let built = build(path, target, err, color)?;
+    if let Some(w) = crate::constant_token_warning(&built.session.graph, built.root, &built.vocab, target.max_len) {
+        let _ = writeln!(err, "{w}");
+    }
     if built.compiled.report.is_some() {
         let model = raspc_runtime::Model::new(built.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).map_err(|e| format!("internal error: {e}"))?;
         let count = a.samples.unwrap_or(1000);
@@ -108,7 +111,9 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
             let _ = writeln!(out, "Soft attention: not checked (a real-valued model's certified bound holds under hard attention only)");
         }
         let _ = writeln!(out, "max |model - program| {:.3e}, certified bound {:.3e} (plus up to {:.3e} for the interpreter's own f64 rounding)", r.max_err, r.bound, r.max_slack);
-        if let Some(w) = built.compiled.report.as_ref().and_then(|r| r.loose_bound_warning()) {
+        let seen =
+            built.compiled.checkpoint.config.real_input.as_ref().map(|ri| verify::sampled_magnitude(&built.session.graph, built.root, ri, target.max_len, verify::REJECTION_SAMPLES));
+        if let Some(w) = built.compiled.report.as_ref().and_then(|r| r.loose_bound_warning_seen(seen)) {
             let _ = writeln!(err, "{w}");
         }
         let show = |v: &[raspc_lang::Atom]| v.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
