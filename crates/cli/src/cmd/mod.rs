@@ -215,7 +215,14 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
     if let Some(both) = opts.numerical.intersection(&opts.categorical).next() {
         return Err(format!("--encoding gives `{both}` both encodings").into());
     }
-    match raspc_compiler::compile(&session.graph, root, &opts, &program_hash(&session)) {
+    // A compile can take seconds (a wide one-hot at max-len 64: helper a20 saw 12 s of nothing):
+    // say what is happening, at a terminal only (indicatif draws to stderr when it is one).
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_message(format!("compiling `{}` (max-len {})", path.display(), target.max_len));
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, &program_hash(&session));
+    spinner.finish_and_clear();
+    match compiled {
         Ok(compiled) => Ok(Built { session, root, vocab, compiled }),
         Err(diags) => {
             let _ = write!(err, "{}", render(&session.sources, &diags, color));
