@@ -784,10 +784,12 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
                 // Half the smallest gap, or f32's rounding at the largest value if more (each
                 // value is held to within less than half the gap to its neighbours: checked).
                 (Some(p), _, _) if p.len() > 1 => ((min_gap(p) / 2.0).max(output_rounding(plan, sched)), None),
-                // Integers: within 1/2 the nearest integer is the value (`precision_problem` checks
-                // f32 at the largest), listed when there are at most 2^16 of them. (Past 2^16 the
-                // tolerance was the derived error, which sums every MLP unit's worst rounding: 0.5 at
-                // max-len 58 jumped to 27,440 at 59 for a weighted count.)
+                // Integers: within 1/2 the nearest integer is the value, listed when there are at
+                // most 2^16 of them. As for listed integers, `precision_problem` checks f32 rounding
+                // of the output at its largest (which keeps it below about 2^20) and the MLP units'
+                // own rounding is not charged; past 2^16 the tolerance was the derived error, which
+                // charges every unit's worst rounding at once: 0.5 at max-len 58 jumped to 27,440 at
+                // 59 for a weighted count, whose outputs are exact.
                 (_, _, Some((lo, hi))) => (0.5, (hi - lo < MAX_INT_OUTPUTS as f64).then(|| (lo as i64..=hi as i64).map(serde_json::Value::from).collect::<Vec<_>>())),
                 _ => (head_budget.unwrap_or(0.0).max(slot_error(plan, sched, out.slot, 0)).max(1e-6), None),
             };

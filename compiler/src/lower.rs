@@ -989,9 +989,8 @@ impl Lowerer<'_> {
         value(id, memo)
     }
 
-    /// Whether `id` is, or is computed from, a mean of values that are not all integers.
     /// The constants a map compares `leaf` with, when that is all it does with it (`leaf >= 0`,
-    /// `not (leaf < 1) and leaf != 3`): the map is then constant between them.
+    /// `not (leaf < 1) and not (leaf == 3)`): the map is then constant between them.
     fn thresholds(&self, id: NodeId, leaf: NodeId) -> Option<Vec<f64>> {
         use raspc_lang::ast::BinOp;
         use raspc_lang::graph::MapOp;
@@ -1099,6 +1098,7 @@ impl Lowerer<'_> {
         Some(out)
     }
 
+    /// Whether `id` is, or is computed from, a mean of values that are not all integers.
     fn mean_of_non_integers(&self, id: NodeId) -> bool {
         self.g.ancestors(id).into_iter().any(|n| match &self.g.node(n).kind {
             NodeKind::Aggregate { values, .. } => match self.sets.get(values) {

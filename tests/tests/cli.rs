@@ -1795,6 +1795,12 @@ fn a_token_conversion_constant_over_the_vocabulary_is_warned_about() {
         assert_eq!(code, 0, "{err}");
         assert_eq!(err.contains("is True for every token"), warned, "{vocab}: {err}");
     }
+    // A token the conversion fails on is not "the same value" (review rv20: `tokens_int` was said
+    // to be 1 for '1' and 'a'); the rejected inputs are warned about instead.
+    std::fs::write(&p, "prog = tokens_int == 1;\n").unwrap();
+    let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "1a", "--max-len", "4", "-o", o.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("for every token") && err.contains("rejects"), "{err}");
 }
 
 /// A certified bound that is small beside the output's certified range but not beside the values

@@ -450,8 +450,11 @@ fn means_over_different_selectors_compare_through_their_difference() {
     // one MLP's table holds (refused from max-len 8 before), while their difference compared with
     // 0 steps only between the nearest values on either side of 0 (helper a20).
     let means = "p = aggregate(select(indices, indices, <=), tokens_int, 0);\nq = aggregate(select(indices, indices, >=), tokens_int, 0);\n";
+    // Also a sum compared with a constant, and a mean with a default of its own (no key: 3).
+    let other = "p = aggregate(select(indices, indices, <=), tokens_int, 0);\nq = aggregate(select(tokens_int, 5, >), tokens_int, 3);\n";
     let digits: Vec<Atom> = (0..10).map(Atom::Int).collect();
-    for test in ["p >= q", "p - q > 0", "q < p", "p == q", "(p - q >= 0) and not (p - q > 0)"] {
+    let cases = ["p >= q", "p - q > 0", "q < p", "p == q", "(p - q >= 0) and not (p - q > 0)"].map(|t| (means, t)).into_iter().chain([(other, "p + q >= 9"), (other, "p <= q")]);
+    for (means, test) in cases {
         let b = build(&format!("{means}prog = {test};\n"), "prog", digits.clone(), 64);
         assert!(mlp_units(&b.compiled) <= 8, "{test}: {}", b.compiled.summary);
         check(&b, 64, 200);

@@ -321,7 +321,6 @@ pub struct RealReport {
     pub rejections: Rejections,
 }
 
-/// Uniform in [lo, hi].
 /// The largest |output| the program gives on `count` random inputs within a real-valued model's
 /// input bounds (lengths 1..=max-len; inputs the interpreter refuses are skipped), and how many
 /// it evaluated: what a certified bound is compared with ([`raspc_compiler::real::Report::loose_bound_warning_seen`]).
@@ -339,6 +338,7 @@ pub fn sampled_magnitude(graph: &Graph, root: NodeId, real: &raspc_checkpoint::R
     (m, n)
 }
 
+/// Uniform in [lo, hi].
 pub fn uniform(rng: &mut SplitMix, lo: f64, hi: f64) -> f64 {
     lo + (hi - lo) * ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
 }

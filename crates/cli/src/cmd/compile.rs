@@ -52,7 +52,7 @@ pub(crate) fn compile_cmd(
     if let Some(w) = mixed_type_warning(&built.session.graph, built.root, &built.compiled, &built.vocab, target.max_len) {
         let _ = writeln!(err, "{w}");
     }
-    if let Some(w) = constant_token_warning(&built.session.graph, built.root, &built.vocab, target.max_len) {
+    if let Some(w) = constant_token_warning(&built.session.graph, built.root, &built.vocab) {
         let _ = writeln!(err, "{w}");
     }
     if json {
@@ -109,21 +109,28 @@ pub(crate) fn compile_cmd(
 /// (`tokens_bool` over `--vocab 01`: Python's bool of a non-empty string is True): the program
 /// cannot tell the tokens apart through it, which is what the reference does, and rarely what
 /// was meant (helper a20: a constant model compiled without a word).
-pub fn constant_token_warning(graph: &raspc_lang::Graph, root: raspc_lang::NodeId, vocab: &[raspc_lang::Atom], max_len: usize) -> Option<String> {
+pub fn constant_token_warning(graph: &raspc_lang::Graph, root: raspc_lang::NodeId, vocab: &[raspc_lang::Atom]) -> Option<String> {
     use raspc_lang::graph::{Convert, MapOp, Operand};
     use raspc_lang::NodeKind;
     if vocab.len() < 2 {
         return None;
     }
-    let sets = raspc_compiler::infer::infer(graph, root, vocab, max_len);
     graph.ancestors(root).into_iter().find_map(|id| {
         let NodeKind::Map { op: MapOp::Convert(c), args } = &graph.node(id).kind else { return None };
         let [Operand::Sop(t)] = args.as_slice() else { return None };
         if !matches!(graph.node(*t).kind, NodeKind::Tokens) {
             return None;
         }
-        let Some(raspc_compiler::infer::ValueSet::Finite(v)) = sets.get(&id) else { return None };
-        let [only] = v.iter().collect::<Vec<_>>()[..] else { return None };
+        // Each token converted on its own, as the interpreter does; a token it cannot convert
+        // (`tokens_int` of 'a') is the rejected-inputs warning's business, not this one's.
+        let mut values = vocab.iter().map(|tok| match raspc_lang::evaluate(graph, id, std::slice::from_ref(tok)) {
+            Ok(raspc_lang::Value::Seq(v)) => v.into_iter().next(),
+            _ => None,
+        });
+        let first = values.next()??;
+        if !values.all(|v| v.is_some_and(|v| v == first)) {
+            return None;
+        }
         let hint = match c {
             Convert::Bool => " (Python's bool of a non-empty string is True; `--vocab '[true,false]'` gives booleans, `tokens == \"1\"` compares characters)",
             _ => "",
@@ -131,7 +138,7 @@ pub fn constant_token_warning(graph: &raspc_lang::Graph, root: raspc_lang::NodeI
         Some(format!(
             "warning: `{}` is {} for every token of the vocabulary ({}): the program cannot tell the tokens apart through it{hint}",
             graph.node(id).label,
-            only.repr(),
+            first.repr(),
             vocab.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", ")
         ))
     })

@@ -91,7 +91,7 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
         return Err("--attention soft: a real-valued model's certified bound holds under hard attention only (soft attention's error grows with the inputs' magnitude and is not bounded); verify it with --attention hard".to_string().into());
     }
     let built = build(path, target, err, color)?;
-    if let Some(w) = crate::constant_token_warning(&built.session.graph, built.root, &built.vocab, target.max_len) {
+    if let Some(w) = crate::constant_token_warning(&built.session.graph, built.root, &built.vocab) {
         let _ = writeln!(err, "{w}");
     }
     if built.compiled.report.is_some() {
