@@ -544,8 +544,10 @@ pub fn precision_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProbl
                     return found;
                 }
             }
-            (_, Some(_)) => {
-                if let Some(found) = problem(out.slot, 1.0, 0.5, magnitude(out.slot), head_rounding(out.slot).1) {
+            // At the largest integer (the slot lists no values: `magnitude` alone read 0 there and
+            // the refusal said "at magnitude 0": review rv20).
+            (_, Some((lo, hi))) => {
+                if let Some(found) = problem(out.slot, 1.0, 0.5, magnitude(out.slot).max(lo.abs()).max(hi.abs()), head_rounding(out.slot).1) {
                     return Some(found);
                 }
             }

@@ -275,6 +275,15 @@ fn values_too_close_for_f32_are_refused() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", 0 mismatches"), "{out}");
 
+    // An integer output listed by range only: the refusal names its largest value, not 0
+    // (review rv20: "two of them are 1 apart at magnitude 0").
+    let prev = dir.join("prev.rasp");
+    std::fs::write(&prev, "prev = aggregate(select(indices, indices - 1, ==), tokens_int, 0);\nprog = prev * 1000 + tokens_int;\n").unwrap();
+    let vocab = format!("[{}]", (0..100).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+    let (code, _, err) = run_cli(&["compile", prev.to_str().unwrap(), "--vocab", &vocab, "--max-len", "8", "-o", dir.join("prev.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("two of them are 1 apart at magnitude 99099"), "{err}");
+
     let mean = dir.join("mean.rasp");
     std::fs::write(&mean, "prog = aggregate(select(1, 1, ==), tokens_float);\n").unwrap();
     for extra in [None, Some("prog=categorical")] {
