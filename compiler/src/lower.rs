@@ -1075,16 +1075,16 @@ impl Lowerer<'_> {
                     // Ascending y: a difference is below t for a suffix of y, a sum for a prefix.
                     let k = ys.partition_point(|&(y, _)| if sub { !below(d(x, y)) } else { below(d(x, y)) });
                     let (under, over) = if sub { (ys.get(k).map(|_| k), k.checked_sub(1)) } else { (k.checked_sub(1), ys.get(k).map(|_| k)) };
-                    if let Some(j) = under
-                        && lo.is_none_or(|(v, _, _)| d(x, ys[j].0) > v)
-                    {
-                        lo = Some((d(x, ys[j].0), i, j));
-                    }
-                    if let Some(j) = over
-                        && hi.is_none_or(|(v, _, _)| d(x, ys[j].0) < v)
-                    {
-                        hi = Some((d(x, ys[j].0), i, j));
-                    }
+                    // The largest value under the split and the smallest over it.
+                    let keep = |best: &mut Option<(f64, usize, usize)>, j: Option<usize>, better: fn(f64, f64) -> bool| {
+                        if let Some(j) = j
+                            && best.is_none_or(|(v, _, _)| better(d(x, ys[j].0), v))
+                        {
+                            *best = Some((d(x, ys[j].0), i, j));
+                        }
+                    };
+                    keep(&mut lo, under, |a, b| a > b);
+                    keep(&mut hi, over, |a, b| a < b);
                 }
                 pairs.extend(lo.iter().chain(hi.iter()).map(|&(_, i, j)| (i, j)));
             }
