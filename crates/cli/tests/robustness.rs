@@ -442,12 +442,13 @@ fn probe_and_run_flags() {
 
 /// A GGUF file (version 3) with one llama block whose `attn_q` claims 2^31 x 2^31 elements.
 fn huge_gguf(path: &Path) {
-    tiny_gguf(path, vec![1 << 31, 1 << 31], 0.5);
+    tiny_gguf(path, vec![1 << 31, 1 << 31], 0.5, &[]);
 }
 
 /// A GGUF file (version 3): one llama block of d_model 8, its `attn_q` of dimensions `q`, every
-/// weight `fill`.
-fn tiny_gguf(path: &Path, q: Vec<u64>, fill: f32) {
+/// weight `fill`; `extra` metadata (key, GGUF value type, value bytes) after the others (a key
+/// given twice takes the later value).
+fn tiny_gguf(path: &Path, q: Vec<u64>, fill: f32, extra: &[(&str, u32, Vec<u8>)]) {
     fn s(x: &str) -> Vec<u8> {
         let mut b = (x.len() as u64).to_le_bytes().to_vec();
         b.extend_from_slice(x.as_bytes());
@@ -469,7 +470,10 @@ fn tiny_gguf(path: &Path, q: Vec<u64>, fill: f32) {
         f32kv("llama.attention.layer_norm_rms_epsilon", 1e-5),
         u32kv("llama.vocab_size", 6),
         arr,
-    ];
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|(k, ty, v)| [s(k), ty.to_le_bytes().to_vec(), v.clone()].concat()))
+    .collect::<Vec<_>>();
     let (d, v, ff) = (8u64, 6u64, 16u64);
     let tensors: Vec<(&str, Vec<u64>)> = vec![
         ("token_embd.weight", vec![d, v]),
@@ -524,11 +528,57 @@ fn gguf_with_huge_dims_is_an_error() {
     // Well formed, but its weights are NaN: refused at load with the tensor named (the probe
     // printed NaN scores beside clean-looking metrics).
     let nan = dir.join("nan.gguf");
-    tiny_gguf(&nan, vec![8, 8], f32::NAN);
+    tiny_gguf(&nan, vec![8, 8], f32::NAN, &[]);
     fails(
         &["probe", "svflow", nan.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"],
         &["nan.gguf", "token_embd.weight", "non-finite weight"],
     );
+    // Metadata that broke the load or every activation (helper b21): an alignment of 0 panicked
+    // inside candle (division by zero); a NaN or negative epsilon, or a rope base of 0, gave `NLL
+    // NaN` and exit 0; more tokens than embedding rows failed at run time naming no key.
+    let f32v = |x: f32| x.to_le_bytes().to_vec();
+    let strs = |xs: &[&str]| {
+        let mut b = 8u32.to_le_bytes().to_vec();
+        b.extend((xs.len() as u64).to_le_bytes());
+        for x in xs {
+            b.extend((x.len() as u64).to_le_bytes());
+            b.extend(x.as_bytes());
+        }
+        b
+    };
+    let cases: Vec<(&str, (&str, u32, Vec<u8>), Vec<&str>)> = vec![
+        ("align0.gguf", ("general.alignment", 4, 0u32.to_le_bytes().to_vec()), vec!["general.alignment is 0"]),
+        ("align0u8.gguf", ("general.alignment", 0, vec![0u8]), vec!["general.alignment is 0"]),
+        ("eps_nan.gguf", ("llama.attention.layer_norm_rms_epsilon", 6, f32v(f32::NAN)), vec!["layer_norm_rms_epsilon = NaN", "positive finite"]),
+        ("eps_neg.gguf", ("llama.attention.layer_norm_rms_epsilon", 6, f32v(-1e-5)), vec!["layer_norm_rms_epsilon = -0.00001 ", "positive finite"]),
+        ("rope0.gguf", ("llama.rope.freq_base", 6, f32v(0.0)), vec!["llama.rope.freq_base = 0", "positive finite"]),
+        ("toks.gguf", ("tokenizer.ggml.tokens", 9, strs(&["a", "b", "c", "d", "e", "f", "g"])), vec!["7 tokens", "llama.vocab_size = 6"]),
+        // `ab` is no token: the tokenizers crate panicked building the merge table.
+        ("merge.gguf", ("tokenizer.ggml.merges", 9, strs(&["a b"])), vec!["tokenizer.ggml.merges[0] `a b`", "`ab` is not in tokenizer.ggml.tokens"]),
+    ];
+    for (file, kv, want) in cases {
+        let g = dir.join(file);
+        tiny_gguf(&g, vec![8, 8], 0.5, &[kv]);
+        let mut want = want;
+        want.push(file);
+        fails(&["probe", "svflow", g.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"], &want);
+    }
+    // The same file with a sane alignment and settings loads and probes (the cases above fail
+    // for what they change).
+    let ok = dir.join("ok.gguf");
+    tiny_gguf(
+        &ok,
+        vec![8, 8],
+        0.5,
+        &[
+            ("general.alignment", 4, 32u32.to_le_bytes().to_vec()),
+            ("llama.rope.freq_base", 6, f32v(10000.0)),
+            ("tokenizer.ggml.merges", 9, strs(&["c d"])),
+            ("tokenizer.ggml.tokens", 9, strs(&["a", "b", "c", "d", "cd", "f"])),
+        ],
+    );
+    let (code, _, err) = raspc(&["probe", "svflow", ok.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"]);
+    assert_eq!(code, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -95,6 +95,94 @@ fn meta_strings(c: &gguf_file::Content, k: &str) -> Result<Vec<String>> {
     arr.iter().map(|x| x.to_string().cloned().map_err(|e| LmError::Gguf(format!("{k}: {}", plain(&e))))).collect()
 }
 
+/// The value of `general.alignment` when the file declares it as an integer, read from the
+/// metadata before candle parses it: candle divides by it (an alignment of 0 panicked, helper
+/// b21). Walks the header by the GGUF layout (magic, version, counts, key/value pairs); an
+/// unreadable header is left to candle's own errors (None).
+fn declared_alignment(f: &mut (impl std::io::Read + std::io::Seek)) -> Option<i128> {
+    fn take<const N: usize>(f: &mut impl std::io::Read) -> Option<[u8; N]> {
+        let mut b = [0u8; N];
+        f.read_exact(&mut b).ok()?;
+        Some(b)
+    }
+    fn skip(f: &mut impl std::io::Seek, n: u64) -> Option<()> {
+        f.seek(std::io::SeekFrom::Current(i64::try_from(n).ok()?)).ok().map(|_| ())
+    }
+    // Version 1 writes lengths and counts as u32, later versions as u64.
+    fn len(f: &mut impl std::io::Read, v1: bool) -> Option<u64> {
+        Some(if v1 { u32::from_le_bytes(take(f)?) as u64 } else { u64::from_le_bytes(take(f)?) })
+    }
+    fn integer(f: &mut impl std::io::Read, ty: u32) -> Option<Option<i128>> {
+        Some(Some(match ty {
+            0 => u8::from_le_bytes(take(f)?) as i128,
+            1 => i8::from_le_bytes(take(f)?) as i128,
+            2 => u16::from_le_bytes(take(f)?) as i128,
+            3 => i16::from_le_bytes(take(f)?) as i128,
+            4 => u32::from_le_bytes(take(f)?) as i128,
+            5 => i32::from_le_bytes(take(f)?) as i128,
+            10 => u64::from_le_bytes(take(f)?) as i128,
+            11 => i64::from_le_bytes(take(f)?) as i128,
+            _ => return Some(None),
+        }))
+    }
+    fn skip_value<F: std::io::Read + std::io::Seek>(f: &mut F, ty: u32, v1: bool, depth: u32) -> Option<()> {
+        match ty {
+            0 | 1 | 7 => skip(f, 1),
+            2 | 3 => skip(f, 2),
+            4..=6 => skip(f, 4),
+            10..=12 => skip(f, 8),
+            8 => {
+                let n = len(f, v1)?;
+                skip(f, n)
+            }
+            9 if depth < 4 => {
+                let inner = u32::from_le_bytes(take(f)?);
+                let n = len(f, v1)?;
+                let width = match inner {
+                    0 | 1 | 7 => 1,
+                    2 | 3 => 2,
+                    4..=6 => 4,
+                    10..=12 => 8,
+                    _ => 0,
+                };
+                if width > 0 {
+                    return skip(f, n.checked_mul(width)?);
+                }
+                // Strings or arrays: element by element (each reads at least 4 bytes, so a
+                // count past the file ends at its end).
+                for _ in 0..n {
+                    skip_value(f, inner, v1, depth + 1)?;
+                }
+                Some(())
+            }
+            _ => None,
+        }
+    }
+    std::io::Seek::rewind(f).ok()?;
+    if &take::<4>(f)? != b"GGUF" {
+        return None;
+    }
+    let v1 = u32::from_le_bytes(take(f)?) == 1;
+    let _tensors = len(f, v1)?;
+    let kvs = len(f, v1)?;
+    let mut found = None;
+    for _ in 0..kvs {
+        let n = len(f, v1)?;
+        let key = if n == "general.alignment".len() as u64 { Some(take::<17>(f)?) } else { skip(f, n).map(|_| None)? };
+        let ty = u32::from_le_bytes(take(f)?);
+        if key.as_ref().is_some_and(|k| k == b"general.alignment") {
+            // The last one wins, as in candle's map.
+            match integer(f, ty)? {
+                Some(v) => found = Some(v),
+                None => skip_value(f, ty, v1, 0)?,
+            }
+        } else {
+            skip_value(f, ty, v1, 0)?;
+        }
+    }
+    found
+}
+
 /// Budgets for a GGUF file (checked before any tensor is read or allocated).
 pub mod limits {
     /// Layers.
@@ -157,6 +245,9 @@ impl LanguageModel {
             let what = if head.get(8) == Some(&b'{') { ": it looks like a safetensors file (a raspc checkpoint is read by its `.safetensors` name)" } else { "" };
             return Err(LmError::Gguf(format!("`{}` is not a GGUF file (it does not start with `GGUF`){what}", path.display())));
         }
+        if let Some(a) = declared_alignment(&mut f).filter(|&a| a == 0) {
+            return Err(LmError::Gguf(format!("general.alignment is {a} (the data's alignment must be a positive multiple of 8)")));
+        }
         std::io::Seek::rewind(&mut f).map_err(io)?;
         let c = gguf_file::Content::read(&mut f).map_err(|e| LmError::Gguf(plain(&e).trim_start_matches("gguf: ").to_string()))?;
         let arch = c.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
@@ -186,6 +277,13 @@ impl LanguageModel {
             rms_eps: meta_f32(&c, "llama.attention.layer_norm_rms_epsilon")? as f64,
             vocab: meta_u32(&c, "llama.vocab_size")?,
         };
+        // Settings that make every activation NaN or infinite without a non-finite weight.
+        if !(config.rms_eps.is_finite() && config.rms_eps > 0.0) {
+            return Err(LmError::Gguf(format!("llama.attention.layer_norm_rms_epsilon = {} must be a positive finite number", config.rms_eps as f32)));
+        }
+        if !(config.rope_base.is_finite() && config.rope_base > 0.0) {
+            return Err(LmError::Gguf(format!("llama.rope.freq_base = {} must be a positive finite number", config.rope_base)));
+        }
         if config.layers > limits::MAX_LAYERS {
             return Err(LmError::Gguf(format!("llama.block_count = {} is over the budget of {}", config.layers, limits::MAX_LAYERS)));
         }
@@ -249,7 +347,7 @@ impl LanguageModel {
             });
         }
         let out_norm = t("output_norm.weight")?;
-        let tokenizer = build_tokenizer(&c)?;
+        let tokenizer = build_tokenizer(&c, config.vocab)?;
         Ok(LanguageModel { config, embed, blocks, out_norm, tokenizer, device })
     }
 
@@ -384,13 +482,24 @@ pub fn log_softmax_rows(logits: &Tensor) -> Result<Vec<Vec<f64>>> {
         .collect())
 }
 
-fn build_tokenizer(c: &gguf_file::Content) -> Result<tokenizers::Tokenizer> {
+fn build_tokenizer(c: &gguf_file::Content, vocab_size: usize) -> Result<tokenizers::Tokenizer> {
     use tokenizers::models::bpe::BPE;
     use tokenizers::pre_tokenizers::{byte_level::ByteLevel, digits::Digits, sequence::Sequence, PreTokenizerWrapper};
     let tokens = meta_strings(c, "tokenizer.ggml.tokens")?;
+    // An id past the embedding failed only at run time, naming neither file nor key (helper b21).
+    if tokens.len() > vocab_size {
+        return Err(LmError::Gguf(format!("tokenizer.ggml.tokens lists {} tokens, more than llama.vocab_size = {vocab_size} (the embedding's rows)", tokens.len())));
+    }
     let merges = meta_strings(c, "tokenizer.ggml.merges")?;
     let vocab: ahash::AHashMap<String, u32> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
     let merges: Vec<(String, String)> = merges.iter().filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string()))).collect();
+    // A merge whose parts or result is not a token made the tokenizers crate panic (a slice past
+    // its buffer, helper b21's follow-up): refused here, the merge named.
+    for (i, (a, b)) in merges.iter().enumerate() {
+        if let Some(missing) = [a.clone(), b.clone(), format!("{a}{b}")].into_iter().find(|t| !vocab.contains_key(t)) {
+            return Err(LmError::Gguf(format!("tokenizer.ggml.merges[{i}] `{a} {b}`: `{}` is not in tokenizer.ggml.tokens", missing.escape_debug())));
+        }
+    }
     let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| LmError::Tokenizer(e.to_string()))?;
     let mut tok = tokenizers::Tokenizer::new(bpe);
     tok.with_pre_tokenizer(Some(PreTokenizerWrapper::Sequence(Sequence::new(vec![
