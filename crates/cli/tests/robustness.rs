@@ -546,7 +546,8 @@ fn gguf_with_huge_dims_is_an_error() {
         }
         b
     };
-    let cases: Vec<(&str, (&str, u32, Vec<u8>), Vec<&str>)> = vec![
+    type Kv<'a> = (&'a str, u32, Vec<u8>);
+    let cases: Vec<(&str, Kv, Vec<&str>)> = vec![
         ("align0.gguf", ("general.alignment", 4, 0u32.to_le_bytes().to_vec()), vec!["general.alignment is 0"]),
         ("align0u8.gguf", ("general.alignment", 0, vec![0u8]), vec!["general.alignment is 0"]),
         ("eps_nan.gguf", ("llama.attention.layer_norm_rms_epsilon", 6, f32v(f32::NAN)), vec!["layer_norm_rms_epsilon = NaN", "positive finite"]),
