@@ -939,7 +939,10 @@ impl<T: Real> FastModel<T> {
         let mut ws = self.workspace(t);
         let mut out = vec![T::ZERO; t * self.readout.cols];
         let mut states = vec![];
-        self.sequence(ids, values, attention, false, &mut ws, &mut out, Some(&mut states))?;
+        // Checked as `forward` checks: scores or weights past f32 decode to nothing meaningful
+        // even where the residual stream stays finite (plain `trace` printed them, exit 0:
+        // helper b21).
+        self.sequence(ids, values, attention, true, &mut ws, &mut out, Some(&mut states))?;
         Ok(states)
     }
 

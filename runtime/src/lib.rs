@@ -359,7 +359,7 @@ impl Model {
             return Ok(states);
         }
         let mut states = vec![];
-        self.forward_inner(&[self.real_ids(values.len())], Some(&[values.to_vec()]), attention, Some(&mut states), None, false)?;
+        self.forward_inner(&[self.real_ids(values.len())], Some(&[values.to_vec()]), attention, Some(&mut states), None, true)?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
     }
 
@@ -459,7 +459,7 @@ impl Model {
             return Ok(states);
         }
         let mut states = vec![];
-        self.forward_inner(&[ids.to_vec()], None, attention, Some(&mut states), None, false)?;
+        self.forward_inner(&[ids.to_vec()], None, attention, Some(&mut states), None, true)?;
         states.into_iter().map(|(name, t)| Ok((name, t.to_dtype(DType::F32)?.to_vec2::<f32>()?))).collect()
     }
 

@@ -1330,7 +1330,7 @@ fn trace_follows_causal_semantics_and_refuses_non_finite_activations() {
     std::fs::write(&bad, m.to_bytes().unwrap()).unwrap();
     let (code, _, err) = cli(&["trace", bad.to_str().unwrap(), "--input", "abc"]);
     assert_eq!(code, 1);
-    assert!(err.contains("non-finite activation") && err.contains(&format!("after layer {mlp} mlp")), "{err}");
+    assert!(err.contains("non-finite activation") && err.contains(&format!("layer {mlp} mlp")), "{err}");
 }
 
 /// Scores past f32 under hard attention: every key scoring +inf ties, the weights stay finite,
@@ -1357,6 +1357,12 @@ fn overflowing_scores_and_damaged_data_are_refused() {
         let (code, out, err) = cli(&["run", bad.to_str().unwrap(), "--input", input]);
         assert_eq!(code, 1, "{prog}: {out}");
         assert!(err.contains("non-finite activation") && err.contains("layer 0 attention (attention scores)"), "{prog}: {err}");
+        // `trace` refuses the same (it printed the overflowing stream, exit 0: helper b21).
+        for extra in [&[][..], &["--json"][..], &["--attention", "soft"][..]] {
+            let (code, out, err) = cli(&[&["trace", bad.to_str().unwrap(), "--input", input][..], extra].concat());
+            assert_eq!(code, 1, "{prog} {extra:?}: {out}");
+            assert!(err.contains("non-finite activation") && err.contains("layer 0 attention"), "{prog} {extra:?}: {err}");
+        }
         let model = raspc_runtime::Model::new(m.clone(), &raspc_runtime::Device::Cpu).unwrap();
         let candle = raspc_runtime::Model::new(m, &raspc_runtime::Device::Cpu).unwrap().with_backend(raspc_runtime::Backend::Candle).unwrap();
         let tokens: Vec<serde_json::Value> =

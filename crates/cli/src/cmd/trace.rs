@@ -19,7 +19,7 @@ pub(crate) fn trace_cmd(
     color: bool,
 ) -> Result<(), Failure> {
     let ck = read_checkpoint(path)?;
-    let model = raspc_runtime::Model::new(ck.clone(), &raspc_runtime::Device::Cpu).map_err(|e| e.to_string())?;
+    let model = raspc_runtime::Model::new(ck.clone(), &raspc_runtime::Device::Cpu).map_err(|e| format!("`{}`: {e}", path.display()))?;
     let mut tokens = parse_tokens("--input", input)?;
     input_file_warning(input, err);
     let json_tokens = tokens.iter().map(raspc_lang::Atom::to_json).collect::<Vec<_>>();
@@ -32,19 +32,16 @@ pub(crate) fn trace_cmd(
         "trace a shorter input",
     )?;
     let states = if model.is_real() {
-        let values = model.encode_real(&json_tokens).map_err(|e| format!("{e}{}", char_input_hint(input, &ck)))?;
+        let values = model.encode_real(&json_tokens).map_err(|e| format!("`{}`: {e}{}", path.display(), char_input_hint(input, &ck)))?;
         // The interpreter sees the same numbers as floats (tokens_float).
         tokens = values.iter().map(|&v| raspc_lang::Atom::Float(v)).collect();
-        model.trace_real(&values, attention_of(attention)).map_err(|e| e.to_string())?
+        model.trace_real(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}", path.display()))?
     } else {
-        let ids = model.encode(&json_tokens).map_err(|e| format!("{e}{}", char_input_hint(input, &ck)))?;
-        model.trace(&ids, attention_of(attention)).map_err(|e| e.to_string())?
+        let ids = model.encode(&json_tokens).map_err(|e| format!("`{}`: {e}{}", path.display(), char_input_hint(input, &ck)))?;
+        model.trace(&ids, attention_of(attention)).map_err(|e| format!("`{}`: {e}", path.display()))?
     };
-    // A NaN or an infinity decodes to nothing meaningful: say where it first appears, as `run`
-    // does, instead of printing an argmax over it.
-    if let Some((stage, _)) = states.iter().find(|(_, x)| x.iter().flatten().any(|v| !v.is_finite())) {
-        return Err(format!("non-finite activation (NaN or infinity) in the residual stream, first after {stage}: the checkpoint's weights overflow on this input").into());
-    }
+    // A NaN or an infinity (in the stream, or in a head's scores or weights) decodes to nothing
+    // meaningful: the runtime's trace refuses it, naming the sublayer, as `run` does.
     // Real-valued models: an s-op agrees within the certified bound of the output (the bound of
     // the last s-op; earlier ones are certified tighter).
     let num_tol = if model.is_real() { ck.output.tolerance } else { 0.0 };
