@@ -339,7 +339,11 @@ struct Evaluator<'l> {
     main_file: FileId,
     current_file: FileId,
     scopes: Scopes,
-    assigned: Vec<String>,
+    /// Names assigned at the top level of the main file, in order of their last assignment (an
+    /// earlier one of a name reassigned is None), and where each one's entry is: a reassignment
+    /// costs O(1) (a scan of the list per assignment made 80,000 names take 16 s: helper b21).
+    assigned: Vec<Option<String>>,
+    assigned_at: HashMap<String, usize>,
     /// Bytes of host data built so far (see [`MAX_HOST_BYTES`]).
     host_bytes: u64,
     /// The prelude's and the matrix library's files.
@@ -368,6 +372,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
         scopes: Scopes::default(),
         current_file: FileId(0),
         assigned: vec![],
+        assigned_at: HashMap::new(),
         host_bytes: 0,
         library_files: vec![],
         call_site: None,
@@ -401,7 +406,10 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     let sources = ev.sources.clone();
 
     match r {
-        Ok(()) => (sources.clone(), Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned, notes: ev.notes, main_file: main, _scopes: ev.scopes })),
+        Ok(()) => (
+            sources.clone(),
+            Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned.into_iter().flatten().collect(), notes: ev.notes, main_file: main, _scopes: ev.scopes }),
+        ),
         Err(d) => (sources, Err(vec![*d])),
     }
 }
@@ -680,8 +688,10 @@ impl<'l> Evaluator<'l> {
             }
         }
         if top_of_main && self.current_file == self.main_file {
-            self.assigned.retain(|n| n != &target.name);
-            self.assigned.push(target.name.clone());
+            if let Some(at) = self.assigned_at.insert(target.name.clone(), self.assigned.len()) {
+                self.assigned[at] = None;
+            }
+            self.assigned.push(Some(target.name.clone()));
         }
         set_var(env, &target.name, value);
     }
@@ -1526,5 +1536,21 @@ fn unpack_items(v: &HostValue) -> Option<Vec<HostValue>> {
         HostValue::Dict(d) => Some(d.entries.iter().map(|(k, _)| HostValue::Atom(k.clone())).collect()),
         HostValue::Atom(Atom::Str(s)) => Some(s.chars().map(|c| HostValue::Atom(Atom::Str(c.to_string()))).collect()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod assigned_tests {
+    use super::{evaluate_program, MemoryLoader};
+
+    /// Names in order of their last top-level assignment in the main file, each once (kept with
+    /// O(1) work per assignment; the default entry is the last one holding an s-op).
+    #[test]
+    fn reassigned_names_move_to_the_end_once() {
+        let text = "a = tokens; b = 1; c = indices; a = a + 1; def f(x) { d = x; return d; } e = f(tokens); b = 2;";
+        let (_, s) = evaluate_program("t.rasp", None, text, &MemoryLoader::default());
+        let s = s.expect("evaluates");
+        assert_eq!(s.assigned, ["c", "a", "e", "b"]);
+        assert_eq!(s.default_entry().as_deref(), Some("e"));
     }
 }
