@@ -253,12 +253,40 @@ pub struct Checkpoint {
 
 /// When a file's size is not what its header describes (a truncated download or copy): says so,
 /// with both sizes. None when the header does not parse or the sizes agree.
+/// Bytes per element of a safetensors dtype (None for one this file format does not size).
+fn dtype_size(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" => 1,
+        "U16" | "I16" | "F16" | "BF16" => 2,
+        "U32" | "I32" | "F32" => 4,
+        "U64" | "I64" | "F64" => 8,
+        _ => return None,
+    })
+}
+
+/// What is wrong with a safetensors file that the safetensors crate refuses, in terms of its
+/// tensors (a named tensor's shape, offsets or size; a truncated file), when that can be said;
+/// for readers of foreign files (`simulate --target`) as much as for checkpoints.
+pub fn safetensors_problem(bytes: &[u8]) -> Option<String> {
+    size_mismatch(bytes, u64::from_le_bytes(*bytes.first_chunk::<8>()?))
+}
+
 fn size_mismatch(bytes: &[u8], header_len: u64) -> Option<String> {
     let end = 8usize.checked_add(usize::try_from(header_len).ok()?)?;
     let header: serde_json::Value = serde_json::from_slice(bytes.get(8..end)?).ok()?;
     let data = header.as_object()?.iter().filter(|(k, _)| *k != "__metadata__").filter_map(|(_, t)| t.get("data_offsets")?.get(1)?.as_u64()).max().unwrap_or(0);
     let expected = (end as u64).checked_add(data)?;
     let found = bytes.len() as u64;
+    // A shape whose byte size overflows (safetensors says only "overflow computing buffer size",
+    // naming no tensor: helper b21).
+    let overflow = header.as_object()?.iter().filter(|(k, _)| *k != "__metadata__").find_map(|(name, t)| {
+        let shape: Vec<u64> = t.get("shape")?.as_array()?.iter().map(|d| d.as_u64()).collect::<Option<_>>()?;
+        let size = dtype_size(t.get("dtype")?.as_str()?).unwrap_or(1);
+        shape.iter().try_fold(size, |n, &d| n.checked_mul(d)).is_none().then(|| format!("tensor `{name}` has shape {shape:?}, whose size in bytes overflows 64 bits"))
+    });
+    if overflow.is_some() {
+        return overflow;
+    }
     if let Some(p) = offsets_problem(&header, found.saturating_sub(end as u64)) {
         return Some(p);
     }
@@ -269,13 +297,7 @@ fn size_mismatch(bytes: &[u8], header_len: u64) -> Option<String> {
         // in the header, say).
         std::cmp::Ordering::Equal => header.as_object()?.iter().filter(|(k, _)| *k != "__metadata__").find_map(|(name, t)| {
             let dtype = t.get("dtype")?.as_str()?;
-            let size: u64 = match dtype {
-                "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" => 1,
-                "U16" | "I16" | "F16" | "BF16" => 2,
-                "U32" | "I32" | "F32" => 4,
-                "U64" | "I64" | "F64" => 8,
-                _ => return None,
-            };
+            let size = dtype_size(dtype)?;
             let shape: Vec<u64> = t.get("shape")?.as_array()?.iter().map(|d| d.as_u64()).collect::<Option<_>>()?;
             let offsets = t.get("data_offsets")?.as_array()?;
             let (a, b) = (offsets.first()?.as_u64()?, offsets.get(1)?.as_u64()?);

@@ -407,7 +407,8 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
     if let Some(what) = not_safetensors {
         return Err(format!("`{}` is {what}, not a safetensors file: write it with `safetensors.torch.save_file` or `safetensors.numpy.save_file`", target.display()));
     }
-    let ts = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| format!("cannot read `{}` as a safetensors file: {e}", target.display()))?;
+    let ts = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
+        .map_err(|e| format!("cannot read `{}` as a safetensors file: {}", target.display(), raspc_checkpoint::safetensors_problem(&bytes).unwrap_or_else(|| e.to_string())))?;
     let file = target.display();
     let mut found: Vec<&String> = ts.keys().collect();
     found.sort();

@@ -226,6 +226,23 @@ fn crafted_checkpoints_give_named_errors() {
     }
     let f = p.write(&dir, "c8b.safetensors");
     fails(&["run", &f, "--input", "abca"], &["c8b.safetensors", "non-finite activation", "layer 0 mlp"]);
+    // A shape whose byte size overflows 64 bits: the tensor named (safetensors' own message
+    // named none: helper b21), for a checkpoint and for `simulate --target`.
+    let mut p = base.clone();
+    p.tensors.get_mut(names::TOKEN_EMBEDDING).expect("embedding").0 = vec![1 << 62, 4];
+    let f = p.write(&dir, "c8c.safetensors");
+    for cmd in ["run", "inspect"] {
+        let mut args = vec![cmd, f.as_str()];
+        if cmd == "run" {
+            args.extend(["--input", "ab"]);
+        }
+        fails(&args, &["c8c.safetensors", "tensor `embed.token` has shape [4611686018427387904, 4], whose size in bytes overflows"]);
+    }
+    let mut p = Parts { meta: BTreeMap::new(), tensors: BTreeMap::new() };
+    p.tensors.insert("A".into(), (vec![1 << 31, 1 << 31], vec![0.0; 4]));
+    p.tensors.insert("V".into(), (vec![2, 2], vec![0.0; 4]));
+    let f = p.write(&dir, "t_huge.safetensors");
+    fails(&["simulate", "--target", &f, "--input", "[[1, 0], [0, 1]]"], &["t_huge.safetensors", "tensor `A` has shape [2147483648, 2147483648], whose size in bytes overflows"]);
     // A huge description string and a huge layout list.
     let mut p = base.clone();
     let mut c = p.json("config");
