@@ -611,6 +611,15 @@ impl Checkpoint {
             if !(finite && blocks_ok && c.vocab.len() == 2) {
                 return Err(bad_config("real_input needs finite lo <= hi (also in every block, with start <= end) and a vocabulary of BOS plus one number token".into()));
             }
+            // A block is a narrowing of the overall bounds over input positions that exist (a
+            // wider block let `run` answer for inputs the certificate does not cover, as
+            // `compile` refuses it: helper b21).
+            if let Some(b) = r.blocks.iter().find(|b| b.lo < r.lo || b.hi > r.hi || b.end > c.max_seq_len) {
+                return Err(bad_config(format!(
+                    "real_input block [{}, {}] at positions {}..{} must lie inside the overall bounds [{}, {}] and within max_seq_len {}",
+                    b.lo, b.hi, b.start, b.end, r.lo, r.hi, c.max_seq_len
+                )));
+            }
         }
         let a = &c.attention;
         if !(a.tie_tolerance.is_finite() && a.tie_tolerance >= 0.0 && a.soft_beta.is_finite() && a.soft_beta > 0.0) {
@@ -642,8 +651,8 @@ impl Checkpoint {
             match &layer.mlp {
                 Some(m) if m.hidden == 0 => return Err(bad_config(format!("layers[{i}].mlp has 0 hidden units"))),
                 Some(m) => {
-                    if let Some(p) = layer.mlp_info.iter().find(|p| p.hidden.is_some_and(|[a, b]| a > b || b > m.hidden)) {
-                        return Err(bad_config(format!("layers[{i}].mlp_info `{}` names hidden units {:?} outside 0..{}", p.writes, p.hidden, m.hidden)));
+                    if let Some((p, [a, b])) = layer.mlp_info.iter().find_map(|p| p.hidden.filter(|&[a, b]| a > b || b > m.hidden).map(|h| (p, h))) {
+                        return Err(bad_config(format!("layers[{i}].mlp_info `{}` names hidden units [{a}, {b}], not a range inside 0..{}", p.writes, m.hidden)));
                     }
                 }
                 None => {}
@@ -659,6 +668,13 @@ impl Checkpoint {
             return Err(CheckpointError::BadLayout(format!("{} entries cannot fit in d_model {}", self.layout.sops.len(), c.d_model)));
         }
         let mut used = vec![None::<&str>; c.d_model];
+        // Labels name slots (trace decodes and compares by label; the compiler writes each once,
+        // `x`, `x_2`, ...): a repeated one made `trace --program` report a divergence of the
+        // wrong slot (helper b21).
+        let mut labels = std::collections::HashSet::new();
+        if let Some(s) = self.layout.sops.iter().find(|s| !labels.insert(s.label.as_str())) {
+            return Err(CheckpointError::BadLayout(format!("two entries are labelled `{}` (labels name slots: each once)", s.label)));
+        }
         for s in &self.layout.sops {
             let width = s.encoding.dims();
             if width == 0 {

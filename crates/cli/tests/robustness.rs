@@ -168,6 +168,25 @@ fn crafted_checkpoints_give_named_errors() {
     fails(&["run", &f, "--input", "abca", "--json"], &["c3.safetensors", "s-op `hist`", "beyond d_model"]);
     fails(&["trace", &f, "--input", "abca"], &["s-op `hist`"]);
     fails(&["inspect", &f, "--layer", "0", "--head", "0"], &["s-op `hist`"]);
+    // Two entries with one label (trace reported a false divergence: helper b21).
+    let mut p = base.clone();
+    let mut l = p.json("layout");
+    let other = (0..l["sops"].as_array().expect("sops").len()).find(|&i| i != hist_sop && l["sops"][i]["label"] != json!("hist")).expect("another entry");
+    l["sops"][other]["label"] = json!("hist");
+    p.set("layout", &l);
+    let f = p.write(&dir, "c3b.safetensors");
+    for args in [vec!["run", f.as_str(), "--input", "abca"], vec!["trace", f.as_str(), "--input", "abca"], vec!["inspect", f.as_str()]] {
+        fails(&args, &["c3b.safetensors", "two entries are labelled `hist`"]);
+    }
+    // An MLP block's unit range backwards: said as a range (the message showed Rust's
+    // `Some([5, 2])`: helper b21).
+    let mut p = base.clone();
+    let mut c = p.json("config");
+    let l = (0..c["layers"].as_array().expect("layers").len()).find(|&l| c["layers"][l]["mlp_info"].as_array().is_some_and(|a| !a.is_empty())).expect("an MLP block");
+    c["layers"][l]["mlp_info"][0]["hidden"] = json!([5, 2]);
+    p.set("config", &c);
+    let f = p.write(&dir, "c3c.safetensors");
+    fails(&["inspect", &f], &["c3c.safetensors", &format!("layers[{l}].mlp_info"), "names hidden units [5, 2], not a range inside 0.."]);
     // A zero-width layout entry.
     let mut p = base.clone();
     let mut l = p.json("layout");
@@ -226,6 +245,24 @@ fn crafted_checkpoints_give_named_errors() {
     }
     let f = p.write(&dir, "c8b.safetensors");
     fails(&["run", &f, "--input", "abca"], &["c8b.safetensors", "non-finite activation", "layer 0 mlp"]);
+    // Input blocks wider than the overall bounds or past max_seq_len: refused at load, as
+    // `compile` refuses them (`run` answered for [4, 4] outside the certified [-1, 1]: helper b21).
+    let prog = dir.join("real.rasp");
+    std::fs::write(&prog, "x = tokens_float;\ny = aggregate(select(indices, indices, <=), x);\nprog = y * 2 + 1;\n").expect("write");
+    let real = dir.join("real.safetensors");
+    let (code, _, err) = raspc(&["compile", prog.to_str().expect("utf-8"), "--input-bounds", "-1,1", "--max-len", "6", "-o", real.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{err}");
+    let real = Parts::of(&Checkpoint::from_bytes(&std::fs::read(&real).expect("read")).expect("valid"));
+    let (code, _, err) = raspc(&["run", &real.write(&dir, "real_ok.safetensors"), "--input", "[0.5, -0.5]"]);
+    assert_eq!(code, 0, "{err}");
+    for (file, block) in [("wide.safetensors", json!({"start": 0, "end": 2, "lo": -5.0, "hi": 5.0})), ("past.safetensors", json!({"start": 0, "end": 100, "lo": -1.0, "hi": 1.0}))] {
+        let mut p = real.clone();
+        let mut c = p.json("config");
+        c["real_input"]["blocks"] = json!([block]);
+        p.set("config", &c);
+        let f = p.write(&dir, file);
+        fails(&["run", &f, "--input", "[0.5, -0.5]"], &[file, "real_input block", "must lie inside the overall bounds [-1, 1] and within max_seq_len 6"]);
+    }
     // A shape whose byte size overflows 64 bits: the tensor named (safetensors' own message
     // named none: helper b21), for a checkpoint and for `simulate --target`.
     let mut p = base.clone();
