@@ -443,15 +443,43 @@ impl Session {
         Ok((entry, root))
     }
 
+    /// The main file's functions of no arguments, as a hint to call one (empty when none).
+    fn call_hint(&self) -> String {
+        let mut found: Vec<(u32, String)> = self
+            .globals
+            .borrow()
+            .vars
+            .iter()
+            .filter_map(|(n, v)| match v {
+                HostValue::Func(c) if c.def.params.is_empty() && c.def.name.span.file == self.main_file => Some((c.def.name.span.start, n.clone())),
+                _ => None,
+            })
+            .collect();
+        found.sort();
+        match found.first() {
+            None => String::new(),
+            Some((_, first)) => format!(
+                "; it defines {} of no arguments: call one (`prog = {first}();`)",
+                match found.len() {
+                    1 => format!("the function `{first}`"),
+                    k if k <= 8 => format!("functions {}", found.iter().map(|(_, n)| format!("`{n}`")).collect::<Vec<_>>().join(", ")),
+                    k => format!("functions {} (and {} more)", found[..8].iter().map(|(_, n)| format!("`{n}`")).collect::<Vec<_>>().join(", "), k - 8),
+                }
+            ),
+        }
+    }
+
     /// Resolves the entry to a graph node, with an error message if it is not an s-op or selector.
     pub fn entry(&self, name: Option<&str>) -> Result<(String, NodeId), String> {
         let name = match name {
             Some(n) => n.to_string(),
             None => self.default_entry().ok_or_else(|| match self.assigned.last() {
-                // A file of definitions and example lists (as written for the reference's REPL).
+                // A file of definitions and example lists (as written for the reference's REPL;
+                // the TMA paper's files define functions of no arguments only: helper a21).
                 Some(last) => format!(
-                    "the program assigns no s-op or selector to a name (the last name assigned, `{last}`, is {}); assign one (`prog = ...;`) or pass --entry NAME",
-                    self.get(last).map_or("undefined".to_string(), |v| v.a_kind())
+                    "the program assigns no s-op or selector to a name (the last name assigned, `{last}`, is {}); assign one (`prog = ...;`) or pass --entry NAME{}",
+                    self.get(last).map_or("undefined".to_string(), |v| v.a_kind()),
+                    self.call_hint()
                 ),
                 // (`--entry` cannot help there: helper c19.)
                 None => "the program assigns no name, so there is nothing to run: assign an s-op to a name (`prog = ...;`)".to_string(),
@@ -459,7 +487,14 @@ impl Session {
         };
         match self.get(&name) {
             Some(HostValue::Sop(n)) | Some(HostValue::Sel(n)) => Ok((name, n)),
+            Some(HostValue::Func(c)) if c.def.params.is_empty() => {
+                Err(format!("entry `{name}` is a function of no arguments, not an s-op or selector: add `prog = {name}();` to the program and run `prog` (or no --entry)"))
+            }
             Some(v) => Err(format!("entry `{name}` is {}, not an s-op or selector", v.a_kind())),
+            // `--entry 'f()'`: a call, not a name.
+            None if name.ends_with("()") && matches!(self.get(name.trim_end_matches("()")), Some(HostValue::Func(_))) => {
+                Err(format!("--entry takes a name, not a call: add `prog = {name};` to the program and run `prog` (or no --entry)"))
+            }
             None => {
                 // Name what could be compiled: the s-ops and selectors the program assigned.
                 let mut names: Vec<&String> = vec![];
@@ -1552,5 +1587,22 @@ mod assigned_tests {
         let s = s.expect("evaluates");
         assert_eq!(s.assigned, ["c", "a", "e", "b"]);
         assert_eq!(s.default_entry().as_deref(), Some("e"));
+    }
+
+    /// A file of functions of no arguments (the TMA paper's style) says how to run one, with or
+    /// without `--entry` (helper a21: "is a function", and `f()` "is not defined").
+    #[test]
+    fn functions_of_no_arguments_are_named_as_entries_to_call() {
+        let text = "A = [1, 2];\ndef g(x) { return x; }\ndef Transpose() { return g(tokens); }\ndef Other() { return indices; }\n";
+        let (_, s) = evaluate_program("t.rasp", None, text, &MemoryLoader::default());
+        let s = s.expect("evaluates");
+        let e = s.entry(None).unwrap_err();
+        assert!(e.ends_with("; it defines functions `Transpose`, `Other` of no arguments: call one (`prog = Transpose();`)"), "{e}");
+        let e = s.entry(Some("Transpose")).unwrap_err();
+        assert_eq!(e, "entry `Transpose` is a function of no arguments, not an s-op or selector: add `prog = Transpose();` to the program and run `prog` (or no --entry)");
+        assert!(s.entry(Some("Other()")).unwrap_err().starts_with("--entry takes a name, not a call: add `prog = Other();`"));
+        // A function of arguments and an unknown call are said as before.
+        assert_eq!(s.entry(Some("g")).unwrap_err(), "entry `g` is a function, not an s-op or selector");
+        assert!(s.entry(Some("h()")).unwrap_err().starts_with("entry `h()` is not defined by the program"));
     }
 }
