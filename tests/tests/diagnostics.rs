@@ -720,6 +720,20 @@ fn values_equal_up_to_rounding_and_floor_division_get_advice_that_works() {
     let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "8", "-o", out.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("parse::expected") && err.contains("RASP has no `//`") && err.contains("(a - a % b) / b"), "{err}");
+    // Python habits (helper a21): a keyword argument, a comprehension's `if` filter.
+    for (src, note) in [
+        ("y = aggregate(select(indices, indices, ==), tokens_int, default=0);\n", "RASP has no keyword arguments: pass every argument by position"),
+        ("y = [x * 2 for x in range(3) if x > 0];\n", "a list comprehension takes no `if` filter in RASP"),
+    ] {
+        std::fs::write(&p, src).unwrap();
+        let (code, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("parse::expected") && err.contains(note) && err.contains(":1:"), "{src}: {err}");
+    }
+    // Where the same tokens are no such habit, no note.
+    std::fs::write(&p, "y = (1 = 2);\n").unwrap();
+    let (_, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert!(err.contains("parse::expected") && !err.contains("keyword"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

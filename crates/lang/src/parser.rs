@@ -106,6 +106,14 @@ impl<'a> Parser<'a> {
         if found == Tok::Slash && self.pos > 0 && self.toks.get(self.pos - 1).is_some_and(|t| t.tok == Tok::Slash) {
             d = d.with_note("RASP has no `//`: for a floor division of non-negative integers write `(a - a % b) / b`, or `round(a / b)` for the nearest integer".to_string());
         }
+        // `aggregate(s, v, default=0)`, as Python (and a signature in prose) writes it (helper a21).
+        if found == Tok::Assign && self.pos > 0 && self.toks.get(self.pos - 1).is_some_and(|t| matches!(t.tok, Tok::Ident(_))) && what.contains("`)`") {
+            d = d.with_note("RASP has no keyword arguments: pass every argument by position (a default of 0: `aggregate(sel, values, 0)`)".to_string());
+        }
+        // `[f(x) for x in xs if c]`: the `if` reads as the start of `a if c else b`.
+        if what == "`else`" && found == Tok::RBracket {
+            d = d.with_note("a list comprehension takes no `if` filter in RASP: choose the value instead (`[x if c else 0 for x in xs]`)".to_string());
+        }
         self.errs.push(d);
         Fail
     }
