@@ -734,6 +734,12 @@ fn values_equal_up_to_rounding_and_floor_division_get_advice_that_works() {
     std::fs::write(&p, "y = (1 = 2);\n").unwrap();
     let (_, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
     assert!(err.contains("parse::expected") && !err.contains("keyword"), "{err}");
+    // A loaded file's private name says so (helper a21: "not defined here" only).
+    std::fs::write(dir.join("privlib.rasp"), "def _helper(x) { return x + 1; }\nshared = _helper(tokens_int);\n").unwrap();
+    std::fs::write(&p, "load \"privlib\";\nok = shared;\nprog = _helper(tokens_int);\n").unwrap();
+    let (code, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "[1, 2]"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unknown name `_helper`") && err.contains("privlib.rasp` defines `_helper`, but a name starting with `_` stays private"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

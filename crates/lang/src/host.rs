@@ -898,8 +898,18 @@ impl<'l> Evaluator<'l> {
             ExprKind::Error => Err(self.err("eval::internal", "internal error: evaluating a parse error", span, "here")),
             ExprKind::Name(n) => lookup(env, n).ok_or_else(|| {
                 let mut d = Diagnostic::error("eval::unknown-name", format!("unknown name `{n}`"), span).with_label("not defined here");
+                // A loaded file's private name (helper a21: "not defined here", no hint).
+                let private_in = || {
+                    let mut files: Vec<&PathBuf> = self.loaded.iter().filter(|(_, e)| e.borrow().vars.contains_key(n.as_str())).map(|(p, _)| p).collect();
+                    files.sort();
+                    files.first().map(|p| p.display().to_string())
+                };
                 if ["select", "aggregate", "range", "zip", "len"].contains(&n.as_str()) {
                     d = d.with_note(format!("write `{n}(` with no space before the parenthesis"));
+                } else if let Some(file) = n.starts_with('_').then(private_in).flatten() {
+                    d = d.with_note(format!(
+                        "`{file}` defines `{n}`, but a name starting with `_` stays private to the file that defines it (as in the reference): rename it there to share it"
+                    ));
                 } else if let Some(near) = nearest_name(env, n) {
                     d = d.with_note(format!("did you mean `{near}`?"));
                 }
