@@ -991,6 +991,15 @@ fn runtime_errors_name_the_users_variable_not_a_generated_label() {
     let (code, out, err) = cli(&["verify", p, "--vocab", "abc", "--max-len", "4", "--samples", "50", "--allow-rejected"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("an expression in `y` failed on ") && !out.contains("map_"), "{out}");
+    // A built-in token reader that fails is shown where the program reads it (helper a21: no
+    // line:column at all), or where the entry names it.
+    for (src, at, caret) in [("x = 1;\ny = tokens_int * 2;\n", ":2:5", "y = tokens_int * 2;"), ("prog = tokens_int;\n", ":1:1", "prog = tokens_int;")] {
+        let q = temp("tokint.rasp");
+        std::fs::write(&q, src).unwrap();
+        let (code, _, err) = cli(&["eval", q.to_str().unwrap(), "--input", "ab"]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("evaluating `tokens_int` failed at position 0: invalid literal for int(): 'a'") && err.contains(at) && err.contains(caret), "{src}: {err}");
+    }
 }
 
 #[test]

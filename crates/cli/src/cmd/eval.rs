@@ -47,12 +47,27 @@ pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalE
     let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
     // The user's name for the s-op, or the named s-op the failing expression is part of.
     let message = format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message);
+    let mut span = e.span;
+    let mut label = "this operation failed";
     if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 {
-        // A built-in s-op (such as `tokens_int`) failed: there is no program text to show.
-        let note = note.map(|n| format!("  = {n}\n")).unwrap_or_default();
-        return format!("error[eval::runtime]: {message}\n  = input: {input}\n{note}");
+        // A built-in s-op (such as `tokens_int`) failed: the program text shown is its first use
+        // in the program (the main file first; helper a21: no line:column at all).
+        let prelude = |s: &raspc_lang::Span| session.sources.get(s.file).name == "<prelude>";
+        let first_use =
+            session.graph.users(e.node).into_iter().map(|u| session.graph.node(u).span).filter(|s| !prelude(s)).min_by_key(|s| (s.file != session.main_file, s.file, s.start));
+        // (No s-op reads it: the entry is the built-in itself, `prog = tokens_int;`.)
+        match first_use.or(session.graph.node(e.node).named_at) {
+            Some(use_at) => {
+                span = use_at;
+                label = "reads the input here";
+            }
+            None => {
+                let note = note.map(|n| format!("  = {n}\n")).unwrap_or_default();
+                return format!("error[eval::runtime]: {message}\n  = input: {input}\n{note}");
+            }
+        }
     }
-    let mut d = Diagnostic::error("eval::runtime", message, e.span).with_label("this operation failed").with_note(format!("input: {input}"));
+    let mut d = Diagnostic::error("eval::runtime", message, span).with_label(label).with_note(format!("input: {input}"));
     if let Some(n) = note {
         d = d.with_note(n);
     }
