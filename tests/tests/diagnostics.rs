@@ -730,10 +730,16 @@ fn values_equal_up_to_rounding_and_floor_division_get_advice_that_works() {
         assert_eq!(code, 1, "{err}");
         assert!(err.contains("parse::expected") && err.contains(note) && err.contains(":1:"), "{src}: {err}");
     }
-    // Where the same tokens are no such habit, no note.
-    std::fs::write(&p, "y = (1 = 2);\n").unwrap();
+    // A keyword in a call of the user's own function too; where the same tokens are no such
+    // habit (a typo of `==`), no note (review rv21).
+    std::fs::write(&p, "def f(a, b) { return a; }\ny = f(tokens, b=1);\n").unwrap();
     let (_, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
-    assert!(err.contains("parse::expected") && !err.contains("keyword"), "{err}");
+    assert!(err.contains("parse::expected") && err.contains("RASP has no keyword arguments"), "{err}");
+    for src in ["y = (1 = 2);\n", "y = (x = 2);\n", "y = select(indices, indices, ==) if (x = 1) else 0;\n"] {
+        std::fs::write(&p, src).unwrap();
+        let (_, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+        assert!(err.contains("parse::expected") && !err.contains("keyword"), "{src}: {err}");
+    }
     // A loaded file's private name says so (helper a21: "not defined here" only).
     std::fs::write(dir.join("privlib.rasp"), "def _helper(x) { return x + 1; }\nshared = _helper(tokens_int);\n").unwrap();
     std::fs::write(&p, "load \"privlib\";\nok = shared;\nprog = _helper(tokens_int);\n").unwrap();

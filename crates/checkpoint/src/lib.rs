@@ -251,8 +251,6 @@ pub struct Checkpoint {
     pub tensors: BTreeMap<String, Tensor>,
 }
 
-/// When a file's size is not what its header describes (a truncated download or copy): says so,
-/// with both sizes. None when the header does not parse or the sizes agree.
 /// Bytes per element of a safetensors dtype (None for one this file format does not size).
 fn dtype_size(dtype: &str) -> Option<u64> {
     Some(match dtype {
@@ -271,6 +269,9 @@ pub fn safetensors_problem(bytes: &[u8]) -> Option<String> {
     size_mismatch(bytes, u64::from_le_bytes(*bytes.first_chunk::<8>()?))
 }
 
+/// When a file's size is not what its header describes (a truncated download or copy): says so,
+/// with both sizes; also a tensor whose shape's byte size overflows, or whose offsets do not fit
+/// its shape. None when the header does not parse or nothing of this is wrong.
 fn size_mismatch(bytes: &[u8], header_len: u64) -> Option<String> {
     let end = 8usize.checked_add(usize::try_from(header_len).ok()?)?;
     let header: serde_json::Value = serde_json::from_slice(bytes.get(8..end)?).ok()?;
@@ -668,12 +669,15 @@ impl Checkpoint {
             return Err(CheckpointError::BadLayout(format!("{} entries cannot fit in d_model {}", self.layout.sops.len(), c.d_model)));
         }
         let mut used = vec![None::<&str>; c.d_model];
-        // Labels name slots (trace decodes and compares by label; the compiler writes each once,
-        // `x`, `x_2`, ...): a repeated one made `trace --program` report a divergence of the
-        // wrong slot (helper b21).
+        // A program's names label one slot each (trace decodes and compares them by label; the
+        // compiler writes each once, `x`, `x_2`, ...): a repeated one made `trace --program`
+        // report a divergence of the wrong slot (helper b21). Helper slots (labels with `.` or
+        // `:`, such as the `prog.arg` of each argument a real-valued expression materialises)
+        // may repeat: trace compares none of them (review rv21).
         let mut labels = std::collections::HashSet::new();
-        if let Some(s) = self.layout.sops.iter().find(|s| !labels.insert(s.label.as_str())) {
-            return Err(CheckpointError::BadLayout(format!("two entries are labelled `{}` (labels name slots: each once)", s.label)));
+        let program_name = |l: &str| !l.is_empty() && l.chars().all(|c| c.is_alphanumeric() || c == '_');
+        if let Some(s) = self.layout.sops.iter().filter(|s| program_name(&s.label)).find(|s| !labels.insert(s.label.as_str())) {
+            return Err(CheckpointError::BadLayout(format!("two entries are labelled `{}` (a program's name labels one slot)", s.label)));
         }
         for s in &self.layout.sops {
             let width = s.encoding.dims();

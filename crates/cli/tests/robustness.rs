@@ -245,6 +245,18 @@ fn crafted_checkpoints_give_named_errors() {
     }
     let f = p.write(&dir, "c8b.safetensors");
     fails(&["run", &f, "--input", "abca"], &["c8b.safetensors", "non-finite activation", "layer 0 mlp"]);
+    // Helper slots may share a label (each argument a real-valued expression materialises is
+    // `prog.arg`, each division's numerator `prog.num`): what raspc writes loads (review rv21:
+    // the label check refused these at compile time).
+    for (i, line) in ["prog = x*y if x*y > y*z else y*z;", "prog = (x*y + y*z) / (x*z + z*z + 1) + (x*x*y) / (y*z*z + 1);"].into_iter().enumerate() {
+        let src = dir.join(format!("helpers{i}.rasp"));
+        std::fs::write(&src, format!("x = tokens_float;\ny = aggregate(select(indices, indices, <=), x);\nz = aggregate(select(indices, indices, >=), x);\n{line}\n")).expect("write");
+        let ck = dir.join(format!("helpers{i}.safetensors"));
+        let (code, _, err) = raspc(&["compile", src.to_str().expect("utf-8"), "--input-bounds", "1,2", "--max-len", "4", "-o", ck.to_str().expect("utf-8")]);
+        assert_eq!(code, 0, "{line}: {err}");
+        let (code, _, err) = raspc(&["run", ck.to_str().expect("utf-8"), "--input", "[1.5, 1.25]"]);
+        assert_eq!(code, 0, "{line}: {err}");
+    }
     // Input blocks wider than the overall bounds or past max_seq_len: refused at load, as
     // `compile` refuses them (`run` answered for [4, 4] outside the certified [-1, 1]: helper b21).
     let prog = dir.join("real.rasp");
@@ -606,6 +618,8 @@ fn gguf_with_huge_dims_is_an_error() {
     let cases: Vec<(&str, Kv, Vec<&str>)> = vec![
         ("align0.gguf", ("general.alignment", 4, 0u32.to_le_bytes().to_vec()), vec!["general.alignment is 0"]),
         ("align0u8.gguf", ("general.alignment", 0, vec![0u8]), vec!["general.alignment is 0"]),
+        // candle drops a key's trailing NULs (review rv21: this one still panicked).
+        ("align0nul.gguf", ("general.alignment\0\0", 4, 0u32.to_le_bytes().to_vec()), vec!["general.alignment is 0"]),
         ("eps_nan.gguf", ("llama.attention.layer_norm_rms_epsilon", 6, f32v(f32::NAN)), vec!["layer_norm_rms_epsilon = NaN", "positive finite"]),
         ("eps_neg.gguf", ("llama.attention.layer_norm_rms_epsilon", 6, f32v(-1e-5)), vec!["layer_norm_rms_epsilon = -0.00001 ", "positive finite"]),
         ("rope0.gguf", ("llama.rope.freq_base", 6, f32v(0.0)), vec!["llama.rope.freq_base = 0", "positive finite"]),
@@ -622,6 +636,17 @@ fn gguf_with_huge_dims_is_an_error() {
     }
     // The same file with a sane alignment and settings loads and probes (the cases above fail
     // for what they change).
+    // An alignment candle does not read (a u64; the spec's type is u32) leaves its default: the
+    // file loads (review rv21: it was refused as 0).
+    let u64_align = dir.join("u64align.gguf");
+    tiny_gguf(
+        &u64_align,
+        vec![8, 8],
+        0.5,
+        &[("general.alignment", 10, 0u64.to_le_bytes().to_vec()), ("tokenizer.ggml.merges", 9, strs(&["c d"])), ("tokenizer.ggml.tokens", 9, strs(&["a", "b", "c", "d", "cd", "f"]))],
+    );
+    let (code, _, err) = raspc(&["probe", "svflow", u64_align.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"]);
+    assert_eq!(code, 0, "{err}");
     let ok = dir.join("ok.gguf");
     tiny_gguf(
         &ok,

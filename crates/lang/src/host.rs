@@ -482,7 +482,7 @@ impl Session {
                     self.call_hint()
                 ),
                 // (`--entry` cannot help there: helper c19.)
-                None => "the program assigns no name, so there is nothing to run: assign an s-op to a name (`prog = ...;`)".to_string(),
+                None => format!("the program assigns no name, so there is nothing to run: assign an s-op to a name (`prog = ...;`){}", self.call_hint()),
             })?,
         };
         match self.get(&name) {
@@ -492,7 +492,7 @@ impl Session {
             }
             Some(v) => Err(format!("entry `{name}` is {}, not an s-op or selector", v.a_kind())),
             // `--entry 'f()'`: a call, not a name.
-            None if name.ends_with("()") && matches!(self.get(name.trim_end_matches("()")), Some(HostValue::Func(_))) => {
+            None if name.strip_suffix("()").is_some_and(|f| matches!(self.get(f), Some(HostValue::Func(c)) if c.def.params.is_empty())) => {
                 Err(format!("--entry takes a name, not a call: add `prog = {name};` to the program and run `prog` (or no --entry)"))
             }
             None => {
@@ -1614,5 +1614,12 @@ mod assigned_tests {
         // A function of arguments and an unknown call are said as before.
         assert_eq!(s.entry(Some("g")).unwrap_err(), "entry `g` is a function, not an s-op or selector");
         assert!(s.entry(Some("h()")).unwrap_err().starts_with("entry `h()` is not defined by the program"));
+        // A call of a function that takes arguments, or a call of a call, is no such hint.
+        assert!(s.entry(Some("g()")).unwrap_err().starts_with("entry `g()` is not defined by the program"));
+        assert!(s.entry(Some("Other()()")).unwrap_err().starts_with("entry `Other()()` is not defined by the program"));
+        // A file of definitions only (the TMA paper's files: review rv21).
+        let (_, s) = evaluate_program("t.rasp", None, "def T() { return tokens; }\ndef U(x) { return x; }\n", &MemoryLoader::default());
+        let e = s.expect("evaluates").entry(None).unwrap_err();
+        assert!(e.starts_with("the program assigns no name") && e.ends_with("; it defines the function `T` of no arguments: call one (`prog = T();`)"), "{e}");
     }
 }

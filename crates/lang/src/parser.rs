@@ -107,7 +107,15 @@ impl<'a> Parser<'a> {
             d = d.with_note("RASP has no `//`: for a floor division of non-negative integers write `(a - a % b) / b`, or `round(a / b)` for the nearest integer".to_string());
         }
         // `aggregate(s, v, default=0)`, as Python (and a signature in prose) writes it (helper a21).
-        if found == Tok::Assign && self.pos > 0 && self.toks.get(self.pos - 1).is_some_and(|t| matches!(t.tok, Tok::Ident(_))) && what.contains("`)`") {
+        // Only in a call's arguments: after `f(` or `,` (not `(x = 2)` or `if (x = 1)`, typos
+        // of `==`: review rv21).
+        let tok_at = |back: usize| self.pos.checked_sub(back).and_then(|i| self.toks.get(i)).map(|t| &t.tok);
+        let in_call = match tok_at(2) {
+            Some(Tok::Comma | Tok::SelectParen | Tok::AggregateParen | Tok::RangeParen | Tok::ZipParen | Tok::LenParen) => true,
+            Some(Tok::LParen) => matches!(tok_at(3), Some(Tok::Ident(_) | Tok::RParen)),
+            _ => false,
+        };
+        if found == Tok::Assign && matches!(tok_at(1), Some(Tok::Ident(_))) && in_call && what.contains("`)`") {
             d = d.with_note("RASP has no keyword arguments: pass every argument by position (a default of 0: `aggregate(sel, values, 0)`)".to_string());
         }
         // `[f(x) for x in xs if c]`: the `if` reads as the start of `a if c else b`.

@@ -95,42 +95,41 @@ fn meta_strings(c: &gguf_file::Content, k: &str) -> Result<Vec<String>> {
     arr.iter().map(|x| x.to_string().cloned().map_err(|e| LmError::Gguf(format!("{k}: {}", plain(&e))))).collect()
 }
 
-/// The value of `general.alignment` when the file declares it as an integer, read from the
-/// metadata before candle parses it: candle divides by it (an alignment of 0 panicked, helper
-/// b21). Walks the header by the GGUF layout (magic, version, counts, key/value pairs); an
-/// unreadable header is left to candle's own errors (None).
-fn declared_alignment(f: &mut (impl std::io::Read + std::io::Seek)) -> Option<i128> {
-    fn take<const N: usize>(f: &mut impl std::io::Read) -> Option<[u8; N]> {
+/// The value of `general.alignment` as candle reads it (an 8-, 16- or 32-bit integer; other
+/// types leave candle's default), from the metadata before candle parses it: candle divides by
+/// it (an alignment of 0 panicked, helper b21). Walks the header by the GGUF layout (magic,
+/// version, counts, key/value pairs), keys compared as candle stores them (trailing NULs
+/// dropped: review rv21), through a buffer; an unreadable header is left to candle's own errors
+/// (None).
+fn declared_alignment(file: &mut std::fs::File) -> Option<i64> {
+    use std::io::Read;
+    type In<'a> = std::io::BufReader<&'a mut std::fs::File>;
+    fn take<const N: usize>(f: &mut In) -> Option<[u8; N]> {
         let mut b = [0u8; N];
         f.read_exact(&mut b).ok()?;
         Some(b)
     }
-    fn skip(f: &mut impl std::io::Seek, n: u64) -> Option<()> {
-        f.seek(std::io::SeekFrom::Current(i64::try_from(n).ok()?)).ok().map(|_| ())
+    fn skip(f: &mut In, n: u64) -> Option<()> {
+        f.seek_relative(i64::try_from(n).ok()?).ok()
     }
     // Version 1 writes lengths and counts as u32, later versions as u64.
-    fn len(f: &mut impl std::io::Read, v1: bool) -> Option<u64> {
+    fn len(f: &mut In, v1: bool) -> Option<u64> {
         Some(if v1 { u32::from_le_bytes(take(f)?) as u64 } else { u64::from_le_bytes(take(f)?) })
     }
-    fn integer(f: &mut impl std::io::Read, ty: u32) -> Option<Option<i128>> {
-        Some(Some(match ty {
-            0 => u8::from_le_bytes(take(f)?) as i128,
-            1 => i8::from_le_bytes(take(f)?) as i128,
-            2 => u16::from_le_bytes(take(f)?) as i128,
-            3 => i16::from_le_bytes(take(f)?) as i128,
-            4 => u32::from_le_bytes(take(f)?) as i128,
-            5 => i32::from_le_bytes(take(f)?) as i128,
-            10 => u64::from_le_bytes(take(f)?) as i128,
-            11 => i64::from_le_bytes(take(f)?) as i128,
-            _ => return Some(None),
-        }))
-    }
-    fn skip_value<F: std::io::Read + std::io::Seek>(f: &mut F, ty: u32, v1: bool, depth: u32) -> Option<()> {
+    fn width(ty: u32) -> Option<u64> {
         match ty {
-            0 | 1 | 7 => skip(f, 1),
-            2 | 3 => skip(f, 2),
-            4..=6 => skip(f, 4),
-            10..=12 => skip(f, 8),
+            0 | 1 | 7 => Some(1),
+            2 | 3 => Some(2),
+            4..=6 => Some(4),
+            10..=12 => Some(8),
+            _ => None,
+        }
+    }
+    fn skip_value(f: &mut In, ty: u32, v1: bool, depth: u32) -> Option<()> {
+        if let Some(w) = width(ty) {
+            return skip(f, w);
+        }
+        match ty {
             8 => {
                 let n = len(f, v1)?;
                 skip(f, n)
@@ -138,15 +137,8 @@ fn declared_alignment(f: &mut (impl std::io::Read + std::io::Seek)) -> Option<i1
             9 if depth < 4 => {
                 let inner = u32::from_le_bytes(take(f)?);
                 let n = len(f, v1)?;
-                let width = match inner {
-                    0 | 1 | 7 => 1,
-                    2 | 3 => 2,
-                    4..=6 => 4,
-                    10..=12 => 8,
-                    _ => 0,
-                };
-                if width > 0 {
-                    return skip(f, n.checked_mul(width)?);
+                if let Some(w) = width(inner) {
+                    return skip(f, n.checked_mul(w)?);
                 }
                 // Strings or arrays: element by element (each reads at least 4 bytes, so a
                 // count past the file ends at its end).
@@ -158,7 +150,8 @@ fn declared_alignment(f: &mut (impl std::io::Read + std::io::Seek)) -> Option<i1
             _ => None,
         }
     }
-    std::io::Seek::rewind(f).ok()?;
+    std::io::Seek::rewind(file).ok()?;
+    let f = &mut std::io::BufReader::with_capacity(1 << 16, file);
     if &take::<4>(f)? != b"GGUF" {
         return None;
     }
@@ -168,15 +161,33 @@ fn declared_alignment(f: &mut (impl std::io::Read + std::io::Seek)) -> Option<i1
     let mut found = None;
     for _ in 0..kvs {
         let n = len(f, v1)?;
-        let key = if n == "general.alignment".len() as u64 { Some(take::<17>(f)?) } else { skip(f, n).map(|_| None)? };
-        let ty = u32::from_le_bytes(take(f)?);
-        if key.as_ref().is_some_and(|k| k == b"general.alignment") {
-            // The last one wins, as in candle's map.
-            match integer(f, ty)? {
-                Some(v) => found = Some(v),
-                None => skip_value(f, ty, v1, 0)?,
+        // Only keys short enough to be `general.alignment` (with some NULs) are read.
+        let key = if n <= 64 {
+            let mut k = vec![0u8; n as usize];
+            f.read_exact(&mut k).ok()?;
+            while k.last() == Some(&0) {
+                k.pop();
             }
+            k
         } else {
+            skip(f, n)?;
+            vec![]
+        };
+        let ty = u32::from_le_bytes(take(f)?);
+        if key == b"general.alignment" && ty <= 5 {
+            // The last one wins, as in candle's map.
+            found = Some(match ty {
+                0 => u8::from_le_bytes(take(f)?) as i64,
+                1 => i8::from_le_bytes(take(f)?) as i64,
+                2 => u16::from_le_bytes(take(f)?) as i64,
+                3 => i16::from_le_bytes(take(f)?) as i64,
+                4 => u32::from_le_bytes(take(f)?) as i64,
+                _ => i32::from_le_bytes(take(f)?) as i64,
+            });
+        } else {
+            if key == b"general.alignment" {
+                found = None;
+            }
             skip_value(f, ty, v1, 0)?;
         }
     }
@@ -246,7 +257,7 @@ impl LanguageModel {
             return Err(LmError::Gguf(format!("`{}` is not a GGUF file (it does not start with `GGUF`){what}", path.display())));
         }
         if let Some(a) = declared_alignment(&mut f).filter(|&a| a == 0) {
-            return Err(LmError::Gguf(format!("general.alignment is {a} (the data's alignment must be a positive multiple of 8)")));
+            return Err(LmError::Gguf(format!("general.alignment is {a}: the tensor data's alignment must be positive")));
         }
         std::io::Seek::rewind(&mut f).map_err(io)?;
         let c = gguf_file::Content::read(&mut f).map_err(|e| LmError::Gguf(plain(&e).trim_start_matches("gguf: ").to_string()))?;
