@@ -256,8 +256,8 @@ impl LanguageModel {
             let what = if head.get(8) == Some(&b'{') { ": it looks like a safetensors file (a raspc checkpoint is read by its `.safetensors` name)" } else { "" };
             return Err(LmError::Gguf(format!("`{}` is not a GGUF file (it does not start with `GGUF`){what}", path.display())));
         }
-        if let Some(a) = declared_alignment(&mut f).filter(|&a| a == 0) {
-            return Err(LmError::Gguf(format!("general.alignment is {a}: the tensor data's alignment must be positive")));
+        if declared_alignment(&mut f) == Some(0) {
+            return Err(LmError::Gguf("general.alignment is 0: the tensor data's alignment must be positive".into()));
         }
         std::io::Seek::rewind(&mut f).map_err(io)?;
         let c = gguf_file::Content::read(&mut f).map_err(|e| LmError::Gguf(plain(&e).trim_start_matches("gguf: ").to_string()))?;
