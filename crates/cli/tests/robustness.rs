@@ -581,6 +581,11 @@ fn tiny_gguf(path: &Path, q: Vec<u64>, fill: f32, extra: &[(&str, u32, Vec<u8>)]
     std::fs::write(path, x).expect("write gguf");
 }
 
+/// A command line of owned arguments as `&str`s.
+fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 #[test]
 fn gguf_with_huge_dims_is_an_error() {
     let dir = scratch();
@@ -588,19 +593,18 @@ fn gguf_with_huge_dims_is_an_error() {
     huge_gguf(&g);
     let text = dir.join("text.txt");
     std::fs::write(&text, "ab cd ab ab cd abcd ".repeat(20)).expect("write");
-    fails(
-        &["probe", "svflow", g.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"],
-        &["huge.gguf", "blk.0.attn_q.weight", "2147483648"],
-    );
+    let text = text.to_str().expect("utf-8").to_string();
+    // `probe svflow` of a GGUF file on that text, one short sequence per seed.
+    let probe = |g: &Path| -> Vec<String> {
+        ["probe", "svflow", g.to_str().expect("utf-8"), "--text", &text, "--seq-len", "8", "--seeds", "1", "--sequences", "2"].iter().map(|a| a.to_string()).collect()
+    };
+    fails(&as_strs(&probe(&g)), &["huge.gguf", "blk.0.attn_q.weight", "2147483648"]);
     fails(&["probe", "svflow", "/dev/zero.gguf"], &["/dev/zero.gguf"]);
     // Well formed, but its weights are NaN: refused at load with the tensor named (the probe
     // printed NaN scores beside clean-looking metrics).
     let nan = dir.join("nan.gguf");
     tiny_gguf(&nan, vec![8, 8], f32::NAN, &[]);
-    fails(
-        &["probe", "svflow", nan.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"],
-        &["nan.gguf", "token_embd.weight", "non-finite weight"],
-    );
+    fails(&as_strs(&probe(&nan)), &["nan.gguf", "token_embd.weight", "non-finite weight"]);
     // Metadata that broke the load or every activation (helper b21): an alignment of 0 panicked
     // inside candle (division by zero); a NaN or negative epsilon, or a rope base of 0, gave `NLL
     // NaN` and exit 0; more tokens than embedding rows failed at run time naming no key.
@@ -632,7 +636,7 @@ fn gguf_with_huge_dims_is_an_error() {
         tiny_gguf(&g, vec![8, 8], 0.5, &[kv]);
         let mut want = want;
         want.push(file);
-        fails(&["probe", "svflow", g.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"], &want);
+        fails(&as_strs(&probe(&g)), &want);
     }
     // The same file with a sane alignment and settings loads and probes (the cases above fail
     // for what they change).
@@ -645,7 +649,7 @@ fn gguf_with_huge_dims_is_an_error() {
         0.5,
         &[("general.alignment", 10, 0u64.to_le_bytes().to_vec()), ("tokenizer.ggml.merges", 9, strs(&["c d"])), ("tokenizer.ggml.tokens", 9, strs(&["a", "b", "c", "d", "cd", "f"]))],
     );
-    let (code, _, err) = raspc(&["probe", "svflow", u64_align.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"]);
+    let (code, _, err) = raspc(&as_strs(&probe(&u64_align)));
     assert_eq!(code, 0, "{err}");
     let ok = dir.join("ok.gguf");
     tiny_gguf(
@@ -659,7 +663,7 @@ fn gguf_with_huge_dims_is_an_error() {
             ("tokenizer.ggml.tokens", 9, strs(&["a", "b", "c", "d", "cd", "f"])),
         ],
     );
-    let (code, _, err) = raspc(&["probe", "svflow", ok.to_str().expect("utf-8"), "--text", text.to_str().expect("utf-8"), "--seq-len", "8", "--seeds", "1", "--sequences", "2"]);
+    let (code, _, err) = raspc(&as_strs(&probe(&ok)));
     assert_eq!(code, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
