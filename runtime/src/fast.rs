@@ -320,6 +320,8 @@ fn token_scores<T: Real>(h: &Head<T>, embed_token: &[f32], embed_pos: &[f32], d:
 /// it misses): a batch of categorical sequences can see a few hundred distinct MLP inputs, each
 /// many times.
 const MEMO_TRIAL: usize = 512;
+/// Positions per block of [`FastModel::mlp_columns`].
+const BLOCK: usize = 32;
 
 /// MLP inputs remembered per sequence without hashing (see [`FastModel::mlp`]).
 const RECENT: usize = 4;
@@ -383,6 +385,50 @@ struct Units<T> {
     out_ptr: Vec<u32>,
     gate: Option<(Sparse<T>, Vec<T>)>,
     w_out: Sparse<T>,
+    /// Gated units by unit, for [`FastModel::mlp_columns`] (None for ReLU units).
+    columns: Option<Columns<T>>,
+}
+
+/// Gated units stored by unit: the residual dims they read (`dims`, increasing) and, per unit
+/// `u`, its input and gate weights `(index into dims, weight)` in increasing dim order
+/// (`ent[ptr[u]..ptr[u + 1]]`, `gent[gptr[u]..gptr[u + 1]]`): the order in which the
+/// row-by-row pass adds them, so both give the same sums.
+#[derive(Debug, Clone)]
+struct Columns<T> {
+    dims: Vec<u32>,
+    ptr: Vec<u32>,
+    ent: Vec<(u32, T)>,
+    gptr: Vec<u32>,
+    gent: Vec<(u32, T)>,
+}
+
+impl<T: Real> Columns<T> {
+    /// From the row-stored input and gate matrices of `units` units.
+    fn new(w_in: &Sparse<T>, gate: &Sparse<T>, units: usize) -> Columns<T> {
+        let mut dims: Vec<u32> = w_in.nz_rows.iter().chain(&gate.nz_rows).map(|&(r, _, _)| r).collect();
+        dims.sort_unstable();
+        dims.dedup();
+        let by_unit = |m: &Sparse<T>| {
+            let mut per: Vec<Vec<(u32, T)>> = vec![vec![]; units];
+            for &(r, s, e) in &m.nz_rows {
+                // `dims` holds every row listed here.
+                let k = dims.partition_point(|&x| x < r) as u32;
+                for (&c, &w) in m.col[s as usize..e as usize].iter().zip(&m.val[s as usize..e as usize]) {
+                    per[c as usize].push((k, w));
+                }
+            }
+            let mut ptr = vec![0u32];
+            let mut ent = vec![];
+            for p in per {
+                ent.extend(p);
+                ptr.push(ent.len() as u32);
+            }
+            (ptr, ent)
+        };
+        let (ptr, ent) = by_unit(w_in);
+        let (gptr, gent) = by_unit(gate);
+        Columns { dims, ptr, ent, gptr, gent }
+    }
 }
 
 impl<T: Real> Units<T> {
@@ -402,12 +448,15 @@ impl<T: Real> Units<T> {
         for u in 0..all.len() {
             out_ptr[u + 1] = out_ptr[u + 1].max(out_ptr[u]);
         }
+        let w_in = Sparse::new(w.w_in, d, hid, Some(&all));
+        let gate: Option<(Sparse<T>, Vec<T>)> = w.gate.map(|(wg, bg)| (Sparse::new(wg, d, hid, Some(&all)), all.iter().map(|&u| T::from_f32(bg[u])).collect()));
         Units {
-            w_in: Sparse::new(w.w_in, d, hid, Some(&all)),
+            columns: gate.as_ref().map(|(g, _)| Columns::new(&w_in, g, all.len())),
+            w_in,
             b_in: all.iter().map(|&u| T::from_f32(w.b_in[u])).collect(),
             pos_bias: all.iter().enumerate().filter(|&(_, &u)| w.b_in[u] > 0.0).map(|(i, _)| i as u32).collect(),
             out_ptr,
-            gate: w.gate.map(|(wg, bg)| (Sparse::new(wg, d, hid, Some(&all)), all.iter().map(|&u| T::from_f32(bg[u])).collect())),
+            gate,
             w_out,
         }
     }
@@ -440,6 +489,8 @@ pub struct FastModel<T> {
     bos: u32,
     embed_token: Vec<T>,
     embed_pos: Vec<T>,
+    /// The position embedding by nonzero dims when it is sparse (the other dims hold zeros).
+    pos_dims: Option<SparseRows<T>>,
     embed_value: Option<Vec<T>>,
     /// Per token id, the dims its embedding is nonzero in.
     token_dims: Vec<Vec<u32>>,
@@ -456,6 +507,8 @@ pub struct FastModel<T> {
     row_heads: usize,
     /// Most threads a batch may use (0: `available_parallelism`).
     threads: usize,
+    /// Gated MLPs may run by blocks of positions ([`FastModel::set_mlp_columns`]).
+    mlp_columns: bool,
 }
 
 impl<T: Real> Workspace<T> {
@@ -464,7 +517,8 @@ impl<T: Real> Workspace<T> {
         self.memo = m
             .layers
             .iter()
-            .map(|l| Memo { on: l.mlp.as_ref().is_some_and(|m| m.in_rows.len() <= 4096), hits: 0, misses: 0, map: Default::default(), keys: vec![], arena: vec![] })
+            .zip(&self.memo_off)
+            .map(|(l, &off)| Memo { on: !off && l.mlp.as_ref().is_some_and(|m| m.in_rows.len() <= 4096), hits: 0, misses: 0, map: Default::default(), keys: vec![], arena: vec![] })
             .collect();
     }
 }
@@ -523,6 +577,14 @@ struct Workspace<T> {
     zs: Vec<f64>,
     key: Vec<u64>,
     memo: Vec<Memo<T>>,
+    /// Per layer: an earlier pass switched its memo off (it starts off).
+    memo_off: Vec<bool>,
+    /// [`FastModel::mlp_columns`]: a block's inputs `[dims][BLOCK]` and outputs `[BLOCK][d]`
+    /// (zeros between uses).
+    xin: Vec<T>,
+    tmpblk: Vec<T>,
+    /// Per dim of `xin`: nonzero somewhere in the block.
+    nzdim: Vec<bool>,
     /// Per head and sequence: the query keys seen (`qkeys` ranges) and their value sums
     /// (`qouts`): queries with the same nonzero query dims get the same attention row.
     qkeys: Vec<u64>,
@@ -534,6 +596,9 @@ struct Workspace<T> {
     /// value projection (dim, weight) and each position's value.
     vcols: Vec<ValueColumn<T>>,
 }
+
+/// Rows by their nonzero entries: row `i`'s `(column, value)` pairs are `.1[.0[i]..(.0[i + 1])]`.
+type SparseRows<T> = (Vec<u32>, Vec<(u32, T)>);
 
 /// A value projection `(residual dim, weight)` and the value it gives at each position.
 type ValueColumn<T> = (Vec<(u32, T)>, Vec<T>);
@@ -739,6 +804,20 @@ impl<T: Real> FastModel<T> {
             token_dims: (0..vocab).map(|i| (0..d).filter(|&r| embed_token[i * d + r] != 0.0).map(|r| r as u32).collect()).collect(),
             value_dims: embed_value.map_or(vec![], |ev| (0..d).filter(|&r| ev[r] != 0.0).map(|r| (r as u32, T::from_f32(ev[r]))).collect()),
             embed_token: conv0(embed_token),
+            pos_dims: {
+                // Rows of the position embedding by their nonzero dims, where that saves work
+                // (U: a few dims of hundreds).
+                let nnz = embed_pos.iter().filter(|&&v| v != 0.0).count();
+                (nnz * 4 <= embed_pos.len()).then(|| {
+                    let mut ptr = vec![0u32];
+                    let mut ent = vec![];
+                    for row in embed_pos.chunks(d.max(1)) {
+                        ent.extend(row.iter().enumerate().filter(|&(_, &v)| v != 0.0).map(|(r, &v)| (r as u32, T::from_f32(v) + T::ZERO)));
+                        ptr.push(ent.len() as u32);
+                    }
+                    (ptr, ent)
+                })
+            },
             embed_pos: conv0(embed_pos),
             embed_value: embed_value.map(|ev| conv(ev)),
             pool: Pool(Default::default()),
@@ -747,6 +826,7 @@ impl<T: Real> FastModel<T> {
             work_per_position: work,
             row_heads,
             threads: 0,
+            mlp_columns: true,
         })
     }
 
@@ -763,6 +843,13 @@ impl<T: Real> FastModel<T> {
     /// thread only).
     pub fn set_threads(&mut self, threads: usize) {
         self.threads = threads;
+    }
+
+    /// Whether gated MLPs may run by blocks of positions ([`Self::mlp_columns`]; on by
+    /// default). Off, every position takes the row path: tests compare the two.
+    #[doc(hidden)]
+    pub fn set_mlp_columns(&mut self, on: bool) {
+        self.mlp_columns = on;
     }
 
     /// The path each head's hard attention takes, by layer: "token", "position" or "rows" (see
@@ -842,6 +929,10 @@ impl<T: Real> FastModel<T> {
             qmap: Default::default(),
             vcols: vec![],
             memo: vec![],
+            memo_off: vec![false; self.layers.len()],
+            xin: vec![],
+            tmpblk: vec![],
+            nzdim: vec![],
         }
     }
 
@@ -978,7 +1069,15 @@ impl<T: Real> FastModel<T> {
             // `token + position`: the position's row plus the token's nonzero dims.
             let tok = &self.embed_token[id as usize * d..(id as usize + 1) * d];
             let row = &mut x[p * d..(p + 1) * d];
-            row.copy_from_slice(&self.embed_pos[p * d..(p + 1) * d]);
+            match &self.pos_dims {
+                Some((ptr, ent)) => {
+                    row.fill(T::ZERO);
+                    for &(r, v) in &ent[ptr[p] as usize..ptr[p + 1] as usize] {
+                        row[r as usize] = v;
+                    }
+                }
+                None => row.copy_from_slice(&self.embed_pos[p * d..(p + 1) * d]),
+            }
             for &r in &self.token_dims[id as usize] {
                 let r = r as usize;
                 row[r] += tok[r];
@@ -1023,7 +1122,7 @@ impl<T: Real> FastModel<T> {
             }
             record(&|| format!("layer {l} attention"), &ws.x[..t * d]);
             if let Some(m) = &layer.mlp {
-                self.mlp(m, t, check, l, ws)?;
+                self.mlp(m, t, values.is_some(), check, l, ws)?;
                 finite(&ws.x[..t * d], &|| format!("layer {l} mlp"))?;
             }
             record(&|| format!("layer {l} mlp"), &ws.x[..t * d]);
@@ -1038,13 +1137,26 @@ impl<T: Real> FastModel<T> {
 
     /// One MLP over one sequence: `x += W_out·(ReLU(W_in·x + b_in) [⊙ (W_gate·x + b_gate)]) + b_out`,
     /// row by row, through the memo.
-    fn mlp(&self, m: &Mlp<T>, t: usize, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+    fn mlp(&self, m: &Mlp<T>, t: usize, real: bool, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
         let d = self.d;
         // The memo entries of the last few distinct inputs (categorical sequences cycle through a
         // few: checked before hashing), replaced round-robin.
         let mut recent: [Option<[u32; 4]>; RECENT] = [None; RECENT];
         let mut next = 0;
+        // Gated units go column by column over blocks of positions for real-valued inputs
+        // (whose values rarely repeat: U) and once the memo is off; ReLU units stay on the
+        // row path, which skips the units no nonzero input reaches.
+        let columns = match &m.pl {
+            Some((part, rest)) => rest.columns.as_ref().map(|c| (rest, Some(part), c)),
+            None => m.units.columns.as_ref().map(|c| (&m.units, None, c)),
+        };
         for p in 0..t {
+            if let Some((u, part, cols)) = columns
+                && self.mlp_columns
+                && (real || !ws.memo[l].on)
+            {
+                return self.mlp_columns(m, u, part, cols, p..t, check, l, ws);
+            }
             let xp = &ws.x[p * d..(p + 1) * d];
             let memo = &mut ws.memo[l];
             let (mut hash, mut collision) = (0, false);
@@ -1157,8 +1269,9 @@ impl<T: Real> FastModel<T> {
             }
             if memo.on {
                 if memo.misses >= MEMO_TRIAL && memo.hits < memo.misses {
-                    // Inputs rarely repeat here: stop remembering.
+                    // Inputs rarely repeat here: stop remembering, in later passes too.
                     memo.on = false;
+                    ws.memo_off[l] = true;
                     memo.map = Default::default();
                     memo.keys = vec![];
                     memo.arena = vec![];
@@ -1169,6 +1282,117 @@ impl<T: Real> FastModel<T> {
                     memo.map.insert(hash, entry);
                     recent[next % RECENT] = Some(entry);
                     next += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The positions `range` of one MLP whose gated units are `u` (the units outside the
+    /// piecewise-linear groups of `part`, or every unit), by blocks of [`BLOCK`] positions:
+    /// each unit's pre-activation, gate and output for a whole block at a time. Every sum
+    /// adds the same terms in the same order as the row path ([`Self::dense_hidden`]), so the
+    /// results are the same but for the sign of zeros (this path also adds the exact zeros
+    /// the row path skips). Positions where `part` does not apply take the row path.
+    #[allow(clippy::too_many_arguments)]
+    fn mlp_columns(
+        &self,
+        m: &Mlp<T>,
+        u: &Units<T>,
+        part: Option<&pl::Part<T>>,
+        cols: &Columns<T>,
+        range: std::ops::Range<usize>,
+        check: bool,
+        l: usize,
+        ws: &mut Workspace<T>,
+    ) -> Result<(), RuntimeError> {
+        let d = self.d;
+        let nd = cols.dims.len();
+        let Some((_, b_gate)) = &u.gate else { return Err(RuntimeError::Device("internal error: column MLP without a gate".into())) };
+        ws.xin.resize(nd * BLOCK, T::ZERO);
+        ws.tmpblk.resize(BLOCK * d, T::ZERO);
+        for p0 in range.clone().step_by(BLOCK) {
+            let nb = BLOCK.min(range.end - p0);
+            let mut ok = [true; BLOCK];
+            for (b, okb) in ok.iter_mut().enumerate().take(nb) {
+                let p = p0 + b;
+                if let Some(part) = part {
+                    *okb = part.eval(&ws.x[p * d..(p + 1) * d], &mut ws.tmpblk[b * d..(b + 1) * d], &mut ws.zs);
+                }
+                if !*okb {
+                    // Every unit, one by one (BOS, a non-finite linear form).
+                    self.dense_hidden(&m.units, p, check, l, ws)?;
+                    let (tmp, xr) = (&mut ws.tmp[..d], &mut ws.x[p * d..(p + 1) * d]);
+                    for &c in &m.out_cols {
+                        let c = c as usize;
+                        xr[c] += tmp[c] + m.b_out[c];
+                        tmp[c] = T::ZERO;
+                    }
+                }
+            }
+            let Workspace { x, xin, tmpblk, nzdim, .. } = &mut *ws;
+            for b in 0..nb {
+                let xr = &x[(p0 + b) * d..(p0 + b + 1) * d];
+                for (k, &r) in cols.dims.iter().enumerate() {
+                    xin[k * BLOCK + b] = xr[r as usize];
+                }
+            }
+            // Dims that are zero at every position of the block: a unit reading only those
+            // (and no positive bias) is relu(b_in) = 0 there and, its gate being finite (every
+            // input is), adds exact zeros, so it is skipped.
+            nzdim.clear();
+            nzdim.extend((0..nd).map(|k| xin[k * BLOCK..k * BLOCK + nb].iter().any(|&v| v != T::ZERO)));
+            let finite = xin[..nd * BLOCK].chunks(BLOCK).all(|c| c[..nb].iter().all(|v| v.is_finite()));
+            let (mut h, mut g) = ([T::ZERO; BLOCK], [T::ZERO; BLOCK]);
+            let (h, g) = (&mut h[..nb], &mut g[..nb]);
+            for (c, (&bias, &bg)) in u.b_in.iter().zip(b_gate).enumerate() {
+                let ins = &cols.ent[cols.ptr[c] as usize..cols.ptr[c + 1] as usize];
+                if finite && bias <= T::ZERO && !ins.iter().any(|&(k, _)| nzdim[k as usize]) {
+                    continue;
+                }
+                h.fill(T::ZERO);
+                for &(k, w) in ins {
+                    let k = k as usize * BLOCK;
+                    for (hb, &xv) in h.iter_mut().zip(&xin[k..k + nb]) {
+                        *hb += xv * w;
+                    }
+                }
+                for hb in h.iter_mut() {
+                    *hb += bias;
+                }
+                if check && h.iter().zip(&ok).any(|(hb, &o)| o && !hb.is_finite()) {
+                    return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} mlp (hidden units)") });
+                }
+                for hb in h.iter_mut() {
+                    if (*hb).partial_cmp(&T::ZERO) != Some(std::cmp::Ordering::Greater) {
+                        *hb = T::ZERO;
+                    }
+                }
+                g.fill(T::ZERO);
+                for &(k, w) in &cols.gent[cols.gptr[c] as usize..cols.gptr[c + 1] as usize] {
+                    let k = k as usize * BLOCK;
+                    for (gb, &xv) in g.iter_mut().zip(&xin[k..k + nb]) {
+                        *gb += xv * w;
+                    }
+                }
+                for (hb, &gb) in h.iter_mut().zip(g.iter()) {
+                    *hb = *hb * (gb + bg);
+                }
+                let (s0, e) = (u.out_ptr[c] as usize, u.out_ptr[c + 1] as usize);
+                for (&o, &w) in u.w_out.col[s0..e].iter().zip(&u.w_out.val[s0..e]) {
+                    for (b, &hb) in h.iter().enumerate() {
+                        tmpblk[b * d + o as usize] += hb * w;
+                    }
+                }
+            }
+            for (b, &okb) in ok.iter().enumerate().take(nb) {
+                let (tr, xr) = (&mut tmpblk[b * d..(b + 1) * d], &mut x[(p0 + b) * d..(p0 + b + 1) * d]);
+                for &c in &m.out_cols {
+                    let c = c as usize;
+                    if okb {
+                        xr[c] += tr[c] + m.b_out[c];
+                    }
+                    tr[c] = T::ZERO;
                 }
             }
         }

@@ -309,6 +309,17 @@ impl Model {
         }
     }
 
+    /// Whether the fast backend may run gated MLPs by blocks of positions (the default) or
+    /// only position by position (the same numbers; tests compare the two).
+    #[doc(hidden)]
+    pub fn set_mlp_columns(&mut self, on: bool) {
+        match &mut self.fast {
+            Some(FastKind::F32(m)) => m.set_mlp_columns(on),
+            Some(FastKind::F64(m)) => m.set_mlp_columns(on),
+            None => {}
+        }
+    }
+
     /// [`set_backend`](Self::set_backend), by value.
     pub fn with_backend(mut self, backend: Backend) -> Result<Model, RuntimeError> {
         self.set_backend(backend)?;

@@ -260,6 +260,30 @@ fn fast_backend_structured_u_matches_candle_past_512_positions() {
         for (x, y) in a.iter().zip(&b) {
             assert!((x - y).abs() <= rel * scale || (x.is_nan() && y.is_nan()), "U {dtype:?} without BOS: fast {x} vs candle {y}");
         }
+        // Real-valued inputs take the gated MLPs column by column over blocks of positions,
+        // skipping units whose inputs are all zero in a block (not when an input is not
+        // finite): the same numbers as position by position (f64 `==`: up to the sign of
+        // zeros), with non-finite inputs too, which spread as in the non-finite test below.
+        let mut rows = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+        rows.set_mlp_columns(false);
+        let mut bad = inputs.clone();
+        bad[0][3] = f64::NAN;
+        bad[1][s.seq_len() / 2] = f64::INFINITY;
+        bad.push(inputs[0].iter().map(|&v| if v == 0.0 { -0.0 } else { v }).collect());
+        for batch in [&inputs, &bad] {
+            let (a, b) = (flat(&fast.forward_real(batch, Attention::Hard).unwrap()), flat(&rows.forward_real(batch, Attention::Hard).unwrap()));
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!(x == y || (x.is_nan() && y.is_nan()), "U {dtype:?} output {i}: by blocks {x} vs by positions {y}");
+            }
+        }
+        let (a, b) = (flat(&fast.forward_real(&bad, Attention::Hard).unwrap()), flat(&candle.forward_real(&bad, Attention::Hard).unwrap()));
+        assert!(a.iter().any(|x| x.is_nan()), "{dtype:?}: the fast backend has no NaN output");
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert!(!x.is_nan() || y.is_nan(), "{dtype:?} output {i}: fast {x} vs candle {y}");
+            if !x.is_nan() && !y.is_nan() {
+                assert!((x - y).abs() <= rel * scale.max(y.abs()), "U {dtype:?} with non-finite inputs, output {i}: fast {x} vs candle {y}");
+            }
+        }
     }
 }
 
