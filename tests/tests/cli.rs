@@ -1122,7 +1122,7 @@ fn figures_and_reports_never_replace_a_users_file_or_write_through_a_link() {
     std::fs::write(&notes, "notes").unwrap();
     let (code, _, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(err.contains("overview.png` exists and is not a PNG figure written by `raspc plot`"), "{err}");
+    assert!(err.contains("overview.png` exists and is not a PNG figure written by raspc"), "{err}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "notes");
     let victim = temp("guard-victim.txt");
     std::fs::write(&victim, "victim").unwrap();
@@ -1159,7 +1159,7 @@ fn figures_and_reports_never_replace_a_users_file_or_write_through_a_link() {
     std::fs::write(&notes, &users).unwrap();
     let (code, _, err) = cli(&["plot", c, "-o", dir.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(err.contains("overview.png` exists and is not a PNG figure written by `raspc plot`"), "{err}");
+    assert!(err.contains("overview.png` exists and is not a PNG figure written by raspc"), "{err}");
     assert_eq!(std::fs::read(&notes).unwrap(), users);
     std::fs::remove_file(&notes).unwrap();
     let svg_dir = temp("guard-svg");
@@ -1514,6 +1514,66 @@ fn trace_entry_is_compared_by_what_the_model_holds() {
     let (code, out, err) = cli(&["trace", c, "--input", "abc", "--program", p, "--entry", "opp_index"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("note: the model computes `reverse`") && agrees_all(&out), "{out}{err}");
+}
+
+/// `trace` ends with what the readout decodes (what `run` prints), compared with the program's
+/// output: an output map folded into the readout has no slot of its own, and was never shown
+/// nor compared while trace said every s-op agreed (helper t22).
+#[test]
+fn trace_compares_the_readout() {
+    let dir = temp("trace-readout");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = std::fs::read_to_string("corpus/reverse.rasp").unwrap();
+    let (good, bad) = (dir.join("good.rasp"), dir.join("bad.rasp"));
+    std::fs::write(&good, format!("{src}\nout2 = reverse == \"a\";\n")).unwrap();
+    std::fs::write(&bad, format!("{src}\nout2 = reverse == \"b\";\n")).unwrap();
+    let ck = dir.join("out2.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", good.to_str().unwrap(), "--vocab", "abc", "--max-len", "4", "-o", c, "--force"]).0, 0);
+    let (code, out, err) = cli(&["trace", c, "--input", "abc", "--program", good.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("the readout:\n  out2 = [False, False, True]  (= interpreter)\n") && agrees_all(&out), "{out}");
+    // The same model against a program whose `out2` differs: the stream agrees up to `reverse`,
+    // the readout does not.
+    let (code, out, err) = cli(&["trace", c, "--input", "abc", "--program", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("reverse = ['c', 'b', 'a']  (= interpreter)") && out.ends_with("trace: first divergence at `out2` after the readout\n"), "{out}");
+    let (code, out, _) = cli(&["trace", c, "--input", "abc", "--program", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["first_divergence"], serde_json::json!({ "stage": "the readout", "sop": "out2" }), "{out}");
+}
+
+/// An output path that names a folder (`newd/`, `x/.`) is refused before any work, saying so,
+/// not with "Not a directory (os error 20)" after it; `probe --plot -` is refused as `plot -o -`
+/// is, and `probe --entry` needs `--program` as `trace --entry` does (helper t22).
+#[test]
+fn outputs_that_name_folders_are_refused_first() {
+    let dir = temp("folder-outputs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck = dir.join("rev.safetensors");
+    assert_eq!(cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "-o", ck.to_str().unwrap(), "--force"]).0, 0);
+    let new = |name: &str| format!("{}/{name}", dir.display());
+    for args in [
+        vec!["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "-o", &new("c/")],
+        vec!["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "-o", &new("c2/.")],
+        vec!["simulate", "--n", "2", "--d", "2", "--dv", "2", "--trials", "1", "-o", &new("s/")],
+        vec!["export", ck.to_str().unwrap(), "--to", "onnx", "-o", &new("e/")],
+    ] {
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(err.contains("the path names a folder") && !err.contains("os error") && out.is_empty(), "{args:?}: {out}{err}");
+    }
+    for name in ["c", "c2", "s", "e"] {
+        assert!(!dir.join(name).exists(), "{name} was made");
+    }
+    let (code, _, err) = cli(&["probe", "svflow", ck.to_str().unwrap(), "--plot", "-"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`--plot -`") && err.contains("`./-`"), "{err}");
+    assert!(!std::path::Path::new("-").exists());
+    let (code, _, err) = cli(&["probe", "svflow", ck.to_str().unwrap(), "--entry", "reverse"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--program"), "{err}");
 }
 
 /// `--mlp gated` and `--pl-error` on a token program change nothing: said, not silently ignored.

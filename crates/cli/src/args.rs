@@ -289,7 +289,7 @@ pub enum ProbeKind {
         #[arg(long)]
         text: Option<PathBuf>,
         /// The s-op of --program the model computes (default as in `eval`).
-        #[arg(long)]
+        #[arg(long, requires = "program")]
         entry: Option<String>,
         /// Tokens per sequence (default: the model's max_seq_len; 128 for a language model).
         #[arg(long = "seq-len")]

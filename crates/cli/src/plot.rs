@@ -392,8 +392,8 @@ fn draw_overview<DB: DrawingBackend>(
 /// earlier run's): never over another file, and never through a link.
 fn may_draw(path: &Path, format: Format) -> Result<(), String> {
     let what = match format {
-        Format::Png => "a PNG figure written by `raspc plot`",
-        Format::Svg => "an SVG figure written by `raspc plot`",
+        Format::Png => "a PNG figure written by raspc",
+        Format::Svg => "an SVG figure written by raspc",
     };
     crate::cmd::output::may_replace(path, what, &|b| is_our_figure(b, format))
 }

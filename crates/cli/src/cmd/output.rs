@@ -207,6 +207,16 @@ fn not_stdout(path: &Path) -> Result<(), String> {
     if path.as_os_str() == "-" {
         return Err("`-o -`: raspc writes this output to a file, not to standard output; give a path (`./-` for a file named `-`)".into());
     }
+    // A path that ends in a separator (or `.`, `..`) names a folder: said before the work, not
+    // as "Not a directory (os error 20)" after it (helper t22).
+    let text = path.to_string_lossy();
+    if text.ends_with(std::path::is_separator) || matches!(path.file_name(), None) || text.ends_with("/.") {
+        return Err(format!(
+            "cannot write `{}`: the path names a folder (it ends with `{}`); give the path of a file (in that folder or another)",
+            path.display(),
+            if text.ends_with('.') { "." } else { "/" }
+        ));
+    }
     Ok(())
 }
 

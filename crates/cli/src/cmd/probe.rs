@@ -10,6 +10,9 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         kind;
     // Refuse outputs that may not be written before the (long) run, not after it.
     if let Some(dir) = &plot_dir {
+        if dir.as_os_str() == "-" {
+            return Err("`--plot -`: the probe writes its plots into a folder, not to standard output; give a folder (`./-` for one named `-`)".to_string().into());
+        }
         if report_file.as_ref().is_some_and(|r| r == dir) {
             return Err(format!("-o and --plot are both `{}`: the report is a file, the plots go into a folder", dir.display()).into());
         }
@@ -91,8 +94,10 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     // Layers with no attention heads (raspc checkpoints can have MLP-only layers).
     let mut headless: Vec<bool> = vec![];
     let (conds, layers, settings) = if is_gguf {
-        if program.is_some() || weight_noise > 0.0 {
-            return Err("--program and --weight-noise apply to raspc checkpoints, not to language models".to_string().into());
+        // (Naming only the flags given: helper t22.)
+        let given: Vec<&str> = [(program.is_some(), "--program"), (weight_noise > 0.0, "--weight-noise")].into_iter().filter_map(|(g, f)| g.then_some(f)).collect();
+        if !given.is_empty() {
+            return Err(format!("{} {} to raspc checkpoints, not to language models", given.join(" and "), if given.len() > 1 { "apply" } else { "applies" }).into());
         }
         if attention == AttentionArg::Hard {
             return Err("--attention hard applies to raspc checkpoints: a language model's attention is its softmax (--attn-temp blurs it)".to_string().into());

@@ -31,14 +31,20 @@ pub(crate) fn trace_cmd(
         (stages as u128) * (tokens.len() as u128 + 1) * (ck.config.d_model as u128 * 4 + 32),
         "trace a shorter input",
     )?;
-    let states = if model.is_real() {
+    let on_file = |e: raspc_runtime::RuntimeError| format!("`{}`: {e}", path.display());
+    // The stream after every sublayer, and what the readout decodes (what `run` prints: the
+    // output map may be folded into the readout, so that no slot holds the output).
+    let (states, readout) = if model.is_real() {
         let values = model.encode_real(&json_tokens).map_err(|e| format!("`{}`: {e}{}", path.display(), char_input_hint(input, &ck)))?;
         // The interpreter sees the same numbers as floats (tokens_float).
         tokens = values.iter().map(|&v| raspc_lang::Atom::Float(v)).collect();
-        model.trace_real(&values, attention_of(attention)).map_err(|e| format!("`{}`: {e}", path.display()))?
+        let states = model.trace_real(&values, attention_of(attention)).map_err(on_file)?;
+        let readout = model.forward_real(std::slice::from_ref(&values), attention_of(attention)).and_then(|t| model.decode(&t)).map_err(on_file)?;
+        (states, readout.into_iter().next().unwrap_or_default())
     } else {
         let ids = model.encode(&json_tokens).map_err(|e| format!("`{}`: {e}{}", path.display(), char_input_hint(input, &ck)))?;
-        model.trace(&ids, attention_of(attention)).map_err(|e| format!("`{}`: {e}", path.display()))?
+        let states = model.trace(&ids, attention_of(attention)).map_err(on_file)?;
+        (states, model.run(&json_tokens, attention_of(attention)).map_err(on_file)?)
     };
     // A NaN or an infinity (in the stream, or in a head's scores or weights) decodes to nothing
     // meaningful: the runtime's trace refuses it, naming the sublayer, as `run` does.
@@ -47,6 +53,8 @@ pub(crate) fn trace_cmd(
     let num_tol = if model.is_real() { ck.output.tolerance } else { 0.0 };
     // The interpreter's value of every named s-op, when the program is given.
     let mut reference: std::collections::HashMap<String, Vec<raspc_lang::Atom>> = std::collections::HashMap::new();
+    // The interpreter's value of the model's output (None with another --entry).
+    let mut output_reference: Option<Vec<raspc_lang::Atom>> = None;
     if let Some(p) = program {
         let session = load(p, err, color)?;
         let (_, root) = session.entry(entry)?;
@@ -84,6 +92,9 @@ pub(crate) fn trace_cmd(
             }
         }
         let root_value = all.get(&root).cloned();
+        if !other_entry && let Some(raspc_lang::Value::Seq(r)) = &root_value {
+            output_reference = Some(r.clone());
+        }
         for (id, v) in all {
             if let raspc_lang::Value::Seq(s) = v {
                 reference.insert(session.graph.node(id).label.clone(), s);
@@ -174,6 +185,15 @@ pub(crate) fn trace_cmd(
             }
             report.push((stage.clone(), sop.label.clone(), values, expected.cloned(), agrees, ambiguous));
         }
+    }
+    // The readout, compared as `verify` compares (numbers within the checkpoint's tolerance).
+    {
+        let values: Vec<serde_json::Value> = readout.iter().map(raspc_runtime::Decoded::to_json).collect();
+        let agrees = output_reference.as_ref().map(|want| want.len() == readout.len() && readout.iter().zip(want).all(|(g, w)| verify::agrees(g, w, ck.output.tolerance)));
+        if agrees == Some(false) && first_divergence.is_none() {
+            first_divergence = Some(("the readout".into(), ck.output.label.clone()));
+        }
+        report.push(("the readout".into(), ck.output.label.clone(), values, output_reference, agrees, vec![]));
     }
     if json {
         let rows: Vec<serde_json::Value> = report
