@@ -210,7 +210,7 @@ fn not_stdout(path: &Path) -> Result<(), String> {
     // A path that ends in a separator (or `.`, `..`) names a folder: said before the work, not
     // as "Not a directory (os error 20)" after it (helper t22).
     let text = path.to_string_lossy();
-    if text.ends_with(std::path::is_separator) || matches!(path.file_name(), None) || text.ends_with("/.") {
+    if text.ends_with(std::path::is_separator) || path.file_name().is_none() || text.ends_with("/.") {
         return Err(format!(
             "cannot write `{}`: the path names a folder (it ends with `{}`); give the path of a file (in that folder or another)",
             path.display(),
