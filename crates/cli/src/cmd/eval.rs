@@ -45,6 +45,7 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
 /// an input (`input` as shown): the failing s-op by the user's name, where, and the input.
 pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalError, input: &str, note: Option<&str>, color: bool) -> String {
     let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
+    let input = if input.is_empty() { "(empty)" } else { input };
     // The user's name for the s-op, or the named s-op the failing expression is part of.
     let message = format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message);
     let mut span = e.span;
@@ -56,7 +57,24 @@ pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalE
         let first_use =
             session.graph.users(e.node).into_iter().map(|u| session.graph.node(u).span).filter(|s| !prelude(s)).min_by_key(|s| (s.file != session.main_file, s.file, s.start));
         // (No s-op reads it: the entry is the built-in itself, `prog = tokens_int;`.)
-        match first_use.or(session.graph.node(e.node).named_at) {
+        // Named only (`y = tokens_int;`): the built-in's name on the right of that `=`, where
+        // the statement spells it (helper t22: the caret sat under `y`).
+        let named = session.graph.node(e.node).named_at.map(|at| {
+            let text = &session.sources.get(at.file).text;
+            let builtin = session.graph.node(e.node).label.as_str();
+            let after = at.end as usize;
+            let rest = text.get(after..).unwrap_or_default();
+            let stmt_end = after + rest.find([';', '\n']).unwrap_or(rest.len());
+            let stmt = text.get(after..stmt_end).unwrap_or_default();
+            match stmt.trim_start().strip_prefix('=') {
+                Some(rhs) if rhs.trim() == builtin => {
+                    let start = stmt_end - rhs.len() + (rhs.len() - rhs.trim_start().len());
+                    raspc_lang::Span::new(at.file, start, start + builtin.len())
+                }
+                _ => at,
+            }
+        });
+        match first_use.or(named) {
             Some(use_at) => {
                 span = use_at;
                 label = "reads the input here";
