@@ -993,7 +993,7 @@ fn runtime_errors_name_the_users_variable_not_a_generated_label() {
     assert!(out.contains("an expression in `y` failed on ") && !out.contains("map_"), "{out}");
     // A built-in token reader that fails is shown where the program reads it (helper a21: no
     // line:column at all), or where the entry names it.
-    for (src, at, caret) in [("x = 1;\ny = tokens_int * 2;\n", ":2:5", "y = tokens_int * 2;"), ("prog = tokens_int;\n", ":1:1", "prog = tokens_int;")] {
+    for (src, at, caret) in [("x = 1;\ny = tokens_int * 2;\n", ":2:5", "y = tokens_int * 2;"), ("prog = tokens_int;\n", ":1:8", "prog = tokens_int;")] {
         let q = temp("tokint.rasp");
         std::fs::write(&q, src).unwrap();
         let (code, _, err) = cli(&["eval", q.to_str().unwrap(), "--input", "ab"]);
@@ -1542,6 +1542,12 @@ fn trace_compares_the_readout() {
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["first_divergence"], serde_json::json!({ "stage": "the readout", "sop": "out2" }), "{out}");
+    // Whole numbers print as `run` prints them (not `[1.0, 2.0, 3.0]`).
+    let sort = dir.join("sort.safetensors");
+    assert_eq!(cli(&["compile", "corpus/sort.rasp", "--vocab", "[1,2,3]", "--max-len", "4", "-o", sort.to_str().unwrap(), "--force"]).0, 0);
+    let (code, out, err) = cli(&["trace", sort.to_str().unwrap(), "--input", "[3,1,2]", "--program", "corpus/sort.rasp"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("\n  sorted = [1, 2, 3]  (= interpreter)\n") && agrees_all(&out), "{out}");
 }
 
 /// An output path that names a folder (`newd/`, `x/.`) is refused before any work, saying so,

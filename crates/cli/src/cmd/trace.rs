@@ -166,7 +166,16 @@ pub(crate) fn trace_cmd(
                         }
                         best.and_then(|(i, _)| values.get(i)).cloned().unwrap_or_default()
                     }
-                    raspc_checkpoint::Encoding::Numerical { .. } => sop.number(row).map_or(serde_json::Value::Null, |x| serde_json::json!(x)),
+                    // An s-op of whole numbers holding one exactly prints it as one (`3`, not
+                    // `3.0`, as `run` and `eval` print it: helper t22); anything else as is.
+                    raspc_checkpoint::Encoding::Numerical { values } => sop.number(row).map_or(serde_json::Value::Null, |x| {
+                        let whole = values.as_ref().is_some_and(|v| !v.is_empty() && v.iter().all(|v| v.is_i64() || v.is_u64()));
+                        if whole && x.fract() == 0.0 && x.abs() < 9.0e15 {
+                            serde_json::json!(x as i64)
+                        } else {
+                            serde_json::json!(x)
+                        }
+                    }),
                 })
                 .collect();
             let expected = reference.get(&sop.label);
