@@ -413,19 +413,20 @@ pub fn vocab_duplicate(what: &str, vocab: &[raspc_lang::Atom]) -> Option<String>
 }
 
 /// `--input-grid`'s form, checked by the command-line parser (a malformed value is a usage
-/// error, exit status 2, as `--max-len abc` is; helper c19: it was 1); how many points it makes
-/// is checked later ([`grid`]).
+/// error, exit status 2, as `--max-len abc` is; helper c19: it was 1); three numbers that
+/// make no grid (a step of 0, LO > HI) or too many points are refused later ([`grid`]), exit
+/// status 1, as values that parse but are refused are (README; helper t22).
 fn grid_syntax(s: &str) -> Result<String, String> {
     let parts: Option<Vec<f64>> = s.split(',').map(|p| p.trim().parse::<f64>().ok()).collect();
     match parts.as_deref() {
-        Some(&[lo, hi, step]) if lo.is_finite() && hi.is_finite() && step.is_finite() && lo <= hi && step > 0.0 => Ok(s.to_string()),
-        _ => Err(format!("bad --input-grid `{s}`: expected LO,HI,STEP with LO <= HI and STEP > 0, e.g. -1,1,0.25")),
+        Some(&[lo, hi, step]) if lo.is_finite() && hi.is_finite() && step.is_finite() => Ok(s.to_string()),
+        _ => Err(format!("bad --input-grid `{s}`: expected LO,HI,STEP (three finite numbers) with LO <= HI and STEP > 0, e.g. -1,1,0.25")),
     }
 }
 
 /// `--input-bounds`'s form, checked by the command-line parser ([`parse_bounds`]).
 fn bounds_syntax(s: &str) -> Result<String, String> {
-    parse_bounds(s).map(|_| s.to_string())
+    parse_bounds_with(s, false).map(|_| s.to_string())
 }
 
 /// `--encoding`'s form: `LABEL=numerical` or `LABEL=categorical`.
@@ -480,11 +481,17 @@ pub type Bounds = (f64, f64, Vec<(usize, usize, f64, f64)>);
 /// `LO,HI` (every position), optionally followed by `;LO,HI@START:END` blocks of input
 /// positions with narrower bounds.
 pub fn parse_bounds(s: &str) -> Result<Bounds, String> {
+    parse_bounds_with(s, true)
+}
+
+/// [`parse_bounds`]; without `ordered`, only the form (the command-line parser's check: a
+/// range with LO > HI is a value refused later, exit status 1, as `--input-grid`'s is).
+fn parse_bounds_with(s: &str, ordered: bool) -> Result<Bounds, String> {
     let bad = || format!("bad --input-bounds `{s}`: expected LO,HI with LO <= HI (e.g. -1,1), then optionally ;LO,HI@START:END for blocks of positions");
     let pair = |p: &str| -> Result<(f64, f64), String> {
         let (a, b) = p.split_once(',').ok_or_else(bad)?;
         let (lo, hi): (f64, f64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
-        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+        if !(lo.is_finite() && hi.is_finite() && (lo <= hi || !ordered)) {
             return Err(bad());
         }
         Ok((lo, hi))

@@ -233,7 +233,7 @@ fn run_command(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, colo
             }
             let text = if color { e.render().ansi().to_string() } else { e.render().to_string() };
             // Rust's own words for a number that does not parse (`--max-len=-3`).
-            let text = text.replace("invalid digit found in string", "expected a whole number of at least 0");
+            let text = text.replace("invalid digit found in string", "expected a whole number (0, 1, 2, ...)");
             let code = if e.use_stderr() { 2 } else { 0 };
             if e.use_stderr() {
                 let _ = write!(err, "{text}");
