@@ -413,6 +413,24 @@ impl Model {
         Some(format!("; the nearest token is {key}, {gap:.1e} away{f32_note}: numbers match a token exactly, so round the input to the token"))
     }
 
+    /// A hint for a number whose digits are a string token, or a string whose text is a number
+    /// token (helper p22: a vocabulary given as the string "0123" refused the input [0, 1, 2]
+    /// without saying why, where `raspc eval` reads both alike).
+    fn string_or_number(&self, tok: &serde_json::Value) -> Option<String> {
+        match tok {
+            serde_json::Value::Number(n) => {
+                let quoted = serde_json::Value::String(n.to_string()).to_string();
+                self.vocab.contains_key(&quoted).then(|| format!("; the vocabulary has the string {quoted}: give the input as strings (\"{n}\", or one string of characters such as \"0123\"), or compile with a vocabulary of numbers"))
+            }
+            serde_json::Value::String(text) => {
+                let number: serde_json::Value = serde_json::from_str(text).ok().filter(serde_json::Value::is_number)?;
+                let key = number.to_string();
+                self.vocab.contains_key(&key).then(|| format!("; the vocabulary has the number {key}: give the input as numbers ([{key}, ...]), not strings"))
+            }
+            _ => None,
+        }
+    }
+
     /// Token ids for an input (JSON atoms), BOS first.
     pub fn encode(&self, input: &[serde_json::Value]) -> Result<Vec<u32>, RuntimeError> {
         let c = &self.checkpoint.config;
@@ -436,6 +454,7 @@ impl Model {
                         .filter(|o| self.vocab.contains_key(o))
                         .map(|o| format!("; the vocabulary has {o}: a token is spelled as it is listed, since programs read tokens as strings (`1` is not `1.0`)"))
                         .or_else(|| self.nearby_number(tok))
+                        .or_else(|| self.string_or_number(tok))
                         .unwrap_or_default();
                     return Err(RuntimeError::UnknownToken { position, token: tok.to_string(), vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", "), hint });
                 }

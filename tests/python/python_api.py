@@ -322,6 +322,10 @@ def interpreter_and_notes(job):
         ("two statements on one line", lambda: raspc.compile("x = tokens; y = x;", vocab="ab", max_len=3), "two statements on one line"),
         ("a number of two types", lambda: raspc.compile("y = aggregate(select(indices, indices, <=), tokens_int);", vocab=[1, 2], max_len=3), "one number as values of different types"),
         ("a note from eval", lambda: raspc.eval("x = tokens; y = x;", "ab"), "two statements on one line"),
+        # The command line's flags become arguments whole (helper p22: `--bounds` read as
+        # `--bound` + "s" gave "`raspc compile bounds`", `--encoding x=categorical` gave
+        # "numerical/categorical x=categorical").
+        ("the --bounds command named whole", lambda: raspc.compile("y = aggregate(select(indices, indices, <=), tokens_float) * 2;", input_bounds=(-1e-300, 1e-300), max_len=3), "`raspc compile --bounds` shows"),
     ]:
         checks += 1
         with warnings.catch_warnings(record=True) as caught:
@@ -468,6 +472,15 @@ def misuse():
             "vocab as an int": (lambda: raspc.compile(rev, vocab=5, max_len=4), "vocab must be"),
             "input_bounds of strings": (lambda: raspc.compile("y = tokens_float;", input_bounds=("a", "b"), max_len=4), "input_bounds must be"),
             "save to an int": (lambda: m.save(5), "save needs a file path"),
+            # Helper p22: a dict's keys were evaluated, a set in its process's order; any truthy
+            # `exhaustive` ran exhaustively; samples past 64 bits raised OverflowError; digits
+            # as numbers against a vocabulary of digit strings were refused without a reason.
+            "a dict as eval's input": (lambda: raspc.eval(rev, {"a": 1, "b": 2}), "not a dict"),
+            "a set as eval's input": (lambda: raspc.eval(rev, {"a", "b"}), "not a set"),
+            "exhaustive as a string": (lambda: m.verify(exhaustive="no"), "exhaustive must be True or False"),
+            "samples past 64 bits": (lambda: m.verify(samples=2**64), "over the budget"),
+            "numbers against digit strings": (lambda: raspc.compile(rev, vocab="0123", max_len=4).run([0, 1, 2]), 'the vocabulary has the string "0"'),
+            "a categorical encoding named as an argument": (lambda: raspc.compile("x = tokens_int + 0.00000001 * indices;", vocab=[1, 2], max_len=4), 'categorical=["x"]'),
             "an int as the inputs": (lambda: m.run(5), "not int"),
             "exhaustive on real inputs": (lambda: real_double.verify(exhaustive=True), "cannot be enumerated"),
             "a set as the vocabulary (unordered)": (lambda: raspc.compile(rev, vocab={"a", "b"}, max_len=4), "must be ordered"),

@@ -35,9 +35,7 @@ fn pythonic(msg: &str) -> String {
         ("--entry NAME", "entry=NAME"),
         ("--entry", "entry"),
         ("--vocab", "vocab"),
-        ("`--encoding NAME=numerical`", "`numerical=[\"NAME\"]`"),
-        ("--encoding NAME=numerical", "numerical=[\"NAME\"]"),
-        ("--encoding", "numerical/categorical"),
+        ("--encoding", "numerical=/categorical="),
         ("drop --causal", "drop causal=True"),
         ("--causal", "causal=True"),
         ("-o `", "`"),
@@ -48,7 +46,40 @@ fn pythonic(msg: &str) -> String {
         ("(--force replaces it)", "(force=True replaces it)"),
         ("(--force does not change this: remove it first)", "(force=True does not change this: remove it first)"),
     ];
-    FLAGS.iter().fold(msg.to_string(), |m, (flag, arg)| m.replace(flag, arg))
+    // At each place the longest spelling that ends there as a whole word is replaced (one
+    // table entry rewritten by an earlier, shorter one gave `raspc compile bounds`: helper
+    // p22), and `--encoding NAME=KIND` becomes `KIND=["NAME"]`.
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    'scan: while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("--encoding ") {
+            let name_len = after.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).unwrap_or(after.len());
+            for kind in ["numerical", "categorical"] {
+                if name_len > 0
+                    && let Some(tail) = after[name_len..].strip_prefix('=').and_then(|t| t.strip_prefix(kind))
+                    && !tail.starts_with(word)
+                {
+                    out.push_str(&format!("{kind}=[\"{}\"]", &after[..name_len]));
+                    rest = tail;
+                    continue 'scan;
+                }
+            }
+        }
+        let best =
+            FLAGS.iter().filter(|(flag, _)| rest.starts_with(flag) && (flag.ends_with(|c: char| !word(c)) || !rest[flag.len()..].starts_with(word))).max_by_key(|(flag, _)| flag.len());
+        match best {
+            Some((flag, arg)) => {
+                out.push_str(arg);
+                rest = &rest[flag.len()..];
+            }
+            None => {
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+    }
+    out
 }
 
 /// Runs `f` on a thread with a large stack (a panic becomes an error), for long work

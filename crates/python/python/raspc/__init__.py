@@ -57,6 +57,9 @@ def _seq(inp):
     """One input sequence as a list of atoms: a string is split into characters."""
     if isinstance(inp, str):
         return list(inp)
+    if isinstance(inp, (dict, set, frozenset)):
+        # (A dict's keys or a set's order, which changes between processes: helper p22.)
+        raise RaspcError(f"an input must be a string or a sequence of tokens, not a {type(inp).__name__}")
     tolist = getattr(inp, "tolist", None)
     if tolist is not None:
         inp = tolist()
@@ -106,6 +109,16 @@ def _needs(module, message):
         found = False
     if not found:
         raise RaspcError(message)
+
+
+def _np_bool_type():
+    """numpy's bool scalar type (``np.True_``), or bool when numpy is missing."""
+    try:
+        import numpy
+
+        return numpy.bool_
+    except ImportError:
+        return bool
 
 
 def _count(name, x, minimum=0):
@@ -292,7 +305,10 @@ class Model:
                 else:
                     key = _json.dumps(tok)
                     if key not in ids:
-                        raise RaspcError(f"input {i}: input token {key} at position {p} is not in the model's vocabulary ({', '.join(sorted(ids))})")
+                        hint = ""
+                        if isinstance(tok, (int, float)) and not isinstance(tok, bool) and _json.dumps(str(tok)) in ids:
+                            hint = f"; the vocabulary has the string {_json.dumps(str(tok))}: give the input as strings, or compile with a vocabulary of numbers"
+                        raise RaspcError(f"input {i}: input token {key} at position {p} is not in the model's vocabulary ({', '.join(sorted(ids))}){hint}")
                     tokens[i, p + 1] = ids[key]
         return tokens, mask, values, lengths
 
@@ -304,12 +320,16 @@ class Model:
         rejects, so not checked), ``rejections``, ``examples``. Needs the program: models from
         :func:`compile`, not from :func:`load`."""
         modes = ["hard", "soft"] if attention == "both" else [_attention(attention)]
+        if not isinstance(exhaustive, (bool, _np_bool_type())):
+            raise RaspcError(f"exhaustive must be True or False, not {exhaustive!r}")
         real = self._config.get("real_input") is not None
         if exhaustive and real:
             raise RaspcError("exhaustive=True enumerates token inputs; a real-valued model's inputs cannot be enumerated: give samples=N (random inputs within its bounds)")
         if real and modes == ["soft"]:
             raise RaspcError('a real-valued model\'s certified bound holds under hard attention only: verify it with attention="hard" (or "both", which checks hard attention and reports soft as not checked)')
         samples = _count("samples", samples, 0 if exhaustive else 1)
+        if samples >= 2**64:
+            raise RaspcError(f"samples={samples} is over the budget (raise it with the environment variable RASPC_LIMITS=samples=N)")
         seed = _count("seed", seed)
         if seed >= 2**64:
             raise RaspcError(f"seed must be below 2**64, not {seed}")

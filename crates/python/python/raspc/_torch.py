@@ -33,7 +33,7 @@ class RaspcModule(nn.Module):
             import warnings
 
             warnings.warn(
-                f"to_torch({dtype}): raspc's weights and tolerances are for float32 and float64; in {dtype} numbers such as means and fractions round to other values (helper c13: 33 of 40 outputs of a mean differed in float16)",
+                f"to_torch({dtype}): raspc's weights and tolerances are for float32 and float64; in {dtype} numbers such as means and fractions round to other values, so the model may decode other tokens (33 of 40 outputs of a mean differed in float16 in a test)",
                 RuntimeWarning,
                 stacklevel=3,
             )
