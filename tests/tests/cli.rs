@@ -1582,6 +1582,15 @@ fn outputs_that_name_folders_are_refused_first() {
     assert!(err.contains("--program"), "{err}");
 }
 
+/// U whose intermediate values overflow is refused in terms of the bounds given, not by an
+/// s-op of U's own source that the user never wrote (`e`; helpers b21, p22).
+#[test]
+fn an_overflowing_u_names_the_bounds() {
+    let (code, _, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--bound", "1e30", "--trials", "1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("X within ±1e30, A within ±1e30, V within ±1e30") && err.contains("pass any float's range") && !err.contains("`e`"), "{err}");
+}
+
 /// `--mlp gated` and `--pl-error` on a token program change nothing: said, not silently ignored.
 #[test]
 fn gated_mlps_on_a_token_program_are_a_warning() {

@@ -245,6 +245,17 @@ pub fn build_bounds(s: Shape, mlp: MlpMode, bounds: Bounds, pl_error: Option<f64
                 seen.push(x.message.clone());
             }
         }
+        // An overflow names an s-op of U's library source (`e`, the softmax's exponentials),
+        // which the user never wrote: said in the terms of the shapes and bounds (helpers b21,
+        // p22).
+        if seen.iter().any(|m| m.contains("past any float's range")) {
+            let scores = (s.d * s.d) as f64 * x_bound * x_bound * a_bound;
+            let num = |x: f64| if (1e-3..1e6).contains(&x) { format!("{x}") } else { format!("{x:e}") };
+            let (x_bound, a_bound, v_bound) = (num(x_bound), num(a_bound), num(v_bound));
+            return format!(
+                "U does not compile: with entries this large (X within ±{x_bound}, A within ±{a_bound}, V within ±{v_bound}) its intermediate values pass any float's range (the scores X·A·Xᵀ reach d²·max|X|²·max|A| = {scores:.3e}, and the softmax exponentiates their differences)"
+            );
+        }
         format!("U does not compile: {}", seen.join("; "))
     })?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
