@@ -117,8 +117,31 @@ struct Counting<'a> {
     wrote: bool,
 }
 
+/// A command run with `--json` has not yet written to the standard output: a signal that ends
+/// it then prints the error object there (helper t22: an interrupted `--json` command printed
+/// nothing). Set only by [`run_here`] and cleared by its first write.
+pub(crate) static JSON_PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The error object of a `--json` command ended by a signal (exit status `code` = 128 + the
+/// signal), when it has printed nothing yet.
+pub(crate) fn json_interrupted(code: i32) -> Option<String> {
+    if !JSON_PENDING.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        return None;
+    }
+    let signal = match code - 128 {
+        2 => "SIGINT".to_string(),
+        15 => "SIGTERM".to_string(),
+        1 => "SIGHUP".to_string(),
+        n => format!("signal {n}"),
+    };
+    Some(json_error(&format!("interrupted ({signal})"), code, vec![], b""))
+}
+
 impl Write for Counting<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !buf.is_empty() {
+            JSON_PENDING.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
         self.wrote |= !buf.is_empty();
         self.inner.write(buf)
     }
@@ -207,10 +230,12 @@ fn run_here(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, color: 
     // With --json a failure is data too: the error object on the standard output (unless the
     // command printed its own object, which says how it failed), the text on stderr as always.
     diagnostics::record(true);
+    JSON_PENDING.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut counted = Counting { inner: out, wrote: false };
     let mut captured = Capture { inner: err, text: vec![] };
     let code = run_command(args, &mut counted, &mut captured, color);
     let diags = diagnostics::record(false);
+    JSON_PENDING.store(false, std::sync::atomic::Ordering::SeqCst);
     if code != 0 && !counted.wrote {
         let line = json_error("", code, diags, &captured.text);
         let _ = writeln!(counted, "{line}");

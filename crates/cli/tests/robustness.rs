@@ -841,5 +841,24 @@ fn signals_end_a_run_with_their_own_exit_status() {
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(code), "{sig}: {status:?}");
     }
+    // With --json the interrupted command prints its error object, as a failure does (helper
+    // t22: nothing at all).
+    for (sig, code, name) in [("-INT", 130, "SIGINT"), ("-TERM", 143, "SIGTERM")] {
+        let child = Command::new(bin)
+            .args(["verify", prog.to_str().unwrap(), "--vocab", "abcd", "--max-len", "10", "--exhaustive", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{sig}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.lines().count(), 1, "{sig}: {text}");
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(v["error"]["exit_code"], code, "{text}");
+        assert_eq!(v["error"]["message"], format!("interrupted ({name})"), "{text}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

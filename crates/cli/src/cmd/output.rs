@@ -45,6 +45,12 @@ fn interrupted(code: i32) -> ! {
             let _ = std::fs::remove_file(f);
         }
     }
+    // A `--json` command that printed nothing yet prints its error object, as a failure does.
+    if let Some(line) = crate::json_interrupted(code) {
+        let mut stdout = std::io::stdout();
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
         // (A bar or spinner is the only partial line raspc leaves on a terminal.)
