@@ -222,6 +222,10 @@ pub struct Node {
     /// assigns it to a name (`y = tokens_int;`), a place for diagnostics when nothing in the
     /// program computes from it.
     pub named_at: Option<Span>,
+    /// For a node built inside a function the user's program defines: the outermost call of
+    /// such a function in the program (the body's expression is `span`), so a diagnostic can
+    /// show where the function was called from.
+    pub called_at: Option<Span>,
 }
 
 /// Where in the library a node was built.
@@ -306,7 +310,7 @@ impl Graph {
             _ => format!("{}_{}", kind.short(), n),
         };
         let label = self.fresh_label(&base);
-        let ix = self.g.add_node(Node { kind: kind.clone(), span, label: label.clone(), named: false, library: None, named_at: None });
+        let ix = self.g.add_node(Node { kind: kind.clone(), span, label: label.clone(), named: false, library: None, named_at: None, called_at: None });
         let id = NodeId(ix.index() as u32);
         for (pos, op) in kind.operands().into_iter().enumerate() {
             self.g.add_edge(op.ix(), ix, pos as u8);
@@ -414,6 +418,11 @@ impl Graph {
     }
 
     /// Records that library code built `id`, placed at `span` in the user's program.
+    /// Records the call of a user function that built `id` ([`Node::called_at`]).
+    pub fn set_called_at(&mut self, id: NodeId, call: Span) {
+        self.g[id.ix()].called_at = Some(call);
+    }
+
     pub fn set_origin(&mut self, id: NodeId, span: Span, origin: Option<Origin>) {
         let n = &mut self.g[id.ix()];
         n.span = span;

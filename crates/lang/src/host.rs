@@ -351,6 +351,9 @@ struct Evaluator<'l> {
     /// While a library function called from the user's code runs: that call and the function's
     /// name (the place and the name of the nodes it builds; see [`crate::graph::Origin`]).
     call_site: Option<(Span, String)>,
+    /// The outermost call, in the user's files, of a function they define (see
+    /// [`crate::graph::Node::called_at`]).
+    user_call: Option<Span>,
 }
 
 /// Evaluates a program text. `path` (if any) anchors relative `load`s. On failure returns
@@ -376,6 +379,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
         host_bytes: 0,
         library_files: vec![],
         call_site: None,
+        user_call: None,
     };
     let (library, globals) = (ev.library.clone(), ev.globals.clone());
     ev.scopes.register(&library);
@@ -529,6 +533,10 @@ impl<'l> Evaluator<'l> {
                 None => (span, None),
             };
             self.graph.set_origin(id, place, Some(crate::graph::Origin { span, function }));
+        } else if self.graph.len() > before
+            && let Some(call) = self.user_call
+        {
+            self.graph.set_called_at(id, call);
         }
         Ok(id)
     }
@@ -1216,6 +1224,10 @@ impl<'l> Evaluator<'l> {
                 if outer {
                     self.call_site = Some((span, def.name.name.clone()));
                 }
+                let user_outer = self.user_call.is_none() && !self.library_files.contains(&def.name.span.file) && !self.library_files.contains(&span.file);
+                if user_outer {
+                    self.user_call = Some(span);
+                }
                 let r = (|| {
                     self.exec_block(&def.body, &scope, false)?;
                     let mut out = Vec::with_capacity(def.ret.len());
@@ -1232,6 +1244,9 @@ impl<'l> Evaluator<'l> {
                 })();
                 if outer {
                     self.call_site = None;
+                }
+                if user_outer {
+                    self.user_call = None;
                 }
                 self.depth -= 1;
                 r

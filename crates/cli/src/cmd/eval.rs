@@ -86,6 +86,13 @@ pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalE
         }
     }
     let mut d = Diagnostic::error("eval::runtime", message, span).with_label(label).with_note(format!("input: {input}"));
+    // Inside a function the program defines: where the program called it (helper t22: only
+    // the body's expression was shown).
+    if let Some(call) = session.graph.node(e.node).called_at
+        && call != span
+    {
+        d = d.with_secondary(call, "in this call");
+    }
     if let Some(n) = note {
         d = d.with_note(n);
     }
