@@ -58,6 +58,8 @@ use std::ops::{Add, AddAssign, Div, Mul, Sub};
 pub trait Real: Copy + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> + AddAssign + Send + Sync + 'static {
     const ZERO: Self;
     const ONE: Self;
+    /// The largest finite value, as an f64.
+    const MAX: f64;
     fn from_f32(x: f32) -> Self;
     fn from_f64(x: f64) -> Self;
     fn from_usize(x: usize) -> Self;
@@ -71,6 +73,7 @@ pub trait Real: Copy + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mu
 impl Real for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
+    const MAX: f64 = f32::MAX as f64;
     fn from_f32(x: f32) -> f32 {
         x
     }
@@ -97,6 +100,7 @@ impl Real for f32 {
 impl Real for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
+    const MAX: f64 = f64::MAX;
     fn from_f32(x: f32) -> f64 {
         x as f64
     }
@@ -400,6 +404,11 @@ struct Columns<T> {
     ent: Vec<(u32, T)>,
     gptr: Vec<u32>,
     gent: Vec<(u32, T)>,
+    /// Per unit, Σ |gate weight| (f64): with every input within `m` in magnitude, the gate's
+    /// sum is within `gsum · m` (plus its rounding), so a unit whose pre-activation is
+    /// relu(b_in) = 0 may be skipped only when that stays finite (review rv22: a gate weight
+    /// of 1e35 overflowed to ∞, 0·∞ = NaN, and a skipped unit gave 0).
+    gsum: Vec<f64>,
 }
 
 impl<T: Real> Columns<T> {
@@ -427,7 +436,8 @@ impl<T: Real> Columns<T> {
         };
         let (ptr, ent) = by_unit(w_in);
         let (gptr, gent) = by_unit(gate);
-        Columns { dims, ptr, ent, gptr, gent }
+        let gsum = (0..units).map(|u| gent[gptr[u] as usize..gptr[u + 1] as usize].iter().map(|&(_, w)| w.to_f64().abs()).sum()).collect();
+        Columns { dims, ptr, ent, gptr, gent, gsum }
     }
 }
 
@@ -514,6 +524,12 @@ pub struct FastModel<T> {
 impl<T: Real> Workspace<T> {
     /// Memos as a forward pass starts them: on where the MLP reads few enough dims, empty.
     fn reset_memo(&mut self, m: &FastModel<T>) {
+        // A memo switched off stays off in later calls, but is tried again every 64th call
+        // (inputs that rarely repeated in one batch may repeat in another).
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls.is_multiple_of(64) {
+            self.memo_off.fill(false);
+        }
         self.memo = m
             .layers
             .iter()
@@ -579,6 +595,8 @@ struct Workspace<T> {
     memo: Vec<Memo<T>>,
     /// Per layer: an earlier pass switched its memo off (it starts off).
     memo_off: Vec<bool>,
+    /// Calls that used this workspace.
+    calls: u64,
     /// [`FastModel::mlp_columns`]: a block's inputs `[dims][BLOCK]` and outputs `[BLOCK][d]`
     /// (zeros between uses).
     xin: Vec<T>,
@@ -930,6 +948,7 @@ impl<T: Real> FastModel<T> {
             vcols: vec![],
             memo: vec![],
             memo_off: vec![false; self.layers.len()],
+            calls: 0,
             xin: vec![],
             tmpblk: vec![],
             nzdim: vec![],
@@ -1343,11 +1362,14 @@ impl<T: Real> FastModel<T> {
             nzdim.clear();
             nzdim.extend((0..nd).map(|k| xin[k * BLOCK..k * BLOCK + nb].iter().any(|&v| v != T::ZERO)));
             let finite = xin[..nd * BLOCK].chunks(BLOCK).all(|c| c[..nb].iter().all(|v| v.is_finite()));
+            let xmax = xin[..nd * BLOCK].chunks(BLOCK).flat_map(|c| c[..nb].iter()).fold(0.0f64, |m, v| m.max(v.to_f64().abs()));
             let (mut h, mut g) = ([T::ZERO; BLOCK], [T::ZERO; BLOCK]);
             let (h, g) = (&mut h[..nb], &mut g[..nb]);
             for (c, (&bias, &bg)) in u.b_in.iter().zip(b_gate).enumerate() {
                 let ins = &cols.ent[cols.ptr[c] as usize..cols.ptr[c + 1] as usize];
-                if finite && bias <= T::ZERO && !ins.iter().any(|&(k, _)| nzdim[k as usize]) {
+                // (The gate's sum and bias, with room for rounding, stay finite: 0·g is 0.)
+                let gate_finite = cols.gsum[c] * xmax * 2.0 + bg.to_f64().abs() * 2.0 < T::MAX;
+                if finite && gate_finite && bias <= T::ZERO && !ins.iter().any(|&(k, _)| nzdim[k as usize]) {
                     continue;
                 }
                 h.fill(T::ZERO);

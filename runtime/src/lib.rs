@@ -420,7 +420,9 @@ impl Model {
         match tok {
             serde_json::Value::Number(n) => {
                 let quoted = serde_json::Value::String(n.to_string()).to_string();
-                self.vocab.contains_key(&quoted).then(|| format!("; the vocabulary has the string {quoted}: give the input as strings (\"{n}\", or one string of characters such as \"0123\"), or compile with a vocabulary of numbers"))
+                self.vocab
+                    .contains_key(&quoted)
+                    .then(|| format!("; the vocabulary has the string {quoted}: give the input as strings ([{quoted}, ...]), or compile with a vocabulary of numbers"))
             }
             serde_json::Value::String(text) => {
                 let number: serde_json::Value = serde_json::from_str(text).ok().filter(serde_json::Value::is_number)?;

@@ -333,6 +333,20 @@ def interpreter_and_notes(job):
             call()
         if not any(needle in str(w.message) for w in caught):
             failures.append(f"warnings: {what}: none says {needle!r} ({[str(w.message)[:60] for w in caught]})")
+    # compile_file's warnings point at the caller's line (helper p22: at raspc/__init__.py).
+    import os
+    import tempfile
+
+    checks += 1
+    with tempfile.TemporaryDirectory() as d:
+        two = os.path.join(d, "two.rasp")
+        with open(two, "w") as f:
+            f.write("x = tokens; y = x;\n")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            raspc.compile_file(two, vocab="ab", max_len=3)
+        if not caught or any(w.filename != __file__ for w in caught):
+            failures.append(f"compile_file's warnings point at {[w.filename for w in caught]}, not at {__file__}")
     # Ctrl-C stops the work itself, not only the wait for it (helper c13: interrupted calls
     # went on in the background and piled up): the worker thread ends soon after.
     import _thread
@@ -475,10 +489,18 @@ def misuse():
             # Helper p22: a dict's keys were evaluated, a set in its process's order; any truthy
             # `exhaustive` ran exhaustively; samples past 64 bits raised OverflowError; digits
             # as numbers against a vocabulary of digit strings were refused without a reason.
+            # Lone surrogates (os.fsdecode's undecodable bytes) are named, not a
+            # UnicodeEncodeError or a JSON escape error (helper p22).
+            "a lone surrogate in the source": (lambda: raspc.compile("y = tokens; # \udc80", vocab="ab", max_len=4), "source holds a lone surrogate"),
+            "a lone surrogate in the vocabulary": (lambda: raspc.compile(rev, vocab="a\udc80", max_len=4), "vocab holds a lone surrogate"),
+            "a lone surrogate in an input": (lambda: m.run(["a", "\udc80"]), "holds a lone surrogate"),
+            "a lone surrogate in eval's input": (lambda: raspc.eval(rev, "a\udc80"), "an input holds a lone surrogate"),
+            "a lone surrogate in a label": (lambda: raspc.compile(rev, vocab="ab", max_len=4, numerical=["x\udc80"]), "numerical holds a lone surrogate"),
+            "a string for a real-valued model": (lambda: real_double.run(["0.5"]), "not strings ('0.5')"),
             "a dict as eval's input": (lambda: raspc.eval(rev, {"a": 1, "b": 2}), "not a dict"),
             "a set as eval's input": (lambda: raspc.eval(rev, {"a", "b"}), "not a set"),
             "exhaustive as a string": (lambda: m.verify(exhaustive="no"), "exhaustive must be True or False"),
-            "samples past 64 bits": (lambda: m.verify(samples=2**64), "over the budget"),
+            "samples past 64 bits": (lambda: m.verify(samples=2**64), "samples must be below 2**64"),
             "numbers against digit strings": (lambda: raspc.compile(rev, vocab="0123", max_len=4).run([0, 1, 2]), 'the vocabulary has the string "0"'),
             "a categorical encoding named as an argument": (lambda: raspc.compile("x = tokens_int + 0.00000001 * indices;", vocab=[1, 2], max_len=4), 'categorical=["x"]'),
             "an int as the inputs": (lambda: m.run(5), "not int"),

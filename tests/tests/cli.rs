@@ -1496,7 +1496,9 @@ fn inspect_shows_every_bias_small_weights_and_escapes_control_characters() {
 
 /// The last line of a `trace` in which every compared s-op agreed, and at least one was compared.
 fn agrees_all(out: &str) -> bool {
-    out.lines().last().is_some_and(|l| l.starts_with("trace: every s-op agrees with the interpreter (") && l.ends_with(" compared)") && !l.contains("(0 compared)"))
+    out.lines().last().is_some_and(|l| {
+        l.starts_with("trace: every s-op agrees with the interpreter (") && (l.ends_with(" compared)") || l.ends_with(" compared, and the readout)")) && !l.contains("(0 compared")
+    })
 }
 
 /// `trace --entry`: a selector is refused (trace compares s-ops); an s-op other than the model's

@@ -360,3 +360,108 @@ impl From<String> for Failure {
         Failure::Message(s)
     }
 }
+
+/// The shared messages name the CLI's flags; in Python they are keyword arguments.
+pub fn pythonic(msg: &str) -> String {
+    const FLAGS: &[(&str, &str)] = &[
+        ("`--mlp gated`", "`mlp=\"gated\"`"),
+        ("--x-bound", "x_bound"),
+        ("--bound", "bound"),
+        ("--input-bounds", "input_bounds"),
+        ("--max-len", "max_len"),
+        ("use --samples", "use samples=N"),
+        ("--samples", "samples"),
+        ("--exhaustive", "exhaustive=True"),
+        ("--entry NAME", "entry=NAME"),
+        ("--entry", "entry"),
+        ("--vocab", "vocab"),
+        ("--encoding", "numerical/categorical"),
+        ("drop --causal", "drop causal=True"),
+        ("--causal", "causal=True"),
+        ("-o `", "`"),
+        ("--input-grid", "input_grid"),
+        ("--pl-error", "pl_error"),
+        ("`raspc eval PROGRAM --input ...`", "`raspc.eval(source, input)`"),
+        ("`raspc compile --bounds` shows", "the command line's `raspc compile --bounds` shows"),
+        ("(--force replaces it)", "(force=True replaces it)"),
+        ("(--force does not change this: remove it first)", "(force=True does not change this: remove it first)"),
+    ];
+    // At each place the longest spelling that ends there as a whole word is replaced (one
+    // table entry rewritten by an earlier, shorter one gave `raspc compile bounds`: helper
+    // p22), and `--encoding NAME=KIND` becomes `KIND=["NAME"]`.
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    'scan: while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("--encoding ") {
+            let name_len = after.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).unwrap_or(after.len());
+            for kind in ["numerical", "categorical"] {
+                if name_len > 0
+                    && let Some(tail) = after[name_len..].strip_prefix('=').and_then(|t| t.strip_prefix(kind))
+                    && !tail.starts_with(word)
+                {
+                    out.push_str(&format!("{kind}=[\"{}\"]", &after[..name_len]));
+                    rest = tail;
+                    continue 'scan;
+                }
+            }
+        }
+        let best =
+            FLAGS.iter().filter(|(flag, _)| rest.starts_with(flag) && (flag.ends_with(|c: char| !word(c)) || !rest[flag.len()..].starts_with(word))).max_by_key(|(flag, _)| flag.len());
+        match best {
+            Some((flag, arg)) => {
+                out.push_str(arg);
+                rest = &rest[flag.len()..];
+            }
+            None => {
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+    }
+    // Several labels of one kind, one argument: `categorical=["a"] categorical=["b"]` (from
+    // `--encoding a=categorical --encoding b=categorical`) is `categorical=["a", "b"]`.
+    for kind in ["numerical", "categorical"] {
+        let (open, join) = (format!("{kind}=[\""), format!("\"] {kind}=[\""));
+        let mut from = 0;
+        while let Some(i) = out[from..].find(&open).map(|i| from + i + open.len()) {
+            // The list's end, and whether the same kind's list follows at once.
+            let Some(end) = out[i..].find("\"]").map(|e| i + e) else { break };
+            if out[end..].starts_with(&join) {
+                out.replace_range(end..end + join.len(), "\", \"");
+                from = i - open.len();
+            } else {
+                from = end;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod pythonic_tests {
+    use super::pythonic;
+
+    /// Each flag becomes its argument whole, the longest spelling first (helper p22: `--bounds`
+    /// read as `--bound` + "s" gave "`raspc compile bounds`"), and `--encoding NAME=KIND` the
+    /// argument `KIND=["NAME"]`, lists of one kind joined (review rv22).
+    #[test]
+    fn flags_become_arguments() {
+        let cases = [
+            ("`raspc compile --bounds` shows where", "the command line's `raspc compile --bounds` shows where"),
+            ("a smaller --vocab or --max-len", "a smaller vocab or max_len"),
+            ("give --x-bound or --bound", "give x_bound or bound"),
+            ("a categorical encoding (`--encoding x=categorical`) holds", "a categorical encoding (`categorical=[\"x\"]`) holds"),
+            ("(`--encoding a=categorical --encoding b.c=categorical`)", "(`categorical=[\"a\", \"b.c\"]`)"),
+            ("(`--encoding a=numerical --encoding b=categorical`)", "(`numerical=[\"a\"] categorical=[\"b\"]`)"),
+            ("`--encoding NAME=numerical` on a named s-op", "`numerical=[\"NAME\"]` on a named s-op"),
+            ("--encoding applies to s-ops", "numerical/categorical applies to s-ops"),
+            ("--encoding x=numerically", "numerical/categorical x=numerically"),
+            ("no flags here: a--b, x-bound", "no flags here: a--b, x-bound"),
+            ("--causal and --samples", "causal=True and samples"),
+        ];
+        for (cli, py) in cases {
+            assert_eq!(pythonic(cli), py, "{cli}");
+        }
+    }
+}

@@ -862,3 +862,31 @@ fn signals_end_a_run_with_their_own_exit_status() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A gated unit skipped in a block where its inputs are all zero must still see a gate that
+/// overflows: 0·∞ is NaN, refused as on the row path and in candle (review rv22: a gate weight
+/// of 1e35 times a position's (p - 1)² gave ∞ from position 60 on, and the block path
+/// returned zeros, exit 0).
+#[test]
+fn block_mlps_keep_overflowing_gates() {
+    let bin = env!("CARGO_BIN_EXE_raspc");
+    let dir = std::env::temp_dir().join(format!("raspc-gate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (prog, ck) = (dir.join("g2.rasp"), dir.join("g2.safetensors"));
+    std::fs::write(&prog, "x = tokens_float;\nprev = aggregate(select(indices, indices - 1, ==), x);\nprog = x * prev - (x if x > prev else prev);\n").unwrap();
+    let ok = Command::new(bin).args(["compile", prog.to_str().unwrap(), "--input-bounds=-2,2", "--mlp", "gated", "--max-len", "72", "-o", ck.to_str().unwrap()]).output().unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let mut c = Checkpoint::from_bytes(&std::fs::read(&ck).unwrap()).unwrap();
+    // Unit 0's gate also reads dim 5 (`prev.key0^2`: (p - 1)² from the position embedding).
+    c.tensors.get_mut(&names::mlp(0, "w_gate")).unwrap().data[25] = 1e35;
+    std::fs::write(&ck, c.to_bytes_unchecked().unwrap()).unwrap();
+    let zeros = |n: usize| format!("[{}]", vec!["0.0"; n].join(","));
+    let run = |n: usize| Command::new(bin).env("RASPC_LIMITS", "abs_weight=1e36").args(["run", ck.to_str().unwrap(), "--input", &zeros(n)]).output().unwrap();
+    // 59 zeros: (p - 1)² · 1e35 stays within f32 at every position.
+    assert!(run(59).status.success());
+    let out = run(60);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("non-finite activation") && err.contains("layer 0 mlp"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -21,65 +21,10 @@ fn err(msg: impl Into<String>) -> PyErr {
     RaspcError::new_err(pythonic(msg.into().trim_end()))
 }
 
-/// The shared messages name the CLI's flags; in Python they are keyword arguments.
+/// The command line's words in a message, as the Python package's arguments
+/// ([`raspc::pythonic`]).
 fn pythonic(msg: &str) -> String {
-    const FLAGS: &[(&str, &str)] = &[
-        ("`--mlp gated`", "`mlp=\"gated\"`"),
-        ("--x-bound", "x_bound"),
-        ("--bound", "bound"),
-        ("--input-bounds", "input_bounds"),
-        ("--max-len", "max_len"),
-        ("use --samples", "use samples=N"),
-        ("--samples", "samples"),
-        ("--exhaustive", "exhaustive=True"),
-        ("--entry NAME", "entry=NAME"),
-        ("--entry", "entry"),
-        ("--vocab", "vocab"),
-        ("--encoding", "numerical=/categorical="),
-        ("drop --causal", "drop causal=True"),
-        ("--causal", "causal=True"),
-        ("-o `", "`"),
-        ("--input-grid", "input_grid"),
-        ("--pl-error", "pl_error"),
-        ("`raspc eval PROGRAM --input ...`", "`raspc.eval(source, input)`"),
-        ("`raspc compile --bounds` shows", "the command line's `raspc compile --bounds` shows"),
-        ("(--force replaces it)", "(force=True replaces it)"),
-        ("(--force does not change this: remove it first)", "(force=True does not change this: remove it first)"),
-    ];
-    // At each place the longest spelling that ends there as a whole word is replaced (one
-    // table entry rewritten by an earlier, shorter one gave `raspc compile bounds`: helper
-    // p22), and `--encoding NAME=KIND` becomes `KIND=["NAME"]`.
-    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
-    let mut out = String::with_capacity(msg.len());
-    let mut rest = msg;
-    'scan: while let Some(c) = rest.chars().next() {
-        if let Some(after) = rest.strip_prefix("--encoding ") {
-            let name_len = after.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).unwrap_or(after.len());
-            for kind in ["numerical", "categorical"] {
-                if name_len > 0
-                    && let Some(tail) = after[name_len..].strip_prefix('=').and_then(|t| t.strip_prefix(kind))
-                    && !tail.starts_with(word)
-                {
-                    out.push_str(&format!("{kind}=[\"{}\"]", &after[..name_len]));
-                    rest = tail;
-                    continue 'scan;
-                }
-            }
-        }
-        let best =
-            FLAGS.iter().filter(|(flag, _)| rest.starts_with(flag) && (flag.ends_with(|c: char| !word(c)) || !rest[flag.len()..].starts_with(word))).max_by_key(|(flag, _)| flag.len());
-        match best {
-            Some((flag, arg)) => {
-                out.push_str(arg);
-                rest = &rest[flag.len()..];
-            }
-            None => {
-                out.push(c);
-                rest = &rest[c.len_utf8()..];
-            }
-        }
-    }
-    out
+    raspc::pythonic(msg)
 }
 
 /// Runs `f` on a thread with a large stack (a panic becomes an error), for long work

@@ -64,14 +64,17 @@ pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalE
             let builtin = session.graph.node(e.node).label.as_str();
             let after = at.end as usize;
             let rest = text.get(after..).unwrap_or_default();
-            let stmt_end = after + rest.find([';', '\n']).unwrap_or(rest.len());
-            let stmt = text.get(after..stmt_end).unwrap_or_default();
-            match stmt.trim_start().strip_prefix('=') {
-                Some(rhs) if rhs.trim() == builtin => {
-                    let start = stmt_end - rhs.len() + (rhs.len() - rhs.trim_start().len());
-                    raspc_lang::Span::new(at.file, start, start + builtin.len())
-                }
-                _ => at,
+            // The statement (to its `;`, over lines), its right side: the built-in's first
+            // mention there as a whole word (`y = (tokens_int);` too).
+            let stmt = &rest[..rest.find(';').unwrap_or(rest.len())];
+            let word = |c: char| c.is_alphanumeric() || c == '_';
+            let found = stmt.trim_start().strip_prefix('=').and_then(|rhs| {
+                let base = after + (stmt.len() - rhs.len());
+                rhs.match_indices(builtin).find(|&(i, _)| !rhs[..i].ends_with(word) && !rhs[i + builtin.len()..].starts_with(word)).map(|(i, _)| base + i)
+            });
+            match found {
+                Some(start) => raspc_lang::Span::new(at.file, start, start + builtin.len()),
+                None => at,
             }
         });
         match first_use.or(named) {

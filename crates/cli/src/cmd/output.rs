@@ -220,7 +220,13 @@ fn not_stdout(path: &Path) -> Result<(), String> {
         return Err(format!(
             "cannot write `{}`: the path names a folder (it ends with `{}`); give the path of a file (in that folder or another)",
             path.display(),
-            if text.ends_with('.') { "." } else { "/" }
+            if text.ends_with("..") {
+                ".."
+            } else if text.ends_with('.') {
+                "."
+            } else {
+                "/"
+            }
         ));
     }
     Ok(())

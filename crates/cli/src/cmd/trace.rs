@@ -244,14 +244,17 @@ pub(crate) fn trace_cmd(
         let blur = if ambiguous.is_empty() { String::new() } else { format!("  (not one-hot at positions {ambiguous:?}: shown by its largest dim)") };
         let _ = writeln!(out, "{}", crate::inspect::printable(&format!("  {label} = [{}]{blur}{mark}", shown.join(", "))));
     }
-    let compared = report.iter().filter(|r| r.4.is_some()).count();
+    // (The readout, the last row, is compared too, and said so, but is not an s-op.)
+    let compared = report.iter().filter(|r| r.4.is_some() && r.0 != "the readout").count();
+    let readout_compared = report.last().is_some_and(|r| r.4.is_some() && r.0 == "the readout");
     if let (Some(p), 0) = (program, compared) {
         return Err(format!("trace: nothing was compared: no s-op of the model is named in `{}`{}", p.display(), entry.map(|e| format!(" (--entry {e})")).unwrap_or_default()).into());
     }
     if program.is_some() {
         match &first_divergence {
             None => {
-                let _ = writeln!(out, "trace: every s-op agrees with the interpreter ({compared} compared)");
+                let and_readout = if readout_compared { ", and the readout" } else { "" };
+                let _ = writeln!(out, "trace: every s-op agrees with the interpreter ({compared} compared{and_readout})");
             }
             Some((s, l)) => {
                 let _ = writeln!(out, "trace: first divergence at `{}` after {s}", crate::inspect::printable(l));

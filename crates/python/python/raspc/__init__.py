@@ -28,9 +28,22 @@ __all__ = ["compile", "compile_file", "eval", "load", "from_bytes", "universal",
 __version__ = _raspc.__version__
 
 
+def _text(name, s):
+    """``s`` when it is text raspc can read: a lone surrogate (``"\\udc80"``, as
+    ``os.fsdecode`` makes of undecodable bytes) is refused naming the argument, where it gave
+    UnicodeEncodeError or a JSON escape error the caller never wrote (helper p22)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RaspcError(f"{name} holds a lone surrogate, {s[e.start]!r}, at index {e.start}: not text raspc can read (UTF-8)") from None
+    return s
+
+
 def _atom(x):
     """A token as a JSON-able atom (numpy scalars become Python numbers)."""
-    if isinstance(x, (str, bool, int, float)) or x is None:
+    if isinstance(x, str):
+        return _text("a token", x)
+    if isinstance(x, (bool, int, float)) or x is None:
         return x
     item = getattr(x, "item", None)
     if item is not None:
@@ -56,7 +69,7 @@ def _json_batch(batch):
 def _seq(inp):
     """One input sequence as a list of atoms: a string is split into characters."""
     if isinstance(inp, str):
-        return list(inp)
+        return list(_text("an input", inp))
     if isinstance(inp, (dict, set, frozenset)):
         # (A dict's keys or a set's order, which changes between processes: helper p22.)
         raise RaspcError(f"an input must be a string or a sequence of tokens, not a {type(inp).__name__}")
@@ -69,10 +82,17 @@ def _seq(inp):
         raise RaspcError(f"an input must be a string or a sequence of tokens, not {type(inp).__name__}") from None
 
 
-def _batch(inputs, vocab=()):
+def _batch(inputs, vocab=(), real=False):
     """(list of sequences, whether a single sequence was given). A list of strings that are all
     tokens of ``vocab`` is one sequence (``["the", "cat"]``, ``list("abc")``); other strings in
-    a list are inputs of a batch, each split into characters."""
+    a list are inputs of a batch, each split into characters. ``real``: the model reads
+    numbers, and a string anywhere is refused as one (helper p22: ``["0.5"]`` was split into
+    characters and ``"0"`` reported)."""
+    if real:
+        flat = [inputs] if isinstance(inputs, str) else [y for x in (inputs if isinstance(inputs, (list, tuple)) else []) for y in (x if isinstance(x, (list, tuple)) else [x])]
+        text = next((x for x in flat if isinstance(x, str)), None)
+        if text is not None:
+            raise RaspcError(f"this model reads numbers, not text: give them as numbers ([0.5, -1.0]), not strings ({text!r})")
     if isinstance(inputs, str):
         return [_seq(inputs)], True
     if isinstance(inputs, (dict, set, frozenset)):
@@ -238,7 +258,7 @@ class Model:
         """Runs a batch of inputs (each a string, or a list of tokens / numbers; lengths may
         differ) and returns one decoded output list per input, exactly as ``raspc run`` does.
         A single input (a string or a flat list of tokens) returns a single output list."""
-        batch, single = _batch(inputs, self.vocab)
+        batch, single = _batch(inputs, self.vocab, self._config.get("real_input") is not None)
         if not batch:
             raise RaspcError("the batch is empty: give an input (a string or a list of tokens) or a list of inputs")
         out = _json.loads(self._native.run(_json_batch(batch), _attention(attention)))
@@ -248,7 +268,7 @@ class Model:
         """The raw readout of each input: a numpy array ``[len + 1, readout_dims]``, BOS first."""
         import numpy as np
 
-        batch, single = _batch(inputs, self.vocab)
+        batch, single = _batch(inputs, self.vocab, self._config.get("real_input") is not None)
         if not batch:
             raise RaspcError("the batch is empty: give an input (a string or a list of tokens) or a list of inputs")
         out = [np.asarray(r, dtype=np.float64) for r in _json.loads(self._native.readout(_json_batch(batch), _attention(attention)))]
@@ -329,7 +349,7 @@ class Model:
             raise RaspcError('a real-valued model\'s certified bound holds under hard attention only: verify it with attention="hard" (or "both", which checks hard attention and reports soft as not checked)')
         samples = _count("samples", samples, 0 if exhaustive else 1)
         if samples >= 2**64:
-            raise RaspcError(f"samples={samples} is over the budget (raise it with the environment variable RASPC_LIMITS=samples=N)")
+            raise RaspcError(f"samples must be below 2**64, not {samples} (and within the samples budget, which RASPC_LIMITS=samples=N sets)")
         seed = _count("seed", seed)
         if seed >= 2**64:
             raise RaspcError(f"seed must be below 2**64, not {seed}")
@@ -486,7 +506,7 @@ class Universal(Model):
         return np.asarray(out[: h * n * dv], dtype=float).reshape(h, n, dv)
 
 
-def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, entry=None, *, path=None, mlp="relu", numerical=(), categorical=(), input_grid=None, pl_error=None):
+def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, entry=None, *, path=None, mlp="relu", numerical=(), categorical=(), input_grid=None, pl_error=None, _stacklevel=2):
     """Compiles RASP source text to a :class:`Model`.
 
     ``vocab``: the tokens the model accepts (a string of characters or a list of tokens);
@@ -500,6 +520,7 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     interpolation target (the CLI's ``--pl-error``)."""
     if not isinstance(source, str):
         raise RaspcError("source must be the program's text (a string); use raspc.compile_file for a path")
+    _text("source", source)
     if max_len is None:
         raise RaspcError("give max_len, the longest input the model must accept")
     max_len = _count("max_len", max_len, 1)
@@ -507,6 +528,10 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
         raise RaspcError(f"causal must be True or False, not {causal!r}")
     if entry is not None and not isinstance(entry, str):
         raise RaspcError(f"entry must be the name of an s-op (a string), not {entry!r}")
+    if entry is not None:
+        _text("entry", entry)
+    if isinstance(vocab, str):
+        _text("vocab", vocab)
     if path is not None and not isinstance(path, (str, bytes, _os.PathLike)):
         raise RaspcError(f"path must be a file path (a str or a path-like object), not {path!r}")
     if path is not None:
@@ -563,12 +588,12 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     import warnings
 
     if mlp == "gated" and input_bounds is None:
-        warnings.warn('mlp="gated" changes nothing here: it is for real-valued programs (input_bounds); a token program\'s MLPs are exact lookups either way', RuntimeWarning, stacklevel=2)
+        warnings.warn('mlp="gated" changes nothing here: it is for real-valued programs (input_bounds); a token program\'s MLPs are exact lookups either way', RuntimeWarning, stacklevel=_stacklevel)
     # What `raspc compile` prints besides the model: the program's notes (what the reference
     # interpreter would do differently), rejected sample inputs, an output of two types for one
     # number, a loose certified bound.
     for w in said:
-        warnings.warn(w, RuntimeWarning, stacklevel=2)
+        warnings.warn(w, RuntimeWarning, stacklevel=_stacklevel)
     return Model(native, summary)
 
 
@@ -593,6 +618,9 @@ def eval(source, input, entry=None, *, path=None):
         raise RaspcError(f"eval: source must be the program's text (a str), not {type(source).__name__}; raspc.compile_file reads a file")
     if entry is not None and not isinstance(entry, str):
         raise RaspcError(f"eval: entry must be a name (a str), not {type(entry).__name__}")
+    _text("eval: source", source)
+    if entry is not None:
+        _text("eval: entry", entry)
     seq = _seq(input)
     if not seq:
         raise RaspcError("eval: the input is empty (RASP programs need at least one token)")
@@ -615,7 +643,7 @@ def _labels(name, labels):
         raise RaspcError(f"{name} must be a label or a list of labels, not {labels!r}") from None
     if not all(isinstance(x, str) for x in out):
         raise RaspcError(f"{name} must be a label or a list of labels (strings), not {labels!r}")
-    return out
+    return [_text(name, x) for x in out]
 
 
 def compile_file(path, **kwargs):
@@ -632,7 +660,8 @@ def compile_file(path, **kwargs):
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise RaspcError(f"`{path}` is not valid UTF-8 (first bad byte at line {line}, column {column}, byte offset {e.start})") from None
-    return compile(text, path=path, **kwargs)
+    # (Warnings point at the caller's line, not at this one: helper p22.)
+    return compile(text, path=path, _stacklevel=3, **kwargs)
 
 
 def load(path):
