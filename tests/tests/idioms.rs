@@ -71,7 +71,7 @@ idioms! {
     add_digits balance_sign bar_sum bigram centered count_a_mean count_complement count_diff count_less_prefix count_tokens_or digit_sum_mod3
     distinct_count double_count dyck1_count every_other first_pos_of frac_mix frac_ones halves has_both hist_of_hist inversions
     last_token later_than_mean length_arith long_add_ref majority map_plus_mean max_token mean_diff mean_half mean_vs_rest mirror mod3_position
-    palindrome parity_count prefix_count prefix_sum prev_distance prev_token rank_tokens rotate running_max
+    palindrome parity_count prefix_count prefix_sum prefix_vs_overall prev_distance prev_token rank_tokens rotate running_max
     running_min shift_right2 sort_by_freq_ties sort_desc sort_then_first sort_then_second
     sqrt_grid sum_of_counts triplets unchanged_indices unchanged_tokens weighted_counts width_or_mean width_sum
 }
@@ -81,4 +81,15 @@ idioms! {
 #[test]
 fn later_than_mean_at_max_len_100() {
     check("later_than_mean", "ab", 100, false);
+}
+
+/// Two means compared below the enumeration limit are also planned as the sign of their
+/// difference, and the smaller plan is kept (helper w22: 267,666 parameters in 3 layers at
+/// max-len 16, 3,125 in 1 from max-len 18, where the table was past the limit).
+#[test]
+fn compared_means_take_the_smaller_plan_below_the_limit() {
+    for n in [8, 16] {
+        let (_, _, _, c) = raspc_tests::compile(&Case { file: "idioms/prefix_vs_overall.rasp", entry: None, vocab: "ab" }, n, false).unwrap();
+        assert!(c.summary.layers == 1 && c.summary.params < 10_000, "max-len {n}: {:?}", c.summary);
+    }
 }
