@@ -1552,6 +1552,18 @@ fn trace_compares_the_readout() {
     assert!(out.contains("\n  sorted = [1, 2, 3]  (= interpreter)\n") && agrees_all(&out), "{out}");
 }
 
+/// Notes come in the order of the program's text (helper t22: the parser's before the
+/// evaluator's, 1:12, 3:7, 2:1).
+#[test]
+fn notes_follow_the_source() {
+    let p = temp("notes-order.rasp");
+    std::fs::write(&p, "a = tokens;;\nset example \"x\";\nb = a;;\n").unwrap();
+    let (code, _, err) = cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 0, "{err}");
+    let at: Vec<&str> = err.lines().filter(|l| l.starts_with("note: ")).map(|l| l.split(':').nth(2).unwrap_or_default()).collect();
+    assert_eq!(at, ["1", "2", "3"], "{err}");
+}
+
 /// An output path that names a folder (`newd/`, `x/.`) is refused before any work, saying so,
 /// not with "Not a directory (os error 20)" after it; `probe --plot -` is refused as `plot -o -`
 /// is, and `probe --entry` needs `--program` as `trace --entry` does (helper t22).

@@ -890,3 +890,17 @@ fn block_mlps_keep_overflowing_gates() {
     assert!(err.contains("non-finite activation") && err.contains("layer 0 mlp"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An argument that is not UTF-8 is refused, naming it (helper t22: its bad bytes were replaced
+/// and the command ran on "\u{fffd}").
+#[cfg(unix)]
+#[test]
+fn arguments_that_are_not_utf8_are_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let bin = env!("CARGO_BIN_EXE_raspc");
+    let bad = std::ffi::OsStr::from_bytes(b"\xff\xfe");
+    let out = Command::new(bin).args(["eval".as_ref(), "x.rasp".as_ref(), "--input".as_ref(), bad]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("argument 4") && err.contains("not valid UTF-8"), "{err}");
+}

@@ -75,7 +75,11 @@ pub(crate) fn read_program(path: &std::path::Path) -> Result<String, Failure> {
 /// a line counting them when there are more (a program of thousands of one-line statement
 /// pairs has a note for each).
 pub fn note_lines(sources: &raspc_lang::SourceMap, s: &raspc_lang::Session, shown: &str) -> Vec<String> {
-    let notes: Vec<_> = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file || sources.get(sp.file).path.is_some()).collect();
+    let mut notes: Vec<_> = s.notes.iter().filter_map(|d| Some((d, d.primary_span()?))).filter(|(_, sp)| sp.file == s.main_file || sources.get(sp.file).path.is_some()).collect();
+    // In the order of the source (the parser's notes came before the evaluator's: 1:12, 3:7,
+    // 2:1; helper t22), files in the order they were read; a stable sort keeps notes of one
+    // place in the order they were made.
+    notes.sort_by_key(|(_, sp)| (sp.file, sp.start));
     const MAX_NOTES: usize = 20;
     let mut lines = vec![];
     if notes.len() > MAX_NOTES {
