@@ -195,6 +195,7 @@ class Model:
 
     @property
     def vocab(self):
+        """The tokens the model accepts, in id order (BOS excluded; empty for a real-valued model)."""
         bos = self._config["bos_id"]
         return [v["token"] for v in self._config["vocab"] if v["id"] != bos]
 
@@ -211,10 +212,12 @@ class Model:
 
     @property
     def causal(self):
+        """True when attention is masked to earlier positions (the program on each prefix)."""
         return bool(self._config["causal"])
 
     @property
     def max_len(self):
+        """The longest input the model accepts (BOS not counted)."""
         return self._config["max_seq_len"]
 
     @property
@@ -224,6 +227,8 @@ class Model:
 
     @property
     def dim_names(self):
+        """A name for every residual dim: `label=value` for a categorical s-op's dims,
+        `label (numeric)` for a numerical one, `dimI` for a dim no s-op lists."""
         names = [f"dim{i}" for i in range(self._config["d_model"])]
         for s in self._layout:
             enc = s["encoding"]
