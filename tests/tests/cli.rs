@@ -1555,6 +1555,24 @@ fn trace_compares_the_readout() {
     assert!(out.contains("\n  sorted = [1, 2, 3]  (= interpreter)\n") && agrees_all(&out), "{out}");
 }
 
+/// An error inside a loaded file shows the `load` that read it, as a parse error there does, and
+/// a failure inside a function the program's call of it (helper t22: neither was shown).
+#[test]
+fn errors_in_loaded_files_and_functions_show_where_they_were_reached() {
+    let dir = temp("loaded-errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("libtop.rasp"), "x = 1;\nz = x + undefined_thing;\n").unwrap();
+    std::fs::write(dir.join("m1.rasp"), "load \"libtop\";\ny = tokens;\n").unwrap();
+    let (code, _, err) = cli(&["eval", dir.join("m1.rasp").to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unknown name `undefined_thing`") && err.contains("m1.rasp:1:6") && err.contains("in the file loaded here"), "{err}");
+    std::fs::write(dir.join("libg.rasp"), "def g(a) {\n  return 1 / (a - 1);\n}\n").unwrap();
+    std::fs::write(dir.join("m2.rasp"), "load \"libg\";\ny = g(indices) + 1;\n").unwrap();
+    let (code, _, err) = cli(&["eval", dir.join("m2.rasp").to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("division by zero") && err.contains("m2.rasp:2:5") && err.contains("in this call"), "{err}");
+}
+
 /// Notes come in the order of the program's text (helper t22: the parser's before the
 /// evaluator's, 1:12, 3:7, 2:1).
 #[test]

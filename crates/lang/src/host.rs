@@ -272,6 +272,8 @@ pub struct Session {
     /// Notes and warnings (e.g. ignored REPL statements).
     pub notes: Vec<Diagnostic>,
     pub main_file: FileId,
+    /// Each file a `load` read, and that `load` (the first one that read it).
+    pub loaded_at: Vec<(FileId, Span)>,
     /// Keeps the scopes that closures hold, to break their reference cycles on drop.
     _scopes: Scopes,
 }
@@ -354,6 +356,8 @@ struct Evaluator<'l> {
     /// The outermost call, in the user's files, of a function they define (see
     /// [`crate::graph::Node::called_at`]).
     user_call: Option<Span>,
+    /// Each file a `load` read, with that `load` ([`Session::loaded_at`]).
+    loaded_at: Vec<(FileId, Span)>,
 }
 
 /// Evaluates a program text. `path` (if any) anchors relative `load`s. On failure returns
@@ -380,6 +384,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
         library_files: vec![],
         call_site: None,
         user_call: None,
+        loaded_at: vec![],
     };
     let (library, globals) = (ev.library.clone(), ev.globals.clone());
     ev.scopes.register(&library);
@@ -412,7 +417,16 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
     match r {
         Ok(()) => (
             sources.clone(),
-            Ok(Session { sources, graph: ev.graph, globals: ev.globals, assigned: ev.assigned.into_iter().flatten().collect(), notes: ev.notes, main_file: main, _scopes: ev.scopes }),
+            Ok(Session {
+                sources,
+                graph: ev.graph,
+                globals: ev.globals,
+                assigned: ev.assigned.into_iter().flatten().collect(),
+                notes: ev.notes,
+                main_file: main,
+                loaded_at: ev.loaded_at,
+                _scopes: ev.scopes,
+            }),
         ),
         Err(d) => (sources, Err(vec![*d])),
     }
@@ -839,6 +853,7 @@ impl<'l> Evaluator<'l> {
         }
         let text = source_text(&text).into_owned();
         let file = self.sources.add(full.display().to_string(), Some(full.clone()), text.clone());
+        self.loaded_at.push((file, span));
         let (prog, errs) = parse(file, &text);
         if errs.is_empty() {
             self.notes.extend(reference_reading_notes(file, &text, &prog));
@@ -858,7 +873,15 @@ impl<'l> Evaluator<'l> {
         self.loading.push(key.clone());
         let prev = self.current_file;
         self.current_file = file;
-        let r = self.exec_block(&prog.stmts, &file_env, false);
+        // An error inside the loaded file also shows the `load` that read it (a parse error
+        // there did; helper t22), unless it already shows a place in the loading file.
+        let r = self.exec_block(&prog.stmts, &file_env, false).map_err(|d| {
+            if d.labels.iter().any(|l| l.span.file == prev) {
+                d
+            } else {
+                Box::new(d.with_secondary(span, "in the file loaded here"))
+            }
+        });
         // An `exit` ends the loaded file only: the reference runs a loaded file as a REPL
         // session of its own, whose stop does not reach the file that loaded it.
         self.stopped = false;

@@ -96,6 +96,14 @@ pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalE
     {
         d = d.with_secondary(call, "in this call");
     }
+    // In a loaded file (and not already shown through a call in the program): the `load` that
+    // read it, as a parse error there shows it (helper t22).
+    if span.file != session.main_file
+        && d.labels.iter().all(|l| l.span.file != session.main_file)
+        && let Some(&(_, load)) = session.loaded_at.iter().find(|(f, _)| *f == span.file)
+    {
+        d = d.with_secondary(load, "in the file loaded here");
+    }
     if let Some(n) = note {
         d = d.with_note(n);
     }
