@@ -11,6 +11,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use raspc::pythonic;
 use raspc_lang::{Atom, DiskLoader};
 use raspc_runtime::{Attention, Decoded, Model};
 
@@ -19,12 +20,6 @@ create_exception!(_raspc, RaspcError, PyException, "An error reported by raspc; 
 fn err(msg: impl Into<String>) -> PyErr {
     // Rendered diagnostics end with blank lines, which a traceback shows as they are.
     RaspcError::new_err(pythonic(msg.into().trim_end()))
-}
-
-/// The command line's words in a message, as the Python package's arguments
-/// ([`raspc::pythonic`]).
-fn pythonic(msg: &str) -> String {
-    raspc::pythonic(msg)
 }
 
 /// Runs `f` on a thread with a large stack (a panic becomes an error), for long work

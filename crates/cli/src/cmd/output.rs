@@ -69,7 +69,7 @@ pub(crate) fn forget_temp(tmp: &Path) {
 /// (with `force`, also one this raspc cannot read: another version, or damaged). Directories,
 /// devices, FIFOs, sockets, symbolic links and other files are never replaced.
 pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
-    not_stdout(output)?;
+    plain_file_path(output)?;
     parent_usable(output)?;
     let shown = output.display();
     let meta = match std::fs::symlink_metadata(output) {
@@ -167,7 +167,7 @@ fn written_by_raspc_onnx(head: &[u8]) -> bool {
 /// an earlier run). Directories, links, devices and other files are never replaced, nor written
 /// through.
 pub fn may_replace(path: &Path, what: &str, ours: &dyn Fn(&[u8]) -> bool) -> Result<(), String> {
-    not_stdout(path)?;
+    plain_file_path(path)?;
     parent_usable(path)?;
     let shown = path.display();
     match std::fs::symlink_metadata(path) {
@@ -207,9 +207,10 @@ fn parent_usable(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `-` is not standard output here: raspc writes files only, and a file named `-` is more
-/// likely a mistake than a wish (`./-` still names one).
-fn not_stdout(path: &Path) -> Result<(), String> {
+/// `path` names a file to write: `-` is not standard output here (raspc writes files only, and
+/// a file named `-` is more likely a mistake than a wish; `./-` still names one), and a path
+/// ending in a separator, `.` or `..` names a folder.
+fn plain_file_path(path: &Path) -> Result<(), String> {
     if path.as_os_str() == "-" {
         return Err("`-o -`: raspc writes this output to a file, not to standard output; give a path (`./-` for a file named `-`)".into());
     }
