@@ -387,8 +387,19 @@ impl Lowerer<'_> {
             ValueSet::Finite(s) => Ok(s.iter().cloned().collect()),
             ValueSet::Unbounded => {
                 let what = crate::names::describe(self.g, id);
+                // Forced numerical already (helper a21: the note proposed the flag the user had
+                // given, and spoke of a categorical encoding): what needs the list is a reader.
+                let forced = self.opts.numerical.contains(&self.g.node(id).label);
+                let remedy = if forced {
+                    format!(
+                        "`--encoding {}=numerical` keeps it in one dim, but here it is computed or read as a table of its values (a map's MLP lists them, a categorical aggregate needs a one-hot of them): a smaller --vocab or --max-len bounds them",
+                        self.g.node(id).label
+                    )
+                } else {
+                    "a categorical encoding needs a finite set: a smaller --vocab or --max-len, or `--encoding NAME=numerical` on a named s-op that feeds it, can bound it".to_string()
+                };
                 let mut d = self.err(id, "compile::unbounded", format!("{what} takes too many values to list")).with_label("too many possible values").with_note(format!(
-                    "with these inputs and --max-len {}, {what} could take more than {} values; a categorical encoding needs a finite set: a smaller --vocab or --max-len, or `--encoding NAME=numerical` on a named s-op that feeds it, can bound it",
+                    "with these inputs and --max-len {}, {what} could take more than {} values; {remedy}",
                     self.opts.max_len,
                     crate::infer::MAX_VALUES
                 ));

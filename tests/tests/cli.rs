@@ -1573,6 +1573,20 @@ fn errors_in_loaded_files_and_functions_show_where_they_were_reached() {
     assert!(err.contains("division by zero") && err.contains("m2.rasp:2:5") && err.contains("in this call"), "{err}");
 }
 
+/// A refusal of an s-op the user already forced numerical does not propose that flag again nor
+/// speak of a categorical encoding (helper a21).
+#[test]
+fn an_unbounded_numerical_sop_is_not_told_to_be_numerical() {
+    let args = ["verify", "corpus/paper/softmax_rows.rasp", "--vocab", "[-1,0,1]", "--max-len", "9", "--samples", "10"];
+    let (code, _, err) = cli(&args);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`softmax` takes too many values to list") && err.contains("`--encoding NAME=numerical`"), "{err}");
+    let forced = [&args[..], &["--encoding", "softmax=numerical"]].concat();
+    let (code, _, err) = cli(&forced);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`--encoding softmax=numerical` keeps it in one dim") && !err.contains("NAME=numerical") && !err.contains("a categorical encoding"), "{err}");
+}
+
 /// Notes come in the order of the program's text (helper t22: the parser's before the
 /// evaluator's, 1:12, 3:7, 2:1).
 #[test]
