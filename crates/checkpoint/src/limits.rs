@@ -95,9 +95,15 @@ impl Limits {
     /// These limits with `name=value,...` applied (names as in docs/checkpoint-format.md;
     /// values may be written like `1e9`).
     pub fn with(mut self, spec: &str) -> Result<Limits, CheckpointError> {
+        let mut seen: Vec<&str> = vec![];
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let bad = |why: &str| CheckpointError::BadLimits(format!("`{item}`: {why}"));
             let (name, value) = item.split_once('=').ok_or_else(|| bad("expected NAME=VALUE"))?;
+            // One value per budget: the last of two silently won (helper b21).
+            if seen.contains(&name.trim()) {
+                return Err(bad(&format!("`{}` is set twice", name.trim())));
+            }
+            seen.push(name.trim());
             let x: f64 = value.trim().parse().map_err(|_| bad("the value is not a number"))?;
             if !(x.is_finite() && x >= 0.0) {
                 return Err(bad("the value must be a finite number >= 0"));

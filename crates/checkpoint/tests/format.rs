@@ -188,6 +188,10 @@ fn budgets_layout_and_integrity_are_checked_at_load() {
     let e = Checkpoint::from_bytes_with(&good, &Limits::default().with("header_bytes=16").unwrap()).unwrap_err();
     assert!(matches!(e, CheckpointError::OverBudget { name: "header_bytes", .. }), "{e}");
     assert!(Limits::default().with("d_model=x").is_err() && Limits::default().with("nope=1").is_err() && Limits::default().with("d_model=NaN").is_err());
+    // One value per budget (the last of two silently won: helper b21).
+    let twice = Limits::default().with("samples=5, samples=10").unwrap_err().to_string();
+    assert!(twice.contains("`samples` is set twice"), "{twice}");
+    assert_eq!(Limits::default().with("samples=5,d_model=4").unwrap().max_samples, 5);
     // Layout: zero-width entries and wrapping offsets.
     let mut bad = ck.clone();
     bad.layout.sops.push(SopLayout { label: "z".into(), offset: 5, encoding: Encoding::Categorical { values: vec![] }, parts: vec![] });
