@@ -1359,10 +1359,19 @@ impl<T: Real> FastModel<T> {
             // Dims that are zero at every position of the block: a unit reading only those
             // (and no positive bias) is relu(b_in) = 0 there and, its gate being finite (every
             // input is), adds exact zeros, so it is skipped.
+            // (One pass over the block: which dims are nonzero, whether all are finite, and the
+            // largest magnitude, which bounds the gates.)
             nzdim.clear();
-            nzdim.extend((0..nd).map(|k| xin[k * BLOCK..k * BLOCK + nb].iter().any(|&v| v != T::ZERO)));
-            let finite = xin[..nd * BLOCK].chunks(BLOCK).all(|c| c[..nb].iter().all(|v| v.is_finite()));
-            let xmax = xin[..nd * BLOCK].chunks(BLOCK).flat_map(|c| c[..nb].iter()).fold(0.0f64, |m, v| m.max(v.to_f64().abs()));
+            let (mut finite, mut xmax) = (true, 0.0f64);
+            for column in xin[..nd * BLOCK].chunks(BLOCK) {
+                let mut nonzero = false;
+                for &v in &column[..nb] {
+                    nonzero |= v != T::ZERO;
+                    finite &= v.is_finite();
+                    xmax = xmax.max(v.to_f64().abs());
+                }
+                nzdim.push(nonzero);
+            }
             let (mut h, mut g) = ([T::ZERO; BLOCK], [T::ZERO; BLOCK]);
             let (h, g) = (&mut h[..nb], &mut g[..nb]);
             for (c, (&bias, &bg)) in u.b_in.iter().zip(b_gate).enumerate() {

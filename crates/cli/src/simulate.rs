@@ -247,13 +247,13 @@ pub fn build_bounds(s: Shape, mlp: MlpMode, bounds: Bounds, pl_error: Option<f64
         }
         // An overflow names an s-op of U's library source (`e`, the softmax's exponentials),
         // which the user never wrote: said in the terms of the shapes and bounds (helpers b21,
-        // p22).
-        if seen.iter().any(|m| m.contains("past any float's range")) {
+        // p22), with any other refusal after it.
+        let (overflows, others): (Vec<&String>, Vec<&String>) = seen.iter().partition(|m| m.contains("past any float's range"));
+        if !overflows.is_empty() {
             let scores = (s.d * s.d) as f64 * x_bound * x_bound * a_bound;
             let num = |x: f64| if (1e-3..1e6).contains(&x) { format!("{x}") } else { format!("{x:e}") };
             let (x_bound, a_bound, v_bound) = (num(x_bound), num(a_bound), num(v_bound));
             let scores = if scores.is_finite() { format!("= {scores:.3e}") } else { "past f64's range".to_string() };
-            let others: Vec<&String> = seen.iter().filter(|m| !m.contains("past any float's range")).collect();
             let others = if others.is_empty() { String::new() } else { format!("; also: {}", others.iter().map(|m| m.as_str()).collect::<Vec<_>>().join("; ")) };
             return format!(
                 "U does not compile: with entries this large (X within ±{x_bound}, A within ±{a_bound}, V within ±{v_bound}) its intermediate values pass any float's range (the scores X·A·Xᵀ reach d²·max|X|²·max|A| {scores}, and the softmax exponentiates their differences){others}"

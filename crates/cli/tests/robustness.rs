@@ -828,31 +828,26 @@ fn signals_end_a_run_with_their_own_exit_status() {
     std::fs::create_dir_all(&dir).unwrap();
     let prog = dir.join("v.rasp");
     std::fs::write(&prog, "x = aggregate(select(tokens, tokens, ==), indices);\n").unwrap();
-    for (sig, code) in [("-INT", 130), ("-TERM", 143), ("-HUP", 129)] {
-        // An exhaustive verify of 1.4 M inputs runs long enough to be interrupted.
-        let mut child = Command::new(bin)
-            .args(["verify", prog.to_str().unwrap(), "--vocab", "abcd", "--max-len", "10", "--exhaustive"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+    // An exhaustive verify of 1.4 M inputs runs long enough to be interrupted: its output
+    // after `sig` 400 ms in.
+    let interrupted = |sig: &str, json: bool| {
+        let mut args = vec!["verify", prog.to_str().unwrap(), "--vocab", "abcd", "--max-len", "10", "--exhaustive"];
+        if json {
+            args.push("--json");
+        }
+        let child = Command::new(bin).args(&args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(400));
         assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
-        let status = child.wait().unwrap();
+        child.wait_with_output().unwrap()
+    };
+    for (sig, code) in [("-INT", 130), ("-TERM", 143), ("-HUP", 129)] {
+        let status = interrupted(sig, false).status;
         assert_eq!(status.code(), Some(code), "{sig}: {status:?}");
     }
     // With --json the interrupted command prints its error object, as a failure does (helper
     // t22: nothing at all).
     for (sig, code, name) in [("-INT", 130, "SIGINT"), ("-TERM", 143, "SIGTERM")] {
-        let child = Command::new(bin)
-            .args(["verify", prog.to_str().unwrap(), "--vocab", "abcd", "--max-len", "10", "--exhaustive", "--json"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(400));
-        assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
-        let out = child.wait_with_output().unwrap();
+        let out = interrupted(sig, true);
         assert_eq!(out.status.code(), Some(code), "{sig}");
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(text.lines().count(), 1, "{sig}: {text}");
