@@ -570,8 +570,9 @@ pub struct EmitInputs<'a> {
     pub program_hash: String,
 }
 
-fn enc_json(enc: &SlotEnc, values_json: Option<Vec<serde_json::Value>>) -> ck::Encoding {
-    match enc {
+fn enc_json(slot: &crate::plan::Slot, values_json: Option<Vec<serde_json::Value>>) -> ck::Encoding {
+    match &slot.enc {
+        SlotEnc::Cat(v) if slot.multi_hot => ck::Encoding::MultiHot { values: v.iter().map(Atom::to_json).collect() },
         SlotEnc::Cat(v) => ck::Encoding::Categorical { values: v.iter().map(Atom::to_json).collect() },
         SlotEnc::Num { .. } => ck::Encoding::Numerical { values: values_json },
     }
@@ -795,7 +796,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
                 (_, _, Some((lo, hi))) => (0.5, (hi - lo < MAX_INT_OUTPUTS as f64).then(|| (lo as i64..=hi as i64).map(serde_json::Value::from).collect::<Vec<_>>())),
                 _ => (head_budget.unwrap_or(0.0).max(slot_error(plan, sched, out.slot, 0)).max(1e-6), None),
             };
-            (1, r, enc_json(&plan.slots[out.slot].enc, values.or_else(|| num_values.get(&out.slot).cloned())), tol)
+            (1, r, enc_json(&plan.slots[out.slot], values.or_else(|| num_values.get(&out.slot).cloned())), tol)
         }
     };
     tensors.insert(ck::names::READOUT.into(), ck::Tensor { shape: vec![d, readout_dims], data: readout });
@@ -806,7 +807,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
             .map(|(&s, &offset)| ck::SopLayout {
                 label: plan.slots[s].label.clone(),
                 offset,
-                encoding: enc_json(&plan.slots[s].enc, num_values.get(&s).cloned()),
+                encoding: enc_json(&plan.slots[s], num_values.get(&s).cloned()),
                 parts: plan.parts.get(&s).map(|p| p.iter().filter_map(|t| sched.offset.get(t).copied()).collect()).unwrap_or_default(),
             })
             .collect(),

@@ -193,8 +193,8 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         grid_reads: Default::default(),
     };
     // One-dim categorical slots: `<bos>` holds True at BOS only, `<tok>` True everywhere else.
-    lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
-    lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
+    lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], multi_hot: false });
+    lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], multi_hot: false });
     lw.check_overrides(root);
     if opts.causal {
         lw.check_causal(root);
@@ -368,7 +368,7 @@ impl Lowerer<'_> {
     }
 
     fn new_slot(&mut self, label: String, enc: SlotEnc, at_bos: Vec<f64>) -> SlotId {
-        self.slots.push(Slot { label, enc, at_bos });
+        self.slots.push(Slot { label, enc, at_bos, multi_hot: false });
         SlotId(self.slots.len() - 1)
     }
 

@@ -78,6 +78,10 @@ pub struct Slot {
     /// it (through the BOS dim), so every block sees zeros at BOS. Empty for the two special
     /// slots, which are never compensated.
     pub at_bos: Vec<f64>,
+    /// A categorical slot whose dims are 0 or 1 each on their own (a set of its values, not one
+    /// of them): written to the layout as `multi_hot`. Only real-valued heads' `.unselected`
+    /// helpers (which key groups a query leaves out).
+    pub multi_hot: bool,
 }
 
 /// A weight `w` from dim `dim` of residual slot `slot` to column `col` of a block.

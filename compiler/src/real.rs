@@ -1166,8 +1166,8 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         head_round: HashMap::new(),
         unary_data: HashMap::new(),
     };
-    lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
-    lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![] });
+    lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], multi_hot: false });
+    lw.slots.push(Slot { label: "<tok>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], multi_hot: false });
     let node = g.node(root);
     if node.kind.is_selector() {
         return Err(vec![Diagnostic::error("compile::entry", format!("`{}` is a selector; only s-ops can be compiled", node.label), node.span).with_label("a selector")]);
@@ -1319,7 +1319,7 @@ impl RealLowerer<'_> {
 
     fn new_slot(&mut self, label: String, enc: SlotEnc) -> SlotId {
         let d = enc.dims();
-        self.slots.push(Slot { label, enc, at_bos: vec![0.0; d] });
+        self.slots.push(Slot { label, enc, at_bos: vec![0.0; d], multi_hot: false });
         SlotId(self.slots.len() - 1)
     }
 
@@ -1928,6 +1928,8 @@ impl RealLowerer<'_> {
                 }
                 None => self.new_slot(format!("{label}.unselected"), SlotEnc::Cat((0..r).map(|i| Atom::Int(i as i64)).collect())),
             };
+            // A 1 for each group the query leaves out: a set, not one value.
+            self.slots[qn.0].multi_hot = true;
             for (gi, group) in groups.iter().enumerate() {
                 let mut kv = vec![0.0; self.n + 1];
                 for (key, &g) in group_of.iter().enumerate() {

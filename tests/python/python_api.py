@@ -182,6 +182,15 @@ def main(job_path):
         checks += 1
         if not same(got, want, 1e-5):
             failures.append(f"real-valued {what}: {got[:1]} vs {want[:1]}")
+    # Every dim of a categorical or multi-hot entry is named `label=value` (helper t22: the
+    # `.unselected` helper, a set of key groups, was declared categorical; then only its first
+    # dim would have been named had it been declared anything but a one-hot).
+    checks += 1
+    names = real.dim_names
+    kinds = {e["encoding"]["kind"] for e in real.layout}
+    misnamed = [(e["label"], i) for e in real.layout if e["encoding"]["kind"] != "numerical" for i, v in enumerate(e["encoding"]["values"]) if names[e["offset"] + i] != f"{e['label']}={v}"]
+    if "multi_hot" not in kinds or misnamed:
+        failures.append(f"real-valued layout: kinds {sorted(kinds)}, misnamed dims {misnamed[:3]}")
     path = str(job_path).replace("job.json", "real.onnx")
     real.to_onnx(path, attention="hard")
     check("real-valued", "ONNX Runtime (hard)", ort_run(real, path, xs), want, 1e-5)

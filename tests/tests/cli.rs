@@ -1555,6 +1555,44 @@ fn trace_compares_the_readout() {
     assert!(out.contains("\n  sorted = [1, 2, 3]  (= interpreter)\n") && agrees_all(&out), "{out}");
 }
 
+/// The `.unselected` helper of a real-valued head holds a set (a 1 for each key group the query
+/// leaves out): its layout entry is `multi_hot`, and the trace decodes it as that set, not as a
+/// one-hot "shown by its largest dim" at every position (helper t22). The sets are checked
+/// against the program's selector: key k is selected by query p (same row of the square
+/// matrix) exactly when k's key group is not in p's set.
+#[test]
+fn multi_hot_helpers_are_declared_and_traced_as_sets() {
+    let dir = temp("multi-hot");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck = dir.join("sm.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/paper/softmax_rows.rasp", "--input-bounds=-1,1", "--max-len", "9", "-o", c, "--force"]).0, 0);
+    let (code, out, err) = cli(&["inspect", c, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let layout = v["layout"].as_array().expect("layout");
+    let kind = |suffix: &str| layout.iter().filter(|e| e["label"].as_str().unwrap().ends_with(suffix)).map(|e| e["encoding"]["kind"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(kind(".unselected"), ["multi_hot"], "{out}");
+    assert_eq!(kind(".keygroup"), ["categorical"], "{out}");
+    for (input, side) in [("[0.5,-0.5,0.25,1]", 2), ("[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9]", 3)] {
+        let (code, out, err) = cli(&["trace", c, "--input", input, "--program", "corpus/paper/softmax_rows.rasp", "--json"]);
+        assert_eq!(code, 0, "{out}{err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        let rows = v["trace"].as_array().unwrap();
+        assert!(rows.iter().all(|r| r["not_one_hot"].as_array().is_some_and(Vec::is_empty)), "{out}");
+        let values = |suffix: &str| rows.iter().find(|r| r["sop"].as_str().unwrap().ends_with(suffix)).unwrap()["values"].as_array().unwrap().clone();
+        let (groups, unselected) = (values(".keygroup"), values(".unselected"));
+        let n = side * side;
+        assert_eq!((groups.len(), unselected.len()), (n, n));
+        for (p, set) in unselected.iter().enumerate() {
+            let set = set.as_array().expect("a set");
+            for (k, group) in groups.iter().enumerate() {
+                assert_eq!(!set.contains(group), k / side == p / side, "query {p}, key {k}: {out}");
+            }
+        }
+    }
+}
+
 /// An error inside a loaded file shows the `load` that read it, as a parse error there does, and
 /// a failure inside a function the program's call of it (helper t22: neither was shown).
 #[test]

@@ -211,7 +211,7 @@ impl RealLowerer<'_> {
         }
         // Every key ties at score 0; BOS alone prefers itself, so its own value (1) is known.
         let inverse = SlotId(self.slots.len());
-        self.slots.push(Slot { label: "length:inverse".into(), enc: SlotEnc::Num { points: None }, at_bos: vec![1.0] });
+        self.slots.push(Slot { label: "length:inverse".into(), enc: SlotEnc::Num { points: None }, at_bos: vec![1.0], multi_hot: false });
         let err = Err2::gamma(n + 2, true);
         self.res.insert(inverse, Res { iv: Iv { lo: 1.0 / (n as f64 + 1.0), hi: 1.0 }, err });
         let head = Head {

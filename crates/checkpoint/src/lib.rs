@@ -165,6 +165,10 @@ impl RealInput {
 pub enum Encoding {
     /// One dim per value (one-hot); `values[i]` is what dim `offset + i` stands for.
     Categorical { values: Vec<serde_json::Value> },
+    /// One dim per value, each 0 or 1 on its own: the values whose dims hold 1 form a set (a
+    /// helper of real-valued heads: which key groups a query leaves out). Never an output.
+    #[serde(rename = "multi_hot")]
+    MultiHot { values: Vec<serde_json::Value> },
     /// One dim holding the number. `values`, when present, lists every value the s-op can
     /// take (JSON atoms, ascending).
     Numerical {
@@ -176,7 +180,7 @@ pub enum Encoding {
 impl Encoding {
     pub fn dims(&self) -> usize {
         match self {
-            Encoding::Categorical { values } => values.len(),
+            Encoding::Categorical { values } | Encoding::MultiHot { values } => values.len(),
             Encoding::Numerical { .. } => 1,
         }
     }
@@ -196,9 +200,9 @@ pub struct SopLayout {
 
 impl SopLayout {
     /// The number a numerical entry holds in one residual row (the sum of its parts), or None
-    /// for a categorical entry or a dim past the row.
+    /// for a categorical or multi-hot entry or a dim past the row.
     pub fn number(&self, row: &[f32]) -> Option<f64> {
-        if matches!(self.encoding, Encoding::Categorical { .. }) {
+        if !matches!(self.encoding, Encoding::Numerical { .. }) {
             return None;
         }
         let mut x = f64::from(*row.get(self.offset)?);
@@ -682,7 +686,11 @@ impl Checkpoint {
         for s in &self.layout.sops {
             let width = s.encoding.dims();
             if width == 0 {
-                return Err(CheckpointError::BadLayout(format!("s-op `{}` has a categorical encoding with no values (0 dims)", s.label)));
+                return Err(CheckpointError::BadLayout(format!(
+                    "s-op `{}` has a {} encoding with no values (0 dims)",
+                    s.label,
+                    if matches!(s.encoding, Encoding::MultiHot { .. }) { "multi_hot" } else { "categorical" }
+                )));
             }
             let end = match s.offset.checked_add(width) {
                 Some(e) if e <= c.d_model => e,
@@ -702,8 +710,8 @@ impl Checkpoint {
             if s.parts.is_empty() {
                 continue;
             }
-            if matches!(s.encoding, Encoding::Categorical { .. }) {
-                return Err(CheckpointError::BadLayout(format!("s-op `{}` is categorical but lists parts", s.label)));
+            if !matches!(s.encoding, Encoding::Numerical { .. }) {
+                return Err(CheckpointError::BadLayout(format!("s-op `{}` is not numerical but lists parts", s.label)));
             }
             let mut seen = std::collections::BTreeSet::from([s.offset]);
             for &p in &s.parts {
@@ -717,6 +725,9 @@ impl Checkpoint {
             }
         }
         let out = &self.output;
+        if matches!(out.encoding, Encoding::MultiHot { .. }) {
+            return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("output `{}` is multi_hot (a set of values): an output is categorical or numerical", out.label) });
+        }
         if out.encoding.dims() == 0 {
             return Err(CheckpointError::BadKey { key: keys::OUTPUT, reason: format!("output `{}` is categorical with no values", out.label) });
         }

@@ -209,12 +209,30 @@ fn budgets_layout_and_integrity_are_checked_at_load() {
     assert_eq!(back.layout.sops[1].parts, vec![5]);
     assert_eq!(back.layout.sops[1].number(&[0.0, 0.0, 1.5, 0.0, 0.0, 0.25]), Some(1.75));
     assert_eq!(back.layout.sops[0].number(&[1.0; 6]), None);
-    for (sop, parts, why) in [(1, vec![6], "past d_model"), (1, vec![5, 5], "listed twice"), (1, vec![3], "not a numerical entry"), (0, vec![5], "categorical but lists parts")] {
+    for (sop, parts, why) in [(1, vec![6], "past d_model"), (1, vec![5, 5], "listed twice"), (1, vec![3], "not a numerical entry"), (0, vec![5], "is not numerical but lists parts")] {
         let mut bad = parted.clone();
         bad.layout.sops[sop].parts = parts;
         let e = bad.validate().unwrap_err().to_string();
         assert!(e.contains(why), "{e}");
     }
+    // A multi-hot entry (a set of values, one 0/1 dim each): round-trips, never lists parts,
+    // has at least one value, and is never the output.
+    let mut multi = ck.clone();
+    multi.layout.sops.push(SopLayout { label: "h.unselected".into(), offset: 5, encoding: Encoding::MultiHot { values: vec![json!(0)] }, parts: vec![] });
+    multi.validate().unwrap();
+    let back = Checkpoint::from_bytes(&multi.to_bytes().unwrap()).unwrap();
+    assert_eq!(back.layout.sops[3].encoding, Encoding::MultiHot { values: vec![json!(0)] });
+    assert!(String::from_utf8_lossy(&multi.to_bytes().unwrap()).contains(r#"{\"kind\":\"multi_hot\",\"values\":[0]}"#));
+    assert_eq!(back.layout.sops[3].number(&[1.0; 6]), None);
+    let mut bad = multi.clone();
+    bad.layout.sops[3].parts = vec![2];
+    assert!(bad.validate().unwrap_err().to_string().contains("is not numerical but lists parts"));
+    let mut bad = multi.clone();
+    bad.layout.sops[3].encoding = Encoding::MultiHot { values: vec![] };
+    assert!(bad.validate().unwrap_err().to_string().contains("has a multi_hot encoding with no values"));
+    let mut bad = ck.clone();
+    bad.output.encoding = Encoding::MultiHot { values: vec![json!("a"), json!("b")] };
+    assert!(bad.validate().unwrap_err().to_string().contains("is multi_hot (a set of values)"));
     // Attention constants out of range; a BOS-only vocabulary.
     let mut bad = ck.clone();
     bad.config.attention.tie_tolerance = 1e300;

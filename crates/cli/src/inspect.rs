@@ -20,7 +20,7 @@ pub fn basis(ck: &Checkpoint) -> Vec<String> {
     let mut names = vec![String::from("?"); ck.config.d_model];
     for s in &ck.layout.sops {
         match &s.encoding {
-            Encoding::Categorical { values } => {
+            Encoding::Categorical { values } | Encoding::MultiHot { values } => {
                 for (i, v) in values.iter().enumerate() {
                     // A string that could be read as another token (`"1"` next to `1`, `""`,
                     // `" "`) keeps its quotes; control characters are escaped (`printable`).
@@ -52,14 +52,22 @@ fn counts(ck: &Checkpoint, prefix: &str) -> (usize, usize) {
 /// Values of a categorical encoding listed in `inspect`'s text.
 const MAX_LISTED: usize = 24;
 
+fn kind_word(e: &Encoding) -> &'static str {
+    match e {
+        Encoding::Categorical { .. } => "categorical",
+        Encoding::MultiHot { .. } => "multi_hot",
+        Encoding::Numerical { .. } => "numerical",
+    }
+}
+
 fn enc_text(e: &Encoding) -> String {
     match e {
         // A long list is cut (a 1,218-value slot made a 20 kB line); `inspect --json` has all.
-        Encoding::Categorical { values } if values.len() > MAX_LISTED => {
+        Encoding::Categorical { values } | Encoding::MultiHot { values } if values.len() > MAX_LISTED => {
             let head: Vec<String> = values[..MAX_LISTED - 1].iter().map(|v| v.to_string()).collect();
-            format!("categorical [{}, …, {}] ({} values)", head.join(","), values[values.len() - 1], values.len())
+            format!("{} [{}, …, {}] ({} values)", kind_word(e), head.join(","), values[values.len() - 1], values.len())
         }
-        Encoding::Categorical { values } => format!("categorical {}", serde_json::Value::Array(values.clone())),
+        Encoding::Categorical { values } | Encoding::MultiHot { values } => format!("{} {}", kind_word(e), serde_json::Value::Array(values.clone())),
         Encoding::Numerical { values: Some(v) } => format!("numerical ({} known values)", v.len()),
         Encoding::Numerical { values: None } => "numerical".into(),
     }

@@ -287,7 +287,7 @@ pub fn run(ck: &Checkpoint, reference: Option<(&Graph, NodeId)>, vocab: &[Atom],
                             // The top probability is exp(m - m) / z.
                             acc.add_prediction(ok, Some(1.0 / z), nll);
                         }
-                        Encoding::Numerical { .. } => acc.add_prediction(ok, None, None),
+                        Encoding::Numerical { .. } | Encoding::MultiHot { .. } => acc.add_prediction(ok, None, None),
                     }
                 }
             }

@@ -166,6 +166,15 @@ pub(crate) fn trace_cmd(
                         }
                         best.and_then(|(i, _)| values.get(i)).cloned().unwrap_or_default()
                     }
+                    // A set: the values whose dims hold 1; a dim far from both 0 and 1 holds no
+                    // set.
+                    raspc_checkpoint::Encoding::MultiHot { values } => {
+                        let dims = row.get(sop.offset..sop.offset.saturating_add(values.len())).unwrap_or_default();
+                        if attention == AttentionArg::Hard && dims.iter().any(|&x| x.abs().min((x - 1.0).abs()) > ONE_HOT_SLACK) {
+                            ambiguous.push(pos);
+                        }
+                        serde_json::Value::Array(values.iter().zip(dims).filter(|(_, x)| **x > 0.5).map(|(v, _)| v.clone()).collect())
+                    }
                     // An s-op of whole numbers holding one exactly prints it as one (`3`, not
                     // `3.0`, as `run` and `eval` print it: helper t22); anything else as is.
                     raspc_checkpoint::Encoding::Numerical { values } => sop.number(row).map_or(serde_json::Value::Null, |x| {
@@ -230,6 +239,10 @@ pub(crate) fn trace_cmd(
             .iter()
             .map(|v| match v.as_f64() {
                 Some(x) if v.is_f64() && x.is_finite() && f64::from(x as f32) == x => format!("{:?}", x as f32),
+                // A multi-hot entry's set of values.
+                _ if v.is_array() => {
+                    format!("{{{}}}", v.as_array().into_iter().flatten().map(|a| verify::decoded_atom(&raspc_runtime::Decoded::Value(a.clone())).repr()).collect::<Vec<_>>().join(", "))
+                }
                 _ => verify::decoded_atom(&raspc_runtime::Decoded::Value(v.clone())).repr(),
             })
             .collect();
@@ -241,7 +254,11 @@ pub(crate) fn trace_cmd(
             }
             _ => String::new(),
         };
-        let blur = if ambiguous.is_empty() { String::new() } else { format!("  (not one-hot at positions {ambiguous:?}: shown by its largest dim)") };
+        let blur = match (ambiguous.is_empty(), values.first().is_some_and(serde_json::Value::is_array)) {
+            (true, _) => String::new(),
+            (false, true) => format!("  (dims not 0 or 1 at positions {ambiguous:?}: shown as those above 1/2)"),
+            (false, false) => format!("  (not one-hot at positions {ambiguous:?}: shown by its largest dim)"),
+        };
         let _ = writeln!(out, "{}", crate::inspect::printable(&format!("  {label} = [{}]{blur}{mark}", shown.join(", "))));
     }
     // (The readout, the last row, is compared too, and said so, but is not an s-op.)

@@ -227,12 +227,12 @@ class Model:
 
     @property
     def dim_names(self):
-        """A name for every residual dim: `label=value` for a categorical s-op's dims,
-        `label (numeric)` for a numerical one, `dimI` for a dim no s-op lists."""
+        """A name for every residual dim: `label=value` for a categorical (or multi-hot) s-op's
+        dims, `label (numeric)` for a numerical one, `dimI` for a dim no s-op lists."""
         names = [f"dim{i}" for i in range(self._config["d_model"])]
         for s in self._layout:
             enc = s["encoding"]
-            if enc["kind"] == "categorical":
+            if enc["kind"] in ("categorical", "multi_hot"):
                 for i, v in enumerate(enc["values"]):
                     names[s["offset"] + i] = f"{s['label']}={v}"
             else:
