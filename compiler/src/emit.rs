@@ -401,6 +401,21 @@ fn slot_error_memo(plan: &Plan, sched: &Schedule, s: SlotId, depth: usize, memo:
     e
 }
 
+/// The first numerical slot without a finite set of values that staircases read over a grid of
+/// its values (steps across gaps of at least `gap`, each tolerating a quarter of it) and whose
+/// error (soft attention's budgets, the f32 rounding of the blocks that write it and of what
+/// they read) may exceed that quarter. (Slots with a finite set of values: their heads' budgets
+/// are derived from the gaps of that set, and f32 is checked by [`precision_problem`].) A plan
+/// with one is not emitted: the compiler keeps another plan, or refuses (helper w23: two sums
+/// of 16 selector widths each, weighted 1..16, written straight into their difference: the
+/// f32 rounding of 32 staircase MLPs' outputs, times the weights, is bounded by 43, not 1/4).
+pub fn staircase_problem(plan: &Plan, sched: &Schedule) -> Option<PrecisionProblem> {
+    plan.grid_reads.iter().filter(|(s, _)| !matches!(plan.slots[**s].enc, SlotEnc::Num { points: Some(_) })).find_map(|(&s, &(gap, magnitude))| {
+        let error = slot_error(plan, sched, s, 0);
+        (error.is_nan() || error > gap / 4.0).then(|| PrecisionProblem { slot: s, label: plan.slots[s].label.clone(), gap, tol: gap / 4.0, error, magnitude })
+    })
+}
+
 /// A numerical slot whose values f32 cannot tell apart: the slot, the gap its readers must
 /// resolve, the f32 error it may carry and its largest value.
 #[derive(Clone, Debug)]
@@ -815,16 +830,8 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
     let mut vocab_entries = vec![ck::VocabEntry { token: serde_json::Value::Null, id: 0 }];
     vocab_entries.extend(vocab.iter().enumerate().map(|(i, a)| ck::VocabEntry { token: a.to_json(), id: i + 1 }));
     let beta = derive_beta(plan, sched, inp.max_len);
-    // Staircases over a grid of a number's values step across gaps of at least `gap` and
-    // tolerate a quarter of it: the number's error (soft attention's budget, f32 rounding) must
-    // stay below that.
-    // (Slots with a finite set of values: their heads' budgets are derived from the gaps of
-    // that set, and f32 is checked by `precision_problem`.)
-    for (&s, &(gap, _)) in plan.grid_reads.iter().filter(|(s, _)| !matches!(plan.slots[**s].enc, SlotEnc::Num { points: Some(_) })) {
-        let e = slot_error(plan, sched, s, 0);
-        if e.is_nan() || e > gap / 4.0 {
-            return Err(format!("`{}` may be off by {e:e}, more than a quarter of the gap {gap:e} its staircases step across", plan.slots[s].label));
-        }
+    if let Some(p) = staircase_problem(plan, sched) {
+        return Err(format!("`{}` may be off by {:e}, more than a quarter of the gap {:e} its staircases step across", p.label, p.error, p.gap));
     }
     let min_gap_heads = sched
         .time

@@ -167,7 +167,11 @@ fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, No
     if plan.output_bound.is_some() {
         return None;
     }
-    let pp = emit::precision_problem(plan, schedule)?;
+    // (A staircase problem: the rounding of many blocks adds up in what a staircase reads.)
+    let (pp, added_up) = match emit::precision_problem(plan, schedule) {
+        Some(pp) => (pp, false),
+        None => (emit::staircase_problem(plan, schedule)?, true),
+    };
     let node = graph.node(root);
     let name = user_name(&pp.label);
     let num = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x}") } else { format!("{x:.3e}") };
@@ -195,7 +199,12 @@ fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, No
     // Two values a few ulps of f64 apart are one number the interpreter computes two ways
     // (7 and 7.000000000000001 from k/n·n): no encoding tells them apart, rounding merges them
     // (helper a6: `--encoding` was suggested, and then refused as too many combinations).
-    let advice = if pp.gap <= 64.0 * f64::EPSILON * pp.magnitude.abs().max(1.0) {
+    let advice = if added_up {
+        format!(
+            "{who} adds up the outputs of many blocks (or reads others that do), each rounded in f32, and is then compared or looked up exactly; fewer or smaller terms, or a smaller --max-len (than {}), keep the rounding within reach",
+            opts.max_len
+        )
+    } else if pp.gap <= 64.0 * f64::EPSILON * pp.magnitude.abs().max(1.0) {
         "the two values are one number computed two ways (they differ only by f64 rounding, as k/n·n does): round what it is computed from first (`round(...)`: a count from a mean, `round(frac * length)`), so that it is one value".to_string()
     } else if pp.label.ends_with(":inverse") {
         // selector_width (and `length`, a width) is read from the mean 1/(w+1).
@@ -215,7 +224,15 @@ fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, No
     Some(
         Diagnostic::error(
             "compile::precision",
-            format!("the values of {who} are too close together for f32: two of them are {} apart at magnitude {}", num(pp.gap), num(pp.magnitude)),
+            if added_up {
+                format!(
+                    "{who} may be off by more than f32 lets the model tell its values apart: its readers tell values {} apart, at magnitudes up to {}",
+                    num(pp.gap),
+                    num(pp.magnitude)
+                )
+            } else {
+                format!("the values of {who} are too close together for f32: two of them are {} apart at magnitude {}", num(pp.gap), num(pp.magnitude))
+            },
             span,
         )
         .with_label(this)
@@ -244,11 +261,19 @@ fn user_place(graph: &Graph, root: NodeId, label: &str) -> (String, raspc_lang::
 struct Candidate {
     plan: plan::Plan,
     size: std::cell::OnceCell<(usize, usize, usize)>,
+    sound: std::cell::OnceCell<bool>,
 }
 
 impl Candidate {
     fn new(plan: plan::Plan) -> Candidate {
-        Candidate { plan, size: std::cell::OnceCell::new() }
+        Candidate { plan, size: std::cell::OnceCell::new(), sound: std::cell::OnceCell::new() }
+    }
+
+    /// Whether every staircase over a grid of a number's values tolerates the error of what it
+    /// reads ([`emit::staircase_problem`]): a plan that does not is kept only when no other
+    /// plan does.
+    fn sound(&self) -> bool {
+        *self.sound.get_or_init(|| emit::staircase_problem(&self.plan, &emit::schedule(&self.plan)).is_none())
     }
 
     /// (The estimate reads only the vocabulary and max-len of `opts`.)
@@ -260,8 +285,12 @@ impl Candidate {
     }
 }
 
-/// Is `b` no deeper, no wider and no larger (estimated parameters) than `a`?
+/// Is `b` no deeper, no wider and no larger (estimated parameters) than `a`? A sound plan
+/// ([`Candidate::sound`]) is always kept over one that is not.
 fn no_larger(a: &Candidate, b: &Candidate, opts: &Options) -> bool {
+    if a.sound() != b.sound() {
+        return b.sound();
+    }
     let ((la, da, pa), (lb, db, pb)) = (a.size(opts), b.size(opts));
     lb <= la && db <= da && pb <= pa
 }
@@ -352,7 +381,7 @@ fn plan_of(
     let Some(numerical) = numerical_output(simple, simple_root, &o, inexact) else { return first };
     let second = lowered(&numerical).ok().filter(|c| {
         let schedule = emit::schedule(&c.plan);
-        emit::precision_problem(&c.plan, &schedule).is_none()
+        emit::precision_problem(&c.plan, &schedule).is_none() && c.sound()
     });
     match (first, second) {
         (Ok(a), Some(b)) => Ok(smaller_of(a, b, &o)),

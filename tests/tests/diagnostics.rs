@@ -299,6 +299,32 @@ fn values_too_close_for_f32_are_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Two sums of selector widths (counted through mean × length) compared with each other: at
+/// max-len 16 the plan adds 32 staircase MLPs' outputs, weighted up to 16, into the difference
+/// a staircase then reads, and their f32 rounding is not certified within a quarter of a step.
+/// That was an internal error at emission ("this is a bug in raspc", helper w23); it is a
+/// precision refusal naming the expression, and a smaller --max-len (as it says) compiles and
+/// verifies.
+#[test]
+fn rounding_added_up_over_many_blocks_is_a_precision_refusal() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-added-up-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("pairs.rasp");
+    std::fs::write(
+        &p,
+        "e = select(tokens, tokens, ==);\nbefore = selector_width(e and select(indices, indices, <));\nafter = selector_width(e and select(indices, indices, >));\n\
+         all = select(1, 1, ==);\nsb = round(aggregate(all, before) * length);\nsa = round(aggregate(all, after) * length);\nprog = sb - sa > 0;\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "16", "--samples", "50"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::precision") && !err.contains("internal") && err.contains("pairs.rasp:7:8") && err.contains("a smaller --max-len (than 16)"), "{err}");
+    let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "12", "--samples", "200"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verified: 200 inputs, 0 mismatches"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An output whose values are far apart at large magnitudes but 1 apart near 0 (a prefix mean
 /// of 10000000 and 1): f32 holds 10000000 to within about 1, more than half the smallest gap
 /// (between 0 and 1). The checkpoint's tolerance covers that rounding, so `run` snaps to the
