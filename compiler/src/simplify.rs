@@ -151,7 +151,7 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
                 .or_else(|| grid_compare(g, id, f, &map, &mut out, node.span))
                 .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len, &f.old_tables, &mut f.inexact.borrow_mut().0))
         });
-        let kind = lex.unwrap_or(kind);
+        let kind = lex.or_else(|| facts.filter(|f| !f.structural).and_then(|f| one_source_map(g, id, f, &map, &out))).unwrap_or(kind);
         // After `grid_compare` too (`m > indices` becomes `ceil(m) > indices`, still 10,000
         // combinations at max-len 100).
         let kind = facts.filter(|f| !f.structural).and_then(|f| difference_compare(&kind, f, &mut out, node.span)).unwrap_or(kind);
@@ -195,6 +195,104 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
     }
     let r = map[&root];
     Some((out, r))
+}
+
+/// The most values a map of several s-ops that are all functions of one s-op is tabulated over
+/// ([`one_source_map`]).
+const ONE_SOURCE_VALUES: usize = 4096;
+
+/// A map of several s-ops that are all maps (chains of one-operand maps) of one s-op `x`, at
+/// least one through an operation that is not affine (`x - x % 10`, the floor-division idiom;
+/// `x * (x > 3)`), as a lookup table over `x`'s values, each entry what the interpreter computes
+/// for that value. Value inference then sees one function of `x` instead of independent
+/// operands (helper w23: `q = (x - x % 10) / 10` took 80 values instead of 8, and a second
+/// floor division of a number built from `q` was refused as unbounded), and lowering reads
+/// one slot. Only where `x`'s values are exactly what the interpreter computes: a finite set,
+/// at most [`ONE_SOURCE_VALUES`], of integers, strings and booleans, or of floats with no mean
+/// among what `x` is computed from (a mean's float depends on the order of its sum), and
+/// every entry computed without an error (the table reads each value as exactly that atom:
+/// `0` and `0.0` may give `0` and `0.0`). Affine combinations (`x + 2 * x`) stay arithmetic: lowering adds them in
+/// sum slots, without a table.
+fn one_source_map(g: &Graph, id: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId>, out: &Graph) -> Option<NodeKind> {
+    let NodeKind::Map { op, args } = &g.node(id).kind else { return None };
+    if args.iter().filter(|a| matches!(a, Operand::Sop(_))).count() < 2 {
+        return None;
+    }
+    // Follows one-operand maps down to the s-op they are computed from; says whether one of
+    // them is not affine.
+    let source = |mut n: NodeId| -> (NodeId, bool) {
+        let mut bent = false;
+        loop {
+            match &g.node(n).kind {
+                NodeKind::Map { op, args } if args.iter().filter(|a| matches!(a, Operand::Sop(_))).count() == 1 => {
+                    let affine = match op {
+                        MapOp::Neg | MapOp::Pos => true,
+                        MapOp::Binary(BinOp::Add | BinOp::Sub) => true,
+                        MapOp::Binary(BinOp::Mul) => true,
+                        MapOp::Binary(BinOp::Div) => matches!(args.get(1), Some(Operand::Const(_))),
+                        _ => false,
+                    };
+                    bent |= !affine;
+                    let Some(next) = args.iter().find_map(|a| match a {
+                        Operand::Sop(s) => Some(*s),
+                        Operand::Const(_) => None,
+                    }) else {
+                        return (n, bent);
+                    };
+                    n = next;
+                }
+                _ => return (n, bent),
+            }
+        }
+    };
+    let mut x = None;
+    let mut bent = false;
+    for a in args {
+        if let Operand::Sop(s) = a {
+            let (src, b) = source(*s);
+            if x.is_some_and(|x| x != src) {
+                return None;
+            }
+            x = Some(src);
+            bent |= b;
+        }
+    }
+    let x = x?;
+    if !bent {
+        return None;
+    }
+    // `x`'s values as the graph rebuilt so far knows them (earlier tables narrow them: a second
+    // floor division of what the first gives), and none the interpreter computes otherwise
+    // (a rewrite whose floats miss the interpreter's: the table would not list them).
+    let nx = *map.get(&x)?;
+    if f.inexact.borrow().1.contains_key(&nx) {
+        return None;
+    }
+    f.learn(out, nx);
+    let new = f.new.borrow();
+    let Some(ValueSet::Finite(values)) = new.0.get(&nx) else { return None };
+    if values.len() > ONE_SOURCE_VALUES {
+        return None;
+    }
+    let floats = values.iter().any(|v| matches!(v, Atom::Float(_)));
+    // (An aggregate that selects at most one key passes a value on: no mean.)
+    let averaged = || g.ancestors(x).into_iter().any(|n| matches!(g.node(n).kind, NodeKind::Aggregate { sel, .. } if !crate::infer::selects_at_most_one(g, sel, f.max_len)));
+    if floats && averaged() {
+        return None;
+    }
+    // The value of node `n` (a map of `x`) when `x` holds `v`.
+    fn value_at(g: &Graph, n: NodeId, x: NodeId, v: &Atom) -> Option<Atom> {
+        if n == x {
+            return Some(v.clone());
+        }
+        let NodeKind::Map { op, args } = &g.node(n).kind else { return None };
+        crate::positional::apply_with(op, args, |s| value_at(g, s, x, v))
+    }
+    let mut table: Vec<(Atom, Atom)> = Vec::with_capacity(values.len());
+    for v in values.iter() {
+        table.push((v.clone(), crate::positional::apply_with(op, args, |s| value_at(g, s, x, v))?));
+    }
+    Some(NodeKind::Map { op: MapOp::Lookup(raspc_lang::graph::Table::Exact(table)), args: vec![Operand::Sop(nx)] })
 }
 
 /// Sorted distinct numbers of a finite, all-numeric value set.

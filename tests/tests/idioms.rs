@@ -93,3 +93,29 @@ fn compared_means_take_the_smaller_plan_below_the_limit() {
         assert!(c.summary.layers == 1 && c.summary.params < 10_000, "max-len {n}: {:?}", c.summary);
     }
 }
+
+/// The floor-division idiom `(x - x % 10) / 10` is a function of `x` alone: a carry computed
+/// from a shifted sum of a product and the previous carry takes the values 0..8, round after
+/// round (helper w23: value inference took `x` and `x % 10` as independent, 80 values instead
+/// of 8 after one round, and the third round was refused as unbounded at every max-len).
+#[test]
+fn floor_division_carries_stay_digits() {
+    for n in [8, 16] {
+        let case = Case { file: "floor_div.rasp", entry: None, vocab: "0123456789" };
+        let r = verify(&case, n, false, Inputs::Random { count: SAMPLES, seed: n as u64 });
+        assert_eq!((r.failed, r.checked), (0, SAMPLES), "max-len {n}: {:#?}", r.examples);
+        let (session, root, vocab, _) = raspc_tests::compile(&case, n, false).unwrap();
+        let opts = raspc_compiler::Options { vocab, max_len: n, ..Default::default() };
+        let (g, r) = raspc_compiler::simplified(&session.graph, root, &opts);
+        let sets = raspc_compiler::infer::infer(&g, r, &opts.vocab, n);
+        for id in g.ancestors(r) {
+            if g.node(id).label.starts_with("carry") {
+                let values: Vec<f64> = match &sets[&id] {
+                    raspc_compiler::infer::ValueSet::Finite(s) => s.iter().filter_map(raspc_lang::Atom::as_f64).collect(),
+                    other => panic!("{}: {other:?}", g.node(id).label),
+                };
+                assert!(values.iter().all(|v| (0.0..=8.0).contains(v) && v.fract() == 0.0), "{}: {values:?}", g.node(id).label);
+            }
+        }
+    }
+}

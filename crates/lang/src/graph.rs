@@ -55,6 +55,9 @@ pub enum Convert {
 pub enum Table {
     Dict(Vec<(Atom, Atom)>),
     List(Vec<Atom>),
+    /// A table the compiler builds (never the program): each key read as exactly that atom,
+    /// type and bits (`0` and `0.0` are two keys, as they are two values of an s-op).
+    Exact(Vec<(Atom, Atom)>),
 }
 
 /// The elementwise function of a map node.
@@ -90,6 +93,9 @@ impl MapOp {
                 format!("lookup {{{}}}", d.iter().map(|(k, v)| format!("{}: {}", k.repr(), v.repr())).collect::<Vec<_>>().join(", "))
             }
             MapOp::Lookup(Table::List(l)) => format!("lookup [{}]", l.iter().map(|a| a.repr()).collect::<Vec<_>>().join(", ")),
+            MapOp::Lookup(Table::Exact(d)) => {
+                format!("table {{{}}}", d.iter().map(|(k, v)| format!("{}: {}", k.repr(), v.repr())).collect::<Vec<_>>().join(", "))
+            }
         }
     }
 }
