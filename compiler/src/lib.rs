@@ -195,7 +195,12 @@ fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, No
     } else {
         "this value".to_string()
     };
-    let mean = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Head(h) if h.o.iter().any(|o| o.slot == pp.slot)));
+    // A mean: written by heads only. A slot that heads and MLPs both write is a sum of a mean
+    // and other terms (`count(...) * 100000 + indicator(...)`, helpers sc23 and w23: told "is a
+    // mean", which the user had not written).
+    let head_writes = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Head(h) if h.o.iter().any(|o| o.slot == pp.slot)));
+    let mlp_writes = plan.blocks.iter().any(|b| matches!(&b.kind, plan::BlockKind::Mlp(m) if m.w_out.iter().any(|o| o.slot == pp.slot)));
+    let mean = head_writes && !mlp_writes;
     // Two values a few ulps of f64 apart are one number the interpreter computes two ways
     // (7 and 7.000000000000001 from k/n·n): no encoding tells them apart, rounding merges them
     // (helper a6: `--encoding` was suggested, and then refused as too many combinations).
@@ -212,6 +217,8 @@ fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, No
             "{who} is a selector width, which a head computes as the mean 1/(w+1): at --max-len {}, 1/(k+1) and 1/(k+2) for the largest k are closer together than f32 tells apart; a smaller --max-len compiles (widths up to 417 do)",
             opts.max_len
         )
+    } else if head_writes && mlp_writes {
+        format!("{who} adds a mean, which attention computes as a number whatever its encoding, to other terms, in one number: smaller numbers keep its values apart (a large factor on one term leaves f32 too few digits for the others; a term that is a fraction makes steps as small as that fraction)")
     } else if mean {
         format!("{who} is a mean, which attention computes as a number whatever its encoding, so no encoding avoids it; smaller numbers do (averaging `x - c` and adding `c` after, for a large common offset c, keeps the mean's own rounding small)")
     } else if opts.categorical.contains(&name) {

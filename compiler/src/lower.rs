@@ -1443,6 +1443,11 @@ impl Lowerer<'_> {
         // The table over every combination (None: unreachable, or the map fails there), then
         // one unit per leaf of its decision tree (`lower/tree.rs`).
         let sizes: Vec<usize> = views.iter().map(|v| v.2.len()).collect();
+        // An input with no values: the map is computed on no input (the program fails on every
+        // one; `compile` says so first, `raspc dump` reached here: review rv23, a panic).
+        if sizes.contains(&0) {
+            return Err(self.err(id, "compile::rejected", format!("{} is computed on no input: one of the values it reads takes no value", crate::names::describe(self.g, id))));
+        }
         // A numerical leaf's point may stand for floats that differ only by rounding; the map
         // must give them the same result (the interpreter sees the exact float, a model only
         // the number).

@@ -157,9 +157,12 @@ pub fn probe_query(q: &[f64], u: &[f64], scores: &[Vec<f64>]) -> Result<QueryPro
     let logn = (n as f64).ln();
     let log_p: Vec<f64> = ell.iter().map(|l| l - lse).collect();
     let p: Vec<f64> = log_p.iter().map(|l| l.exp()).collect();
-    let kl_q_p: f64 = q.iter().zip(&log_p).filter(|(qj, _)| **qj > 0.0).map(|(qj, lp)| qj * (qj.ln() - lp)).sum();
-    let kl_q_u = logn - entropy(q);
-    let kl_p_u = logn - entropy(&p);
+    // A KL divergence is >= 0: a rounding just below (-3.4e-16 for two equal distributions,
+    // helper s23: printed as "-0.0000") is 0. (NaN stays NaN.)
+    let nonnegative = |x: f64| if x < 0.0 { 0.0 } else { x };
+    let kl_q_p: f64 = nonnegative(q.iter().zip(&log_p).filter(|(qj, _)| **qj > 0.0).map(|(qj, lp)| qj * (qj.ln() - lp)).sum());
+    let kl_q_u = nonnegative(logn - entropy(q));
+    let kl_p_u = nonnegative(logn - entropy(&p));
     let elbo = dot(q, &ell) - kl_q_u;
     let norm_by = |x: f64| if n > 1 { x / logn } else { f64::NAN };
     Ok(QueryProbe { n, log_marginal: lse - logn, elbo, kl_q_p, kl_q_u, kl_p_u, kl_q_u_norm: norm_by(kl_q_u), kl_p_u_norm: norm_by(kl_p_u) })
@@ -219,5 +222,13 @@ mod tests {
         assert!(uniform.kl_q_u.abs() < 1e-12 && uniform.kl_q_u_norm.abs() < 1e-12);
         let one_hot = probe_query(&[0.0, 1.0, 0.0, 0.0], &u, &scores).unwrap();
         assert!((one_hot.kl_q_u_norm - 1.0).abs() < 1e-12);
+        // Uniform q and p (equal keys) over n keys: log n - H rounds below 0 for n = 5, 12, 13,
+        // .. (-2.2e-16); a KL is reported as 0 there, never negative (helper s23: "-0.0000").
+        for n in [5, 12, 13, 18, 24] {
+            let p = probe_query(&vec![1.0 / n as f64; n], &u, &vec![vec![0.2, 0.1]; n]).unwrap();
+            for kl in [p.kl_q_u, p.kl_p_u, p.kl_q_p, p.kl_q_u_norm, p.kl_p_u_norm] {
+                assert!(kl >= 0.0 && !kl.is_sign_negative() && kl < 1e-12, "n = {n}: {p:?}");
+            }
+        }
     }
 }

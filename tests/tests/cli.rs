@@ -1203,6 +1203,19 @@ fn misused_inputs_get_a_message_that_says_what_they_are() {
     let (code, _, err) = cli(&["run", "corpus/reverse.rasp", "--input", "ab"]);
     assert_eq!(code, 1);
     assert!(err.contains("not a safetensors file") && err.contains("it starts with text") && !err.contains("RASPC_LIMITS"), "{err}");
+    // A GGUF language model (its magic, version 3, then counts): only `probe svflow` reads it
+    // (helper s23: "its first 8 bytes announce a 14064895815-byte header").
+    let gguf = temp("lm.gguf");
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend([0u8; 64]);
+    std::fs::write(&gguf, &bytes).unwrap();
+    for cmd in ["inspect", "trace"] {
+        let args: Vec<&str> = if cmd == "trace" { vec![cmd, gguf.to_str().unwrap(), "--input", "ab"] } else { vec![cmd, gguf.to_str().unwrap()] };
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("it is a GGUF language model: `raspc probe svflow` reads those"), "{cmd}: {err}");
+    }
     // A tokenizer's vocab.json object, a vocabulary too large to enumerate.
     let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "{\"a\": 1}", "--max-len", "3", "-o", temp("v.safetensors").to_str().unwrap()]);
     assert_eq!(code, 1);

@@ -119,3 +119,48 @@ fn floor_division_carries_stay_digits() {
         }
     }
 }
+
+/// A weighted sum of widths (the digit sum counted by mean × length) is added in sum slots at
+/// every max-len: with eager sums, a part that is itself an inline sum of widths is linear too
+/// (helper w23: at max-len 8 the nine widths' chain enumerated four of them, a 6,561-unit
+/// table, 839,855 parameters in 3 layers; 33,642 in 2 at max-len 16, where enumerating was past
+/// the limit). The model shrinks with max-len, and agrees with the interpreter.
+#[test]
+fn weighted_width_sums_are_added_at_every_max_len() {
+    let case = Case { file: "digit_sum_mod9.rasp", entry: None, vocab: "0123456789" };
+    let mut params = vec![];
+    for n in [4, 8, 16] {
+        let r = verify(&case, n, false, Inputs::Random { count: SAMPLES, seed: n as u64 });
+        assert_eq!((r.failed, r.checked), (0, SAMPLES), "max-len {n}: {:#?}", r.examples);
+        let (_, _, _, c) = raspc_tests::compile(&case, n, false).unwrap();
+        assert!(c.summary.layers <= 2, "max-len {n}: {:?}", c.summary);
+        params.push(c.summary.params);
+    }
+    assert!(params.windows(2).all(|w| w[0] <= w[1]) && params[2] < 60_000, "{params:?}");
+}
+
+/// Where a map of several maps of one s-op is not tabulated, and where its table must match
+/// what the interpreter does (review rv23): maps of the input tokens stay sums the embedding
+/// writes (`(x - x % 10) / 10` of 400 integer tokens was a one-hot of every token, 13 k
+/// parameters for 100 tokens where 357 did), and a value that may be -0.0 (0.0 times a
+/// negative token) finds its entry (the value set holds one zero; the model wrote 0 where the
+/// interpreter gave 1.5).
+#[test]
+fn one_source_tables_skip_tokens_and_keep_negative_zero() {
+    let dir = std::env::temp_dir().join(format!("raspc-one-source-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tokens = dir.join("tokens.rasp");
+    std::fs::write(&tokens, "x = tokens_int;\nprog = (x - x % 10) / 10;\n").unwrap();
+    let vocab = format!("[{}]", (0..400).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+    let (code, out, err) = raspc_tests::cli(&["verify", tokens.to_str().unwrap(), "--vocab", &vocab, "--max-len", "8", "--samples", "200"]);
+    assert_eq!(code, 0, "{err}");
+    let params: usize = out.split("params ").nth(1).and_then(|t| t.split(',').next()).and_then(|n| n.trim().parse().ok()).expect("params");
+    assert!(params < 2_000 && out.contains("verified: 200 inputs, 0 mismatches"), "{out}");
+    let zero = dir.join("zero.rasp");
+    std::fs::write(&zero, "prev = aggregate(select(indices, indices - 1, ==), tokens_float, 0.5);\nx = prev * tokens_float;\nprog = (3 - round(x)) / (indicator(x > 4) + 2);\n")
+        .unwrap();
+    let (code, out, err) = raspc_tests::cli(&["verify", zero.to_str().unwrap(), "--vocab", "[0,1.5,-2,3]", "--max-len", "3", "--exhaustive"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("verified: 84 inputs, 0 mismatches"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -171,6 +171,17 @@ fn and_or_not_on_sops_give_booleans() {
     assert_eq!(json(&eval("x = indices + (0 or 3) + (2 and 5);", "x", &chars("a")).unwrap()), json!([8]));
 }
 
+/// Python's `range` takes booleans as the integers they are (the reference checks
+/// `isinstance(v, int)`, which a bool passes): `range(True)` is `[0]`, `range(False, 3)` is
+/// `[0, 1, 2]` (helper sc23: refused as "not an integer"); floats stay refused.
+#[test]
+fn range_takes_booleans_as_integers() {
+    let src = "n = len(range(True)) + len(range(False, 3)) * 10; x = indices + n;";
+    assert_eq!(json(&eval(src, "x", &chars("ab")).unwrap()), json!([31, 32]));
+    let e = eval("y = range(2.0); x = tokens;", "x", &chars("a")).unwrap_err();
+    assert!(e.contains("`range` takes integers"), "{e}");
+}
+
 #[test]
 fn compiled_models_follow_the_boolean_semantics() {
     use raspc::verify::{generate, verify, Inputs};

@@ -18,7 +18,10 @@ mod limits;
 pub use limits::{Limits, LIMITS_ENV};
 
 pub const FORMAT: &str = "raspc";
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format version this crate reads (and writes when a file needs it). Version 2
+/// adds the `multi_hot` encoding to the layout; a file without one is written as version 1,
+/// which readers of version 1 load as before.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// `__metadata__` keys.
 pub mod keys {
@@ -361,7 +364,7 @@ pub enum CheckpointError {
     MissingKey(&'static str),
     #[error("metadata key `{key}` is invalid: {reason}")]
     BadKey { key: &'static str, reason: String },
-    #[error("format version {found} is not supported (this raspc reads version {supported})")]
+    #[error("format version {found} is not supported (this raspc reads versions 1 to {supported})")]
     UnsupportedVersion { found: String, supported: u32 },
     #[error("tensor `{0}` is missing")]
     MissingTensor(String),
@@ -440,9 +443,13 @@ fn check_header_size(n: u64, len: u64, limits: &Limits) -> Result<(), Checkpoint
     if n.saturating_add(8) > len {
         let text = n.to_le_bytes().iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace());
         // (Text is most often a RASP program given where a checkpoint goes, and an ONNX model
-        // starts with its IR version field, byte 0x08: helper c19.)
+        // starts with its IR version field, byte 0x08: helper c19. A GGUF file starts with its
+        // magic `GGUF`: helper s23.)
         let bytes = n.to_le_bytes();
-        let hint = if text {
+        let hint = if bytes.starts_with(b"GGUF") {
+            // (Text too: "GGUF" and a small version number.)
+            " (it is a GGUF language model: `raspc probe svflow` reads those; inspect, trace, plot, run and export read raspc's own safetensors checkpoints)".to_string()
+        } else if text {
             format!(
                 " (it starts with text: `{}`: a RASP program is compiled to a checkpoint first, `raspc compile`, or evaluated with `raspc eval`)",
                 String::from_utf8_lossy(&bytes).escape_debug()
@@ -779,6 +786,16 @@ impl Checkpoint {
         self.metadata_with_hash(tensor_hash(&self.data_bytes()))
     }
 
+    /// The oldest format version that holds this checkpoint: 2 when its layout has a
+    /// `multi_hot` entry (a reader of version 1 would not know the kind), else 1.
+    pub fn format_version(&self) -> u32 {
+        if self.layout.sops.iter().any(|s| matches!(s.encoding, Encoding::MultiHot { .. })) {
+            2
+        } else {
+            1
+        }
+    }
+
     fn metadata_with_hash(&self, hash: String) -> Result<BTreeMap<&'static str, String>, CheckpointError> {
         // serde_json fails only on maps with non-string keys, which these types do not have;
         // the error is still reported (naming the key), never a panic.
@@ -787,7 +804,7 @@ impl Checkpoint {
         }
         Ok(BTreeMap::from([
             (keys::FORMAT, FORMAT.to_string()),
-            (keys::FORMAT_VERSION, FORMAT_VERSION.to_string()),
+            (keys::FORMAT_VERSION, self.format_version().to_string()),
             (keys::CONFIG, j(keys::CONFIG, &self.config)?),
             (keys::LAYOUT, j(keys::LAYOUT, &self.layout)?),
             (keys::OUTPUT, j(keys::OUTPUT, &self.output)?),
@@ -872,7 +889,7 @@ impl Checkpoint {
             return Err(CheckpointError::BadKey { key: keys::FORMAT, reason: format!("expected \"{FORMAT}\", found {shown:?}") });
         }
         let version = get(keys::FORMAT_VERSION)?;
-        if version != FORMAT_VERSION.to_string() {
+        if !(1..=FORMAT_VERSION).any(|v| version == v.to_string()) {
             return Err(CheckpointError::UnsupportedVersion { found: version.chars().take(40).collect(), supported: FORMAT_VERSION });
         }
         fn parse<T: serde::de::DeserializeOwned>(key: &'static str, text: &str, limits: &Limits) -> Result<T, CheckpointError> {

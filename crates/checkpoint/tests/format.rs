@@ -147,7 +147,7 @@ fn every_corruption_is_named() {
     let e = Checkpoint::from_bytes(&with_meta(&ck, "layout", Some("{not json"))).unwrap_err();
     assert!(e.to_string().starts_with("metadata key `layout` is invalid:"), "{e}");
     let e = Checkpoint::from_bytes(&with_meta(&ck, "format_version", Some("7"))).unwrap_err();
-    assert_eq!(e.to_string(), "format version 7 is not supported (this raspc reads version 1)");
+    assert_eq!(e.to_string(), "format version 7 is not supported (this raspc reads versions 1 to 2)");
     let e = Checkpoint::from_bytes(&with_meta(&ck, "format", Some("tracr"))).unwrap_err();
     assert!(e.to_string().contains("metadata key `format` is invalid"), "{e}");
     let overlap = r#"{"sops":[{"label":"x","offset":0,"encoding":{"kind":"numerical"}},{"label":"y","offset":0,"encoding":{"kind":"numerical"}}]}"#;
@@ -223,6 +223,9 @@ fn budgets_layout_and_integrity_are_checked_at_load() {
     let back = Checkpoint::from_bytes(&multi.to_bytes().unwrap()).unwrap();
     assert_eq!(back.layout.sops[3].encoding, Encoding::MultiHot { values: vec![json!(0)] });
     assert!(String::from_utf8_lossy(&multi.to_bytes().unwrap()).contains(r#"{\"kind\":\"multi_hot\",\"values\":[0]}"#));
+    // Written as format version 2 (a reader of version 1 refuses it by its version, not by an
+    // unknown variant); files without a multi_hot entry stay version 1.
+    assert_eq!((multi.metadata().unwrap()["format_version"].as_str(), ck.metadata().unwrap()["format_version"].as_str()), ("2", "1"));
     assert_eq!(back.layout.sops[3].number(&[1.0; 6]), None);
     let mut bad = multi.clone();
     bad.layout.sops[3].parts = vec![2];

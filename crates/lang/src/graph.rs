@@ -55,8 +55,9 @@ pub enum Convert {
 pub enum Table {
     Dict(Vec<(Atom, Atom)>),
     List(Vec<Atom>),
-    /// A table the compiler builds (never the program): each key read as exactly that atom,
-    /// type and bits (`0` and `0.0` are two keys, as they are two values of an s-op).
+    /// A table the compiler builds (never the program): each key read as an atom of its own
+    /// type (`0` and `0.0` are two keys, as they are two values of an s-op; floats compare as
+    /// numbers, so 0.0 and -0.0 are one).
     Exact(Vec<(Atom, Atom)>),
 }
 
@@ -93,8 +94,11 @@ impl MapOp {
                 format!("lookup {{{}}}", d.iter().map(|(k, v)| format!("{}: {}", k.repr(), v.repr())).collect::<Vec<_>>().join(", "))
             }
             MapOp::Lookup(Table::List(l)) => format!("lookup [{}]", l.iter().map(|a| a.repr()).collect::<Vec<_>>().join(", ")),
+            // (A table the compiler built can have thousands of entries: the first 12 shown.)
             MapOp::Lookup(Table::Exact(d)) => {
-                format!("table {{{}}}", d.iter().map(|(k, v)| format!("{}: {}", k.repr(), v.repr())).collect::<Vec<_>>().join(", "))
+                let shown: Vec<String> = d.iter().take(12).map(|(k, v)| format!("{}: {}", k.repr(), v.repr())).collect();
+                let more = if d.len() > 12 { format!(", ... ({} entries)", d.len()) } else { String::new() };
+                format!("table {{{}{more}}}", shown.join(", "))
             }
         }
     }

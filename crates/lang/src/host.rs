@@ -1037,6 +1037,9 @@ impl<'l> Evaluator<'l> {
                 for a in args {
                     match self.eval(a, env)? {
                         HostValue::Atom(Atom::Int(i)) => ints.push(i),
+                        // A boolean is an integer to Python's `range` (the reference checks
+                        // `isinstance(v, int)`): `range(True)` is `[0]` (helper sc23).
+                        HostValue::Atom(Atom::Bool(b)) => ints.push(i64::from(b)),
                         other => return Err(self.err("eval::type", format!("`range` takes integers, got {}", other.describe()), a.span, "not an integer")),
                     }
                 }

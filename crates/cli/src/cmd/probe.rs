@@ -196,13 +196,14 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     let n = settings.seq_len;
     bar.finish_and_clear();
 
+    let count = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
     let _ = writeln!(
         out,
-        "svflow probe: {} conditions ({} levels x {} seeds), {} sequences of {} tokens, last {} scored",
-        conds.len(),
-        settings.levels.len(),
-        seeds,
-        sequences,
+        "svflow probe: {} ({} x {}), {} of {} tokens, last {} scored",
+        count(conds.len(), "condition", "conditions"),
+        count(settings.levels.len(), "level", "levels"),
+        count(usize::try_from(seeds).unwrap_or(usize::MAX), "seed", "seeds"),
+        count(sequences, "sequence", "sequences"),
         n,
         settings.eval_window
     );
@@ -217,8 +218,11 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     // A perplexity past a million prints in scientific notation (not 300 digits).
     let ppl = |x: f64| if x < 1e6 { format!("{x:.2}") } else { format!("{x:.3e}") };
-    // A numerical output has no distribution over values: no NLL, perplexity or ECE.
+    // A numerical output has no distribution over values: no NLL, perplexity or ECE. A
+    // categorical one has an ECE, and no NLL only when every scored prediction was left out of
+    // it (a reference value none of the output's: helper s23, which was told "numerical").
     let has_nll = conds.iter().any(|c| c.nll.is_some());
+    let numerical = conds.iter().all(|c| c.ece.is_none());
     // NaN where a condition has no NLL (a series of them is then "constant": no ρ).
     let nll_of = |c: &probe::Condition| c.nll.unwrap_or(f64::NAN);
     for (lv, cs) in &by_level {
@@ -232,8 +236,14 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
                 ppl(mean(&nlls).exp()),
                 mean(&cs.iter().filter_map(|c| c.ece).collect::<Vec<_>>())
             );
-        } else {
+        } else if numerical {
             let _ = writeln!(out, "  level {lv:.2}: accuracy {accuracy:.4} (no NLL or ECE: the output is numerical)");
+        } else {
+            let _ = writeln!(
+                out,
+                "  level {lv:.2}: accuracy {accuracy:.4}, ECE {:.4} (no NLL: every scored prediction is left out of it, see the note)",
+                mean(&cs.iter().filter_map(|c| c.ece).collect::<Vec<_>>())
+            );
         }
     }
     let excluded: usize = conds.iter().map(|c| c.nll_excluded).sum();
@@ -269,8 +279,10 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             "absent (fewer than 2 points)".into()
         } else if constant(a) {
             "absent (the metric is constant)".into()
-        } else if !has_nll {
+        } else if !has_nll && numerical {
             "absent (no NLL: the output is numerical)".into()
+        } else if !has_nll {
+            "absent (no NLL: every scored prediction is left out of it)".into()
         } else if constant(b) {
             "absent (the NLL is constant)".into()
         } else {
