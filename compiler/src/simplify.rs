@@ -301,9 +301,13 @@ fn one_source_map(g: &Graph, id: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId
         match v {
             Atom::Float(z) if z.is_nan() => return None,
             Atom::Float(z) if *z == 0.0 => {
+                // (Results equal as value sets hold them: 0.0 - 0.0 and -0.0 - 0.0 give 0.0
+                // and -0.0, one value.)
                 let other = Atom::Float(-*z);
-                if crate::positional::apply_with(op, args, |s| value_at(g, s, x, &other)) != Some(out.clone()) {
-                    return None;
+                match crate::positional::apply_with(op, args, |s| value_at(g, s, x, &other)) {
+                    Some(Atom::Float(a)) if matches!(out, Atom::Float(b) if a == b) => {}
+                    Some(o) if o == out => {}
+                    _ => return None,
                 }
             }
             _ => {}

@@ -127,3 +127,26 @@ fn the_ast_stage_round_trips_every_corpus_program() {
     }
     assert!(evaluated >= 60, "only {evaluated} of {} programs have an entry", paths.len());
 }
+
+/// A program the vocabulary makes fail on every input (`tokens_int` of letters): `compile`
+/// refuses it (`compile::rejected`), and `dump` still prints every stage, the plan and schedule
+/// as that refusal (review rv23: `--stage simplified` and `values` panicked indexing an empty
+/// value list).
+#[test]
+fn stages_of_a_program_rejected_everywhere() {
+    let p = std::env::temp_dir().join(format!("raspc-dump-rejected-{}.rasp", std::process::id()));
+    std::fs::write(
+        &p,
+        "prev = aggregate(select(indices, indices - 1, ==), tokens_int, 0);\ns = tokens_int + prev;\nprog = aggregate(select(indices, s, ==), indices, 0) if s > 0 else -1;\n",
+    )
+    .unwrap();
+    for s in ["graph", "simplified", "values", "plan", "schedule"] {
+        let (code, out, err) = cli(&["dump", p.to_str().unwrap(), "--stage", s, "--vocab", "abc", "--max-len", "6"]);
+        assert!(!err.contains("internal error") && !err.contains("panicked"), "{s}: {err}");
+        match s {
+            "plan" | "schedule" => assert!(code == 1 && err.contains("compile::rejected"), "{s}: {out}{err}"),
+            _ => assert!(code == 0 && out.contains("prog"), "{s}: {out}{err}"),
+        }
+    }
+    let _ = std::fs::remove_file(&p);
+}

@@ -213,6 +213,20 @@ fn probe_scores_are_what_they_claim() {
     assert!(out.contains("(no NLL or ECE: the output is numerical)") && out.contains("absent (no NLL: the output is numerical)") && !out.contains("left out of the NLL"), "{out}");
     let r = json(&[&args[..], &["--json"]].concat());
     assert!(r["conditions"].as_array().unwrap().iter().all(|c| c["nll"].is_null() && c["ece"].is_null() && c["perplexity"].is_null() && c["accuracy"].is_f64()), "{r}");
+    // A categorical output probed against a program whose values are none of its own: every
+    // prediction is left out of the NLL, and the text says so and prints the ECE the JSON has
+    // (helper s23: "no NLL or ECE: the output is numerical"). One condition in the singular.
+    let rev = dir.join("rev.safetensors");
+    let rev_p = raspc_tests::corpus("reverse.rasp");
+    assert_eq!(cli(&["compile", rev_p.to_str().unwrap(), "--vocab", "abc", "--max-len", "6", "-o", rev.to_str().unwrap()]).0, 0);
+    let hist_p = raspc_tests::corpus("histogram.rasp");
+    let args = ["probe", "svflow", rev.to_str().unwrap(), "--program", hist_p.to_str().unwrap(), "--seq-len", "6", "--levels", "0", "--seeds", "1", "--sequences", "2"];
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("svflow probe: 1 condition (1 level x 1 seed), 2 sequences of 6 tokens"), "{out}");
+    assert!(out.contains("(no NLL: every scored prediction is left out of it, see the note)") && out.contains(", ECE ") && !out.contains("the output is numerical"), "{out}");
+    let r = json(&[&args[..], &["--json"]].concat());
+    assert!(r["conditions"].as_array().unwrap().iter().all(|c| c["nll"].is_null() && c["ece"].is_f64()), "{r}");
     // Refused: --attn-temp under hard attention, a model with no attention; warned: no prefix to shuffle.
     let (code, _, err) = cli(&["probe", "svflow", d, "--attention", "hard", "--attn-temp", "5"]);
     assert!(code == 1 && err.contains("--attn-temp divides the soft-attention beta"), "{err}");
