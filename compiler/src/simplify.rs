@@ -400,8 +400,9 @@ fn lexicographic(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: &
     None
 }
 
-/// Most distinct nonzero values a counted sum is split into widths for (one head each).
-const MAX_WIDTH_TERMS: usize = 16;
+/// Most distinct nonzero values a counted sum is split into widths for (one head each): 32, so
+/// that signed digits (18 values: the alternating digit sum) are split too (helper w23).
+const MAX_WIDTH_TERMS: usize = 32;
 
 /// `aggregate(s, v, d) * f` (either order) with `s` a positional selector and `f` a function of
 /// `indices` and `length` equal to `λ·count(i, l)` at every grid pair (i, l), `count` the number

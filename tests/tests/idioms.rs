@@ -164,3 +164,17 @@ fn one_source_tables_skip_tokens_and_keep_negative_zero() {
     assert!(out.contains("verified: 84 inputs, 0 mismatches"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The counting idiom over signed digits (the alternating digit sum, `d` or `0 - d` by place):
+/// 18 nonzero values, each a width of its own (at most 16 were split, helper w23: refused at
+/// max-len 16 as too many combinations, 18 M parameters at max-len 8).
+#[test]
+fn signed_counts_are_split_into_widths() {
+    let case = Case { file: "alternating_digit_sum.rasp", entry: None, vocab: "0123456789" };
+    for n in [8, 16] {
+        let r = verify(&case, n, false, Inputs::Random { count: SAMPLES, seed: n as u64 });
+        assert_eq!((r.failed, r.checked), (0, SAMPLES), "max-len {n}: {:#?}", r.examples);
+        let (_, _, _, c) = raspc_tests::compile(&case, n, false).unwrap();
+        assert!(c.summary.params < 500_000, "max-len {n}: {:?}", c.summary);
+    }
+}
