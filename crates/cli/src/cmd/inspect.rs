@@ -14,20 +14,27 @@ pub(crate) fn inspect_cmd(path: &Path, json: bool, layer: Option<usize>, head: O
     let text = match layer {
         None => inspect::summary(&ck, json),
         Some(l) => {
-            // At a terminal, wide matrices fold into panels of the terminal's width (COLUMNS
-            // when set, else the terminal's own size, else 100; at least 20); piped output
-            // keeps one line per row.
-            use std::io::IsTerminal;
-            if std::io::stdout().is_terminal() && !json {
-                let from_env = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok());
-                let width = from_env.or_else(|| console::Term::stdout().size_checked().map(|(_, cols)| usize::from(cols))).unwrap_or(100).max(20);
-                inspect::block_for_terminal(&ck, l, head, json, width)?
-            } else {
-                inspect::block(&ck, l, head, json)?
+            // At a terminal, wide matrices fold into panels of the terminal's width; piped
+            // output keeps one line per row.
+            match terminal_width() {
+                Some(width) if !json => inspect::block_for_terminal(&ck, l, head, json, width)?,
+                _ => inspect::block(&ck, l, head, json)?,
             }
         }
     };
     let text = if json { text } else { crate::inspect::printable_lines(&text) };
     let _ = write!(out, "{text}");
     Ok(())
+}
+
+/// The width text folds to when stdout is a terminal: COLUMNS when set, else the terminal's own
+/// size, else 100; at least 20. None when stdout is not a terminal (piped output keeps one line
+/// per row).
+pub fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let from_env = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok());
+    Some(from_env.or_else(|| console::Term::stdout().size_checked().map(|(_, cols)| usize::from(cols))).unwrap_or(100).max(20))
 }

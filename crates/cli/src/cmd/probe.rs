@@ -207,6 +207,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         n,
         settings.eval_window
     );
+    let width = super::inspect::terminal_width();
     let _ = writeln!(out, "\ntask per level (mean over seeds):");
     let mut by_level: Vec<(f64, Vec<&probe::Condition>)> = vec![];
     for c in &conds {
@@ -298,25 +299,33 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     };
     for metric in probe::METRICS {
         let _ = writeln!(out, "\n{metric} by layer (rows: levels):");
-        // A header naming each column's layer (helper c19: the columns had to be guessed).
-        let header: Vec<String> = (0..layers).map(|l| format!("{:>9}", format!("layer {l}"))).collect();
-        let _ = writeln!(out, "  {:>4}  {}", "", header.join(" "));
-        for (lv, cs) in &by_level {
-            let row: Vec<String> = (0..layers)
-                .map(|l| {
-                    let vals: Vec<f64> = cs.iter().filter_map(|c| c.layers.get(metric).and_then(|v| v.get(l)).copied()).filter(|x| x.is_finite()).collect();
-                    if absent(metric, l).is_some() || vals.is_empty() {
-                        format!("{:>9}", "absent")
-                    } else {
-                        format!("{:>9.4}", mean(&vals))
-                    }
-                })
-                .collect();
-            let _ = writeln!(out, "  {lv:.2}: {}", row.join(" "));
+        // A header naming each column's layer (helper c19: the columns had to be guessed); at a
+        // terminal, the layers fold into panels of its width (helper s23: the language model's
+        // 30 layers made 330-column rows).
+        for (p, panel) in layer_panels(layers, width).into_iter().enumerate() {
+            if p > 0 {
+                let _ = writeln!(out);
+            }
+            let header: Vec<String> = panel.clone().map(|l| format!("{:>9}", format!("layer {l}"))).collect();
+            let _ = writeln!(out, "  {:>4}  {}", "", header.join(" "));
+            for (lv, cs) in &by_level {
+                let row: Vec<String> = panel
+                    .clone()
+                    .map(|l| {
+                        let vals: Vec<f64> = cs.iter().filter_map(|c| c.layers.get(metric).and_then(|v| v.get(l)).copied()).filter(|x| x.is_finite()).collect();
+                        if absent(metric, l).is_some() || vals.is_empty() {
+                            format!("{:>9}", "absent")
+                        } else {
+                            format!("{:>9.4}", mean(&vals))
+                        }
+                    })
+                    .collect();
+                let _ = writeln!(out, "  {lv:.2}: {}", row.join(" "));
+            }
         }
         let reasons: Vec<String> = (0..layers).filter_map(|l| absent(metric, l).map(|r| format!("layer {l}: {r}"))).collect();
         if !reasons.is_empty() {
-            let _ = writeln!(out, "  absent: {}", reasons.join("; "));
+            let _ = writeln!(out, "{}", fold(&format!("  absent: {}", reasons.join("; ")), width, 4, "; "));
         }
         let avg = |c: &probe::Condition| mean(&c.layers.get(metric).map_or(&[][..], Vec::as_slice).iter().copied().filter(|x| x.is_finite()).collect::<Vec<_>>());
         let (rho_c, p_c) = probe::spearman(&conds.iter().map(avg).collect::<Vec<_>>(), &conds.iter().map(nll_of).collect::<Vec<_>>(), 999, 1);
@@ -332,16 +341,18 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             spearman_text(rho_l, p_l, &lv_metric, &lv_nll)
         );
         let s = probe::sensitivity(&conds, metric, layers);
+        // Each layer named (helper s23: a comma list of 30 values had to be counted), lines
+        // folded at a terminal's width.
         let shown: Vec<String> = s
             .iter()
             .enumerate()
             .map(|(l, (z, regime))| match (absent(metric, l), z) {
-                (Some(r), _) => format!("absent ({r})"),
-                (None, Some(z)) => format!("{z:.2} ({regime})"),
-                (None, None) => format!("n/a ({regime})"),
+                (Some(r), _) => format!("layer {l} absent ({r})"),
+                (None, Some(z)) => format!("layer {l} {z:.2} ({regime})"),
+                (None, None) => format!("layer {l} n/a ({regime})"),
             })
             .collect();
-        let _ = writeln!(out, "  sensitivity z by layer: {}", shown.join(", "));
+        let _ = writeln!(out, "{}", fold(&format!("  sensitivity z by layer: {}", shown.join(", ")), width, 4, ", "));
         correlations.insert(metric.into(), serde_json::json!({ "conditions": spearman_json(rho_c, p_c), "levels": spearman_json(rho_l, p_l) }));
         sens.insert(
             metric.into(),
@@ -376,6 +387,33 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
 
 const REPORT: &str = "an SVFlow report raspc wrote";
 
+/// The layers of a table in panels that fit `width` (a row: 8 characters of level, then 10 per
+/// layer); one panel when there is no width (piped output).
+fn layer_panels(layers: usize, width: Option<usize>) -> Vec<std::ops::Range<usize>> {
+    let per = width.map_or(layers.max(1), |w| (w.saturating_sub(8) / 10).max(1));
+    (0..layers.max(1)).step_by(per).map(|s| s..(s + per).min(layers)).collect()
+}
+
+/// `text` folded at `width` after ", " separators, continuation lines indented by `indent`;
+/// unchanged without a width.
+fn fold(text: &str, width: Option<usize>, indent: usize, sep: &str) -> String {
+    let Some(width) = width else { return text.to_string() };
+    let mark = sep.trim_end();
+    let mut lines: Vec<String> = vec![];
+    let mut line = String::new();
+    for (i, part) in text.split(sep).enumerate() {
+        let piece = if i == 0 { part.to_string() } else { format!("{sep}{part}") };
+        if !line.is_empty() && line.chars().count() + piece.chars().count() > width {
+            lines.push(format!("{line}{mark}"));
+            line = format!("{}{part}", " ".repeat(indent));
+        } else {
+            line.push_str(&piece);
+        }
+    }
+    lines.push(line);
+    lines.join("\n")
+}
+
 /// Position 0 never moves: the shuffled prefix is positions 1 .. n - E, and fewer than two of
 /// them cannot be permuted, so every level would probe the same inputs: said before the run.
 fn warn_if_nothing_moves(s: &probe::Settings, err: &mut dyn Write) {
@@ -399,4 +437,27 @@ fn is_report(path: &std::path::Path, head: &[u8]) -> bool {
     };
     let bytes = whole.as_deref().unwrap_or(head);
     serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| v.get("conditions").is_some() && v.get("spearman").is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fold, layer_panels};
+
+    #[test]
+    fn tables_and_lists_fold_at_the_width() {
+        // 30 layers at 80 columns: 7 per panel (8 + 7 x 10 = 78).
+        let panels = layer_panels(30, Some(80));
+        assert_eq!(panels.first(), Some(&(0..7)));
+        assert_eq!(panels.last(), Some(&(28..30)));
+        assert_eq!(panels.iter().map(|p| p.len()).sum::<usize>(), 30);
+        assert_eq!(layer_panels(30, None), vec![0..30]);
+        assert_eq!(layer_panels(3, Some(5)), vec![0..1, 1..2, 2..3]);
+        let text = "  z: layer 0 1.00 (moderate), layer 1 2.00 (moderate), layer 2 3.00 (high)";
+        let folded = fold(text, Some(40), 4, ", ");
+        assert!(folded.lines().all(|l| l.chars().count() <= 40), "{folded}");
+        assert_eq!(folded.replace(",\n    ", ", "), text);
+        assert_eq!(fold(text, None, 4, ", "), text);
+        let absent = "  absent: layer 1: no heads; layer 2: no heads";
+        assert_eq!(fold(absent, Some(30), 4, "; "), "  absent: layer 1: no heads;\n    layer 2: no heads");
+    }
 }
