@@ -785,7 +785,10 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
             let mut r = vec![0f32; d * k];
             for (i, v) in map.iter().enumerate() {
                 if let Some(v) = v {
-                    let j = values.iter().position(|x| x == v).ok_or_else(|| format!("output value {} is missing from the readout", v.repr()))?;
+                    // (As value sets hold them: 0.0 and -0.0 are one value, fuzzer fz23:
+                    // `tokens_float * 0` over [-1, 1] was an internal error.)
+                    let same = |x: &Atom| x == v || matches!((x, v), (Atom::Float(a), Atom::Float(b)) if a == b);
+                    let j = values.iter().position(same).ok_or_else(|| format!("output value {} is missing from the readout", v.repr()))?;
                     r[(o + i) * k + j] = 1.0;
                 }
             }

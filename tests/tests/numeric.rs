@@ -514,3 +514,17 @@ fn soft_one_hots_read_by_lookups_of_large_numbers_stay_within_the_gaps() {
     assert!(out.contains("verified: 87 inputs, 0 mismatches") && !out.contains("mismatch ("), "{out}");
     let _ = std::fs::remove_file(&p);
 }
+
+/// 0.0 and -0.0 are one value of a value set (Python's `-0.0 == 0.0`): an output that can be
+/// either (`tokens_float * 0` of a negative token is -0.0) reads out as that one value, as
+/// `verify` compares them (fuzzer fz23: an internal error, "output value -0.0 is missing from
+/// the readout").
+#[test]
+fn negative_zero_outputs_read_out_as_zero() {
+    let p = std::env::temp_dir().join(format!("raspc-neg-zero-{}.rasp", std::process::id()));
+    std::fs::write(&p, "prog = tokens_float * 0;\n").unwrap();
+    let (code, out, err) = raspc_tests::cli(&["verify", p.to_str().unwrap(), "--vocab", "[-1,1]", "--max-len", "3", "--exhaustive"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("verified: 14 inputs, 0 mismatches"), "{out}");
+    let _ = std::fs::remove_file(&p);
+}
