@@ -182,6 +182,18 @@ fn range_takes_booleans_as_integers() {
     assert!(e.contains("`range` takes integers"), "{e}");
 }
 
+/// An s-op compared with `==` to a list, a dict or a function: the reference compares each
+/// position's value with that object, which Python says is never equal (`1 == [1]`): every
+/// position False (helper sc23: refused as "must be an s-op or an atom").
+#[test]
+fn an_sop_equal_to_a_list_is_false_everywhere() {
+    for src in ["x = tokens == [1];", "x = [\"a\"] == tokens;", "x = indices == {0: 1};", "def f(a) { return a; } x = tokens == f;"] {
+        assert_eq!(json(&eval(src, "x", &chars("ab")).unwrap()), json!([false, false]), "{src}");
+    }
+    // Order comparisons with a list stay errors (Python 3 raises for `1 < [1]`).
+    assert!(eval("x = tokens < [1];", "x", &chars("ab")).is_err());
+}
+
 #[test]
 fn compiled_models_follow_the_boolean_semantics() {
     use raspc::verify::{generate, verify, Inputs};

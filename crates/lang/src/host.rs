@@ -1366,6 +1366,15 @@ impl<'l> Evaluator<'l> {
             let s = if is_sel(&a) { aspan } else { bspan };
             return Err(self.err("eval::type", format!("`{}` cannot be applied to a selector", op.symbol()), s, "a selector"));
         }
+        // An s-op compared with a list, a dict or a function: no position's value equals it
+        // (the reference compares each value with the object, as Python's `1 == [1]`, False): a
+        // constant False s-op, built as `x and False` (helper sc23: refused).
+        if op == BinOp::Eq && (is_sop(&a) || is_sop(&b)) {
+            let (sop, other) = if is_sop(&a) { (&a, &b) } else { (&b, &a) };
+            if let (H::Sop(x), H::List(_) | H::Dict(_) | H::Func(_) | H::Builtin(_)) = (sop, other) {
+                return self.map(MapOp::Binary(BinOp::And), vec![Operand::Sop(*x), Operand::Const(Atom::Bool(false))], span);
+            }
+        }
         if is_sop(&a) || is_sop(&b) {
             let x = self.operand(&a, aspan, &format!("the left side of `{}`", op.symbol()))?;
             let y = self.operand(&b, bspan, &format!("the right side of `{}`", op.symbol()))?;
