@@ -227,6 +227,11 @@ fn probe_scores_are_what_they_claim() {
     assert!(out.contains("(no NLL: every scored prediction is left out of it, see the note)") && out.contains(", ECE ") && !out.contains("the output is numerical"), "{out}");
     let r = json(&[&args[..], &["--json"]].concat());
     assert!(r["conditions"].as_array().unwrap().iter().all(|c| c["nll"].is_null() && c["ece"].is_f64()), "{r}");
+    // A language model scores at most --seq-len - 1 tokens: a window of --seq-len is refused
+    // saying so, before the model is read (helper s23: silently cut to 7 of 8, while the
+    // refusal of 0 said "between 1 and --seq-len 8").
+    let (code, _, err) = cli(&["probe", "svflow", dir.join("absent.gguf").to_str().unwrap(), "--seq-len", "8", "--eval-window", "8"]);
+    assert!(code == 1 && err.contains("--eval-window 8 must be between 1 and --seq-len - 1 = 7 for a language model"), "{err}");
     // Refused: --attn-temp under hard attention, a model with no attention; warned: no prefix to shuffle.
     let (code, _, err) = cli(&["probe", "svflow", d, "--attention", "hard", "--attn-temp", "5"]);
     assert!(code == 1 && err.contains("--attn-temp divides the soft-attention beta"), "{err}");

@@ -61,11 +61,16 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         return Err(format!("--seq-len {n} is over the budget of {} (raise it with RASPC_LIMITS=input_tokens=N)", budget.max_input_tokens).into());
     }
     // The scored window must leave a prefix to shuffle (the window is the sequence's end).
+    let is_gguf = model.extension().is_some_and(|e| e == "gguf");
+    // A language model scores at most n - 1 tokens (the first has nothing to be predicted
+    // from): a larger window is refused, not silently cut (helper s23: 8 of 8 scored 7).
     let window_fits = |n: usize| match eval_window {
+        Some(w) if is_gguf && n > 1 && (w == 0 || w >= n) => {
+            Err(Failure::from(format!("--eval-window {w} must be between 1 and --seq-len - 1 = {} for a language model (the first token has nothing to be predicted from)", n - 1)))
+        }
         Some(w) if w == 0 || w > n => Err(Failure::from(format!("--eval-window {w} must be between 1 and --seq-len {n}"))),
         _ => Ok(()),
     };
-    let is_gguf = model.extension().is_some_and(|e| e == "gguf");
     if attention == AttentionArg::Hard && attn_temp != 1.0 {
         return Err("--attn-temp divides the soft-attention beta; with --attention hard it would change nothing (drop one of them)".to_string().into());
     }
@@ -102,12 +107,13 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         if attention == AttentionArg::Hard {
             return Err("--attention hard applies to raspc checkpoints: a language model's attention is its softmax (--attn-temp blurs it)".to_string().into());
         }
+        // (The flags first: loading the model takes a while.)
+        window_fits(seq_len.unwrap_or(128))?;
         let lm = raspc_lm::LanguageModel::load(&model).map_err(|e| format!("`{}`: {e}", model.display()))?;
         let sample = match &text {
             Some(p) => String::from_utf8(read_input_file(p)?).map_err(|_| format!("`{}` is not valid UTF-8", p.display()))?,
             None => include_str!("../sample.txt").to_string(),
         };
-        window_fits(seq_len.unwrap_or(128))?;
         let settings = mk(seq_len.unwrap_or(128));
         if settings.seq_len < 2 {
             return Err("--seq-len must be at least 2 for a language model".to_string().into());
