@@ -354,7 +354,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             .enumerate()
             .map(|(l, (z, regime))| match (absent(metric, l), z) {
                 (Some(r), _) => format!("layer {l} absent ({r})"),
-                (None, Some(z)) => format!("layer {l} {z:.2} ({regime})"),
+                (None, Some(z)) => format!("layer {l} {} ({regime})", z_text(*z)),
                 (None, None) => format!("layer {l} n/a ({regime})"),
             })
             .collect();
@@ -392,6 +392,19 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
 }
 
 const REPORT: &str = "an SVFlow report raspc wrote";
+
+/// A sensitivity z with two decimals, or more where two would round it onto a regime's bound (1
+/// or 3: helper s23 saw "1.00 (insensitive)" for 0.996).
+fn z_text(z: f64) -> String {
+    let two = format!("{z:.2}");
+    let shown: f64 = two.parse().unwrap_or(z);
+    let crosses = [1.0, 3.0].iter().any(|&b| (shown.abs() >= b) != (z.abs() >= b));
+    if crosses {
+        format!("{z:.4}")
+    } else {
+        two
+    }
+}
 
 /// The layers of a table in panels that fit `width` (a row: 8 characters of level, then 10 per
 /// layer); one panel when there is no width (piped output).
@@ -448,6 +461,15 @@ fn is_report(path: &std::path::Path, head: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{fold, layer_panels};
+
+    #[test]
+    fn z_near_a_regime_bound_shows_which_side() {
+        assert_eq!(super::z_text(0.9964), "0.9964");
+        assert_eq!(super::z_text(-2.9951), "-2.9951");
+        assert_eq!(super::z_text(1.234), "1.23");
+        assert_eq!(super::z_text(1.0), "1.00");
+        assert_eq!(super::z_text(0.5), "0.50");
+    }
 
     #[test]
     fn tables_and_lists_fold_at_the_width() {
