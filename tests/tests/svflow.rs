@@ -153,6 +153,8 @@ fn series_that_vary_only_by_rounding_are_constant_and_get_no_correlation() {
     assert!(nearly_constant(&noise) && nearly_constant(&[]) && nearly_constant(&[f64::NAN, 2.0]));
     assert!(!nearly_constant(&[1.0, 1.001]));
     assert!(spearman(&[1.0, 2.0, 3.0], &noise, 99, 1).0.is_nan());
+    // Two points always give ±1: no correlation (helper s23).
+    assert!(spearman(&[1.0, 2.0], &[3.0, 5.0], 99, 1).0.is_nan());
     let (rho, _) = spearman(&[1.0, 2.0, 3.0], &[0.1, 0.2, 0.4], 99, 1);
     assert!((rho - 1.0).abs() < 1e-12, "{rho}");
 }

@@ -354,8 +354,9 @@ fn pearson(a: &[f64], b: &[f64]) -> f64 {
 
 /// Spearman's ρ with average ranks, and a two-sided permutation p-value (`perms` shuffles).
 pub fn spearman(a: &[f64], b: &[f64], perms: usize, seed: u64) -> (f64, f64) {
-    // Differences at the last digits of a float are rounding, not an ordering to correlate.
-    if nearly_constant(a) || nearly_constant(b) {
+    // Differences at the last digits of a float are rounding, not an ordering to correlate;
+    // two points always give ±1 (helper s23: "across levels 1.000 (p 1.000)" for two levels).
+    if a.len() < 3 || nearly_constant(a) || nearly_constant(b) {
         return (f64::NAN, f64::NAN);
     }
     let (ra, rb) = (ranks(a), ranks(b));

@@ -282,8 +282,8 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
     let spearman_text = |rho: f64, p: f64, a: &[f64], b: &[f64]| -> String {
         if rho.is_finite() {
             format!("{rho:.3} (p {p:.3})")
-        } else if a.len() < 2 {
-            "absent (fewer than 2 points)".into()
+        } else if a.len() < 3 {
+            "absent (fewer than 3 points: two always give ±1)".into()
         } else if constant(a) {
             "absent (the metric is constant)".into()
         } else if !has_nll && numerical {
