@@ -528,3 +528,22 @@ fn negative_zero_outputs_read_out_as_zero() {
     assert!(out.contains("verified: 14 inputs, 0 mismatches"), "{out}");
     let _ = std::fs::remove_file(&p);
 }
+
+/// A numerical output whose values are whole floats keeps them as floats in the readout's list
+/// (fuzzer fz23: `length / length` is 1.0 by the interpreter, and `run` printed 1; the layout
+/// listed 1.0 and the output 1).
+#[test]
+fn whole_float_outputs_stay_floats() {
+    let dir = std::env::temp_dir().join(format!("raspc-whole-floats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("ratio.rasp");
+    std::fs::write(&p, "prog = length / length;\n").unwrap();
+    let ck = dir.join("ratio.safetensors");
+    let (code, _, err) = raspc_tests::cli(&["compile", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "3", "-o", ck.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = raspc_tests::cli(&["run", ck.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, want, _) = raspc_tests::cli(&["eval", p.to_str().unwrap(), "--input", "ab"]);
+    assert_eq!((out.trim(), want.trim()), ("[1.0, 1.0]", "[1.0, 1.0]"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
