@@ -801,8 +801,7 @@ pub fn emit(plan: &Plan, sched: &Schedule, inp: &EmitInputs) -> Result<ck::Check
                 if let Some(v) = v {
                     // (As value sets hold them: 0.0 and -0.0 are one value, fuzzer fz23:
                     // `tokens_float * 0` over [-1, 1] was an internal error.)
-                    let same = |x: &Atom| x == v || matches!((x, v), (Atom::Float(a), Atom::Float(b)) if a == b);
-                    let j = values.iter().position(same).ok_or_else(|| format!("output value {} is missing from the readout", v.repr()))?;
+                    let j = values.iter().position(|x| x.same_value(v)).ok_or_else(|| format!("output value {} is missing from the readout", v.repr()))?;
                     r[(o + i) * k + j] = 1.0;
                 }
             }

@@ -267,27 +267,33 @@ fn user_place(graph: &Graph, root: NodeId, label: &str) -> (String, raspc_lang::
 /// candidate is scheduled at most once however many comparisons it meets.
 struct Candidate {
     plan: plan::Plan,
+    /// The plan's schedule, computed once for both questions below.
+    schedule: std::cell::OnceCell<emit::Schedule>,
     size: std::cell::OnceCell<(usize, usize, usize)>,
     sound: std::cell::OnceCell<bool>,
 }
 
 impl Candidate {
     fn new(plan: plan::Plan) -> Candidate {
-        Candidate { plan, size: std::cell::OnceCell::new(), sound: std::cell::OnceCell::new() }
+        Candidate { plan, schedule: std::cell::OnceCell::new(), size: std::cell::OnceCell::new(), sound: std::cell::OnceCell::new() }
+    }
+
+    fn schedule(&self) -> &emit::Schedule {
+        self.schedule.get_or_init(|| emit::schedule(&self.plan))
     }
 
     /// Whether every staircase over a grid of a number's values tolerates the error of what it
     /// reads ([`emit::staircase_problem`]): a plan that does not is kept only when no other
     /// plan does.
     fn sound(&self) -> bool {
-        *self.sound.get_or_init(|| emit::staircase_problem(&self.plan, &emit::schedule(&self.plan)).is_none())
+        *self.sound.get_or_init(|| emit::staircase_problem(&self.plan, self.schedule()).is_none())
     }
 
     /// (The estimate reads only the vocabulary and max-len of `opts`.)
     fn size(&self, opts: &Options) -> (usize, usize, usize) {
         *self.size.get_or_init(|| {
-            let s = emit::schedule(&self.plan);
-            (s.layers, s.d_model, estimated_params(&self.plan, &s, opts))
+            let s = self.schedule();
+            (s.layers, s.d_model, estimated_params(&self.plan, s, opts))
         })
     }
 }
@@ -386,10 +392,7 @@ fn plan_of(
     // 2.7 M as a number), and at 64 the floats of `x * (indices + 1) / length` that differ only
     // by rounding are one value as a number but two dims one-hot (refused; 1.9 M now).
     let Some(numerical) = numerical_output(simple, simple_root, &o, inexact) else { return first };
-    let second = lowered(&numerical).ok().filter(|c| {
-        let schedule = emit::schedule(&c.plan);
-        emit::precision_problem(&c.plan, &schedule).is_none() && c.sound()
-    });
+    let second = lowered(&numerical).ok().filter(|c| emit::precision_problem(&c.plan, c.schedule()).is_none() && c.sound());
     match (first, second) {
         (Ok(a), Some(b)) => Ok(smaller_of(a, b, &o)),
         (Err(_), Some(b)) => Ok(b),

@@ -304,10 +304,8 @@ fn one_source_map(g: &Graph, id: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId
                 // (Results equal as value sets hold them: 0.0 - 0.0 and -0.0 - 0.0 give 0.0
                 // and -0.0, one value.)
                 let other = Atom::Float(-*z);
-                match crate::positional::apply_with(op, args, |s| value_at(g, s, x, &other)) {
-                    Some(Atom::Float(a)) if matches!(out, Atom::Float(b) if a == b) => {}
-                    Some(o) if o == out => {}
-                    _ => return None,
+                if !crate::positional::apply_with(op, args, |s| value_at(g, s, x, &other)).is_some_and(|o| o.same_value(&out)) {
+                    return None;
                 }
             }
             _ => {}

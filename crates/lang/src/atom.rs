@@ -148,6 +148,12 @@ impl Atom {
         }
     }
 
+    /// One value of an s-op's value set: of the same type, and the same dict key (so 0.0 and
+    /// -0.0 are one value; 0 and 0.0 are two). What the compiler's value sets hold apart.
+    pub fn same_value(&self, other: &Atom) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other) && self.key() == other.key()
+    }
+
     /// A key under which Python would consider two atoms the same dict key.
     pub fn key(&self) -> AtomKey {
         match self {

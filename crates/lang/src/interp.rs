@@ -319,16 +319,9 @@ pub fn apply_map(op: &MapOp, args: &[Atom]) -> Result<Atom, OpError> {
         MapOp::Ternary => Ok(if args[1].truthy() { args[0].clone() } else { args[2].clone() }),
         MapOp::In(list) => Ok(Atom::Bool(list.iter().any(|x| x.py_eq(a)))),
         MapOp::Lookup(Table::Dict(d)) => d.iter().find(|(k, _)| k.key() == a.key()).map(|(_, v)| v.clone()).ok_or_else(|| OpError(format!("key {} not in dict", a.repr()))),
-        // Of the same type, and equal (floats as numbers: 0.0 and -0.0 are one key, as they are
-        // one value of a value set).
-        MapOp::Lookup(Table::Exact(d)) => d
-            .iter()
-            .find(|(k, _)| match (k, a) {
-                (Atom::Float(x), Atom::Float(y)) => x == y,
-                _ => k == a,
-            })
-            .map(|(_, v)| v.clone())
-            .ok_or_else(|| OpError(format!("value {} not in the table", a.repr()))),
+        // Of the same type, and equal (0.0 and -0.0 are one key, as they are one value of a
+        // value set).
+        MapOp::Lookup(Table::Exact(d)) => d.iter().find(|(k, _)| k.same_value(a)).map(|(_, v)| v.clone()).ok_or_else(|| OpError(format!("value {} not in the table", a.repr()))),
         MapOp::Lookup(Table::List(l)) => {
             let i = match a {
                 Atom::Int(i) => *i,
