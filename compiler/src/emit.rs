@@ -254,6 +254,7 @@ fn head_budget(plan: &Plan, sched: &Schedule, b: BlockId, h: &crate::plan::Head)
     // writes: fuzzing found 23.4385 for 23.4375 under soft attention, review rv23): the error
     // they pass on must stay within a quarter of their output's gap.
     let own = plan.blocks[b].writes;
+    let one_hot = matches!(plan.slots[own].enc, SlotEnc::Cat(_));
     for &m in sched.time.keys() {
         if let BlockKind::Mlp(mlp) = &plan.blocks[m].kind {
             for &In { slot: r, col, w, .. } in &mlp.w_in {
@@ -261,7 +262,7 @@ fn head_budget(plan: &Plan, sched: &Schedule, b: BlockId, h: &crate::plan::Head)
                     continue;
                 }
                 for &Out { col: c, slot: t, w: wo, .. } in &mlp.w_out {
-                    let scale = w.abs() * if matches!(plan.slots[own].enc, SlotEnc::Cat(_)) { wo.abs() } else { 1.0 };
+                    let scale = w.abs() * if one_hot { wo.abs() } else { 1.0 };
                     if c == col
                         && scale > 1.0
                         && let SlotEnc::Num { points: Some(p) } = &plan.slots[t].enc

@@ -667,7 +667,7 @@ impl Model {
                         }
                         // (A checkpoint's output is never multi-hot: refused at load. Decoded as
                         // the set it holds, the values whose dims are above 1/2.)
-                        Encoding::MultiHot { values } => Decoded::Value(serde_json::Value::Array(values.iter().zip(&dims).filter(|(_, x)| **x > 0.5).map(|(v, _)| v.clone()).collect())),
+                        Encoding::MultiHot { values } => Decoded::Value(serde_json::Value::Array(Encoding::held_set(values, dims.iter().copied()))),
                         Encoding::Numerical { values } => {
                             let raw = dims[0];
                             let snapped = values.as_ref().and_then(|vs| {

@@ -181,6 +181,11 @@ pub enum Encoding {
 }
 
 impl Encoding {
+    /// The set a multi-hot entry holds in its dims: the values whose dim is above 1/2.
+    pub fn held_set(values: &[serde_json::Value], dims: impl IntoIterator<Item = f64>) -> Vec<serde_json::Value> {
+        values.iter().zip(dims).filter(|(_, x)| *x > 0.5).map(|(v, _)| v.clone()).collect()
+    }
+
     pub fn dims(&self) -> usize {
         match self {
             Encoding::Categorical { values } | Encoding::MultiHot { values } => values.len(),

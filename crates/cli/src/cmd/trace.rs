@@ -173,7 +173,7 @@ pub(crate) fn trace_cmd(
                         if attention == AttentionArg::Hard && dims.iter().any(|&x| x.abs().min((x - 1.0).abs()) > ONE_HOT_SLACK) {
                             ambiguous.push(pos);
                         }
-                        serde_json::Value::Array(values.iter().zip(dims).filter(|(_, x)| **x > 0.5).map(|(v, _)| v.clone()).collect())
+                        serde_json::Value::Array(raspc_checkpoint::Encoding::held_set(values, dims.iter().map(|&x| f64::from(x))))
                     }
                     // An s-op of whole numbers holding one exactly prints it as one (`3`, not
                     // `3.0`, as `run` and `eval` print it: helper t22); anything else as is.
