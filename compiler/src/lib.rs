@@ -323,12 +323,13 @@ fn smaller_of(a: Candidate, b: Candidate, opts: &Options) -> Candidate {
 /// kept when it is [`no_larger`] (Dyck-2 at max-len 64: 31.5 M parameters and 9 layers
 /// enumerating, 6.8 M and 8 with the grid; Dyck-1 is a little smaller enumerating).
 fn choose_plan(graph: &Graph, root: NodeId, opts: &Options) -> Result<(plan::Plan, Graph, NodeId), Vec<Diagnostic>> {
-    let (simple, simple_root, inexact, grid_skipped) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, false);
+    let pinned: Vec<String> = opts.numerical.iter().chain(&opts.categorical).cloned().collect();
+    let (simple, simple_root, inexact, grid_skipped) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, false, &pinned);
     let first = plan_of(graph, root, &simple, simple_root, &inexact, opts);
     if !grid_skipped {
         return first.map(|c| (c.plan, simple, simple_root));
     }
-    let (grid, grid_root, grid_inexact, _) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, true);
+    let (grid, grid_root, grid_inexact, _) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, true, &pinned);
     match (first, plan_of(graph, root, &grid, grid_root, &grid_inexact, opts)) {
         (Ok(a), Ok(b)) if no_larger(&a, &b, opts) => Ok((b.plan, grid, grid_root)),
         (Ok(a), _) => Ok((a.plan, simple, simple_root)),
@@ -342,7 +343,10 @@ fn choose_plan(graph: &Graph, root: NodeId, opts: &Options) -> Result<(plan::Pla
 pub fn simplified(graph: &Graph, root: NodeId, opts: &Options) -> (Graph, NodeId) {
     match choose_plan(graph, root, opts) {
         Ok((_, g, r)) => (g, r),
-        Err(_) => simplify::simplify(graph, root, &opts.vocab, opts.max_len),
+        Err(_) => {
+            let pinned: Vec<String> = opts.numerical.iter().chain(&opts.categorical).cloned().collect();
+            simplify::simplify(graph, root, &opts.vocab, opts.max_len, &pinned)
+        }
     }
 }
 

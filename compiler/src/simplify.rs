@@ -38,8 +38,8 @@ use std::rc::Rc;
 
 /// A rebuilt graph holding only what `root` depends on, rewritten; returns its root.
 /// Falls back to the graph as given if a rewrite would grow it past the graph size limit.
-pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId) {
-    let (g, r, _) = simplify_noting(g, root, vocab, max_len);
+pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize, pinned: &[String]) -> (Graph, NodeId) {
+    let (g, r, _, _) = simplify_choosing(g, root, vocab, max_len, false, pinned);
     (g, r)
 }
 
@@ -49,15 +49,16 @@ pub fn simplify(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Gra
 /// later map that tells them apart from the exact value is refused, as for any number computed
 /// two ways (`compile::numeric_map`), instead of silently differing from the interpreter.
 pub fn simplify_noting(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> (Graph, NodeId, HashMap<NodeId, Vec<Atom>>) {
-    let (g, r, inexact, _) = simplify_choosing(g, root, vocab, max_len, false);
+    let (g, r, inexact, _) = simplify_choosing(g, root, vocab, max_len, false, &[]);
     (g, r, inexact)
 }
 
 /// [`simplify_noting`]; with `every_grid`, every comparison with a mean of integers that
 /// [`grid_compare`] can rewrite is rewritten (not only those whose enumeration would be too
 /// large). Also says whether some such comparison was left as it was (so that the caller may
-/// try both).
-pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize, every_grid: bool) -> (Graph, NodeId, HashMap<NodeId, Vec<Atom>>, bool) {
+/// try both). The s-ops labelled as in `pinned` (those an `--encoding` names) are not folded
+/// into a table of their readers ([`one_source_map`]): they keep a slot to encode.
+pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize, every_grid: bool, pinned: &[String]) -> (Graph, NodeId, HashMap<NodeId, Vec<Atom>>, bool) {
     let none = HashMap::new();
     let structural = Facts {
         sets: &none,
@@ -70,6 +71,7 @@ pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize
         old_tables: HashMap::new(),
         every_grid,
         grid_skipped: Default::default(),
+        pinned,
     };
     let Some((g1, r1)) = rebuild(g, root, Some(&structural)) else { return (g.clone(), root, HashMap::new(), false) };
     let sets = infer(&g1, r1, vocab, max_len);
@@ -85,6 +87,7 @@ pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize
         old_tables,
         every_grid,
         grid_skipped: Default::default(),
+        pinned,
     };
     match rebuild(&g1, r1, Some(&facts)) {
         Some((g2, r2)) => {
@@ -121,6 +124,8 @@ struct Facts<'a> {
     every_grid: bool,
     /// Set when [`grid_compare`] left a comparison it could have rewritten.
     grid_skipped: std::cell::Cell<bool>,
+    /// Labels of the s-ops an `--encoding` names (see [`simplify_choosing`]).
+    pinned: &'a [String],
 }
 
 /// The floats a rewrite misses: for the node being rebuilt, then by the node that replaced it.
@@ -224,7 +229,10 @@ fn one_source_map(g: &Graph, id: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId
         let mut bent = false;
         loop {
             match &g.node(n).kind {
-                NodeKind::Map { op, args } if args.iter().filter(|a| matches!(a, Operand::Sop(_))).count() == 1 => {
+                // (An s-op an `--encoding` names stays an s-op of its own, review rv23: `r =
+                // x % 10` with `--encoding r=categorical` was folded into `(x - r) / 10`'s table
+                // and the override silently did nothing.)
+                NodeKind::Map { op, args } if args.iter().filter(|a| matches!(a, Operand::Sop(_))).count() == 1 && !f.pinned.contains(&g.node(n).label) => {
                     let affine = match op {
                         MapOp::Neg | MapOp::Pos => true,
                         MapOp::Binary(BinOp::Add | BinOp::Sub) => true,

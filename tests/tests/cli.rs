@@ -379,6 +379,27 @@ fn encodings_can_be_overridden_and_stay_correct() {
         assert_eq!(code, 0, "{file} {enc}: {err}{out}");
         assert!(out.ends_with("verified: 200 inputs, 0 mismatches\n"), "{out}");
     }
+    // An s-op the compiler would fold into its reader's table (`(x - r) / 10` of one `x`) keeps
+    // a slot of its own when --encoding names it (review rv23: the override did nothing).
+    let p = temp("pinned-enc.rasp");
+    std::fs::write(&p, "prev = aggregate(select(indices, indices - 1, ==), tokens_int, 0);\nx = tokens_int * 10 + prev;\nr = x % 10;\nprog = (x - r) / 10;\n").unwrap();
+    let p = p.to_str().unwrap();
+    let layout_has_r = |enc: &[&str]| {
+        let ck = temp(&format!("pinned-enc{}.safetensors", enc.len()));
+        let c = ck.to_str().unwrap();
+        let mut args = vec!["compile", p, "--vocab", "0123456789", "--max-len", "6", "-o", c, "--force"];
+        args.extend(enc);
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 0, "{err}");
+        let (code, out, err) = cli(&["inspect", c]);
+        assert_eq!(code, 0, "{err}");
+        out.lines().any(|l| l.split_whitespace().nth(1) == Some("r") && l.contains("categorical"))
+    };
+    assert!(!layout_has_r(&[]));
+    assert!(layout_has_r(&["--encoding", "r=categorical"]));
+    let (code, out, err) = cli(&["verify", p, "--vocab", "0123456789", "--max-len", "6", "--samples", "100", "--encoding", "r=categorical"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("verified: 100 inputs, 0 mismatches\n"), "{out}");
     let (code, _, err) = cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", "/nonexistent/x.safetensors", "--encoding", "nope=numerical"]);
     assert_eq!(code, 1);
     assert!(err.contains("--encoding names `nope`"), "{err}");
