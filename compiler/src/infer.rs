@@ -123,7 +123,7 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
             NodeKind::Length => finite((1..=n).map(Atom::Int).collect()),
             NodeKind::SelectorWidth(_) => finite((0..=n).map(Atom::Int).collect()),
             NodeKind::Const(a) => finite(vec![a.clone()]),
-            NodeKind::Map { op, args } => map_set(op, args, &out),
+            NodeKind::Map { op, args } => crate::numeric::counted_sum_pair(graph, op, args, &out, extra, max_len).unwrap_or_else(|| map_set(op, args, &out)),
             NodeKind::Aggregate { sel, values, default } => match &out[values] {
                 ValueSet::Unbounded => ValueSet::Unbounded,
                 // At most one key selected: the default or one of the values, never a mean.

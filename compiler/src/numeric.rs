@@ -314,6 +314,102 @@ pub fn counted_sum_extra_floats(
     out.into_iter().map(|b| Atom::Float(f64::from_bits(b))).collect()
 }
 
+/// The values of `a ± b` for two counted sums ([`counted_sum_parts`]) of integer values,
+/// taken together at each query position (both are computed there, each over its own keys)
+/// instead of as independent operands: the paper's Dyck-1 `(indices + 1) * frac_open -
+/// (indices + 1) * frac_close` pairs 7.000000000000001 (k/n·n at one position) with 7 (at
+/// another) when taken apart, a difference of 8.9e-16 that no input gives, and a comparison
+/// with 0 was refused (helper w22, from max-len 22). Each position contributes the exact
+/// λ·S₁ ± λ·S₂ (what the model computes) and the interpreter's float `(S₁/c₁)·f₁(i) ± (S₂/c₂)·f₂(i)`
+/// where that differs, over every pair of integer sums (S₁, S₂) the values allow (a superset of
+/// what occurs). None when the operands are not such sums, a mean may hold other floats
+/// (`extra`), or the pairs pass a budget.
+pub fn counted_sum_pair(g: &Graph, op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>, extra: &HashMap<NodeId, Vec<Atom>>, max_len: usize) -> Option<ValueSet> {
+    let MapOp::Binary(bin @ (BinOp::Add | BinOp::Sub)) = op else { return None };
+    let [Operand::Sop(a), Operand::Sop(b)] = args else { return None };
+    if a == b {
+        return None;
+    }
+    // Per operand: counts by query, the factor by query, the value range and the default.
+    struct Side {
+        counts: Vec<usize>,
+        f: Vec<Option<Atom>>,
+        range: (i64, i64),
+        default: Atom,
+        lambda: f64,
+    }
+    let side = |id: NodeId| -> Option<Side> {
+        let (sel, values, lambda) = counted_sum_parts(g, id, max_len)?;
+        let NodeKind::Map { args, .. } = &g.node(id).kind else { return None };
+        let (mean, f) = match args.as_slice() {
+            [Operand::Sop(x), Operand::Sop(y)] if matches!(g.node(*x).kind, NodeKind::Aggregate { .. }) && !matches!(g.node(*y).kind, NodeKind::Aggregate { .. }) => (*x, *y),
+            [Operand::Sop(y), Operand::Sop(x)] if matches!(g.node(*x).kind, NodeKind::Aggregate { .. }) => (*x, *y),
+            _ => return None,
+        };
+        if extra.contains_key(&mean) || extra.contains_key(&id) {
+            return None;
+        }
+        let NodeKind::Aggregate { default, .. } = &g.node(mean).kind else { return None };
+        let ValueSet::Finite(vs) = sets.get(&values)? else { return None };
+        let mut range: Option<(i64, i64)> = None;
+        for v in vs.iter() {
+            let x = match v {
+                Atom::Int(x) => *x,
+                Atom::Bool(b) => i64::from(*b),
+                _ => return None,
+            };
+            range = Some(range.map_or((x, x), |(lo, hi)| (lo.min(x), hi.max(x))));
+        }
+        let (lo, hi) = range?;
+        if lo.unsigned_abs() > 1 << 20 || hi.unsigned_abs() > 1 << 20 || lambda.fract() != 0.0 {
+            return None;
+        }
+        Some(Side { counts: backward_counts(g, sel, max_len)?, f: (0..max_len as i64).map(|i| index_value(g, f, i)).collect(), range: (lo, hi), default: default.clone(), lambda })
+    };
+    let (sa, sb) = (side(*a)?, side(*b)?);
+    // The pairs to try, before trying them.
+    let mut work: usize = 0;
+    for i in 0..max_len {
+        let span = |s: &Side| (s.counts[i] as i64 * (s.range.1 - s.range.0) + 1).max(1) as usize;
+        work = work.saturating_add(span(&sa).saturating_mul(span(&sb)));
+    }
+    if work > 1 << 22 {
+        return None;
+    }
+    // A side's (exact, interpreter's) values at query i for each integer sum.
+    let terms = |s: &Side, i: usize| -> Option<Vec<(i64, Atom)>> {
+        let f = s.f[i].clone()?;
+        let c = s.counts[i];
+        if c == 0 {
+            // No key: the default times f(i), which is 0 there.
+            let v = apply_map(&MapOp::Binary(BinOp::Mul), &[s.default.clone(), f]).ok()?;
+            return Some(vec![(0, v)]);
+        }
+        let (lo, hi) = (s.range.0 * c as i64, s.range.1 * c as i64);
+        (lo..=hi).map(|sum| Some(((s.lambda * sum as f64) as i64, apply_map(&MapOp::Binary(BinOp::Mul), &[Atom::Float(sum as f64 / c as f64), f.clone()]).ok()?))).collect()
+    };
+    let mut set = AtomSet::default();
+    for i in 0..max_len {
+        let (Some(ta), Some(tb)) = (terms(&sa, i), terms(&sb, i)) else { continue };
+        for (ea, fa) in &ta {
+            for (eb, fb) in &tb {
+                let exact = if *bin == BinOp::Add { ea + eb } else { ea - eb };
+                set.insert(Atom::Int(exact));
+                let float = apply_map(op, &[fa.clone(), fb.clone()]).ok()?;
+                match float {
+                    Atom::Float(x) if x == exact as f64 => {}
+                    Atom::Int(x) if x == exact => {}
+                    other => set.insert(other),
+                }
+                if set.len() > MAX_VALUES {
+                    return Some(ValueSet::Unbounded);
+                }
+            }
+        }
+    }
+    Some(ValueSet::Finite(set))
+}
+
 /// For a count `c` of keys with integer values in `[vmin, vmax]` and the factor `fv` = λ·c: adds
 /// to `out` (as bits) every `(Σ/c)·fv` the interpreter computes that is not the exact λ·Σ, over
 /// the integer sums Σ the values allow. False when that would pass `budget` (sums tried).
