@@ -2039,3 +2039,68 @@ fn a_bound_large_beside_the_outputs_seen_is_warned_about() {
         assert_eq!(err.contains("of the largest output the program gives on 48 sampled inputs"), warned, "{file}: {err}");
     }
 }
+
+/// Without --entry, compile and verify take the last s-op assigned, skipping a selector assigned
+/// after it (review b24: the selector was taken, then refused); eval still shows the selector.
+#[test]
+fn default_entry_of_compile_skips_a_trailing_selector() {
+    let p = temp("trailing-selector.rasp");
+    std::fs::write(&p, "y = indices * 3;\nz = select(indices, indices, ==);\nn = 5;\n").unwrap();
+    let p = p.to_str().unwrap();
+    let (code, out, err) = cli(&["verify", p, "--vocab", "ab", "--max-len", "4", "--samples", "20"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("verified: 20 inputs, 0 mismatches\n"), "{out}");
+    let ck = temp("trailing-selector.safetensors");
+    let (code, out, err) = cli(&["compile", p, "--vocab", "ab", "--max-len", "4", "-o", ck.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("compiled `y`"), "{out}");
+    let (code, out, err) = cli(&["eval", p, "--input", "ab"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "1 0\n0 1\n", "eval shows the selector");
+}
+
+/// `compile -o` over a checkpoint of another program says so (review b24: a compiled model was
+/// replaced by another without a word); over the same program's, nothing.
+#[test]
+fn replacing_another_programs_checkpoint_is_said() {
+    let ck = temp("replaced.safetensors");
+    let c = ck.to_str().unwrap();
+    let _ = std::fs::remove_file(&ck);
+    let compile = |file: &str| cli(&["compile", file, "--vocab", "abc", "--max-len", "4", "-o", c]);
+    let (code, _, err) = compile("corpus/reverse.rasp");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("replaced"), "{err}");
+    let (code, _, err) = compile("corpus/reverse.rasp");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("replaced"), "the same program: {err}");
+    let (code, _, err) = compile("corpus/histogram.rasp");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("note: replaced `{c}`, a checkpoint of another program (sha256:")), "{err}");
+}
+
+/// Flags that change nothing say so; counts of one are singular (review b24).
+#[test]
+fn ignored_flags_warn_and_counts_of_one_are_singular() {
+    let ck = temp("b24-reverse.safetensors");
+    let c = ck.to_str().unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "-o", c, "--force", "--bounds"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: --bounds prints nothing here"), "{err}");
+    let (code, out, err) = cli(&["dump", "corpus/reverse.rasp", "--vocab", "abc"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("tokens = tokens") && err.contains("warning: --stage graph does not compile the program"), "{out}{err}");
+    let (code, _, err) = cli(&["dump", "corpus/reverse.rasp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let (code, out, err) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "--samples", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("verified: 1 input, 0 mismatches\n") && out.contains("): 1 input, 0 mismatches\n"), "{out}");
+    // A model without heads is refused before the probe says anything else.
+    let p = temp("b24-headless.rasp");
+    std::fs::write(&p, "prog = tokens_int + 1;\n").unwrap();
+    let h = temp("b24-headless.safetensors");
+    assert_eq!(cli(&["compile", p.to_str().unwrap(), "--vocab", "123", "--max-len", "4", "-o", h.to_str().unwrap(), "--force"]).0, 0);
+    let (code, out, err) = cli(&["probe", "svflow", h.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("has no attention heads") && !err.contains("warning") && !out.contains("no --program"), "{out}{err}");
+}

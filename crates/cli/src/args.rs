@@ -74,7 +74,7 @@ pub enum Command {
         /// What to compile.
         #[command(flatten)]
         target: Target,
-        /// Every input up to --max-len.
+        /// Every input up to --max-len (at most 2,000,000 inputs; past that, --samples).
         #[arg(long, conflicts_with = "samples")]
         exhaustive: bool,
         /// Number of random inputs (lengths uniform in 1..=max-len; 1000 when neither this nor
@@ -127,8 +127,9 @@ pub enum Command {
         /// Symmetric-log colour scale, so small weights show next to large ones.
         #[arg(long)]
         symlog: bool,
-        /// Print one JSON object (`{"files": [...], "stale": [...]}`: the figures written, and older
-        /// figures of this model's in the folder that this run did not replace) instead of text.
+        /// Print one JSON object (`{"files": [...], "stale": [...]}`: the figures written, and the
+        /// figures an earlier plot (of any model, in either format) left in the folder that this
+        /// run did not replace) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -202,8 +203,8 @@ pub enum Command {
         /// Seed of the random attention layers and inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Entries of X, A and V are uniform in [-B, B]; U is certified for inputs in [-B, B].
-        /// With --target: the bound for A and V (default: their own largest entries).
+        /// Entries of X, A and V are uniform in [-B, B]; U is certified for inputs in [-B, B]
+        /// (default: 1). With --target: the bound for A and V (default: their own largest entries).
         #[arg(long)]
         bound: Option<f64>,
         /// Entries of X in [-BX, BX] instead (A and V keep --bound); U is certified per block.
@@ -337,8 +338,9 @@ pub struct Target {
     /// A vocabulary of numbers is a finite grid: maps of it compile to exact lookups.
     #[arg(long, allow_hyphen_values = true, required_unless_present_any = ["input_bounds", "input_grid"])]
     pub vocab: Option<String>,
-    /// Numeric inputs from a finite grid, `LO,HI,STEP` (the vocabulary LO, LO+STEP, .., HI): every
-    /// function of them compiles to an exact lookup.
+    /// Numeric inputs from a finite grid, `LO,HI,STEP` (the vocabulary LO, LO+STEP, .., HI, as
+    /// floats: `0,3,1` is 0.0, 1.0, 2.0, 3.0, which `run --input` spells `[0.0, 1.0]`): every
+    /// function of them compiles to an exact lookup. (`--vocab '[0,1,2,3]'` gives integers.)
     #[arg(long = "input-grid", value_name = "LO,HI,STEP", conflicts_with_all = ["vocab", "input_bounds"], allow_hyphen_values = true, value_parser = grid_syntax)]
     pub input_grid: Option<String>,
     /// Real-valued inputs: every input number lies in [LO, HI] (e.g. `--input-bounds=-1,1`).
@@ -597,12 +599,16 @@ pub enum Stage {
     Ast,
     /// The graph of s-ops and selectors the entry depends on.
     Graph,
-    /// The graph after the compiler's algebraic rewrites (needs --vocab and --max-len).
+    /// The graph after the compiler's algebraic rewrites (needs --max-len and --vocab or
+    /// --input-grid).
     Simplified,
-    /// The value set of every s-op of the rewritten graph (needs --vocab and --max-len).
+    /// The value set of every s-op of the rewritten graph (needs --max-len and --vocab or
+    /// --input-grid).
     Values,
-    /// The lowered plan: residual slots and blocks (heads, MLPs) with what they compute.
+    /// The lowered plan: residual slots and blocks (heads, MLPs) with what they compute (needs
+    /// --max-len and --vocab, --input-grid or --input-bounds).
     Plan,
-    /// Layers, the blocks of each sublayer, and the residual stream layout.
+    /// Layers, the blocks of each sublayer, and the residual stream layout (needs --max-len and
+    /// --vocab, --input-grid or --input-bounds).
     Schedule,
 }

@@ -428,7 +428,7 @@ pub fn run_lm(lm: &raspc_lm::LanguageModel, text: &str, s: &Settings, progress: 
     }
     let e = s.eval_window.clamp(1, n - 1);
     if ids.len() < n {
-        return Err(format!("the text has {} tokens; --seq-len {n} needs at least that many", ids.len()));
+        return Err(format!("the text has {} tokens; --seq-len {n} needs at least {n} (a longer --text, or a --seq-len of at most {})", ids.len(), ids.len()));
     }
     let stride = ((ids.len() - n) / s.sequences.max(1)).max(1);
     let base: Vec<Vec<usize>> = (0..s.sequences).map(|k| ids[(k * stride).min(ids.len() - n)..][..n].iter().map(|&t| t as usize).collect()).collect();

@@ -455,8 +455,20 @@ impl Session {
 
     /// [`entry`](Self::entry) for compiling: the entry's node also takes the entry's name as its
     /// label (see [`Graph::claim_label`]), so the checkpoint names the output as the user did.
+    /// Without a name, the default is `prog`, else the last name assigned that holds an s-op
+    /// (a selector cannot be compiled: a selector assigned after it is skipped, review b24).
     pub fn compile_entry(&mut self, name: Option<&str>) -> Result<(String, NodeId), String> {
-        let (entry, root) = self.entry(name)?;
+        let last_sop = || -> Option<String> {
+            if self.globals.borrow().vars.contains_key("prog") {
+                return None;
+            }
+            self.assigned.iter().rev().find(|n| matches!(self.get(n), Some(HostValue::Sop(_)))).cloned()
+        };
+        let name = match name {
+            Some(n) => Some(n.to_string()),
+            None => last_sop(),
+        };
+        let (entry, root) = self.entry(name.as_deref())?;
         self.graph.claim_label(root, &entry);
         Ok((entry, root))
     }

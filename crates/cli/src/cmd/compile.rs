@@ -32,7 +32,9 @@ pub(crate) fn compile_cmd(
     check_output(output, force)?;
     let built = build(path, target, err, color)?;
     let bytes = built.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: the compiled checkpoint is invalid: {e}"))?;
-    write_checkpoint(output, &bytes, force)?;
+    if let Some(note) = write_checkpoint(output, &bytes, force)? {
+        let _ = writeln!(err, "{note}");
+    }
     let rejections = if built.compiled.report.is_some() {
         crate::verify::Rejections::default()
     } else {
@@ -54,6 +56,9 @@ pub(crate) fn compile_cmd(
     }
     if let Some(w) = constant_token_warning(&built.session.graph, built.root, &built.vocab) {
         let _ = writeln!(err, "{w}");
+    }
+    if bounds && built.compiled.report.is_none() {
+        let _ = writeln!(err, "warning: --bounds prints nothing here: it is for real-valued programs (--input-bounds); a token program has no error bounds to show");
     }
     if json {
         let sum = &built.compiled.summary;

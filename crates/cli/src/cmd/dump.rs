@@ -48,6 +48,15 @@ fn stage_name(stage: Stage) -> &'static str {
 }
 
 pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, flags: &CompileFlags, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+    // (Review b24: `dump prog.rasp --vocab abc` printed the graph, the vocabulary unused, without a word.)
+    let given = flags.vocab.is_some() || flags.input_grid.is_some() || flags.input_bounds.is_some() || flags.max_len.is_some() || flags.causal;
+    if given && matches!(stage, Stage::Ast | Stage::Graph) {
+        let _ = writeln!(
+            err,
+            "warning: --stage {} does not compile the program: --vocab, --input-grid, --input-bounds, --max-len and --causal change nothing there (they are for the stages simplified, values, plan and schedule)",
+            stage_name(stage)
+        );
+    }
     match stage {
         Stage::Ast => {
             let text = read_program(path)?;

@@ -134,10 +134,28 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
 /// Checks `-o` (see [`check_output`]), then writes to a temporary file in the same directory
 /// and renames it into place: a failed or interrupted write never leaves half a file, and the
 /// temporary file is removed on errors and on SIGINT/SIGTERM/SIGHUP.
-pub(crate) fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
+///
+/// Says (Some: a line for the user) when the file replaced was a checkpoint of another program:
+/// a model replaced by another one is not replaced silently (review b24: `simulate -o` over a
+/// compiled `reverse` said nothing).
+pub(crate) fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<Option<String>, Failure> {
     check_output(output, force)?;
+    let before = std::fs::read(output).ok().and_then(|old| program_of(&old));
     install_cleanup();
-    write_atomic(output, bytes)
+    write_atomic(output, bytes)?;
+    Ok(match (before, program_of(bytes)) {
+        (Some(old), Some(new)) if old != new => Some(format!("note: replaced `{}`, a checkpoint of another program ({old})", output.display())),
+        _ => None,
+    })
+}
+
+/// The `program_hash` a checkpoint's header declares (a hash, or U's shape), read from the
+/// header alone; None when the bytes hold none.
+fn program_of(bytes: &[u8]) -> Option<String> {
+    let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let header = bytes.get(8..8usize.checked_add(usize::try_from(n).ok()?)?)?;
+    let json: serde_json::Value = serde_json::from_slice(header).ok()?;
+    json.get("__metadata__")?.get(raspc_checkpoint::keys::PROGRAM_HASH)?.as_str().map(str::to_string)
 }
 
 /// Writes a checkpoint file as `raspc compile -o` does, for library users (the Python package):

@@ -30,7 +30,7 @@ pub(crate) fn plot_cmd(path: &Path, dir: &Path, format: PlotFormat, symlog: bool
     if let Some(first) = stale.first() {
         let _ = writeln!(
             out,
-            "note: {} other figure{} in {} (e.g. `{}`) {} from an earlier `raspc plot`, not of this model",
+            "note: {} other figure{} in {} (e.g. `{}`) {} left by an earlier `raspc plot` (of any model, in either format) and not replaced by this one",
             stale.len(),
             if stale.len() == 1 { "" } else { "s" },
             dir.display(),

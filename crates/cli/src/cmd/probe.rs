@@ -126,6 +126,11 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         if ck.config.real_input.is_some() {
             return Err(format!("`{}` reads real numbers; probe svflow shuffles vocabulary tokens and needs a model with token inputs", model.display()).into());
         }
+        // (Refused before anything runs or is said: review b24 saw the no-program note and a
+        // warning first.)
+        if ck.config.layers.iter().all(|l| l.heads.is_empty()) {
+            return Err(format!("`{}` has no attention heads: there is no attention to probe", model.display()).into());
+        }
         let beta = ck.config.attention.soft_beta / attn_temp;
         if !(beta.is_finite() && beta <= budget.max_soft_beta) {
             return Err(format!(
@@ -194,9 +199,6 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
             return Err("the probe's scores are not finite (the model's activations overflow on these inputs: `raspc run` or `trace` names where)".to_string().into());
         }
         headless = ck.config.layers.iter().map(|l| l.heads.is_empty()).collect();
-        if headless.iter().all(|&h| h) {
-            return Err(format!("`{}` has no attention heads: there is no attention to probe", model.display()).into());
-        }
         (conds, ck.config.layers.len(), settings)
     };
     let n = settings.seq_len;

@@ -160,7 +160,9 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
     let report = u.compiled.report.clone().unwrap_or_default();
     if let Some(o) = &a.output {
         let bytes = u.compiled.checkpoint.to_bytes().map_err(|e| format!("internal error: {e}"))?;
-        write_checkpoint(o, &bytes, a.force)?;
+        if let Some(note) = write_checkpoint(o, &bytes, a.force)? {
+            let _ = writeln!(err, "{note}");
+        }
     }
     let dtype = if a.f64 { candle_core::DType::F64 } else { candle_core::DType::F32 };
     let model = raspc_runtime::Model::with_dtype(u.compiled.checkpoint.clone(), &device, dtype).map_err(|e| format!("cannot load U on {}: {e}", a.device))?;
@@ -223,7 +225,14 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         let _ = writeln!(out, "{j}");
     } else {
         // (Bounds as `num` prints them: 1e-320 is not 330 digits.)
-        let (xb, ab, vb) = (crate::args::num(bounds.x), crate::args::num(bounds.a), crate::args::num(bounds.v));
+        // An f32 bound (the entries' largest f32 magnitude) in the f32's shortest digits: 0.4,
+        // not 0.4000000059604645 (review b24).
+        let shortest = |x: f64| {
+            let f = x as f32;
+            let x = if f64::from(f) == x { f.to_string().parse::<f64>().unwrap_or(x) } else { x };
+            crate::args::num(x)
+        };
+        let (xb, ab, vb) = (shortest(bounds.x), shortest(bounds.a), shortest(bounds.v));
         let ranges = if xb == ab && ab == vb {
             format!("inputs in [-{xb}, {xb}]")
         } else if ab == vb {

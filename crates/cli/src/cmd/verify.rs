@@ -55,7 +55,7 @@ pub(crate) fn verify_verdict(
             let _ = writeln!(out, "  {l}");
         }
     }
-    let _ = writeln!(out, "verified: {checked} inputs, {failed} mismatches");
+    let _ = writeln!(out, "verified: {}, {}", count_of(checked, "input"), count_of(failed, "mismatch"));
     if failed > 0 {
         return Err(Failure::Silent);
     }
@@ -106,7 +106,7 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
             let got: Vec<raspc_lang::Atom> = m.got.iter().map(verify::decoded_atom).collect();
             let _ = writeln!(out, "mismatch: input {}: expected {}, model {}", show(&m.input), show(&m.expected), show(&got));
         }
-        let _ = writeln!(out, "Hard attention: {} inputs, {} mismatches", r.checked, r.failed);
+        let _ = writeln!(out, "Hard attention: {}, {}", count_of(r.checked, "input"), count_of(r.failed, "mismatch"));
         if matches!(a.attention, AttentionModes::Both) {
             let _ = writeln!(out, "Soft attention: not checked (a real-valued model's certified bound holds under hard attention only)");
         }
@@ -148,7 +148,7 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
             raspc_runtime::Attention::Hard => format!("tie tolerance {}", c.attention.tie_tolerance),
             raspc_runtime::Attention::Soft => format!("beta {}", c.attention.soft_beta),
         };
-        let _ = writeln!(out, "{:?} attention ({detail}): {} inputs, {f} mismatches", mode, report.checked);
+        let _ = writeln!(out, "{:?} attention ({detail}): {}, {}", mode, count_of(report.checked, "input"), count_of(*f, "mismatch"));
     }
     for m in &report.examples {
         let show = |v: &[raspc_lang::Atom]| format!("[{}]", v.iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "));
@@ -166,4 +166,13 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
         serde_json::json!({ "output": built.compiled.plan.output_label, "summary": built.compiled.summary.to_string(), "attention": modes, "examples": examples })
     });
     verify_verdict(seqs.len(), report.checked, report.failed, &report.rejections, a.allow_rejected, json, if a.json { stdout } else { out })
+}
+
+/// `1 input`, `2 inputs`, `1 mismatch`, `0 mismatches` (review b24: "1 inputs").
+fn count_of(n: usize, noun: &str) -> String {
+    match (n, noun.ends_with(['s', 'h', 'x'])) {
+        (1, _) => format!("1 {noun}"),
+        (_, true) => format!("{n} {noun}es"),
+        (_, false) => format!("{n} {noun}s"),
+    }
 }
