@@ -1981,7 +1981,12 @@ impl Lowerer<'_> {
     fn aggregate(&mut self, id: NodeId, sel: NodeId, values: NodeId, default: &Atom) -> Result<SlotId, Diagnostic> {
         let label = self.label(id).to_string();
         let value_atoms = self.finite(values).ok();
-        let can_mean = value_atoms.as_ref().is_none_or(|v| v.iter().any(is_mean_capable));
+        // Values that hold strings and one other value (the library `sort`'s default 0 beside
+        // string tokens, review w24): the interpreter averages only a sequence without strings
+        // (it rejects one that mixes them), so every mean is of that one value, which a
+        // categorical aggregate copies exactly.
+        let one_beside_strings = value_atoms.as_ref().is_some_and(|v| v.iter().any(Atom::is_str) && v.iter().filter(|a| !a.is_str()).count() == 1);
+        let can_mean = !one_beside_strings && value_atoms.as_ref().is_none_or(|v| v.iter().any(is_mean_capable));
         let single = self.single(sel);
         let want_num = self.opts.numerical.contains(&label);
         let want_cat = self.opts.categorical.contains(&label);
@@ -2005,10 +2010,20 @@ impl Lowerer<'_> {
                     for (a, val) in self.view_values(&vv).into_iter().enumerate() {
                         let x = match val {
                             Some(Atom::Str(s)) => {
-                                return Err(self
+                                let numbers: Vec<String> = value_atoms.iter().flatten().filter(|a| !a.is_str()).take(4).map(Atom::repr).collect();
+                                let mut e = self
                                     .err(id, "compile::mean", format!("`{label}` may average values that include the string {s:?}"))
                                     .with_label("this aggregate")
-                                    .with_secondary(crate::names::place(self.g, values), "values defined here"));
+                                    .with_secondary(crate::names::place(self.g, values), "values defined here");
+                                if !numbers.is_empty() {
+                                    // (Review w24: a numeric default among strings, as the library
+                                    // `sort`'s 0, was not named.)
+                                    e = e.with_note(format!(
+                                        "its values mix strings with numbers ({}; an aggregate's numeric default, such as the library `sort`'s 0, is one way to get them), so the compiler cannot rule out a mean; a string default (`aggregate(s, v, \"_\")`) keeps them strings",
+                                        numbers.join(", ")
+                                    ));
+                                }
+                                return Err(e);
                             }
                             Some(a) => a.as_f64().unwrap_or(0.0),
                             None => 0.0,
