@@ -1373,7 +1373,9 @@ impl Lowerer<'_> {
                                 }
                                 _ => false,
                             };
-                            if !rounding || plain_mean {
+                            // (Not one the user already stores so: review w24 was told to pass
+                            // the --encoding it had passed.)
+                            if (!rounding || plain_mean) && !self.opts.categorical.contains(&node.label) {
                                 named.push(node.label.clone());
                             }
                         } else {

@@ -1019,11 +1019,13 @@ fn difference_compare(kind: &NodeKind, f: &Facts, out: &mut Graph, span: raspc_l
                 return None;
             }
         }
-        // Two means over different selectors: for floats x op y exactly when x - y op 0
-        // (subtraction rounds to 0 only for equal numbers; both within 2^50, integers subtract
-        // exactly too), and a difference compared with a constant is a staircase stepping only
-        // next to it (`lower::threshold_points`). (Helper a20: `prefix_mean >= overall` over
-        // digits was refused from max-len 8, more than 8192 combinations.)
+        // Two numbers, at least one not known to be an integer (two means over different
+        // selectors, a mean against `length`): for floats x op y exactly when x - y op 0
+        // (subtraction rounds to 0 only for equal numbers, and keeps the sign; both within 2^50,
+        // integers subtract exactly too), and a difference compared with a constant is a
+        // staircase stepping only next to it (`lower::threshold_points`). (Helper a20:
+        // `prefix_mean >= overall` over digits was refused from max-len 8, more than 8192
+        // combinations.)
         _ => {
             let sel = |x: NodeId| match &out.node(x).kind {
                 NodeKind::Aggregate { sel, default: Atom::Int(_) | Atom::Float(_), .. } => Some(*sel),
@@ -1033,7 +1035,11 @@ fn difference_compare(kind: &NodeKind, f: &Facts, out: &mut Graph, span: raspc_l
                 f.learn(out, x);
                 f.new.borrow().1.get(&x).is_some_and(|iv| iv.lo.is_finite() && iv.hi.is_finite() && iv.lo.abs().max(iv.hi.abs()) < (1u64 << 50) as f64)
             };
-            if sel(a)? == sel(b)? || !bounded(a) || !bounded(b) || few_combinations(f, f.size(a).saturating_mul(f.size(b))) {
+            // (Two means over one selector merge into one mean instead: `rewrite`. Any other
+            // pair of bounded numbers too, review w24: `2 * sep_pos + 1 == length`, a mean of
+            // indices against the length, was refused at max-len 64 while its difference
+            // compared with 0 compiled.)
+            if matches!((sel(a), sel(b)), (Some(x), Some(y)) if x == y) || !bounded(a) || !bounded(b) || few_combinations(f, f.size(a).saturating_mul(f.size(b))) {
                 return None;
             }
         }
@@ -1117,6 +1123,10 @@ fn grid_compare(g: &Graph, id: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId>,
             if op != Cmp::Eq {
                 return Some(cmp_node);
             }
+            // (The comparison added here is no node being rebuilt: it gets `difference_compare`
+            // itself, review w24: `2 * sep_pos + 1 == length` at max-len 64 compared 8,256
+            // combinations of `floor(E)` and `length`.)
+            let cmp_node = difference_compare(&cmp_node, f, out, span).unwrap_or(cmp_node);
             let eq = out.add(cmp_node, span)?;
             return Some(NodeKind::Map { op: MapOp::Binary(BinOp::And), args: vec![Operand::Sop(isint), Operand::Sop(eq)] });
         }
