@@ -399,10 +399,42 @@ def misuse():
         (m.run(list("abc")), ["c", "b", "a"]),
         (m.run(["ab", "ba"]), [["b", "a"], ["a", "b"]]),
     ]
+    # batch=True: every element is an input, even one-character strings that are tokens;
+    # batch=False: one input (helper py24: zip(batch, model.run(batch)) paired the wrong items).
+    runs += [
+        (m.run(["a", "b", "c"], batch=True), [["a"], ["b"], ["c"]]),
+        (m.run(["ab", "c"], batch=True), [["b", "a"], ["c"]]),
+        (m.run(["a", "b", "c"], batch=False), ["c", "b", "a"]),
+        (m.to_torch().run(["a", "b"], batch=True), [["a"], ["b"]]),
+        ([r.shape for r in m.readout(["a", "bc"], batch=True)], [(2, m.config["readout_dims"]), (3, m.config["readout_dims"])]),
+    ]
     for got, want in runs:
         checks += 1
         if got != want:
             failures.append(f"run: {got} instead of {want}")
+    expect_error("bytes as inputs", lambda: m.run(b"abc"), "decode them first")
+    expect_error("bytes in a batch", lambda: m.run([b"ab", "c"]), "decode it first")
+    expect_error("bytes in a batch", lambda: m.run([b"ab", "c"], batch=True), "decode it first")
+    expect_error("batch of another kind", lambda: m.run(["a"], batch=1), "batch must be True, False or None")
+    checks += 1
+    if not issubclass(raspc.RaspcError, ValueError):
+        failures.append("RaspcError must be a ValueError")
+    checks += 1
+    if "_stacklevel" in str(__import__("inspect").signature(raspc.compile)) or "vocab" not in str(__import__("inspect").signature(raspc.compile_file)):
+        failures.append(f"signatures: compile{__import__('inspect').signature(raspc.compile)}, compile_file{__import__('inspect').signature(raspc.compile_file)}")
+    # Token ids without BOS first, or BOS where key_mask does not hide it, give a meaningless
+    # readout: refused by the torch module and by TransformerLens's forward.
+    mod = m.to_torch()
+    bos = m.config["bos_id"]
+    ids = [v for v in m.token_ids.values()]
+    expect_error("torch forward without BOS", lambda: mod(torch.tensor([[ids[0], ids[1]]])), f"not the BOS id {bos}")
+    expect_error("torch forward with BOS inside", lambda: mod(torch.tensor([[bos, ids[0], bos]])), "BOS comes only first")
+    checks += 1
+    padded = mod(torch.tensor([[bos, ids[0], bos]]), torch.tensor([[1, 1, 0]]))
+    if tuple(padded.shape) != (1, 3, m.config["readout_dims"]):
+        failures.append(f"a padded batch (BOS as padding, hidden) must run: {tuple(padded.shape)}")
+    hooked = m.to_transformer_lens()
+    expect_error("TransformerLens forward without BOS", lambda: hooked(torch.tensor([[ids[0], ids[1]]])), f"not the BOS id {bos}")
     mean = raspc.compile('m = aggregate(select(indices, indices, <=), tokens == "(");', vocab="()", max_len=8)
     r = mean.verify(samples=300)
     checks += 1
@@ -584,8 +616,6 @@ def misuse():
             failures.append(f"a real-valued model's verify must say soft attention was not checked: {both}")
         # An ablation on a copy of the TransformerLens form runs the copy (the helpers were
         # closures over the original), and the original is untouched; torch.save round-trips.
-        import torch
-
         srt_tl = srt.to_transformer_lens()
         before = srt_tl.raspc_run([3, 1, 2])
         ablated = copy.deepcopy(srt_tl)

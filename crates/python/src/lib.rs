@@ -8,14 +8,14 @@
 
 use candle_core::Tensor;
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use raspc::pythonic;
 use raspc_lang::{Atom, DiskLoader};
 use raspc_runtime::{Attention, Decoded, Model};
 
-create_exception!(_raspc, RaspcError, PyException, "An error reported by raspc; the message is raspc's diagnostic text.");
+create_exception!(_raspc, RaspcError, PyValueError, "An error reported by raspc (a ValueError); the message is raspc's diagnostic text.");
 
 fn err(msg: impl Into<String>) -> PyErr {
     // Rendered diagnostics end with blank lines, which a traceback shows as they are.

@@ -45,6 +45,8 @@ def _atom(x):
         return _text("a token", x)
     if isinstance(x, (bool, int, float)) or x is None:
         return x
+    if isinstance(x, (bytes, bytearray)):
+        raise RaspcError(f"a token must be a string, number or bool, not {type(x).__name__} (decode it first: .decode())")
     item = getattr(x, "item", None)
     if item is not None:
         return item()
@@ -70,6 +72,8 @@ def _seq(inp):
     """One input sequence as a list of atoms: a string is split into characters."""
     if isinstance(inp, str):
         return list(_text("an input", inp))
+    if isinstance(inp, (bytes, bytearray)):
+        raise RaspcError(f"an input is {type(inp).__name__}, not text: decode it first (.decode())")
     if isinstance(inp, (dict, set, frozenset)):
         # (A dict's keys or a set's order, which changes between processes: helper p22.)
         raise RaspcError(f"an input must be a string or a sequence of tokens, not a {type(inp).__name__}")
@@ -82,7 +86,7 @@ def _seq(inp):
         raise RaspcError(f"an input must be a string or a sequence of tokens, not {type(inp).__name__}") from None
 
 
-def _batch(inputs, vocab=(), real=False):
+def _batch(inputs, vocab=(), real=False, batch=None):
     """(list of sequences, whether a single sequence was given). A list of strings that are all
     tokens of ``vocab`` is one sequence (``["the", "cat"]``, ``list("abc")``); other strings in
     a list are inputs of a batch, each split into characters. ``real``: the model reads
@@ -93,7 +97,11 @@ def _batch(inputs, vocab=(), real=False):
         text = next((x for x in flat if isinstance(x, str)), None)
         if text is not None:
             raise RaspcError(f"this model reads numbers, not text: give them as numbers ([0.5, -1.0]), not strings ({text!r})")
-    if isinstance(inputs, str):
+    if isinstance(inputs, (bytes, bytearray)):
+        raise RaspcError(f"inputs are {type(inputs).__name__}, not text: decode them first (inputs.decode())")
+    if batch is False:
+        return [_seq(inputs)], True
+    if isinstance(inputs, str) and batch is None:
         return [_seq(inputs)], True
     if isinstance(inputs, (dict, set, frozenset)):
         raise RaspcError(f"inputs must be a string, a sequence of tokens or a batch of them, not a {type(inputs).__name__}")
@@ -106,6 +114,12 @@ def _batch(inputs, vocab=(), real=False):
         raise RaspcError(f"inputs must be a string, a sequence of tokens or a batch of them, not {type(inputs).__name__}") from None
     # numpy scalars (``list(np.array([3, 1]))``) are the Python numbers they hold.
     inputs = [x.item() if getattr(x, "ndim", None) == 0 and hasattr(x, "item") else x for x in inputs]
+    if batch is True:
+        # Every element is an input, whatever it holds (helper py24: a batch of one-character
+        # strings read as one input).
+        return [_seq(x) for x in inputs], False
+    if batch is not None:
+        raise RaspcError(f"batch must be True, False or None, not {batch!r}")
     tokens = {t for t in vocab if isinstance(t, str)}
     atom = lambda x: not isinstance(x, (list, tuple)) and getattr(x, "tolist", None) is None
     # A list of atoms is one sequence: numbers and booleans, and strings that are tokens of the
@@ -259,21 +273,25 @@ class Model:
         return f"<raspc.{type(self).__name__} {self._output['label']!r}: {self.summary}>"
 
     # ---- running -----------------------------------------------------------------------
-    def run(self, inputs, attention="hard"):
+    def run(self, inputs, attention="hard", *, batch=None):
         """Runs a batch of inputs (each a string, or a list of tokens / numbers; lengths may
         differ) and returns one decoded output list per input, exactly as ``raspc run`` does.
-        A single input (a string or a flat list of tokens) returns a single output list."""
-        batch, single = _batch(inputs, self.vocab, self._config.get("real_input") is not None)
+        A single input (a string or a flat list of tokens) returns a single output list.
+        ``batch=True``: ``inputs`` is a batch, one output per element (``["a", "b"]`` is two
+        inputs even where "a" and "b" are tokens); ``batch=False``: one input; ``None`` (the
+        default): a list of strings that are all tokens is one input, other lists a batch."""
+        batch, single = _batch(inputs, self.vocab, self._config.get("real_input") is not None, batch)
         if not batch:
             raise RaspcError("the batch is empty: give an input (a string or a list of tokens) or a list of inputs")
         out = _json.loads(self._native.run(_json_batch(batch), _attention(attention)))
         return out[0] if single else out
 
-    def readout(self, inputs, attention="hard"):
-        """The raw readout of each input: a numpy array ``[len + 1, readout_dims]``, BOS first."""
+    def readout(self, inputs, attention="hard", *, batch=None):
+        """The raw readout of each input: a numpy array ``[len + 1, readout_dims]``, BOS first
+        (``batch`` as for :meth:`run`)."""
         import numpy as np
 
-        batch, single = _batch(inputs, self.vocab, self._config.get("real_input") is not None)
+        batch, single = _batch(inputs, self.vocab, self._config.get("real_input") is not None, batch)
         if not batch:
             raise RaspcError("the batch is empty: give an input (a string or a list of tokens) or a list of inputs")
         out = [np.asarray(r, dtype=np.float64) for r in _json.loads(self._native.readout(_json_batch(batch), _attention(attention)))]
@@ -511,7 +529,7 @@ class Universal(Model):
         return np.asarray(out[: h * n * dv], dtype=float).reshape(h, n, dv)
 
 
-def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, entry=None, *, path=None, mlp="relu", numerical=(), categorical=(), input_grid=None, pl_error=None, _stacklevel=2):
+def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, entry=None, *, path=None, mlp="relu", numerical=(), categorical=(), input_grid=None, pl_error=None):
     """Compiles RASP source text to a :class:`Model`.
 
     ``vocab``: the tokens the model accepts (a string of characters or a list of tokens);
@@ -523,6 +541,12 @@ def compile(source, vocab=None, max_len=None, causal=False, input_bounds=None, e
     ``input_grid``: instead of ``vocab``, the numbers lo, lo + step, .., hi as tokens
     (``(lo, hi, step)`` or the CLI's ``"lo,hi,step"``); ``pl_error``: a real-valued program's
     interpolation target (the CLI's ``--pl-error``)."""
+    return _compile(source, vocab, max_len, causal, input_bounds, entry, path, mlp, numerical, categorical, input_grid, pl_error, 3)
+
+
+def _compile(source, vocab, max_len, causal, input_bounds, entry, path, mlp, numerical, categorical, input_grid, pl_error, _stacklevel):
+    """:func:`compile`, its warnings ``_stacklevel`` frames up (the user's line; helper py24: a
+    private parameter of ``compile`` showed in its signature)."""
     if not isinstance(source, str):
         raise RaspcError("source must be the program's text (a string); use raspc.compile_file for a path")
     _text("source", source)
@@ -651,8 +675,9 @@ def _labels(name, labels):
     return [_text(name, x) for x in out]
 
 
-def compile_file(path, **kwargs):
-    """:func:`compile` on the program in ``path`` (a str, bytes or path-like object)."""
+def compile_file(path, vocab=None, max_len=None, causal=False, input_bounds=None, entry=None, *, mlp="relu", numerical=(), categorical=(), input_grid=None, pl_error=None):
+    """:func:`compile` on the program in ``path`` (a str, bytes or path-like object), with the
+    same options (``load`` statements are relative to the file)."""
     if not isinstance(path, (str, bytes, _os.PathLike)):
         raise RaspcError(f"compile_file needs a file path (a str or a path-like object), not {path!r}")
     path = _os.fsdecode(path)
@@ -666,7 +691,7 @@ def compile_file(path, **kwargs):
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise RaspcError(f"`{path}` is not valid UTF-8 (first bad byte at line {line}, column {column}, byte offset {e.start})") from None
     # (Warnings point at the caller's line, not at this one: helper p22.)
-    return compile(text, path=path, _stacklevel=3, **kwargs)
+    return _compile(text, vocab, max_len, causal, input_bounds, entry, path, mlp, numerical, categorical, input_grid, pl_error, 3)
 
 
 def load(path):

@@ -175,6 +175,17 @@ def _hooked_class():
     from transformer_lens import HookedTransformer
 
     class RaspcHookedTransformer(HookedTransformer):
+        def forward(self, input, *args, **kwargs):
+            # Token ids without BOS first run to a plausible but meaningless readout (helper
+            # py24); strings go through TransformerLens's own tokenizer path, unchecked here.
+            if isinstance(input, torch.Tensor) and input.dim() == 2 and input.shape[0] and input.shape[1] and not input.is_floating_point():
+                bos = int(self.raspc_model._config["bos_id"])
+                wrong = input[:, 0] != bos
+                if bool(wrong.any()):
+                    i = int(wrong.nonzero()[0, 0])
+                    raise RaspcError(f"tokens[{i}, 0] is {int(input[i, 0])}, not the BOS id {bos}: every input starts with BOS (model.encode adds it)")
+            return super().forward(input, *args, **kwargs)
+
         def raspc_hooks(self, key_mask=None, values=None, attention="hard"):
             """Forward hooks for ``hooked.run_with_hooks(tokens, fwd_hooks=...)``: key masking,
             hard attention, real-valued inputs."""
@@ -219,24 +230,25 @@ def _hooked_class():
             r = self.run_with_hooks(torch.from_numpy(tokens).to(self.cfg.device), fwd_hooks=hooks)
             return r.to("cpu", torch.float64).numpy(), lengths
 
-        def raspc_run(self, inputs, attention="hard"):
-            """Pads a batch, runs it with the hooks, decodes each input as ``raspc run``."""
+        def raspc_run(self, inputs, attention="hard", *, batch=None):
+            """Pads a batch, runs it with the hooks, decodes each input as ``raspc run``
+            (``batch`` as for ``Model.run``)."""
             from . import _batch
 
             model = self.raspc_model
-            batch, single = _batch(inputs, model.vocab)
+            batch, single = _batch(inputs, model.vocab, False, batch)
             r, lengths = self.raspc_readout(batch, attention)
             out = [model.decode(r[i, : n + 1]) for i, n in enumerate(lengths)]
             return out[0] if single else out
 
         @torch.no_grad()
-        def raspc_run_with_cache(self, inputs, attention="hard"):
+        def raspc_run_with_cache(self, inputs, attention="hard", *, batch=None):
             """(outputs, cache): the ActivationCache as a dict, with ``hook_attn_scores`` and
-            ``hook_pattern`` cut to each layer's real heads."""
+            ``hook_pattern`` cut to each layer's real heads (``batch`` as for ``Model.run``)."""
             from . import _batch
 
             model = self.raspc_model
-            batch, single = _batch(inputs, model.vocab)
+            batch, single = _batch(inputs, model.vocab, False, batch)
             tokens, mask, values, lengths = model.encode(batch)
             with self.hooks(fwd_hooks=self.raspc_hooks(mask, values, attention)):
                 r, cache = self.run_with_cache(torch.from_numpy(tokens).to(self.cfg.device))

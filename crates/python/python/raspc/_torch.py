@@ -126,6 +126,11 @@ class RaspcModule(nn.Module):
             bad = int(tokens.min()) if int(tokens.min()) < 0 else int(tokens.max())
             raise RaspcError(f"token id {bad} is outside the vocabulary's ids 0..{self.embed_token.shape[0] - 1} (model.token_ids, model.encode)")
         b, t = tokens.shape
+        # Ids built by hand without BOS first (or with BOS among the inputs) run to a plausible
+        # but meaningless readout (helper py24: a sort decoded [2, 2, 2]).
+        if b and bool((tokens[:, 0] != self.bos_id).any()):
+            i = int((tokens[:, 0] != self.bos_id).nonzero()[0, 0])
+            raise RaspcError(f"tokens[{i}, 0] is {int(tokens[i, 0])}, not the BOS id {self.bos_id}: every input starts with BOS (model.encode adds it)")
         if key_mask is not None:
             key_mask = torch.as_tensor(key_mask, device=tokens.device)
             if tuple(key_mask.shape) != (b, t):
@@ -133,6 +138,13 @@ class RaspcModule(nn.Module):
             # Every query sees BOS: a row of no visible keys has no attention to compute.
             if b and bool((key_mask[:, 0] == 0).any()):
                 raise RaspcError("key_mask must be nonzero at BOS (position 0) of every input")
+        # BOS past position 0 is padding, which key_mask must hide.
+        late = tokens[:, 1:] == self.bos_id
+        if key_mask is not None:
+            late = late & (key_mask[:, 1:] != 0)
+        if bool(late.any()):
+            i, p = (int(x) for x in late.nonzero()[0])
+            raise RaspcError(f"tokens[{i}, {p + 1}] is the BOS id {self.bos_id} at a position key_mask does not hide: BOS comes only first, and padding needs key_mask 0 (model.encode gives both)")
         if values is not None:
             values = torch.as_tensor(values, device=tokens.device)
         x = self.embed(tokens, values)
@@ -155,12 +167,12 @@ class RaspcModule(nn.Module):
         return x @ self.readout
 
     @torch.no_grad()
-    def run(self, inputs, attention="hard"):
+    def run(self, inputs, attention="hard", *, batch=None):
         """Pads ``inputs`` into one batch (key mask on the padding), runs it and decodes each
-        input as ``raspc run`` does."""
+        input as ``raspc run`` does (``batch`` as for ``Model.run``)."""
         from . import _batch
 
-        batch, single = _batch(inputs, self._model.vocab)
+        batch, single = _batch(inputs, self._model.vocab, False, batch)
         tokens, mask, values, lengths = self._model.encode(batch)
         r = self.forward(torch.from_numpy(tokens), torch.from_numpy(mask), torch.from_numpy(values), attention=attention)
         r = r.detach().to("cpu", torch.float64).numpy()
