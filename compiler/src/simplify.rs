@@ -541,6 +541,14 @@ fn exclusive_cmps(a: Cmp, b: Cmp) -> bool {
 }
 
 fn exclusive(g: &Graph, a: NodeId, b: NodeId) -> bool {
+    // An `or` is exclusive with what each side is (a three-way tie-break `A or (B and C) or
+    // (B and D and E)`, review w24: 308 M parameters as one selector at max-len 16).
+    if let NodeKind::SelectOr(a1, a2) = g.node(a).kind {
+        return exclusive(g, a1, b) && exclusive(g, a2, b);
+    }
+    if let NodeKind::SelectOr(b1, b2) = g.node(b).kind {
+        return exclusive(g, a, b1) && exclusive(g, a, b2);
+    }
     let (mut ca, mut cb) = (vec![], vec![]);
     conjuncts(g, a, &mut ca);
     conjuncts(g, b, &mut cb);
@@ -550,6 +558,61 @@ fn exclusive(g: &Graph, a: NodeId, b: NodeId) -> bool {
             _ => false,
         })
     })
+}
+
+/// The largest one-hot (combinations of the s-ops one side of an `or` selector's selects
+/// compare, keys or queries) a width is still computed with directly, not by
+/// inclusion–exclusion.
+const MAX_OR_ONE_HOT: usize = 512;
+
+/// The sides of a selector's top-level `or`s (1 for a selector that is no `or`).
+fn or_sides(g: &Graph, s: NodeId) -> usize {
+    match g.node(s).kind {
+        NodeKind::SelectOr(a, b) => or_sides(g, a) + or_sides(g, b),
+        _ => 1,
+    }
+}
+
+/// The combinations of values of the s-ops a selector's selects read on one side (keys or
+/// queries, the larger), from the value sets of the new graph.
+fn combined_values(g: &Graph, s: NodeId, f: &Facts) -> usize {
+    fn operands(g: &Graph, s: NodeId, keys: &mut std::collections::BTreeSet<NodeId>, queries: &mut std::collections::BTreeSet<NodeId>) {
+        match &g.node(s).kind {
+            NodeKind::Select { keys: k, queries: q, .. } => {
+                keys.insert(*k);
+                queries.insert(*q);
+            }
+            NodeKind::SelectAnd(a, b) | NodeKind::SelectOr(a, b) => {
+                operands(g, *a, keys, queries);
+                operands(g, *b, keys, queries);
+            }
+            NodeKind::SelectNot(a) => operands(g, *a, keys, queries),
+            _ => {}
+        }
+    }
+    let (mut keys, mut queries) = Default::default();
+    operands(g, s, &mut keys, &mut queries);
+    let product = |xs: &std::collections::BTreeSet<NodeId>| {
+        xs.iter().fold(1usize, |p, &x| {
+            f.learn(g, x);
+            p.saturating_mul(f.size(x))
+        })
+    };
+    product(&keys).max(product(&queries))
+}
+
+/// `a and b` with `and` distributed over the `or`s of either side (`(x or y) and b` is `(x and b)
+/// or (y and b)`), so that its width splits again.
+fn and_of(out: &mut Graph, a: NodeId, b: NodeId, span: raspc_lang::Span) -> Option<NodeId> {
+    if let NodeKind::SelectOr(a1, a2) = out.node(a).kind {
+        let (x, y) = (and_of(out, a1, b, span)?, and_of(out, a2, b, span)?);
+        return out.add(NodeKind::SelectOr(x, y), span);
+    }
+    if let NodeKind::SelectOr(b1, b2) = out.node(b).kind {
+        let (x, y) = (and_of(out, a, b1, span)?, and_of(out, a, b2, span)?);
+        return out.add(NodeKind::SelectOr(x, y), span);
+    }
+    out.add(NodeKind::SelectAnd(a, b), span)
 }
 
 /// True when a selector's selects compare more than one pair of s-ops (so one score term
@@ -579,9 +642,39 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
         && compares_several(out, *sel)
         && exclusive(out, a, b)
     {
-        let wa = out.add(NodeKind::SelectorWidth(a), span)?;
-        let wb = out.add(NodeKind::SelectorWidth(b), span)?;
+        // (Each side split again where it is itself such an `or`.)
+        let width = |out: &mut Graph, s: NodeId| {
+            let k = NodeKind::SelectorWidth(s);
+            let k = rewrite(out, &k, span, facts).unwrap_or(k);
+            out.add(k, span)
+        };
+        let wa = width(out, a)?;
+        let wb = width(out, b)?;
         return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(wa), Operand::Sop(wb)] });
+    }
+    // Inclusion–exclusion: |A ∪ B| = |A| + |B| - |A ∩ B|, each an `and` of selects (one head,
+    // its terms added) where the `or` needs a one-hot over every combination of the s-ops its
+    // sides compare (review w24: `same token or a neighbour` over 52 letters at max-len 64 was
+    // 185 M parameters in one head). Only for up to three sides (seven widths), and where that
+    // one-hot would be large.
+    if let NodeKind::SelectorWidth(sel) = kind
+        && let NodeKind::SelectOr(a, b) = out.node(*sel).kind.clone()
+        && compares_several(out, *sel)
+        && let Some(f) = facts.filter(|f| !f.structural)
+        && or_sides(out, *sel) <= 3
+        && combined_values(out, *sel, f) > MAX_OR_ONE_HOT
+    {
+        let both = and_of(out, a, b, span)?;
+        let width = |out: &mut Graph, s: NodeId| {
+            let k = NodeKind::SelectorWidth(s);
+            let k = rewrite(out, &k, span, facts).unwrap_or(k);
+            out.add(k, span)
+        };
+        let wa = width(out, a)?;
+        let wb = width(out, b)?;
+        let wab = width(out, both)?;
+        let sum = out.add(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(wa), Operand::Sop(wb)] }, span)?;
+        return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Sub), args: vec![Operand::Sop(sum), Operand::Sop(wab)] });
     }
     let NodeKind::Map { op: MapOp::Binary(op), args } = kind else { return None };
     if let Some(k) = facts.and_then(|f| scaled_compare(out, f, *op, args, span)) {
