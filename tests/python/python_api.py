@@ -412,6 +412,14 @@ def misuse():
         checks += 1
         if got != want:
             failures.append(f"run: {got} instead of {want}")
+    # A batch past one part (1,024 inputs per native call, for Ctrl-C) keeps its order.
+    import random
+
+    rng = random.Random(1)
+    many = ["".join(rng.choice("abc") for _ in range(rng.randint(1, 4))) for _ in range(2600)]
+    checks += 1
+    if m.run(many) != [list(reversed(x)) for x in many] or [r.shape[0] for r in m.readout(many)] != [len(x) + 1 for x in many]:
+        failures.append("a batch of 2,600 inputs run in parts must keep its order")
     expect_error("bytes as inputs", lambda: m.run(b"abc"), "decode them first")
     expect_error("bytes in a batch", lambda: m.run([b"ab", "c"]), "decode it first")
     expect_error("bytes in a batch", lambda: m.run([b"ab", "c"], batch=True), "decode it first")
