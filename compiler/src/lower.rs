@@ -1985,9 +1985,21 @@ impl Lowerer<'_> {
         let value_atoms = self.finite(values).ok();
         // Values that hold strings and one other value (the library `sort`'s default 0 beside
         // string tokens, review w24): the interpreter averages only a sequence without strings
-        // (it rejects one that mixes them), so every mean is of that one value, which a
-        // categorical aggregate copies exactly.
-        let one_beside_strings = value_atoms.as_ref().is_some_and(|v| v.iter().any(Atom::is_str) && v.iter().filter(|a| !a.is_str()).count() == 1);
+        // (it rejects one that mixes them), so every mean is of copies of that one value, which
+        // a categorical aggregate copies: when the mean of 2..=max-len copies is that number
+        // (review rv24: three copies of 0.1 average to 0.10000000000000002, and 2^53 + 1 comes
+        // back another number), as the float it is (`mean_of_one`, an alternative of an integer).
+        let mean_of_one = value_atoms.as_ref().and_then(|v| {
+            let mut others = v.iter().filter(|a| !a.is_str());
+            let (Some(x), None) = (others.next(), others.next()) else { return None };
+            if !v.iter().any(Atom::is_str) {
+                return None;
+            }
+            let want = x.as_f64()?;
+            let means: Vec<f64> = (2..=self.opts.max_len.max(2)).map(|k| raspc_lang::interp::python_mean(&vec![x; k])).collect();
+            means.iter().all(|m| *m == want && m.is_sign_negative() == want.is_sign_negative()).then(|| (x.clone(), Atom::Float(want)))
+        });
+        let one_beside_strings = mean_of_one.is_some();
         let can_mean = !one_beside_strings && value_atoms.as_ref().is_none_or(|v| v.iter().any(is_mean_capable));
         let single = self.single(sel);
         let want_num = self.opts.numerical.contains(&label);
@@ -2100,6 +2112,12 @@ impl Lowerer<'_> {
                     "its values are floats that differ only by rounding, passed through a map a model cannot apply to both; round them first (`round(...)`), or compute with integers",
                 ));
         }
+        // The float a mean of copies of the one number gives stands with it (maps that tell
+        // them apart, `str`, are then refused as for any number of two types).
+        let alts = alts.or_else(|| {
+            let (x, mean) = mean_of_one.as_ref().filter(|(x, mean)| x != mean)?;
+            Some(outs.iter().map(|o| if o == x { vec![o.clone(), mean.clone()] } else { vec![o.clone()] }).collect())
+        });
         let s = self.new_slot(label, SlotEnc::Cat(outs), at_bos);
         if let Some(groups) = alts {
             self.cat_alts.insert(s, groups);

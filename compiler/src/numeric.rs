@@ -320,9 +320,9 @@ pub fn counted_sum_extra_floats(
 /// (indices + 1) * frac_close` pairs 7.000000000000001 (k/n·n at one position) with 7 (at
 /// another) when taken apart, a difference of 8.9e-16 that no input gives, and a comparison
 /// with 0 was refused (helper w22, from max-len 22). Each position contributes the exact
-/// λ·S₁ ± λ·S₂ (what the model computes) and the interpreter's float `(S₁/c₁)·f₁(i) ± (S₂/c₂)·f₂(i)`
-/// where that differs, over every pair of integer sums (S₁, S₂) the values allow (a superset of
-/// what occurs). None when the operands are not such sums, a mean may hold other floats
+/// λ·S₁ ± λ·S₂ (what the model computes) and the interpreter's own atom for `(S₁/c₁)·f₁(i) ±
+/// (S₂/c₂)·f₂(i)` (a float `k.0` beside the integer `k`; one key's value passed on, not a mean),
+/// over every pair of integer sums (S₁, S₂) the values allow (a superset of what occurs). None when the operands are not such sums, a mean may hold other floats
 /// (`extra`), or the pairs pass a budget.
 pub fn counted_sum_pair(g: &Graph, op: &MapOp, args: &[Operand], sets: &HashMap<NodeId, ValueSet>, extra: &HashMap<NodeId, Vec<Atom>>, max_len: usize) -> Option<ValueSet> {
     let MapOp::Binary(bin @ (BinOp::Add | BinOp::Sub)) = op else { return None };
@@ -335,6 +335,8 @@ pub fn counted_sum_pair(g: &Graph, op: &MapOp, args: &[Operand], sets: &HashMap<
         counts: Vec<usize>,
         f: Vec<Option<Atom>>,
         range: (i64, i64),
+        /// The values themselves (what one selected key passes on).
+        values: Vec<Atom>,
         default: Atom,
         lambda: f64,
     }
@@ -364,7 +366,14 @@ pub fn counted_sum_pair(g: &Graph, op: &MapOp, args: &[Operand], sets: &HashMap<
         if lo.unsigned_abs() > 1 << 20 || hi.unsigned_abs() > 1 << 20 || lambda.fract() != 0.0 {
             return None;
         }
-        Some(Side { counts: backward_counts(g, sel, max_len)?, f: (0..max_len as i64).map(|i| index_value(g, f, i)).collect(), range: (lo, hi), default: default.clone(), lambda })
+        Some(Side {
+            counts: backward_counts(g, sel, max_len)?,
+            f: (0..max_len as i64).map(|i| index_value(g, f, i)).collect(),
+            range: (lo, hi),
+            values: vs.iter().cloned().collect(),
+            default: default.clone(),
+            lambda,
+        })
     };
     let (sa, sb) = (side(*a)?, side(*b)?);
     // The pairs to try, before trying them.
@@ -385,6 +394,11 @@ pub fn counted_sum_pair(g: &Graph, op: &MapOp, args: &[Operand], sets: &HashMap<
             let v = apply_map(&MapOp::Binary(BinOp::Mul), &[s.default.clone(), f]).ok()?;
             return Some(vec![(0, v)]);
         }
+        if c == 1 {
+            // One key: the interpreter passes its value on (an int or a bool), no mean (review
+            // rv24: taken as a float, the types were wrong both ways).
+            return s.values.iter().map(|v| Some(((s.lambda * v.as_f64()?) as i64, apply_map(&MapOp::Binary(BinOp::Mul), &[v.clone(), f.clone()]).ok()?))).collect();
+        }
         let (lo, hi) = (s.range.0 * c as i64, s.range.1 * c as i64);
         (lo..=hi).map(|sum| Some(((s.lambda * sum as f64) as i64, apply_map(&MapOp::Binary(BinOp::Mul), &[Atom::Float(sum as f64 / c as f64), f.clone()]).ok()?))).collect()
     };
@@ -394,13 +408,11 @@ pub fn counted_sum_pair(g: &Graph, op: &MapOp, args: &[Operand], sets: &HashMap<
         for (ea, fa) in &ta {
             for (eb, fb) in &tb {
                 let exact = if *bin == BinOp::Add { ea + eb } else { ea - eb };
+                // The exact count (what the model computes) and the interpreter's own atom, its
+                // type kept: `k.0` beside `k` (review rv24: a categorical difference had no dim
+                // for the 0.0 the interpreter computes, and the model wrote garbage).
                 set.insert(Atom::Int(exact));
-                let float = apply_map(op, &[fa.clone(), fb.clone()]).ok()?;
-                match float {
-                    Atom::Float(x) if x == exact as f64 => {}
-                    Atom::Int(x) if x == exact => {}
-                    other => set.insert(other),
-                }
+                set.insert(apply_map(op, &[fa.clone(), fb.clone()]).ok()?);
                 if set.len() > MAX_VALUES {
                     return Some(ValueSet::Unbounded);
                 }

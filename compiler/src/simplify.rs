@@ -72,6 +72,7 @@ pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize
         every_grid,
         grid_skipped: Default::default(),
         pinned,
+        shared_selectors: Default::default(),
     };
     let Some((g1, r1)) = rebuild(g, root, Some(&structural)) else { return (g.clone(), root, HashMap::new(), false) };
     let sets = infer(&g1, r1, vocab, max_len);
@@ -88,6 +89,7 @@ pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize
         every_grid,
         grid_skipped: Default::default(),
         pinned,
+        shared_selectors: Default::default(),
     };
     match rebuild(&g1, r1, Some(&facts)) {
         Some((g2, r2)) => {
@@ -126,6 +128,10 @@ struct Facts<'a> {
     grid_skipped: std::cell::Cell<bool>,
     /// Labels of the s-ops an `--encoding` names (see [`simplify_choosing`]).
     pinned: &'a [String],
+    /// Selectors of the new graph that something besides `selector_width` reads (an aggregate,
+    /// another selector): their `or` stays one selector whatever its width becomes, so the width
+    /// is not split by inclusion–exclusion (review rv24: up to 3.6 times larger).
+    shared_selectors: RefCell<std::collections::HashSet<NodeId>>,
 }
 
 /// The floats a rewrite misses: for the node being rebuilt, then by the node that replaced it.
@@ -148,7 +154,22 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
     let mut out = Graph::new();
     out.reserve_labels_of(g);
     let mut map: HashMap<NodeId, NodeId> = HashMap::new();
-    for id in g.ancestors(root) {
+    let order = g.ancestors(root);
+    // Selectors something besides a width reads, directly or through the selectors built
+    // from them (readers come after their operands: walked backwards).
+    let mut read_otherwise = std::collections::HashSet::new();
+    for &id in order.iter().rev() {
+        let k = &g.node(id).kind;
+        let shares = match k {
+            NodeKind::SelectorWidth(_) => false,
+            _ if k.is_selector() => read_otherwise.contains(&id),
+            _ => true,
+        };
+        if shares {
+            read_otherwise.extend(k.operands().into_iter().filter(|o| g.node(*o).kind.is_selector()));
+        }
+    }
+    for id in order {
         let node = g.node(id);
         let kind = node.kind.remap(&|x| map[&x]);
         let lex = facts.filter(|f| !f.structural).and_then(|f| {
@@ -169,6 +190,12 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
             out.set_origin(new, node.span, node.library.clone());
         }
         map.insert(id, new);
+        if let Some(f) = facts
+            && node.kind.is_selector()
+            && read_otherwise.contains(&id)
+        {
+            f.shared_selectors.borrow_mut().insert(new);
+        }
         if let Some(f) = facts {
             // A mean table built here, or carried from the previous pass for an aggregate that
             // stays one: its values the exact mean misses join the node's values.
@@ -563,7 +590,7 @@ fn exclusive(g: &Graph, a: NodeId, b: NodeId) -> bool {
 /// The largest one-hot (combinations of the s-ops one side of an `or` selector's selects
 /// compare, keys or queries) a width is still computed with directly, not by
 /// inclusion–exclusion.
-const MAX_OR_ONE_HOT: usize = 512;
+const MAX_OR_ONE_HOT: usize = 16;
 
 /// The sides of a selector's top-level `or`s (1 for a selector that is no `or`).
 fn or_sides(g: &Graph, s: NodeId) -> usize {
@@ -592,8 +619,27 @@ fn combined_values(g: &Graph, s: NodeId, f: &Facts) -> usize {
     }
     let (mut keys, mut queries) = Default::default();
     operands(g, s, &mut keys, &mut queries);
+    // Selects of positions only are a fixed pattern, one head with no one-hot at all.
+    if keys.iter().chain(&queries).all(|&x| positional(g, x)) {
+        return 0;
+    }
+    // Functions of the positions (`indices`, `indices + 1`, `length - indices - 1`) are one
+    // source of at most max-len values, not one each (review rv24: a window `i == j or i == j - 1`
+    // was split into three widths, 86 k -> 131 k parameters).
+    fn positional(g: &Graph, x: NodeId) -> bool {
+        match &g.node(x).kind {
+            NodeKind::Indices | NodeKind::Length | NodeKind::Const(_) => true,
+            NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+                Operand::Const(_) => true,
+                Operand::Sop(s) => positional(g, *s),
+            }),
+            _ => false,
+        }
+    }
     let product = |xs: &std::collections::BTreeSet<NodeId>| {
-        xs.iter().fold(1usize, |p, &x| {
+        let (pos, other): (Vec<NodeId>, Vec<NodeId>) = xs.iter().partition(|&&x| positional(g, x));
+        let start = if pos.is_empty() { 1 } else { f.max_len.max(1) };
+        other.iter().fold(start, |p, &x| {
             f.learn(g, x);
             p.saturating_mul(f.size(x))
         })
@@ -661,6 +707,7 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
         && let NodeKind::SelectOr(a, b) = out.node(*sel).kind.clone()
         && compares_several(out, *sel)
         && let Some(f) = facts.filter(|f| !f.structural)
+        && !f.shared_selectors.borrow().contains(sel)
         && or_sides(out, *sel) <= 3
         && combined_values(out, *sel, f) > MAX_OR_ONE_HOT
     {

@@ -2104,3 +2104,53 @@ fn ignored_flags_warn_and_counts_of_one_are_singular() {
     assert_eq!(code, 1);
     assert!(err.contains("has no attention heads") && !err.contains("warning") && !out.contains("no --program"), "{out}{err}");
 }
+
+/// Review rv24's counterexamples to this session's rewrites, each verified or refused, never
+/// compiled wrong: a difference of counted sums stored categorically (the interpreter's `k.0`
+/// beside `k`; one key's value passed on, not averaged); a value beside strings whose mean of
+/// copies is another number (three 0.1s average to 0.10000000000000002); a positional window
+/// `or` kept one head (not split into widths).
+#[test]
+fn rewrites_of_this_session_hold_on_review_counterexamples() {
+    let (code, out, err) = cli(&[
+        "verify",
+        "corpus/idioms/dyck1_frac.rasp",
+        "--vocab",
+        "()",
+        "--max-len",
+        "8",
+        "--exhaustive",
+        "--encoding",
+        "opens=categorical",
+        "--encoding",
+        "closes=categorical",
+        "--encoding",
+        "depth=categorical",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("verified: 510 inputs, 0 mismatches\n"), "{out}");
+    let p = temp("rv24-counted.rasp");
+    std::fs::write(
+        &p,
+        "c1 = (-1 * indices - 1) * aggregate(select(indices, indices, <=), indicator(tokens == \"a\"), 0);\nc2 = (3 * indices) * aggregate(select(indices, indices, <), (tokens == \"a\"), 0.5);\nd = c1 - c2;\nprog = d >= -1;\n",
+    )
+    .unwrap();
+    let (code, out, err) = cli(&["verify", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "6", "--exhaustive", "--allow-rejected"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verified: ") && out.ends_with(", 0 mismatches\n") && !out.contains(" 0 inputs"), "{out}");
+    let p = temp("rv24-tenth.rasp");
+    std::fs::write(
+        &p,
+        "nxt = select(indices, indices + 1, ==) and select(tokens, tokens, ==);\nv = aggregate(nxt, tokens, 0.1);\nm = aggregate(select(indices, indices, <=), v, \"z\");\nprog = m == 0.1;\n",
+    )
+    .unwrap();
+    let (code, _, err) = cli(&["verify", p.to_str().unwrap(), "--vocab", "abc", "--max-len", "6", "--samples", "100"]);
+    assert_eq!(code, 1, "must be refused, not compiled: {err}");
+    assert!(err.contains("compile::"), "{err}");
+    let p = temp("rv24-window.rasp");
+    std::fs::write(&p, "s = select(indices, indices, ==) or select(indices, indices - 1, ==);\nprog = selector_width(s);\n").unwrap();
+    let ck = temp("rv24-window.safetensors");
+    let (code, out, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "64", "-o", ck.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("heads 1,"), "a window of positions is one head: {out}");
+}

@@ -277,6 +277,12 @@ impl Lowerer<'_> {
                     if !eager && combos > MAX_COMBINATIONS && [(&xa, a), (&xc, c)].iter().any(|(x, op)| x.is_none() && matches!(op, Operand::Sop(s) if self.sum_of_slots(*s))) {
                         self.eager_sums_differ = true;
                     }
+                    // (Enumerated beside a number here; eager sums may add it: helper w24's
+                    // word reversal at max-len 32 enumerated `mirror`, 3.26 M parameters, where
+                    // 48 added it, 0.28 M.)
+                    if !eager && combos > super::EAGER_SUM_COMBINATIONS {
+                        self.eager_sums_differ = true;
+                    }
                     return Ok(None);
                 }
                 let side = |lw: &mut Self, lin: Option<Lin>, op: &Operand| -> Result<Option<Lin>, Diagnostic> {

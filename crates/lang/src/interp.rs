@@ -266,7 +266,7 @@ fn post_order(graph: &Graph, root: NodeId, deepest_first: bool) -> Vec<NodeId> {
 /// The reference's mean, `sum(values) * 1.0 / n`: Python's `sum` adds left to right, exactly
 /// while the values are integers (booleans count as 0 and 1), in floats from the first float
 /// on; the total is then rounded to a float once and divided by n.
-fn python_mean(values: &[&Atom]) -> f64 {
+pub fn python_mean(values: &[&Atom]) -> f64 {
     let mut int_sum: Option<i128> = Some(0);
     let mut float_sum = 0.0f64;
     for v in values {
