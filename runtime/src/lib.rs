@@ -458,11 +458,23 @@ impl Model {
                         .or_else(|| self.nearby_number(tok))
                         .or_else(|| self.string_or_number(tok))
                         .unwrap_or_default();
-                    return Err(RuntimeError::UnknownToken { position, token: tok.to_string(), vocab: self.vocab.keys().cloned().collect::<Vec<_>>().join(", "), hint });
+                    return Err(RuntimeError::UnknownToken { position, token: tok.to_string(), vocab: self.vocab_listing(), hint });
                 }
             }
         }
         Ok(ids)
+    }
+
+    /// The vocabulary for a message: in id order (the order it was given), the first 24 tokens
+    /// and a count past them (helper perf24: 4,096 tokens made a 31 KB line, in string order).
+    fn vocab_listing(&self) -> String {
+        let mut by_id: Vec<(&u32, &String)> = self.vocab.iter().map(|(t, id)| (id, t)).collect();
+        by_id.sort();
+        let shown: Vec<&str> = by_id.iter().take(24).map(|(_, t)| t.as_str()).collect();
+        match by_id.len() {
+            n if n > 24 => format!("{}, ... ({n} tokens)", shown.join(", ")),
+            _ => shown.join(", "),
+        }
     }
 
     /// Runs a batch of equal-length id sequences (each starting with BOS). Returns the readout,

@@ -2154,3 +2154,17 @@ fn rewrites_of_this_session_hold_on_review_counterexamples() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("heads 1,"), "a window of positions is one head: {out}");
 }
+
+/// An unknown token names the vocabulary in the order it was given, the first 24 tokens and a
+/// count (helper perf24: 4,096 tokens made one 31 KB line, in string order).
+#[test]
+fn unknown_token_lists_a_large_vocabulary_in_part() {
+    let vocab: Vec<String> = (0..100).rev().map(|i| i.to_string()).collect();
+    let vocab = serde_json::to_string(&vocab).unwrap();
+    let ck = temp("vocab100.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/reverse.rasp", "--vocab", &vocab, "--max-len", "4", "-o", c, "--force"]).0, 0);
+    let (code, _, err) = cli(&["run", c, "--input", "[\"x\"]"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("(\"99\", \"98\", \"97\",") && err.contains("\"76\", ... (100 tokens))") && !err.contains("\"75\""), "{err}");
+}
