@@ -683,44 +683,36 @@ fn compares_several(g: &Graph, s: NodeId) -> bool {
 }
 
 fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Option<&Facts>) -> Option<NodeKind> {
+    // `selector_width(A or B)` of an `or` comparing several s-ops: `|A| + |B|` when A and B are
+    // exclusive; otherwise, by inclusion–exclusion, `|A| + |B| - |A and B|`, each an `and` of
+    // selects (one head, its terms added) where the `or` needs a one-hot over every combination
+    // of the s-ops its sides compare (review w24: `same token or a neighbour` over 52 letters at
+    // max-len 64 was 185 M parameters in one head): only for up to three sides (seven widths),
+    // where that one-hot would be large and nothing else reads the `or`.
     if let NodeKind::SelectorWidth(sel) = kind
         && let NodeKind::SelectOr(a, b) = out.node(*sel).kind.clone()
         && compares_several(out, *sel)
-        && exclusive(out, a, b)
     {
+        let overlap = if exclusive(out, a, b) {
+            None
+        } else {
+            let f = facts.filter(|f| !f.structural)?;
+            if f.shared_selectors.borrow().contains(sel) || or_sides(out, *sel) > 3 || combined_values(out, *sel, f) <= MAX_OR_ONE_HOT {
+                return None;
+            }
+            Some(and_of(out, a, b, span)?)
+        };
         // (Each side split again where it is itself such an `or`.)
         let width = |out: &mut Graph, s: NodeId| {
             let k = NodeKind::SelectorWidth(s);
             let k = rewrite(out, &k, span, facts).unwrap_or(k);
             out.add(k, span)
         };
-        let wa = width(out, a)?;
-        let wb = width(out, b)?;
-        return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(wa), Operand::Sop(wb)] });
-    }
-    // Inclusion–exclusion: |A ∪ B| = |A| + |B| - |A ∩ B|, each an `and` of selects (one head,
-    // its terms added) where the `or` needs a one-hot over every combination of the s-ops its
-    // sides compare (review w24: `same token or a neighbour` over 52 letters at max-len 64 was
-    // 185 M parameters in one head). Only for up to three sides (seven widths), and where that
-    // one-hot would be large.
-    if let NodeKind::SelectorWidth(sel) = kind
-        && let NodeKind::SelectOr(a, b) = out.node(*sel).kind.clone()
-        && compares_several(out, *sel)
-        && let Some(f) = facts.filter(|f| !f.structural)
-        && !f.shared_selectors.borrow().contains(sel)
-        && or_sides(out, *sel) <= 3
-        && combined_values(out, *sel, f) > MAX_OR_ONE_HOT
-    {
-        let both = and_of(out, a, b, span)?;
-        let width = |out: &mut Graph, s: NodeId| {
-            let k = NodeKind::SelectorWidth(s);
-            let k = rewrite(out, &k, span, facts).unwrap_or(k);
-            out.add(k, span)
-        };
-        let wa = width(out, a)?;
-        let wb = width(out, b)?;
+        let (wa, wb) = (width(out, a)?, width(out, b)?);
+        let sum = NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(wa), Operand::Sop(wb)] };
+        let Some(both) = overlap else { return Some(sum) };
         let wab = width(out, both)?;
-        let sum = out.add(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(wa), Operand::Sop(wb)] }, span)?;
+        let sum = out.add(sum, span)?;
         return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Sub), args: vec![Operand::Sop(sum), Operand::Sop(wab)] });
     }
     let NodeKind::Map { op: MapOp::Binary(op), args } = kind else { return None };
