@@ -73,6 +73,7 @@ pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize
         grid_skipped: Default::default(),
         pinned,
         shared_selectors: Default::default(),
+        pinned_node: Default::default(),
     };
     let Some((g1, r1)) = rebuild(g, root, Some(&structural)) else { return (g.clone(), root, HashMap::new(), false) };
     let sets = infer(&g1, r1, vocab, max_len);
@@ -90,6 +91,7 @@ pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize
         grid_skipped: Default::default(),
         pinned,
         shared_selectors: Default::default(),
+        pinned_node: Default::default(),
     };
     match rebuild(&g1, r1, Some(&facts)) {
         Some((g2, r2)) => {
@@ -132,6 +134,9 @@ struct Facts<'a> {
     /// another selector): their `or` stays one selector whatever its width becomes, so the width
     /// is not split by inclusion–exclusion (review rv24: up to 3.6 times larger).
     shared_selectors: RefCell<std::collections::HashSet<NodeId>>,
+    /// The node being rebuilt is one an `--encoding` names: its width is not split (review
+    /// rv24b: a categorical width rebuilt from seven widths was 721 times larger).
+    pinned_node: std::cell::Cell<bool>,
 }
 
 /// The floats a rewrite misses: for the node being rebuilt, then by the node that replaced it.
@@ -160,9 +165,11 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
     let mut read_otherwise = std::collections::HashSet::new();
     for &id in order.iter().rev() {
         let k = &g.node(id).kind;
+        // (An `or` built of it shares it only if it is shared itself: it is split too; an `and`
+        // or a `not` of it keeps its one-hot, review rv24b.)
         let shares = match k {
             NodeKind::SelectorWidth(_) => false,
-            _ if k.is_selector() => read_otherwise.contains(&id),
+            NodeKind::SelectOr(..) => read_otherwise.contains(&id),
             _ => true,
         };
         if shares {
@@ -183,6 +190,9 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
         let kind = facts.filter(|f| !f.structural).and_then(|f| difference_compare(&kind, f, &mut out, node.span)).unwrap_or(kind);
         if let Some(f) = facts {
             f.tables.borrow_mut().0 = None;
+        }
+        if let Some(f) = facts {
+            f.pinned_node.set(f.pinned.contains(&node.label));
         }
         let kind = rewrite(&mut out, &kind, node.span, facts).unwrap_or(kind);
         let new = out.add_labelled(kind, node.span, &node.label, node.named)?;
@@ -636,10 +646,28 @@ fn combined_values(g: &Graph, s: NodeId, f: &Facts) -> usize {
             _ => false,
         }
     }
+    // Likewise maps of one s-op (`tokens < "b"` beside `tokens`: review rv24b) count as that
+    // s-op once.
+    fn source(g: &Graph, mut x: NodeId) -> NodeId {
+        while let NodeKind::Map { args, .. } = &g.node(x).kind {
+            let mut sops = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None });
+            match (sops.next(), sops.next()) {
+                (Some(only), None) => x = only,
+                _ => break,
+            }
+        }
+        x
+    }
     let product = |xs: &std::collections::BTreeSet<NodeId>| {
         let (pos, other): (Vec<NodeId>, Vec<NodeId>) = xs.iter().partition(|&&x| positional(g, x));
         let start = if pos.is_empty() { 1 } else { f.max_len.max(1) };
-        other.iter().fold(start, |p, &x| {
+        let sources: std::collections::BTreeSet<NodeId> = other.iter().map(|&x| source(g, x)).collect();
+        // One source is read through its own one-hot, no tuples (review rv24b: `tokens >= ..
+        // or (tokens < "m") > ..` split into three widths was twice as large).
+        if sources.len() + usize::from(!pos.is_empty()) < 2 {
+            return 0;
+        }
+        sources.iter().fold(start, |p, &x| {
             f.learn(g, x);
             p.saturating_mul(f.size(x))
         })
@@ -697,7 +725,7 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
             None
         } else {
             let f = facts.filter(|f| !f.structural)?;
-            if f.shared_selectors.borrow().contains(sel) || or_sides(out, *sel) > 3 || combined_values(out, *sel, f) <= MAX_OR_ONE_HOT {
+            if f.shared_selectors.borrow().contains(sel) || f.pinned_node.get() || or_sides(out, *sel) > 3 || combined_values(out, *sel, f) <= MAX_OR_ONE_HOT {
                 return None;
             }
             Some(and_of(out, a, b, span)?)

@@ -2153,6 +2153,29 @@ fn rewrites_of_this_session_hold_on_review_counterexamples() {
     let (code, out, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "64", "-o", ck.to_str().unwrap(), "--force"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("heads 1,"), "a window of positions is one head: {out}");
+    // Not split either (review rv24b): a width an --encoding names, an `or` over maps of one
+    // s-op (read through its own one-hot), an `or` that an `and` also reads (it keeps the one-hot).
+    for (src, vocab, max_len, enc, heads) in [
+        ("tok_c = tokens < \"b\";\ns = select(tokens, tokens, ==) or select(tok_c, indices, >=) or select(tok_c, tok_c, <=);\nw = selector_width(s);\nprog = w > 2;\n", "ab", "5", Some("w=categorical"), 1),
+        ("c = tokens < \"m\";\ns = select(tokens, tokens, >=) or select(c, c, >);\nprog = selector_width(s);\n", "abcdefghijklmnopqrstuvwxyz", "16", None, 1),
+        ("c = tokens < \"b\";\ns = select(indices, c, <) or select(indices - 1, indices, <=) or select(indices + 1, indices + 1, >);\nw = selector_width(s);\nt = s and select(tokens, tokens, ==);\nprog = w + selector_width(t);\n", "abc", "16", None, 2),
+    ] {
+        std::fs::write(&p, src).unwrap();
+        let mut args = vec!["compile", p.to_str().unwrap(), "--vocab", vocab, "--max-len", max_len, "-o", ck.to_str().unwrap(), "--force"];
+        if let Some(e) = enc {
+            args.extend(["--encoding", e]);
+        }
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(&format!("heads {heads},")), "{src}: {out}");
+        let mut args = vec!["verify", p.to_str().unwrap(), "--vocab", vocab, "--max-len", max_len, "--samples", "200"];
+        if let Some(e) = enc {
+            args.extend(["--encoding", e]);
+        }
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.ends_with(", 0 mismatches\n"), "{out}");
+    }
 }
 
 /// An unknown token names the vocabulary in the order it was given, the first 24 tokens and a

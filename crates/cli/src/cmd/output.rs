@@ -140,13 +140,26 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
 /// compiled `reverse` said nothing).
 pub(crate) fn write_checkpoint(output: &Path, bytes: &[u8], force: bool) -> Result<Option<String>, Failure> {
     check_output(output, force)?;
-    let before = std::fs::read(output).ok().and_then(|old| program_of(&old));
+    let before = header_of(output).and_then(|h| program_of(&h));
     install_cleanup();
     write_atomic(output, bytes)?;
     Ok(match (before, program_of(bytes)) {
         (Some(old), Some(new)) if old != new => Some(format!("note: replaced `{}`, a checkpoint of another program ({old})", output.display())),
         _ => None,
     })
+}
+
+/// The first bytes of the file at `path` up to the end of its safetensors header (the length
+/// and the JSON), not the tensors after it.
+fn header_of(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).ok()?;
+    let n = usize::try_from(u64::from_le_bytes(len)).ok()?.min(100 << 20);
+    let mut bytes = len.to_vec();
+    f.take(n as u64).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// The `program_hash` a checkpoint's header declares (a hash, or U's shape), read from the
