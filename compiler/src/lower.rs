@@ -1045,6 +1045,42 @@ impl Lowerer<'_> {
         (!out.is_empty()).then_some(out)
     }
 
+    /// Is `id` a comparison of `leaf` with 0, `leaf` the merge of two means of integers over one
+    /// selector (`mean(a) - mean(b)` as `aggregate(s, a - b)`)? The interpreter's `S1/c - S2/c`
+    /// (or `+`) has the sign of `S1 - S2` exactly (rounding is monotone and keeps k/c apart for
+    /// distinct k; a difference of distinct floats is never 0), so such a test reads the merged
+    /// mean's exact grid, however many floats the interpreter may compute (Tracr's Dyck-1 at
+    /// max-len 90: `balance < 0` and `balance == 0` were refused, too many to list).
+    fn sign_of_two_means(&self, id: NodeId, leaf: NodeId) -> bool {
+        use raspc_lang::ast::BinOp;
+        use raspc_lang::graph::MapOp;
+        // (Through maps of one s-op each, `indicator(balance < 0)`: a function of the sign.)
+        let mut id = id;
+        while let NodeKind::Map { args, .. } = &self.g.node(id).kind {
+            let mut sops = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None });
+            match (sops.next(), sops.next()) {
+                (Some(only), None) if only != leaf => id = only,
+                _ => break,
+            }
+        }
+        let NodeKind::Map { op: MapOp::Binary(BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), args } = &self.g.node(id).kind else { return false };
+        let zero = |a: &Operand| matches!(a, Operand::Const(Atom::Int(0))) || matches!(a, Operand::Const(Atom::Float(z)) if *z == 0.0);
+        let compares = match args.as_slice() {
+            [Operand::Sop(x), c] | [c, Operand::Sop(x)] => *x == leaf && zero(c),
+            _ => false,
+        };
+        let NodeKind::Aggregate { values, default: Atom::Int(_), .. } = &self.g.node(leaf).kind else { return false };
+        let NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub), args: parts } = &self.g.node(*values).kind else { return false };
+        let [Operand::Sop(x), Operand::Sop(y)] = parts.as_slice() else { return false };
+        // Each part one mean's values (a part that is itself arithmetic may be a third mean
+        // merged in), integers.
+        let plain = |n: NodeId| {
+            !matches!(self.g.node(n).kind, NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div), .. })
+                && matches!(self.sets.get(&n), Some(ValueSet::Finite(s)) if s.iter().all(|a| matches!(a, Atom::Int(_) | Atom::Bool(_))))
+        };
+        compares && x != y && plain(*x) && plain(*y)
+    }
+
     /// The values of `leaf = a ± b` (two numbers with known values, too many sums to list:
     /// `mean(x) - mean(y) >= 0` over different selectors) that a map comparing it only with
     /// constants needs: the smallest and largest, and the nearest on each side of each constant.
@@ -1294,7 +1330,7 @@ impl Lowerer<'_> {
                 // A merged mean (`mean(a) - mean(b)`) whose floats the interpreter computes apart
                 // from S/c: the grid of S/c is not what the map sees (helper z3: `m0 - m1 < 1`
                 // past max-len 18, 19 of 200 inputs wrong).
-                None if self.inexact_nodes.contains(&leaves[0]) => {
+                None if self.inexact_nodes.contains(&leaves[0]) && !self.sign_of_two_means(id, leaves[0]) => {
                     return Err(self
                         .err(id, "compile::numeric_map", format!("{} reads a sum or difference of means whose floats depend on rounding", crate::names::describe(self.g, id)))
                         .with_label("this map")

@@ -193,3 +193,14 @@ fn sums_beside_numbers_are_also_planned_added() {
     }
     assert!(params.windows(2).all(|w| w[0] < w[1]) && params[1] < 200_000, "{params:?}");
 }
+
+/// A comparison with 0 of two means merged over one selector has the sign of their integer
+/// sums' difference in the interpreter's floats too, so Tracr's Dyck-1 (`balance < 0`,
+/// `balance == 0`) compiles past the max-len where the merged mean's floats are too many to
+/// list (perf24: refused from max-len 90).
+#[test]
+fn sign_tests_of_merged_means_compile_at_any_max_len() {
+    let case = Case { file: "tracr/dyck1.rasp", entry: None, vocab: "()x" };
+    let r = verify(&case, 90, false, Inputs::Random { count: 100, seed: 90 });
+    assert_eq!((r.failed, r.checked), (0, 100), "{:#?}", r.examples);
+}
