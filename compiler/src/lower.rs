@@ -1056,12 +1056,8 @@ impl Lowerer<'_> {
         use raspc_lang::graph::MapOp;
         // (Through maps of one s-op each, `indicator(balance < 0)`: a function of the sign.)
         let mut id = id;
-        while let NodeKind::Map { args, .. } = &self.g.node(id).kind {
-            let mut sops = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None });
-            match (sops.next(), sops.next()) {
-                (Some(only), None) if only != leaf => id = only,
-                _ => break,
-            }
+        while let Some(only) = self.g.node(id).kind.sole_operand().filter(|&o| o != leaf) {
+            id = only;
         }
         let NodeKind::Map { op: MapOp::Binary(BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), args } = &self.g.node(id).kind else { return false };
         let zero = |a: &Operand| matches!(a, Operand::Const(Atom::Int(0))) || matches!(a, Operand::Const(Atom::Float(z)) if *z == 0.0);

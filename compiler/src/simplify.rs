@@ -630,38 +630,24 @@ fn combined_values(g: &Graph, s: NodeId, f: &Facts) -> usize {
     let (mut keys, mut queries) = Default::default();
     operands(g, s, &mut keys, &mut queries);
     // Selects of positions only are a fixed pattern, one head with no one-hot at all.
-    if keys.iter().chain(&queries).all(|&x| positional(g, x)) {
+    let positional = |x: NodeId| crate::positional::is_positional(g, x);
+    if keys.iter().chain(&queries).all(|&x| positional(x)) {
         return 0;
     }
     // Functions of the positions (`indices`, `indices + 1`, `length - indices - 1`) are one
     // source of at most max-len values, not one each (review rv24: a window `i == j or i == j - 1`
-    // was split into three widths, 86 k -> 131 k parameters).
-    fn positional(g: &Graph, x: NodeId) -> bool {
-        match &g.node(x).kind {
-            NodeKind::Indices | NodeKind::Length | NodeKind::Const(_) => true,
-            NodeKind::Map { args, .. } => args.iter().all(|a| match a {
-                Operand::Const(_) => true,
-                Operand::Sop(s) => positional(g, *s),
-            }),
-            _ => false,
-        }
-    }
-    // Likewise maps of one s-op (`tokens < "b"` beside `tokens`: review rv24b) count as that
-    // s-op once.
-    fn source(g: &Graph, mut x: NodeId) -> NodeId {
-        while let NodeKind::Map { args, .. } = &g.node(x).kind {
-            let mut sops = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None });
-            match (sops.next(), sops.next()) {
-                (Some(only), None) => x = only,
-                _ => break,
-            }
+    // was split into three widths, 86 k -> 131 k parameters). Likewise maps of one s-op
+    // (`tokens < "b"` beside `tokens`: review rv24b) count as that s-op once.
+    let source = |mut x: NodeId| {
+        while let Some(only) = g.node(x).kind.sole_operand() {
+            x = only;
         }
         x
-    }
+    };
     let product = |xs: &std::collections::BTreeSet<NodeId>| {
-        let (pos, other): (Vec<NodeId>, Vec<NodeId>) = xs.iter().partition(|&&x| positional(g, x));
+        let (pos, other): (Vec<NodeId>, Vec<NodeId>) = xs.iter().partition(|&&x| positional(x));
         let start = if pos.is_empty() { 1 } else { f.max_len.max(1) };
-        let sources: std::collections::BTreeSet<NodeId> = other.iter().map(|&x| source(g, x)).collect();
+        let sources: std::collections::BTreeSet<NodeId> = other.iter().map(|&x| source(x)).collect();
         // One source is read through its own one-hot, no tuples (review rv24b: `tokens >= ..
         // or (tokens < "m") > ..` split into three widths was twice as large).
         if sources.len() + usize::from(!pos.is_empty()) < 2 {

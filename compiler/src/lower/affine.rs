@@ -52,33 +52,6 @@ fn number(a: &Atom) -> Option<f64> {
 }
 
 impl Lowerer<'_> {
-    /// Whether `x` is a sum, difference, negation or integer multiple of s-ops held in slots
-    /// (or of such sums): what [`Self::lin_of_sum`] makes linear. Each node once (a DAG of
-    /// shared operands is an exponential tree: review rv18).
-    fn sum_of_slots(&self, x: NodeId) -> bool {
-        fn go(lw: &Lowerer, x: NodeId, memo: &mut HashMap<NodeId, bool>) -> bool {
-            if let Some(&b) = memo.get(&x) {
-                return b;
-            }
-            let b = matches!(lw.rep.get(&x), Some(Rep::Slot(_))) || {
-                let int = |a: &Operand| matches!(a, Operand::Const(c) if number(c).is_some_and(|k| k.fract() == 0.0 && k.abs() <= 1e6));
-                match &lw.g.node(x).kind {
-                    NodeKind::Map { op: MapOp::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul) | MapOp::Neg, args } => {
-                        let is_mul = matches!(lw.g.node(x).kind, NodeKind::Map { op: MapOp::Binary(BinOp::Mul), .. });
-                        let sops: Vec<NodeId> = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None }).collect();
-                        let consts_ok = args.iter().all(|a| matches!(a, Operand::Sop(_)) || int(a));
-                        // A product takes one s-op and an integer; sums take s-ops and integers.
-                        consts_ok && !sops.is_empty() && (!is_mul || sops.len() == 1) && sops.iter().all(|&s| go(lw, s, memo))
-                    }
-                    _ => false,
-                }
-            };
-            memo.insert(x, b);
-            b
-        }
-        go(self, x, &mut HashMap::new())
-    }
-
     /// The linear form of a sum, difference, negation or integer multiple of s-ops that have
     /// one (None otherwise).
     fn lin_of_sum(&mut self, x: NodeId) -> Result<Option<Lin>, Diagnostic> {
@@ -272,14 +245,11 @@ impl Lowerer<'_> {
                     matches!(op, Operand::Sop(s) if worth && matches!(lw.rep.get(s), Some(Rep::Inline)) && lw.leaf_list(*s).len() > 1) || (eager && numeric_map(lw, op))
                 };
                 if (xa.is_none() && !own_mlp(self, a)) || (xc.is_none() && !own_mlp(self, c)) {
-                    // A side left inline as a sum of its own is linear with eager sums (helper
-                    // e13: at max-len 20, 21^3 combinations in two chained MLPs, a layer more).
-                    if !eager && combos > MAX_COMBINATIONS && [(&xa, a), (&xc, c)].iter().any(|(x, op)| x.is_none() && matches!(op, Operand::Sop(s) if self.sum_of_slots(*s))) {
-                        self.eager_sums_differ = true;
-                    }
-                    // (Enumerated beside a number here; eager sums may add it: helper w24's
-                    // word reversal at max-len 32 enumerated `mirror`, 3.26 M parameters, where
-                    // 48 added it, 0.28 M.)
+                    // Enumerated beside a number here; eager sums may add it (a side left inline
+                    // as a sum of its own is linear with eager sums, helper e13: at max-len 20,
+                    // 21^3 combinations in two chained MLPs, a layer more; helper w24's word
+                    // reversal at max-len 32 enumerated `mirror`, 3.26 M parameters, where 48
+                    // added it, 0.28 M).
                     if !eager && combos > super::EAGER_SUM_COMBINATIONS {
                         self.eager_sums_differ = true;
                     }

@@ -169,6 +169,16 @@ impl NodeKind {
         }
     }
 
+    /// A map's one s-op operand, when it has exactly one (`x + 1`, `indicator(x < 0)`).
+    pub fn sole_operand(&self) -> Option<NodeId> {
+        let NodeKind::Map { args, .. } = self else { return None };
+        let mut sops = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None });
+        match (sops.next(), sops.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
+        }
+    }
+
     fn short(&self) -> &'static str {
         match self {
             NodeKind::Tokens => "tokens",
