@@ -273,6 +273,8 @@ def main(job_path):
         failures.append(f"verify: {report}")
     misuse()
     interpreter_and_notes(job)
+    errors_as_data()
+    notebook_and_stubs()
 
     for f in failures[:20]:
         print("FAIL", f)
@@ -676,6 +678,115 @@ def misuse():
     import shutil
 
     shutil.rmtree(other, ignore_errors=True)
+
+
+def errors_as_data():
+    """A RaspcError about a place in a program says where, as attributes (helper py24: only the
+    message text had the line): ``code``, ``file``, ``line``, ``column`` and ``diagnostics``."""
+    import os
+    import tempfile
+
+    global checks
+
+    def caught(call):
+        try:
+            call()
+        except raspc.RaspcError as e:
+            return e
+        return None
+
+    # An undefined name on line 3, column 12 (1-based, in characters: "é" is one).
+    src = "# é\nx = tokens;\ny = x + tokenz;\n"
+    want_col = src.splitlines()[2].index("tokenz") + 1
+    e = caught(lambda: raspc.compile(src, vocab="ab", max_len=4))
+    checks += 1
+    if e is None or (e.file, e.line, e.column) != ("<source>", 3, want_col) or not e.code or e.code not in str(e):
+        failures.append(f"undefined name: {e and (e.code, e.file, e.line, e.column)}, want ('<source>', 3, {want_col})")
+    elif not (isinstance(e.diagnostics, list) and e.diagnostics[0]["labels"][0]["line"] == 3 and e.diagnostics[0]["severity"] == "error"):
+        failures.append(f"undefined name: diagnostics {e.diagnostics!r}")
+    # A parse error in a file names the file; eval's errors too.
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "broken.rasp")
+        with open(path, "w") as f:
+            f.write("x = tokens;\ny = select(x, x, ==;\n")
+        e = caught(lambda: raspc.compile_file(path, vocab="ab", max_len=4))
+        checks += 1
+        if e is None or (e.file, e.line) != (path, 2) or not (e.code or "").startswith("parse"):
+            failures.append(f"parse error in a file: {e and (e.code, e.file, e.line, e.column)}")
+    e = caught(lambda: raspc.eval("y = tokens + ;", "ab"))
+    checks += 1
+    if e is None or (e.line, e.column) != (1, 14):
+        failures.append(f"eval's parse error: {e and (e.code, e.line, e.column)}")
+    # A compiler refusal points at the s-op it refuses.
+    refused = "hist = selector_width(select(tokens, tokens, ==));\nfirst = aggregate(select(hist, 2, ==), tokens);\n"
+    e = caught(lambda: raspc.compile(refused, vocab="ab", max_len=4, causal=True))
+    checks += 1
+    if e is None or not (e.code or "").startswith("compile::") or (e.line, e.column) != (2, 19):
+        failures.append(f"compiler refusal: {e and (e.code, e.line, e.column, str(e)[:200])}")
+    # Errors about no place have none (but the attributes exist).
+    e = caught(lambda: raspc.compile("y = tokens;", vocab="ab", max_len=0))
+    checks += 1
+    if e is None or (e.code, e.file, e.line, e.column, e.diagnostics) != (None, None, None, None, None):
+        failures.append(f"an error with no place: {e and (e.code, e.file, e.line, e.column, e.diagnostics)}")
+
+
+def notebook_and_stubs():
+    """``Model._repr_html_`` (what Jupyter shows) lists the output and each layer's computations;
+    the type stubs (``raspc/__init__.pyi``) have the implementation's names, parameters and
+    defaults (helper py24: there were neither)."""
+    import ast
+    import html
+    import inspect
+    import os
+
+    global checks
+    m = raspc.compile("n = selector_width(select(tokens, tokens, ==));\ny = n < 2;", vocab="ab<", max_len=5)
+    page = m._repr_html_()
+    whats = [x["what"] for layer in m.config["layers"] for x in layer.get("head_info", []) + layer.get("mlp_info", [])]
+    checks += 1
+    if "y: categorical over False, True" not in page or not all(html.escape(w) in page for w in whats) or page.count("<tr><td>") != len(m.config["layers"]):
+        failures.append(f"_repr_html_: {page[:400]!r}")
+    checks += 1
+    if "<<" in page or "vocab a b &lt;" not in page:
+        failures.append(f"_repr_html_ does not escape the vocabulary: {page[:400]!r}")
+
+    stub = ast.parse(open(os.path.join(os.path.dirname(raspc.__file__), "__init__.pyi")).read())
+
+    def params(args):
+        """Each parameter's name, kind and whether it has a default."""
+        pos = args.posonlyargs + args.args
+        defaults = [False] * (len(pos) - len(args.defaults)) + [True] * len(args.defaults)
+        out = [(a.arg, "positional", dflt) for a, dflt in zip(pos, defaults)]
+        out += [(a.arg, "keyword", dflt is not None) for a, dflt in zip(args.kwonlyargs, args.kw_defaults)]
+        return out
+
+    def real(f):
+        kinds = {inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional", inspect.Parameter.POSITIONAL_ONLY: "positional", inspect.Parameter.KEYWORD_ONLY: "keyword"}
+        return [(p.name, kinds[p.kind], p.default is not inspect.Parameter.empty) for p in inspect.signature(f).parameters.values()]
+
+    stubbed = {}
+    for node in stub.body:
+        if isinstance(node, ast.FunctionDef):
+            stubbed[node.name] = params(node.args)
+        elif isinstance(node, ast.ClassDef):
+            stubbed[node.name] = None
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and not any(isinstance(d, ast.Name) and d.id == "property" for d in item.decorator_list):
+                    stubbed[f"{node.name}.{item.name}"] = params(item.args)
+    for name in raspc.__all__:
+        obj = getattr(raspc, name)
+        checks += 1
+        if name not in stubbed:
+            failures.append(f"stubs: {name} is missing")
+            continue
+        if inspect.isclass(obj):
+            for meth, f in vars(obj).items():
+                if callable(f) and not isinstance(f, property) and (not meth.startswith("_") or meth in ("__init__", "_repr_html_")):
+                    checks += 1
+                    if stubbed.get(f"{name}.{meth}") != real(f):
+                        failures.append(f"stubs: {name}.{meth} is {stubbed.get(f'{name}.{meth}')}, the implementation {real(f)}")
+        elif stubbed[name] != real(obj):
+            failures.append(f"stubs: {name} is {stubbed[name]}, the implementation {real(obj)}")
 
 
 if __name__ == "__main__":

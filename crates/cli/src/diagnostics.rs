@@ -15,7 +15,7 @@ thread_local! {
 
 /// Starts (`true`) or stops recording the diagnostics [`render`] shows on this thread, so a
 /// command run with `--json` can report them as data; returns what was recorded.
-pub(crate) fn record(on: bool) -> Vec<serde_json::Value> {
+pub fn record(on: bool) -> Vec<serde_json::Value> {
     RECORDED.with(|r| std::mem::replace(&mut *r.borrow_mut(), on.then(Vec::new)).unwrap_or_default())
 }
 

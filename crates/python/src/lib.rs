@@ -22,6 +22,30 @@ fn err(msg: impl Into<String>) -> PyErr {
     RaspcError::new_err(pythonic(msg.into().trim_end()))
 }
 
+/// The error for a failure whose text rendered `diags` (the program's diagnostics, as the
+/// command line's `--json` writes them): besides the message it carries them as data, and the
+/// first error's `code` and its place (`file`, `line`, `column`, `end_line`, `end_column`;
+/// 1-based, columns in characters), so a notebook can point at the line. Otherwise those are None.
+fn err_at(py: Python<'_>, msg: String, diags: Vec<serde_json::Value>) -> PyErr {
+    let e = err(msg);
+    let attach = || -> PyResult<()> {
+        let v = e.value(py);
+        let Some(first) = diags.iter().find(|d| d["severity"] == "error") else { return Ok(()) };
+        v.setattr("code", first["code"].as_str())?;
+        if let Some(at) = first["labels"].as_array().and_then(|ls| ls.iter().find(|l| l["primary"] == true)) {
+            v.setattr("file", at["file"].as_str())?;
+            for key in ["line", "column", "end_line", "end_column"] {
+                v.setattr(key, at[key].as_u64())?;
+            }
+        }
+        let data = py.import("json")?.call_method1("loads", (serde_json::Value::Array(diags.clone()).to_string(),))?;
+        v.setattr("diagnostics", data)
+    };
+    // Only the attributes can fail here (never in practice); the message stands regardless.
+    let _ = attach();
+    e
+}
+
 /// Runs `f` on a thread with a large stack (a panic becomes an error), for long work
 /// (`compile`, `universal`, `verify`): waits in slices of 100 ms without the GIL and checks
 /// for Python signals between them, so Ctrl-C raises KeyboardInterrupt at once; the worker
@@ -36,8 +60,9 @@ fn big_stack_interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -
         .stack_size(256 << 20)
         .spawn(move || {
             raspc_compiler::cancel::watch(watched);
+            raspc::diagnostics::record(true);
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-            let _ = tx.send(r);
+            let _ = tx.send(r.map(|r| r.map_err(|m| (m, raspc::diagnostics::record(false)))));
         })
         .map_err(|e| err(format!("cannot start a worker thread: {e}")))?;
     let mut rx = rx;
@@ -45,7 +70,7 @@ fn big_stack_interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -
         let (got, back) = py.detach(move || (rx.recv_timeout(std::time::Duration::from_millis(100)), rx));
         rx = back;
         match got {
-            Ok(Ok(r)) => return r.map_err(err),
+            Ok(Ok(r)) => return r.map_err(|(m, diags)| err_at(py, m, diags)),
             Ok(Err(p)) => {
                 let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
                 return Err(err(format!("internal error (raspc panicked): {msg}")));
@@ -475,7 +500,12 @@ fn universal_encode(x: Vec<Vec<f64>>, a: Vec<Vec<Vec<f64>>>, v: Vec<Vec<Vec<f64>
 
 #[pymodule]
 fn _raspc(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("RaspcError", m.py().get_type::<RaspcError>())?;
+    let error = m.py().get_type::<RaspcError>();
+    // Every RaspcError has these; an error about a place in a program sets them (`err_at`).
+    for key in ["code", "file", "line", "column", "end_line", "end_column", "diagnostics"] {
+        error.setattr(key, m.py().None())?;
+    }
+    m.add("RaspcError", error)?;
     m.add_class::<NativeModel>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;

@@ -279,6 +279,43 @@ class Model:
     def __repr__(self):
         return f"<raspc.{type(self).__name__} {self._output['label']!r}: {self.summary}>"
 
+    def _repr_html_(self):
+        """What a notebook shows for a model: its input, output and size, and what each layer's
+        heads and MLP compute (each as ``writes = op(reads)``, as ``raspc inspect`` lists them)."""
+        import html
+
+        esc = html.escape
+        out = self._output
+        enc = out["encoding"]
+        if enc["kind"] in ("categorical", "multi_hot"):
+            vals = [repr(v) for v in enc["values"]]
+            shown = ", ".join(vals[:12]) + (f", … ({len(vals)} values)" if len(vals) > 12 else "")
+            output = f"{enc['kind']} over {shown}"
+        else:
+            output = f"numerical, certified to ±{out.get('tolerance', 0.0):.3g}"
+        if self.is_real:
+            real = self._config["real_input"]
+            inputs = f"real numbers in [{real.get('lo')}, {real.get('hi')}]" if isinstance(real, dict) else "real numbers"
+        else:
+            toks = [t if isinstance(t, str) else repr(t) for t in self.vocab]
+            inputs = "vocab " + " ".join(toks[:24]) + (f" … ({len(toks)} tokens)" if len(toks) > 24 else "")
+        rows = [
+            ("output", f"{out['label']}: {output}"),
+            ("input", f"{inputs}; up to {self.max_len} tokens{', causal' if self.causal else ''}"),
+            ("size", self.summary),
+        ]
+        head = "".join(f"<tr><th style='text-align:left'>{esc(k)}</th><td style='text-align:left'>{esc(v)}</td></tr>" for k, v in rows)
+        layers = []
+        for i, layer in enumerate(self._config.get("layers", [])):
+            heads = [h.get("what", "") for h in layer.get("head_info", [])]
+            mlps = [m.get("what", "") for m in layer.get("mlp_info", [])]
+            cell = lambda xs: "<br>".join(esc(x) for x in xs) or "—"  # noqa: E731
+            layers.append(f"<tr><td>{i}</td><td style='text-align:left'>{cell(heads)}</td><td style='text-align:left'>{cell(mlps)}</td></tr>")
+        body = ""
+        if layers:
+            body = "<details><summary>layers</summary><table><tr><th>layer</th><th>attention heads</th><th>MLP</th></tr>" + "".join(layers) + "</table></details>"
+        return f"<div><b>raspc.{type(self).__name__}</b><table>{head}</table>{body}</div>"
+
     # ---- running -----------------------------------------------------------------------
     def run(self, inputs, attention="hard", *, batch=None):
         """Runs a batch of inputs (each a string, or a list of tokens / numbers; lengths may
