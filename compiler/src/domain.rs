@@ -67,14 +67,21 @@ pub fn check(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize) -> Res
     let exhaustive = tried.len() as u128 == (1..=max_len as u32).map(|n| (vocab.len() as u128).saturating_pow(n)).fold(0u128, u128::saturating_add);
     let what = if exhaustive { format!("every input ({} inputs)", tried.len()) } else { format!("every one of {} inputs tried", tried.len()) };
     let root_label = &graph.node(root).label;
-    // Built-in s-ops (`tokens_int`, ...) have an empty span in the prelude: point at the entry.
-    let span = if e.span.start == e.span.end { graph.node(root).span } else { e.span };
+    // Built-in s-ops (`tokens_int`, ...) have an empty span in the prelude: point where the
+    // program names it (`vals = tokens_int;`), else at its first reader, else at the entry
+    // (helper ed25: the entry, 20,000 lines below the mistake).
+    let span = if e.span.start == e.span.end {
+        let first_reader = graph.users(e.node).into_iter().map(|u| graph.node(u).span).filter(|s| s.start != s.end).min_by_key(|s| (s.file, s.start));
+        graph.node(e.node).named_at.or(first_reader).unwrap_or(graph.node(root).span)
+    } else {
+        e.span
+    };
     Err(Diagnostic::error(
         "compile::rejected",
         format!("the interpreter rejects `{root_label}` on {what} of lengths 1..={max_len} over the vocabulary; there is nothing to compile"),
         span,
     )
-    .with_label(format!("`{}` fails{}: {}", e.label, e.position.map(|p| format!(" at position {p}")).unwrap_or_default(), e.message))
+    .with_label(format!("{} fails{}: {}", crate::names::describe(graph, e.node), e.position.map(|p| format!(" at position {p}")).unwrap_or_default(), e.message))
     .with_note(format!("e.g. on the input {shown}"))
     .with_note("check the program with `raspc eval PROGRAM --input ...`, or give a --vocab it accepts"))
 }

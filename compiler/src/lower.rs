@@ -467,8 +467,14 @@ impl Lowerer<'_> {
         }
         for name in self.opts.numerical.iter().chain(&self.opts.categorical) {
             if !labels.contains_key(name.as_str()) {
-                let mut known: Vec<&&str> =
-                    labels.iter().filter(|(l, id)| !self.g.node(**id).kind.is_selector() && (!l.contains('_') || !l.starts_with("select"))).map(|(l, _)| l).collect();
+                // The program's names (and the built-ins'), not the compiler's for unnamed
+                // expressions (helper ed25: `sequencemap_9` was listed).
+                let generated = |l: &str, id: NodeId| !self.g.node(id).named && l.rsplit_once('_').is_some_and(|(_, n)| n.parse::<u32>().is_ok());
+                let mut known: Vec<&&str> = labels
+                    .iter()
+                    .filter(|(l, id)| !self.g.node(**id).kind.is_selector() && !generated(l, **id) && (!l.contains('_') || !l.starts_with("select")))
+                    .map(|(l, _)| l)
+                    .collect();
                 known.sort();
                 self.diags.push(
                     Diagnostic::error("compile::encoding", format!("--encoding names `{name}`, which is not an s-op of this program"), self.g.node(root).span)

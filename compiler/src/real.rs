@@ -1600,7 +1600,15 @@ impl RealLowerer<'_> {
                         // aggregate in a function body, never said `tokens_int`).
                         let input_conversion = matches!(op, MapOp::Convert(_)) && args.iter().any(|a| matches!(a, Operand::Sop(x) if matches!(self.g.node(*x).kind, NodeKind::Tokens)));
                         let what = if input_conversion && self.g.node(id).named {
-                            format!("`{}` ({} of the input number)", self.g.node(id).label, op.name())
+                            // (In the program's words: `int(x)` of each input, not `to_int`; helper ed25.)
+                            let name = op.name();
+                            let python = match name.as_str() {
+                                "to_int" => "int(x)",
+                                "to_float" => "float(x)",
+                                "to_str" => "str(x)",
+                                other => other,
+                            };
+                            format!("`{}` ({python} of each input number)", self.g.node(id).label)
                         } else {
                             format!("{} of a real value", op.name())
                         };

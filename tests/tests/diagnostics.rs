@@ -43,7 +43,7 @@ fn several_parse_errors_are_reported_at_once() {
 /// Programs the compiler refuses: every problem at once, with the place and the reason.
 #[test]
 fn compile_errors_render_with_carets() {
-    for (name, extra) in [("causal", vec!["--causal"]), ("selector_entry", vec![]), ("string_mean", vec![])] {
+    for (name, extra) in [("causal", vec!["--causal"]), ("selector_entry", vec![]), ("string_mean", vec![]), ("builtin_rejected", vec![])] {
         let p = format!("cases/compile_errors/{name}.rasp");
         let mut args = vec!["compile", p.as_str(), "--vocab", "abc", "--max-len", "4", "-o", "/nonexistent/never-written.safetensors"];
         args.extend(extra);
@@ -247,6 +247,10 @@ fn encoding_a_selector_is_refused() {
     }
     let (_, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "12", "--max-len", "4", "--encoding", "nope=numerical", "-o", dir.join("o.safetensors").to_str().unwrap()]);
     assert!(err.contains("s-ops here: indices, tokens, tokens_int, x"), "{err}");
+    // Unnamed expressions' generated labels are not offered (helper ed25: `sequencemap_9`).
+    let (_, _, err) =
+        run_cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "--encoding", "nope=numerical", "-o", dir.join("o.safetensors").to_str().unwrap()]);
+    assert!(err.contains("s-ops here: indices, length, opp_index, reverse, tokens, tokens_str"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

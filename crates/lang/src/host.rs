@@ -146,16 +146,24 @@ fn set_var(env: &Env, name: &str, value: HostValue) {
 
 /// The visible name nearest to a misspelt one (at most a third of its letters off, and at least
 /// one), for "did you mean".
+/// The built-ins the lexer reads as keywords with their `(` (`select(`), are candidates too
+/// (helper ed25: `aggreagte(...)` had no suggestion).
 fn nearest_name(env: &Env, name: &str) -> Option<String> {
     let mut best: Option<(usize, String)> = None;
+    let mut consider = |n: &str| {
+        let d = edit_distance(name, n);
+        if d <= (name.chars().count() / 3).max(1) && best.as_ref().is_none_or(|(bd, bn)| (d, n) < (*bd, bn.as_str())) {
+            best = Some((d, n.to_string()));
+        }
+    };
+    for n in ["select", "aggregate", "range", "zip", "len"] {
+        consider(n);
+    }
     let mut cur = Some(env.clone());
     while let Some(e) = cur {
         let s = e.borrow();
         for n in s.vars.keys() {
-            let d = edit_distance(name, n);
-            if d <= (name.chars().count() / 3).max(1) && best.as_ref().is_none_or(|(bd, bn)| (d, n) < (*bd, bn)) {
-                best = Some((d, n.clone()));
-            }
+            consider(n);
         }
         cur = s.parent.clone();
     }

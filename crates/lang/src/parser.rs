@@ -92,10 +92,58 @@ impl<'a> Parser<'a> {
         matches!(self.peek_at(k), Tok::Ident(s) if s == word)
     }
 
+    /// The innermost bracket still open before the current token, within this statement (a
+    /// `;` or a brace at depth 0 ends the search): its token and the token before it.
+    fn open_bracket(&self) -> Option<usize> {
+        let mut depth = 0usize;
+        for i in (0..self.pos).rev() {
+            match self.toks[i].tok {
+                Tok::RParen | Tok::RBracket => depth += 1,
+                Tok::LParen | Tok::LBracket | Tok::SelectParen | Tok::AggregateParen | Tok::RangeParen | Tok::ZipParen | Tok::LenParen => {
+                    if depth == 0 {
+                        return Some(i);
+                    }
+                    depth -= 1;
+                }
+                Tok::Semi | Tok::LBrace | Tok::RBrace if depth == 0 => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
     fn error_expected(&mut self, what: &str) -> Fail {
         let found = self.peek().clone();
-        let span = self.span();
+        let mut span = self.span();
+        // A missing `)` or `]` is found at the next line's first token (helper ed25: "expected
+        // `)`, found identifier `prog`" on the line after the mistake): say it where it is
+        // missing, just after the last token, and show the bracket left open.
+        let closing = what.contains("`)`") || what.contains("`]`") || found == Tok::Eof;
+        let opener = if closing { self.open_bracket() } else { None };
+        let after_newline = self.pos > 0 && self.text.get(self.prev_span().end as usize..span.start as usize).is_some_and(|g| g.contains('\n'));
+        let moved = opener.is_some() && after_newline && found != Tok::Eof;
+        if moved {
+            let prev = self.prev_span();
+            span = Span { file: prev.file, start: prev.end, end: prev.end };
+        }
         let mut d = Diagnostic::error("parse::expected", format!("expected {what}, found {}", found.describe()), span).with_label(format!("expected {what}"));
+        if moved {
+            d = d.with_secondary(self.span(), format!("{} comes next", found.describe()));
+        }
+        if let Some(i) = opener {
+            let t = &self.toks[i];
+            let text = self.text.get(t.span.start as usize..t.span.end as usize).unwrap_or("(");
+            d = d.with_secondary(t.span, format!("this `{text}` is not closed"));
+        }
+        // `selct(a, b, ==)`: a comparison is an argument only of `select` (helper ed25: the
+        // error named `==`, never the misspelt name).
+        if matches!(found, Tok::EqEq | Tok::NotEq | Tok::Lt | Tok::Le | Tok::Gt | Tok::Ge)
+            && let Some(i) = self.open_bracket()
+            && self.toks[i].tok == Tok::LParen
+            && let Some(Tok::Ident(w)) = i.checked_sub(1).map(|j| &self.toks[j].tok)
+        {
+            d = d.with_note(format!("only `select(keys, queries, {})` takes a comparison as an argument; `{w}` is not `select`", found.text()));
+        }
         if let Tok::Ident(w) = &found
             && ["select", "aggregate", "range", "zip", "len"].contains(&w.as_str())
         {
@@ -130,6 +178,15 @@ impl<'a> Parser<'a> {
     fn expect_tok(&mut self, t: Tok, what: &str) -> PResult<Span> {
         if self.peek() == &t {
             return Ok(self.bump().span);
+        }
+        // `prog = (tokens));`: a closing bracket where the statement could end opens nothing
+        // (helper ed25: "expected `;`, found `)`").
+        if t == Tok::Semi && matches!(self.peek(), Tok::RParen | Tok::RBracket) {
+            let s = self.span();
+            let close = if self.peek() == &Tok::RParen { "`)`" } else { "`]`" };
+            let open = if self.peek() == &Tok::RParen { "`(`" } else { "`[`" };
+            self.errs.push(Diagnostic::error("parse::unmatched", format!("unmatched {close}"), s).with_label(format!("no {open} opens this")));
+            return Err(Fail);
         }
         if t == Tok::Semi && self.pos > 0 {
             let prev = self.prev_span();
@@ -316,7 +373,7 @@ impl<'a> Parser<'a> {
                 self.expect_tok(Tok::LParen, "`(`")?;
                 let params = if self.peek() == &Tok::RParen { vec![] } else { self.idents()? };
                 self.expect_tok(Tok::RParen, "`)`")?;
-                self.expect_tok(Tok::LBrace, "`{`")?;
+                let lbrace = self.expect_tok(Tok::LBrace, "`{`")?;
                 let body = self.block()?;
                 if self.peek() != &Tok::Return {
                     if self.peek() == &Tok::RBrace {
@@ -345,11 +402,15 @@ impl<'a> Parser<'a> {
                 }
                 let ret_span = ret_start.to(self.prev_span());
                 if self.peek() != &Tok::RBrace {
+                    // Either a statement after `return` or a `}` left out (helper ed25: the
+                    // `}` was never mentioned): say both, and where the body opened.
                     let s = self.span();
+                    let found = self.peek().describe();
                     self.errs.push(
-                        Diagnostic::error("parse::after-return", "statement after `return`", s)
-                            .with_label("a function body must end with its return statement")
-                            .with_secondary(ret_span, "the return statement"),
+                        Diagnostic::error("parse::after-return", format!("expected `}}` after the return statement of `{}`, found {found}", name.name), s)
+                            .with_label("a function body ends with its return statement: is a `}` missing?")
+                            .with_secondary(ret_span, "the return statement")
+                            .with_secondary(lbrace, format!("`{}`'s body opens here", name.name)),
                     );
                     return Err(Fail);
                 }

@@ -77,7 +77,9 @@ pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalE
                 None => at,
             }
         });
-        match first_use.or(named) {
+        // Where the program spells the built-in first (helper ed25: `vals = tokens_int;` on
+        // line 1 was shown at `vals + 1` on line 2).
+        match named.or(first_use) {
             Some(use_at) => {
                 span = use_at;
                 label = "reads the input here";
