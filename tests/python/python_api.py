@@ -275,6 +275,7 @@ def main(job_path):
     interpreter_and_notes(job)
     errors_as_data()
     notebook_and_stubs()
+    real_model_with_bos_elsewhere()
 
     for f in failures[:20]:
         print("FAIL", f)
@@ -787,6 +788,64 @@ def notebook_and_stubs():
                         failures.append(f"stubs: {name}.{meth} is {stubbed.get(f'{name}.{meth}')}, the implementation {real(f)}")
         elif stubbed[name] != real(obj):
             failures.append(f"stubs: {name} is {stubbed[name]}, the implementation {real(obj)}")
+
+
+def real_model_with_bos_elsewhere():
+    """A real-valued checkpoint whose BOS is id 1 and number token id 0 (the format allows any
+    ids): ``encode`` uses the file's ids, so torch, TransformerLens and ONNX Runtime agree with
+    ``Model.run`` (helper ck25: ``encode`` wrote id 1, all BOS, and TransformerLens returned 0s)."""
+    import hashlib
+    import struct
+
+    global checks
+    m = raspc.compile("y = aggregate(select(indices, indices, <=), tokens_float);", input_bounds=(-1, 1), max_len=4)
+    raw = m.to_bytes()
+    meta = json.loads(raw[8 : 8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+    cfg = json.loads(meta["config"])
+    bos = cfg["bos_id"]
+    other = next(v["id"] for v in cfg["vocab"] if v["id"] != bos)
+    # Swap the two ids: the entries' ids, bos_id, and the embedding's rows.
+    for v in cfg["vocab"]:
+        v["id"] = other if v["id"] == bos else bos
+    cfg["bos_id"] = other
+    cfg["vocab"].sort(key=lambda v: v["id"])
+    tensors = {k: np.array(v) for k, v in m.weights.items()}
+    emb = tensors["embed.token"]
+    emb[[bos, other]] = emb[[other, bos]]
+    meta = dict(meta, config=json.dumps(cfg))
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        b = tensors[name].astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    data = b"".join(blobs)
+    meta["tensor_sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
+    # As docs/checkpoint-format.md says a tool that edits the metadata computes it.
+    meta["metadata_sha256"] = "sha256:" + hashlib.sha256(b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in sorted(meta.items()) if k != "metadata_sha256")).hexdigest()
+    header["__metadata__"] = meta
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    swapped = raspc.from_bytes(struct.pack("<Q", len(h)) + h + data)
+    xs = [[0.5, -0.5, 0.25, 1.0], [-1.0, 0.75]]
+    want = m.run(xs)
+    tok, km, vals, _ = swapped.encode(xs)
+    got = {
+        "run": swapped.run(xs),
+        "torch": swapped.to_torch().run(xs),
+        "transformer_lens": swapped.to_transformer_lens().raspc_run(xs),
+    }
+    sess = ort.InferenceSession(swapped.to_onnx(attention="hard"))
+    readout = sess.run(["readout"], {"tokens": tok, "key_mask": km, "values": vals.astype(np.float32)})[0]
+    got["onnx"] = [swapped.decode(readout[i, : len(x) + 1]) for i, x in enumerate(xs)]
+    checks += 1
+    if (tok[0, 0], tok[0, 1]) != (other, bos):
+        failures.append(f"real model, BOS id {other}: encode gave {tok[0].tolist()}")
+    for what, out in got.items():
+        checks += 1
+        # Each is within the certified bound of the program's value, so of the other.
+        if not same(out, want, 2 * m.tolerance):
+            failures.append(f"real model, BOS id {other}: {what} {out} != {want}")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,11 @@ pub mod keys {
     pub const COMPILER_VERSION: &str = "compiler_version";
     /// `sha256:` and the hex SHA-256 of every byte after the header (the tensor data).
     pub const TENSOR_SHA256: &str = "tensor_sha256";
-    pub const ALL: [&str; 8] = [FORMAT, FORMAT_VERSION, CONFIG, LAYOUT, OUTPUT, PROGRAM_HASH, COMPILER_VERSION, TENSOR_SHA256];
+    /// `sha256:` and the hex SHA-256 of every other metadata key and value (see
+    /// [`metadata_hash`](super::metadata_hash)): with `tensor_sha256` among them, it covers the
+    /// whole file.
+    pub const METADATA_SHA256: &str = "metadata_sha256";
+    pub const ALL: [&str; 9] = [FORMAT, FORMAT_VERSION, CONFIG, LAYOUT, OUTPUT, PROGRAM_HASH, COMPILER_VERSION, TENSOR_SHA256, METADATA_SHA256];
 }
 
 /// Tensor names.
@@ -389,10 +393,28 @@ pub enum CheckpointError {
     WeightTooLarge { name: String, index: usize, value: f32, limit: f32 },
     #[error("the tensor data does not match its integrity hash (`tensor_sha256` is {expected}, the data hashes to {found}): the file is corrupted")]
     Integrity { expected: String, found: String },
+    #[error("the metadata does not match its integrity hash (`metadata_sha256` is {expected}, the metadata hashes to {found}): the file is corrupted, or its metadata was edited without updating the key (docs/checkpoint-format.md)")]
+    MetadataIntegrity { expected: String, found: String },
     #[error("{0}")]
     Io(String),
     #[error("bad {env}: {0}", env = LIMITS_ENV)]
     BadLimits(String),
+}
+
+/// The `metadata_sha256` of a metadata map: SHA-256 over every other key in byte order, each
+/// as its UTF-8 bytes, a NUL byte, its value's bytes and a NUL byte.
+pub fn metadata_hash<'a>(meta: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    use sha2::Digest;
+    let mut pairs: Vec<(&str, &str)> = meta.into_iter().filter(|(k, _)| *k != keys::METADATA_SHA256).collect();
+    pairs.sort();
+    let mut h = sha2::Sha256::new();
+    for (k, v) in pairs {
+        h.update(k.as_bytes());
+        h.update([0u8]);
+        h.update(v.as_bytes());
+        h.update([0u8]);
+    }
+    format!("sha256:{:x}", h.finalize())
 }
 
 /// SHA-256 of tensor data, as written in the `tensor_sha256` metadata key.
@@ -807,7 +829,7 @@ impl Checkpoint {
         fn j<T: serde::Serialize>(key: &'static str, v: &T) -> Result<String, CheckpointError> {
             serde_json::to_string(v).map_err(|e| CheckpointError::BadKey { key, reason: format!("cannot be serialised: {e}") })
         }
-        Ok(BTreeMap::from([
+        let mut meta = BTreeMap::from([
             (keys::FORMAT, FORMAT.to_string()),
             (keys::FORMAT_VERSION, self.format_version().to_string()),
             (keys::CONFIG, j(keys::CONFIG, &self.config)?),
@@ -816,7 +838,10 @@ impl Checkpoint {
             (keys::PROGRAM_HASH, self.program_hash.clone()),
             (keys::COMPILER_VERSION, self.compiler_version.clone()),
             (keys::TENSOR_SHA256, hash),
-        ]))
+        ]);
+        let hash = metadata_hash(meta.iter().map(|(k, v)| (*k, v.as_str())));
+        meta.insert(keys::METADATA_SHA256, hash);
+        Ok(meta)
     }
 
     /// The tensor data section: every tensor in name order, little-endian f32.
@@ -946,6 +971,14 @@ impl Checkpoint {
         }
         let ck = Checkpoint { config, layout, output, program_hash, compiler_version, tensors };
         ck.validate_with(limits)?;
+        // Last, so an edit that breaks the structure is named as such: what passes every check
+        // must still be what the writer wrote (helper ck25: a flipped bit in the output's
+        // values, `1` to `9`, was read out as 9; swapped vocabulary tokens were accepted).
+        let expected_meta = get(keys::METADATA_SHA256)?;
+        let found = metadata_hash(meta.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if found != expected_meta {
+            return Err(CheckpointError::MetadataIntegrity { expected: expected_meta.chars().take(80).collect(), found });
+        }
         Ok(ck)
     }
 }

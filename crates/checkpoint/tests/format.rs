@@ -179,6 +179,21 @@ fn budgets_layout_and_integrity_are_checked_at_load() {
     assert!(matches!(e, CheckpointError::Integrity { .. }), "{e}");
     // The hash is part of the deterministic metadata and names the data section.
     assert_eq!(ck.metadata().unwrap()["tensor_sha256"], tensor_hash(&good[8 + header_len..]));
+    // The metadata's own hash: an edit that leaves a valid file is still refused (helper ck25:
+    // a flipped bit turned an output value 1 into 9, `causal` could be flipped, and both read).
+    let meta = ck.metadata().unwrap();
+    assert_eq!(meta["metadata_sha256"], raspc_checkpoint::metadata_hash(meta.iter().filter(|(k, _)| **k != "metadata_sha256").map(|(k, v)| (*k, v.as_str()))));
+    let config = &meta["config"];
+    assert!(config.contains("\"causal\":false"), "{config}");
+    for (key, value) in [("config", config.replace("\"causal\":false", "\"causal\":true")), ("program_hash", "sha256:0".to_string()), ("compiler_version", "9.9.9".to_string())] {
+        let e = Checkpoint::from_bytes(&with_meta(&ck, key, Some(&value))).unwrap_err();
+        assert!(matches!(e, CheckpointError::MetadataIntegrity { .. }), "{key}: {e}");
+        assert!(e.to_string().contains("`metadata_sha256`") && e.to_string().contains("edited without updating the key"), "{e}");
+    }
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "metadata_sha256", None)).unwrap_err();
+    assert_eq!(e.to_string(), "metadata key `metadata_sha256` is missing");
+    // Untouched, the rewritten file loads.
+    assert!(Checkpoint::from_bytes(&with_meta(&ck, "format", Some("raspc"))).is_ok());
     // Budgets: sizes over a (lowered) budget are refused before tensors are read.
     let small = Limits::default().with("d_model=4").unwrap();
     let e = Checkpoint::from_bytes_with(&good, &small).unwrap_err();

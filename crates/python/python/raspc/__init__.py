@@ -379,6 +379,9 @@ class Model:
         values = np.zeros((len(batch), t), dtype=np.float64)
         ids = self.token_ids
         real = self._config.get("real_input")
+        # A real-valued model's one token besides BOS carries the numbers: its id is the
+        # vocabulary's, not 1 (helper ck25: a checkpoint with BOS at id 1 read as all BOS).
+        number_id = next((v["id"] for v in self._config["vocab"] if v["id"] != bos), None)
         for i, s in enumerate(batch):
             mask[i, : len(s) + 1] = 1
             for p, tok in enumerate(s):
@@ -389,7 +392,7 @@ class Model:
                             lo, hi = b["lo"], b["hi"]
                     if isinstance(tok, bool) or not isinstance(tok, (int, float)) or not (lo <= tok <= hi):
                         raise RaspcError(f"input {i}: input at position {p} is {tok!r}; this model reads numbers in [{lo}, {hi}]")
-                    tokens[i, p + 1] = 1
+                    tokens[i, p + 1] = number_id
                     values[i, p + 1] = tok
                 else:
                     key = _json.dumps(tok)
