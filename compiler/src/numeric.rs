@@ -107,9 +107,67 @@ pub fn interval(g: &Graph, id: NodeId, set: &ValueSet, ivs: &HashMap<NodeId, Iv>
             let (v, d) = (ivs.get(values)?, const_iv(default)?);
             Some(Iv { lo: v.lo.min(d.lo), hi: v.hi.max(d.hi), int: false, ty: Ty::Mixed })
         }
-        NodeKind::Map { op, args } => map_iv(op, args, ivs),
+        NodeKind::Map { op, args } => {
+            let iv = map_iv(op, args, ivs);
+            // A sum of weighted widths of disjoint parts of one selector (what a counted sum
+            // becomes in simplify's `counted_widths`) counts each key once: at most max-len
+            // keys, however many terms (helper w25: `round(mean(hist) * length)` was refused at
+            // max-len 24, its terms' 24^k combinations taken as possible).
+            match (iv, width_sum_iv(g, id, max_len)) {
+                (Some(a), Some(b)) => Some(Iv { lo: a.lo.max(b.lo), hi: a.hi.min(b.hi), int: a.int || b.int, ty: a.ty }),
+                (a, b) => a.or(b),
+            }
+        }
         _ => None,
     }
+}
+
+/// `Σ_j k_j · selector_width(s and select(v, a_j, ==))` over distinct constants `a_j` (one `s`
+/// and one `v`): the parts select disjoint keys, so at most max-len of them in all, and the sum
+/// lies between max-len times the smallest (or 0) and max-len times the largest weight (or 0).
+fn width_sum_iv(g: &Graph, id: NodeId, max_len: usize) -> Option<Iv> {
+    fn terms(g: &Graph, id: NodeId, k: f64, out: &mut Vec<(f64, NodeId)>) -> Option<()> {
+        match &g.node(id).kind {
+            NodeKind::Map { op: MapOp::Binary(BinOp::Add), args } => {
+                for a in args {
+                    let Operand::Sop(x) = a else { return None };
+                    terms(g, *x, k, out)?;
+                }
+                Some(())
+            }
+            NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } => match args.as_slice() {
+                [Operand::Sop(x), Operand::Const(c)] | [Operand::Const(c), Operand::Sop(x)] if !c.is_str() && !matches!(c, Atom::Bool(_)) => terms(g, *x, k * c.as_f64()?, out),
+                _ => None,
+            },
+            NodeKind::SelectorWidth(sel) => {
+                out.push((k, *sel));
+                Some(())
+            }
+            _ => None,
+        }
+    }
+    if !matches!(g.node(id).kind, NodeKind::Map { op: MapOp::Binary(BinOp::Add), .. }) {
+        return None;
+    }
+    let mut ts = vec![];
+    terms(g, id, 1.0, &mut ts)?;
+    let mut shared: Option<(NodeId, NodeId)> = None;
+    let mut picked: Vec<Atom> = vec![];
+    for &(_, sel) in &ts {
+        let NodeKind::SelectAnd(s, pick) = g.node(sel).kind else { return None };
+        let NodeKind::Select { keys: v, queries: q, cmp: Cmp::Eq } = g.node(pick).kind else { return None };
+        let NodeKind::Const(a) = &g.node(q).kind else { return None };
+        // (Disjoint: no key equals two constants Python tells apart; 1, 1.0 and True are one.)
+        if shared.get_or_insert((s, v)) != &(s, v) || picked.iter().any(|b| b.key() == a.key()) {
+            return None;
+        }
+        picked.push(a.clone());
+    }
+    let n = max_len as f64;
+    let lo = ts.iter().map(|t| t.0).fold(0.0f64, f64::min) * n;
+    let hi = ts.iter().map(|t| t.0).fold(0.0f64, f64::max) * n;
+    let int = ts.iter().all(|t| t.0.fract() == 0.0);
+    (lo.is_finite() && hi.is_finite()).then_some(Iv { lo, hi, int, ty: if int { Ty::Int } else { Ty::Mixed } })
 }
 
 fn map_iv(op: &MapOp, args: &[Operand], ivs: &HashMap<NodeId, Iv>) -> Option<Iv> {
@@ -220,23 +278,83 @@ pub fn backward_counts(g: &Graph, sel: NodeId, max_len: usize) -> Option<Vec<usi
     Some(counts)
 }
 
-/// The parts of a counted sum `aggregate(sel, values, default) * f(indices)`:
-/// (sel, values, λ) with f(i) = λ·count(i) at every index.
+/// True when `x` is a function of `length` (and constants) that reads `length`.
+fn is_length_function(g: &Graph, x: NodeId) -> bool {
+    fn go(g: &Graph, x: NodeId, reads: &mut bool) -> bool {
+        match &g.node(x).kind {
+            NodeKind::Length => {
+                *reads = true;
+                true
+            }
+            NodeKind::Const(_) => true,
+            NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+                Operand::Const(_) => true,
+                Operand::Sop(s) => go(g, *s, reads),
+            }),
+            _ => false,
+        }
+    }
+    let mut reads = false;
+    go(g, x, &mut reads) && reads
+}
+
+/// Longest max-len at which [`situations`] checks that a selector selects every key (a check
+/// of every key at every query and length).
+const EVERY_KEY_CHECK_MAX_LEN: usize = 256;
+
+/// What a counted sum counts in each situation a query can be in: the number of keys `sel`
+/// selects and f's value. At each query index for a backward positional selector and f a
+/// function of `indices`; at each length for a selector of every key and f a function of
+/// `length` (the mean over the whole input times a multiple of its length: helper w25, the
+/// sum of widths `mean(hist) * length`). None otherwise.
+fn situations(g: &Graph, sel: NodeId, f: NodeId, max_len: usize) -> Option<Vec<(usize, Option<Atom>)>> {
+    if is_index_function(g, f) {
+        let counts = backward_counts(g, sel, max_len)?;
+        return Some(counts.into_iter().enumerate().map(|(i, c)| (c, index_value(g, f, i as i64))).collect());
+    }
+    if !is_length_function(g, f) || max_len > EVERY_KEY_CHECK_MAX_LEN {
+        return None;
+    }
+    for (q, l) in crate::positional::grid(max_len) {
+        for k in 0..l {
+            if crate::positional::selects_at(g, sel, k, q, l) != Some(true) {
+                return None;
+            }
+        }
+    }
+    Some((1..=max_len as i64).map(|l| (l as usize, crate::positional::eval_at(g, f, 0, l))).collect())
+}
+
+/// A number that is not a string.
+fn num(a: Option<Atom>) -> Option<f64> {
+    a.and_then(|x| if x.is_str() { None } else { x.as_f64() })
+}
+
+/// The parts of a counted sum `aggregate(sel, values, default) * f`: (sel, values, λ) with f =
+/// λ·count in every [`situations`] (f of `indices` under a backward positional selector, or of
+/// `length` under a selector of every key).
 pub fn counted_sum_parts(g: &Graph, id: NodeId, max_len: usize) -> Option<(NodeId, NodeId, f64)> {
     let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return None };
     let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
     for (m, f) in [(*a, *b), (*b, *a)] {
         let NodeKind::Aggregate { sel, values, default } = &g.node(m).kind else { continue };
-        if default.is_str() || !is_index_function(g, f) {
+        if default.is_str() {
             continue;
         }
-        let Some(counts) = backward_counts(g, *sel, max_len) else { continue };
-        let f_at = |i: usize| index_value(g, f, i as i64).and_then(|x| if x.is_str() { None } else { x.as_f64() });
-        if let Some(lambda) = count_multiple(counts.iter().enumerate().map(|(i, &c)| (f_at(i), c))) {
+        let Some(sits) = situations(g, *sel, f, max_len) else { continue };
+        if let Some(lambda) = count_multiple(sits.into_iter().map(|(c, fv)| (num(fv), c))) {
             return Some((*sel, *values, lambda));
         }
     }
     None
+}
+
+/// A counted sum ([`counted_sum_parts`]) whose factor is a function of `indices` (the form
+/// lowered as a product with positions).
+pub fn counted_sum_by_index(g: &Graph, id: NodeId, max_len: usize) -> bool {
+    let NodeKind::Map { args, .. } = &g.node(id).kind else { return false };
+    counted_sum_parts(g, id, max_len).is_some()
+        && args.iter().any(|a| matches!(a, Operand::Sop(x) if !matches!(g.node(*x).kind, NodeKind::Aggregate { .. }) && is_index_function(g, *x)))
 }
 
 /// The floats the interpreter computes for a counted sum `aggregate(sel, v) * f(indices)` where
@@ -254,11 +372,11 @@ pub fn counted_sum_floats(g: &Graph, id: NodeId, max_len: usize, (sel, _, lambda
     };
     let Some(nums) = values.iter().map(|a| a.as_f64().filter(|x| x.fract() == 0.0 && !a.is_str())).collect::<Option<Vec<f64>>>() else { return vec![] };
     let (vmin, vmax) = nums.iter().fold((0.0f64, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    let Some(counts) = backward_counts(g, sel, max_len) else { return vec![] };
+    let Some(sits) = situations(g, sel, f, max_len) else { return vec![] };
     let mut out = std::collections::BTreeSet::new();
     let mut budget: usize = 1 << 22;
-    for (i, &c) in counts.iter().enumerate() {
-        let Some(fv) = index_value(g, f, i as i64).and_then(|x| if x.is_str() { None } else { x.as_f64() }) else { continue };
+    for (c, fv) in sits {
+        let Some(fv) = num(fv) else { continue };
         if c == 0 {
             continue;
         }
@@ -288,21 +406,21 @@ pub fn counted_sum_extra_floats(
     let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return vec![] };
     let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return vec![] };
     let integer_values = !values.is_empty() && values.iter().all(|a| !a.is_str() && a.as_f64().is_some_and(|x| x.fract() == 0.0));
-    let counts = backward_counts(g, sel, max_len);
-    let can_occur = |x: f64, i: usize| match (&counts, integer_values) {
-        (Some(counts), true) => {
-            let xc = x * counts[i] as f64;
-            (xc - xc.round()).abs() <= 1e-9 * xc.abs().max(1.0)
+    let can_occur = |x: f64, c: usize| {
+        if !integer_values {
+            return true;
         }
-        _ => true,
+        let xc = x * c as f64;
+        (xc - xc.round()).abs() <= 1e-9 * xc.abs().max(1.0)
     };
     let mut out = std::collections::BTreeSet::new();
     for (m, f) in [(*a, *b), (*b, *a)] {
         let (NodeKind::Aggregate { .. }, Some(more)) = (&g.node(m).kind, extra.get(&m)) else { continue };
+        let Some(sits) = situations(g, sel, f, max_len) else { continue };
         let xs: Vec<f64> = more.iter().filter(|a| !a.is_str()).filter_map(Atom::as_f64).collect();
-        for i in 0..max_len {
-            let Some(fv) = index_value(g, f, i as i64).and_then(|x| if x.is_str() { None } else { x.as_f64() }) else { continue };
-            for &x in xs.iter().filter(|&&x| can_occur(x, i)) {
+        for (c, fv) in sits {
+            let Some(fv) = num(fv) else { continue };
+            for &x in xs.iter().filter(|&&x| can_occur(x, c)) {
                 // (Multiplication is commutative in floating point too.)
                 let p = x * fv;
                 if p.fract() != 0.0 {
@@ -467,7 +585,12 @@ pub(crate) fn count_multiple(points: impl IntoIterator<Item = (Option<f64>, usiz
 fn counted_sum(g: &Graph, id: NodeId, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> Option<Iv> {
     let (sel, values, lambda) = counted_sum_parts(g, id, max_len)?;
     let v = ivs.get(&values)?;
-    let counts = backward_counts(g, sel, max_len)?;
+    let NodeKind::Map { args, .. } = &g.node(id).kind else { return None };
+    let f = args.iter().find_map(|a| match a {
+        Operand::Sop(x) if !matches!(g.node(*x).kind, NodeKind::Aggregate { .. }) => Some(*x),
+        _ => None,
+    })?;
+    let counts: Vec<usize> = situations(g, sel, f, max_len)?.into_iter().map(|(c, _)| c).collect();
     let (mut lo, mut hi) = (0.0f64, 0.0f64);
     for &c in &counts {
         let c = c as f64;

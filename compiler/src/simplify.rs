@@ -447,6 +447,12 @@ fn lexicographic(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: &
 /// that signed digits (18 values: the alternating digit sum) are split too (helper w23).
 const MAX_WIDTH_TERMS: usize = 32;
 
+/// Most distinct nonzero values a whole-input mean times `length` is split into widths for;
+/// past it, the mean head and a product with the length's one-hot are much smaller, though one
+/// MLP deeper (the widths add up for free): 20, so that digits and signed digits (the digit
+/// sum mod 9, the alternating digit sum) keep their one layer.
+const MAX_WIDTH_TERMS_BESIDE_LENGTH: usize = 20;
+
 /// `aggregate(s, v, d) * f` (either order) with `s` a positional selector and `f` a function of
 /// `indices` and `length` equal to `λ·count(i, l)` at every grid pair (i, l), `count` the number
 /// of keys `s` selects there: the mean times the count is `λ·Σ v` over the selected keys, which
@@ -467,7 +473,7 @@ fn counted_widths(
 ) -> Option<NodeKind> {
     let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return None };
     let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
-    if crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
+    if crate::numeric::counted_sum_by_index(g, id, max_len) {
         return None;
     }
     for (m, f) in [(*a, *b), (*b, *a)] {
@@ -495,6 +501,13 @@ fn counted_widths(
         nonzero.sort_by(|x, y| x.0.total_cmp(&y.0));
         nonzero.dedup_by(|x, y| x.0 == y.0);
         if nonzero.is_empty() || nonzero.len() > MAX_WIDTH_TERMS {
+            continue;
+        }
+        // A mean over every key times a multiple of `length` with many values is one mean head
+        // and a product with the length's one-hot (lowering's `positional_product`), not a
+        // width head per value (helper w25: the sum of widths `mean(hist) * length` at max-len
+        // 32 was 34 heads, 0.36 M parameters).
+        if nonzero.len() > MAX_WIDTH_TERMS_BESIDE_LENGTH && crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
             continue;
         }
         // A selector that selects every key at every grid pair (however it is written: `a or

@@ -838,7 +838,7 @@ fn refusals_never_name_what_the_compiler_made() {
             "this averages values that depend on later positions",
         ),
         (
-            "m0 = aggregate(select(indices, indices, <), indices, 1);\nm1 = aggregate(select(indices, indices, <), indices, 0);\nprog = round((m0 + m1) * length);\n",
+            "m0 = aggregate(select(indices, indices, <), indices, 1);\nm1 = aggregate(select(indices, indices, <), indices, 0);\nprog = round((m0 + m1) * (length - indices));\n",
             vec![],
             "pass `--encoding NAME=",
         ),

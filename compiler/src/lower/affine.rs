@@ -290,6 +290,17 @@ impl Lowerer<'_> {
                     _ => return Ok(None),
                 }
             }
+            // `round` of a counted sum of integers too large to list (the sum of widths
+            // `round(mean(hist) * length)` at max-len 64: helper w25): the identity on its exact
+            // value, which the interpreter's float misses by rounding only.
+            (MapOp::Round, [Operand::Sop(x)])
+                if matches!(self.sets.get(x), Some(ValueSet::Unbounded))
+                    && self.ivs.get(x).is_some_and(|iv| iv.int)
+                    && crate::numeric::counted_sum_parts(self.g, *x, self.opts.max_len).is_some() =>
+            {
+                let Some(l) = self.lin_of(*x)? else { return Ok(None) };
+                l
+            }
             _ => match self.affine_on_points(id)? {
                 Some((l, identity)) if identity || self.read_as_number(id, 0) => l,
                 _ => return Ok(None),
@@ -416,20 +427,42 @@ impl Lowerer<'_> {
         out
     }
 
-    /// `x * f(indices)` (either order) with `x` numerical and `f` a function of `indices` read
-    /// from its one-hot: one MLP, one or two units per index value.
+    /// A one-hot slot that `f` is a function of, and f's value at each of its dims: `indices`
+    /// (f a function of `indices`), or `length` (f a function of `length`: the mean over the
+    /// whole input times its length, helper w25). None when neither is one-hot here.
+    fn one_hot_factor(&self, f: NodeId) -> Option<(SlotId, Vec<f64>)> {
+        if let Some(is) = self.indices
+            && matches!(self.slots[is].enc, SlotEnc::Cat(_))
+            && let Some(fv) = self.index_function(f)
+        {
+            return Some((is, fv.iter().map(|v| v.as_ref().and_then(number)).collect::<Option<Vec<f64>>>()?));
+        }
+        // A function of `length` alone: its one leaf that is not a constant.
+        let mut leaves = BTreeSet::new();
+        self.leaves_of(f, &mut leaves);
+        let [len] = leaves.iter().copied().filter(|l| !matches!(self.g.node(*l).kind, NodeKind::Const(_))).collect::<Vec<_>>()[..] else { return None };
+        if !matches!(self.g.node(len).kind, NodeKind::Length) || !crate::positional::is_positional(self.g, f) {
+            return None;
+        }
+        let Some(Rep::Slot(ls)) = self.rep.get(&len) else { return None };
+        let SlotEnc::Cat(vals) = &self.slots[*ls].enc else { return None };
+        let fv = vals.iter().map(|l| match l {
+            Atom::Int(l) => crate::positional::eval_at(self.g, f, 0, *l).as_ref().and_then(number),
+            _ => None,
+        });
+        Some((*ls, fv.collect::<Option<Vec<f64>>>()?))
+    }
+
+    /// `x * f` (either order) with `x` numerical and `f` a function of `indices` or of
+    /// `length` read from its one-hot ([`Self::one_hot_factor`]): one MLP, one or two units per
+    /// value of the one-hot.
     fn positional_product(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<SlotId>, Diagnostic> {
         let (MapOp::Binary(BinOp::Mul), [Operand::Sop(a), Operand::Sop(b)]) = (op, args) else { return Ok(None) };
-        let Some(is) = self.indices else { return Ok(None) };
-        if !matches!(self.slots[is].enc, SlotEnc::Cat(_)) {
-            return Ok(None);
-        }
         for (x, f) in [(*a, *b), (*b, *a)] {
             if !self.is_num_slot(x) {
                 continue;
             }
-            let Some(fv) = self.index_function(f) else { continue };
-            let Some(fv) = fv.iter().map(|v| v.as_ref().and_then(number)).collect::<Option<Vec<f64>>>() else { continue };
+            let Some((is, fv)) = self.one_hot_factor(f) else { continue };
             let Some(iv) = self.ivs.get(&x).copied() else { continue };
             let Rep::Slot(xs) = self.rep[&x] else { continue };
             let label = self.label(id).to_string();

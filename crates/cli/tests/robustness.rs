@@ -94,7 +94,8 @@ impl Parts {
     fn set(&mut self, key: &str, v: &Value) {
         self.meta.insert(key.to_string(), v.to_string());
     }
-    /// Safetensors bytes with a correct `tensor_sha256` (so the check under test is reached).
+    /// Safetensors bytes with a correct `tensor_sha256` and `metadata_sha256` (so the check
+    /// under test is reached).
     fn bytes(&self) -> Vec<u8> {
         let mut data = vec![];
         let mut header = serde_json::Map::new();
@@ -107,6 +108,8 @@ impl Parts {
         }
         let mut meta = self.meta.clone();
         meta.insert("tensor_sha256".into(), tensor_hash(&data));
+        let hash = raspc_checkpoint::metadata_hash(meta.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        meta.insert("metadata_sha256".into(), hash);
         header.insert("__metadata__".into(), json!(meta));
         let mut h = Value::Object(header).to_string();
         while !(8 + h.len()).is_multiple_of(8) {
