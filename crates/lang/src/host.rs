@@ -913,6 +913,14 @@ impl<'l> Evaluator<'l> {
         r
     }
 
+    /// The name a call's text starts with (`length` in `length(tokens)`), if it is one.
+    fn callee_name(&self, call: Span) -> Option<String> {
+        let text = &self.sources.get(call.file).text;
+        let s = text.get(call.start as usize..call.end as usize)?;
+        let name: String = s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        (!name.is_empty() && s[name.len()..].trim_start().starts_with('(')).then_some(name)
+    }
+
     fn err(&self, code: &'static str, msg: impl Into<String>, span: Span, label: impl Into<String>) -> Box<Diagnostic> {
         Box::new(Diagnostic::error(code, msg, span).with_label(label))
     }
@@ -1295,7 +1303,15 @@ impl<'l> Evaluator<'l> {
                     self.user_call = None;
                 }
                 self.depth -= 1;
-                r
+                // An error in the body says which call reached it (helper ed25: a type error in a
+                // function showed the body only), the innermost few calls of a nest.
+                r.map_err(|mut d: Box<Diagnostic>| {
+                    let calls = d.labels.iter().filter(|l| l.message == "in this call").count();
+                    if d.severity == crate::diag::Severity::Error && calls < 3 && d.labels.iter().all(|l| l.span != span) && !matches!(d.code, "eval::recursion") {
+                        d.labels.push(crate::diag::Label { span, message: "in this call".into(), primary: false });
+                    }
+                    d
+                })
             }
             HostValue::Builtin(Builtin::SelectorWidth) => match args.as_slice() {
                 [HostValue::Sel(s)] => Ok(HostValue::Sop(self.node(NodeKind::SelectorWidth(*s), span)?)),
@@ -1328,7 +1344,17 @@ impl<'l> Evaluator<'l> {
                 if args.len() != 1 {
                     return Err(self.err("eval::arity", format!("an s-op is applied to one input, got {} arguments", args.len()), span, "wrong number of arguments"));
                 }
-                let input = host_input(&args[0]).map_err(|m| self.err("eval::type", m, arg_exprs[0].span, "not a valid input"))?;
+                let input = host_input(&args[0]).map_err(|m| {
+                    let d = self.err("eval::type", m, arg_exprs[0].span, "not a valid input");
+                    // `length(tokens)`, `indices(x)`: a call of an s-op on an s-op (helper ed25:
+                    // the message never said the callee is no function).
+                    match (&args[0], &self.callee_name(span)) {
+                        (HostValue::Sop(_) | HostValue::Sel(_), Some(name)) => Box::new(d.with_note(format!(
+                            "`{name}` is an s-op, not a function: calling it runs it on an example input (`{name}(\"abc\")`); to use its value at every position, write `{name}` alone"
+                        ))),
+                        _ => d,
+                    }
+                })?;
                 match interp::evaluate(&self.graph, n, &input) {
                     Ok(interp::Value::Seq(v)) => Ok(HostValue::List(Rc::new(v.into_iter().map(HostValue::Atom).collect()))),
                     Ok(interp::Value::Sel(m)) => {

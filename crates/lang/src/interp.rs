@@ -124,6 +124,8 @@ fn evaluate_nodes(graph: &Graph, root: NodeId, input: &[Atom], keep_all: bool, d
             Some(Value::Sel(s)) => Ok(s),
             _ => Err(internal("a selector")),
         };
+        // The first query where an aggregate selects no key (and gives its default).
+        let mut defaulted: Option<usize> = None;
         let v = match &node.kind {
             NodeKind::Tokens => Value::Seq(input.to_vec()),
             NodeKind::Indices => Value::Seq((0..n as i64).map(Atom::Int).collect()),
@@ -185,7 +187,10 @@ fn evaluate_nodes(graph: &Graph, root: NodeId, input: &[Atom], keep_all: bool, d
                 for (q, row) in m.iter().enumerate() {
                     let picked: Vec<&Atom> = row.iter().zip(v).filter(|(p, _)| **p).map(|(_, a)| a).collect();
                     out.push(match picked.len() {
-                        0 => default.clone(),
+                        0 => {
+                            defaulted.get_or_insert(q);
+                            default.clone()
+                        }
                         1 => picked[0].clone(),
                         k => {
                             if !averageable {
@@ -207,7 +212,18 @@ fn evaluate_nodes(graph: &Graph, root: NodeId, input: &[Atom], keep_all: bool, d
         if let Value::Seq(s) = &v
             && (!matches!(node.kind, NodeKind::Tokens) || asis_read)
         {
-            check_consistent(s).map_err(|m| fail(None, m))?;
+            check_consistent(s).map_err(|m| match (&node.kind, defaulted) {
+                // Strings beside the default where no key is selected: the commonest RASP slip
+                // (an off-by-one in a reversal; helper ed25: nothing said where the 0s came from).
+                (NodeKind::Aggregate { default, .. }, Some(q)) if !default.is_str() => fail(
+                    Some(q),
+                    format!(
+                        "{m}: no key is selected at position {q}, where `aggregate` gives its default {}, not a string; give a string default (`aggregate(sel, values, \"\")`) or a selector that selects a key at every position",
+                        default.repr()
+                    ),
+                ),
+                _ => fail(None, m),
+            })?;
         }
         vals.insert(id, v);
         if !keep_all {
