@@ -1223,7 +1223,7 @@ fn misused_inputs_get_a_message_that_says_what_they_are() {
     // A program given where a model goes: not a safetensors file (not a header budget).
     let (code, _, err) = cli(&["run", "corpus/reverse.rasp", "--input", "ab"]);
     assert_eq!(code, 1);
-    assert!(err.contains("not a safetensors file") && err.contains("it starts with text") && !err.contains("RASPC_LIMITS"), "{err}");
+    assert!(err.contains("not a safetensors file: it starts with text") && err.contains("raspc compile") && !err.contains("RASPC_LIMITS"), "{err}");
     // A GGUF language model (its magic, version 3, then counts): only `probe svflow` reads it
     // (helper s23: "its first 8 bytes announce a 14064895815-byte header").
     let gguf = temp("lm.gguf");
@@ -2190,4 +2190,35 @@ fn unknown_token_lists_a_large_vocabulary_in_part() {
     let (code, _, err) = cli(&["run", c, "--input", "[\"x\"]"]);
     assert_eq!(code, 1);
     assert!(err.contains("(\"99\", \"98\", \"97\",") && err.contains("\"76\", ... (100 tokens))") && !err.contains("\"75\""), "{err}");
+}
+
+/// Slips at the terminal get plain advice (helper ed25): a separator in a plain `--vocab` is a
+/// token (warned, or named in the duplicate's refusal), a program given to `run` is named as text
+/// first, an overflowing `--max-len` is "too large", a missing file has no OS error number, and
+/// a JSON object as `--input` is warned about.
+#[test]
+fn terminal_slips_get_plain_advice() {
+    let c = temp("slips.safetensors");
+    let c = c.to_str().unwrap();
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "a,b", "--max-len", "4", "-o", c, "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: --vocab is read one character per token, so \",\" is a token too ('a', ',', 'b')"), "{err}");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "4", "-o", c, "--force"]);
+    assert_eq!(code, 0);
+    assert!(!err.contains("warning"), "{err}");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "a,b,c", "--max-len", "4", "-o", c, "--force"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--vocab lists ',' twice (a plain string is read one character per token"), "{err}");
+    let (code, _, err) = cli(&["run", "corpus/reverse.rasp", "--input", "abc"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not a safetensors file: it starts with text (`# ") && err.find("raspc compile") < err.find("byte header"), "{err}");
+    let (code, _, err) = cli(&["compile", "corpus/reverse.rasp", "--vocab", "abc", "--max-len", "99999999999999999999", "-o", c, "--force"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("'99999999999999999999' for '--max-len <MAX_LEN>': too large a number") && !err.contains("target type"), "{err}");
+    let (code, _, err) = cli(&["eval", "corpus/no-such-program.rasp", "--input", "ab"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read `corpus/no-such-program.rasp`: No such file or directory") && !err.contains("os error"), "{err}");
+    let (code, _, err) = cli(&["eval", "corpus/reverse.rasp", "--input", "{\"a\":1}"]);
+    assert_eq!(code, 0);
+    assert!(err.contains("warning: --input is a JSON object, which is read as its 7 characters"), "{err}");
 }

@@ -428,7 +428,7 @@ pub fn tensor_hash(data: &[u8]) -> String {
 /// whose safetensors header is larger than the budget or than the file.
 pub fn read_file(path: &Path, limits: &Limits) -> Result<Vec<u8>, CheckpointError> {
     use std::io::Read;
-    let io = |e: std::io::Error| CheckpointError::Io(format!("cannot read `{}`: {e}", path.display()));
+    let io = |e: std::io::Error| CheckpointError::Io(format!("cannot read `{}`: {}", path.display(), io_message(&e)));
     let meta = std::fs::metadata(path).map_err(io)?;
     if !meta.is_file() {
         return Err(CheckpointError::Io(format!("`{}` is not a regular file", path.display())));
@@ -458,6 +458,16 @@ pub fn read_file(path: &Path, limits: &Limits) -> Result<Vec<u8>, CheckpointErro
     Ok(bytes)
 }
 
+/// An I/O error as a user reads it: "No such file or directory", without the OS's error
+/// number (helper ed25: "(os error 2)").
+pub fn io_message(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
+}
+
 /// True when `bytes` is a safetensors file whose metadata says `format: raspc` (a checkpoint,
 /// possibly of another version or damaged).
 pub fn claims_raspc_format(bytes: &[u8]) -> bool {
@@ -473,14 +483,17 @@ fn check_header_size(n: u64, len: u64, limits: &Limits) -> Result<(), Checkpoint
         // starts with its IR version field, byte 0x08: helper c19. A GGUF file starts with its
         // magic `GGUF`: helper s23.)
         let bytes = n.to_le_bytes();
+        if text && !bytes.starts_with(b"GGUF") {
+            // What the file is and what to do first; the byte count, which means nothing to
+            // the user, last (helper ed25: the hint came after a 19-digit header size).
+            return Err(CheckpointError::NotSafetensors(format!(
+                "it starts with text (`{}`), not a safetensors header: a RASP program is compiled to a checkpoint first (`raspc compile`), or evaluated with `raspc eval` (read as safetensors, its first 8 bytes announce a {n}-byte header in a {len}-byte file)",
+                String::from_utf8_lossy(&bytes).escape_debug()
+            )));
+        }
         let hint = if bytes.starts_with(b"GGUF") {
             // (Text too: "GGUF" and a small version number.)
             " (it is a GGUF language model: `raspc probe svflow` reads those; inspect, trace, plot, run and export read raspc's own safetensors checkpoints)".to_string()
-        } else if text {
-            format!(
-                " (it starts with text: `{}`: a RASP program is compiled to a checkpoint first, `raspc compile`, or evaluated with `raspc eval`)",
-                String::from_utf8_lossy(&bytes).escape_debug()
-            )
         } else if bytes[0] == 0x08 {
             " (it may be an ONNX model: raspc reads its own safetensors checkpoints, not ONNX)".to_string()
         } else {

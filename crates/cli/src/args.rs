@@ -403,8 +403,15 @@ pub fn vocab_duplicate(what: &str, vocab: &[raspc_lang::Atom]) -> Option<String>
             return Some(if x == y {
                 // `--vocab '"abc"'`: a JSON string read as characters, quotes included.
                 let quoted = vocab.first().is_some_and(|f| f.repr() == "'\"'") && vocab.last().is_some_and(|l| l.repr() == "'\"'");
-                let hint =
-                    if quoted { " (a quoted string is read one character per token, quotes included: write --vocab abc, or a JSON list such as '[\"abc\"]' for one token)" } else { "" };
+                let listed = [",", " "].iter().any(|sep| a.repr() == format!("'{sep}'"));
+                let hint = if quoted {
+                    " (a quoted string is read one character per token, quotes included: write --vocab abc, or a JSON list such as '[\"abc\"]' for one token)"
+                } else if listed {
+                    // `--vocab 'a,b,c'` (helper ed25: nothing said a plain string is split).
+                    " (a plain string is read one character per token, separators included: write --vocab abc, or a JSON list such as '[\"a\", \"b\"]')"
+                } else {
+                    ""
+                };
                 format!("{what} lists {} twice{hint}", a.repr())
             } else {
                 format!("{what} lists {x} and {y}, the same token (equal numbers, as Python's sets and dicts see them)")
@@ -536,6 +543,14 @@ pub fn parse_tokens(flag: &str, text: &str) -> Result<Vec<raspc_lang::Atom>, Str
 /// `--input in.json` runs on the 7 characters of the name (helper c19: `simulate --input` reads
 /// a file, and a user who learnt that got `eval` of the file's name, exit status 0).
 pub fn input_file_warning(input: &str, err: &mut dyn std::io::Write) {
+    // A JSON object (helper ed25: `--input '{"a":1}'` ran on its 7 characters, unremarked).
+    if input.trim_start().starts_with('{') && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(input).is_ok() {
+        let _ = writeln!(
+            err,
+            "warning: --input is a JSON object, which is read as its {} characters; an input is a string of one-character tokens or a JSON array of tokens (`[\"a\", 1]`)",
+            input.chars().count()
+        );
+    }
     if !input.trim_start().starts_with('[') && std::path::Path::new(input).is_file() {
         let _ = writeln!(
             err,

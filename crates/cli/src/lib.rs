@@ -259,6 +259,8 @@ fn run_command(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, colo
             let text = if color { e.render().ansi().to_string() } else { e.render().to_string() };
             // Rust's own words for a number that does not parse (`--max-len=-3`).
             let text = text.replace("invalid digit found in string", "expected a whole number (0, 1, 2, ...)");
+            // (And past the integer's range: `--max-len 99999999999999999999`, helper ed25.)
+            let text = text.replace("number too large to fit in target type", "too large a number");
             let code = if e.use_stderr() { 2 } else { 0 };
             if e.use_stderr() {
                 let _ = write!(err, "{text}");

@@ -27,7 +27,7 @@ use std::path::Path;
 pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{shown}`: {}", raspc_checkpoint::io_message(&e)))?;
     if !meta.is_file() {
         return Err(format!("cannot read `{shown}`: not a regular file"));
     }
@@ -35,9 +35,9 @@ pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
     if meta.len() > max {
         return Err(format!("`{shown}` is {} bytes, over the budget of {max} (raise it with RASPC_LIMITS=text_bytes=N)", meta.len()));
     }
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {}", raspc_checkpoint::io_message(&e)))?;
     let mut bytes = Vec::new();
-    f.take(max).read_to_end(&mut bytes).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    f.take(max).read_to_end(&mut bytes).map_err(|e| format!("cannot read `{shown}`: {}", raspc_checkpoint::io_message(&e)))?;
     Ok(bytes)
 }
 
@@ -186,6 +186,23 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
     }
     if let Some(e) = vocab_duplicate("--vocab", &vocab) {
         return Err(e.into());
+    }
+    // `--vocab 'a,b'` or `'a b'`: a separator read as a token of its own (helper ed25: silently).
+    if let Some(v) = &target.vocab
+        && !v.trim_start().starts_with('[')
+        && vocab.len() > 1
+        && let Some(sep) = vocab.iter().find_map(|a| match a {
+            raspc_lang::Atom::Str(s) if s == "," || s == " " => Some(s.clone()),
+            _ => None,
+        })
+    {
+        let shown: Vec<String> = vocab.iter().take(8).map(raspc_lang::Atom::repr).collect();
+        let _ = writeln!(
+            err,
+            "warning: --vocab is read one character per token, so {sep:?} is a token too ({}{}); for tokens of several characters give a JSON list, such as '[\"ab\", \"cd\"]'",
+            shown.join(", "),
+            if vocab.len() > 8 { ", …" } else { "" }
+        );
     }
     if target.max_len == 0 {
         return Err("--max-len must be at least 1".to_string().into());
