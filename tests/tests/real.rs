@@ -778,7 +778,7 @@ fn unsupported_real_programs_get_located_errors() {
         ("y = tokens_float % 2;", "not supported"),
         ("y = 1 if tokens_float == 0.5 else 0;", "`==` on real values is not supported"),
         // The input read as integers: named, with the way out (helper b10: "to_int of a real value").
-        ("y = tokens_int + 1;", "`tokens_int` (to_int of the input number) is not supported"),
+        ("y = tokens_int + 1;", "`tokens_int` (int(x) of each input number) is not supported"),
         ("y = 1 / tokens_float;", "cannot be approximated"),
         // A square root is continuous at 0 but its slope is not bounded: not a "jump".
         ("y = max(tokens_float, 0) ^ 0.5;", "slope is unbounded at 0"),
