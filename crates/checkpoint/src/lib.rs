@@ -383,8 +383,8 @@ pub enum CheckpointError {
     WrongDtype { name: String, shape: Vec<usize>, found: String },
     #[error("tensor `{0}` is not part of this model's config")]
     UnexpectedTensor(String),
-    #[error("tensor `{name}` holds a non-finite value at flat index {index}")]
-    NonFinite { name: String, index: usize },
+    #[error("tensor `{name}` (shape {shape:?}) holds {value} at {at:?} (flat index {index}): weights must be finite")]
+    NonFinite { name: String, shape: Vec<usize>, at: Vec<usize>, index: usize, value: f32 },
     #[error("the residual layout is inconsistent: {0}")]
     BadLayout(String),
     #[error("{what} is {value}, over the budget of {limit} (raise it with {env}={name}=N; see docs/checkpoint-format.md)", env = LIMITS_ENV)]
@@ -620,7 +620,7 @@ impl Checkpoint {
             if t.data.len() != shape.iter().product::<usize>() {
                 return Err(CheckpointError::WrongShape { name: name.clone(), expected: shape.clone(), found: vec![t.data.len()] });
             }
-            check_values(name, &t.data, limits)?;
+            check_values(name, &t.shape, &t.data, limits)?;
         }
         if let Some(extra) = self.tensors.keys().find(|k| !expected.contains_key(*k)) {
             return Err(CheckpointError::UnexpectedTensor(extra.clone()));
@@ -648,7 +648,9 @@ impl Checkpoint {
                 continue;
             }
             if !(v.token.is_string() || v.token.is_number() || v.token.is_boolean()) {
-                return Err(bad_config(format!("vocabulary entry {i} has token {}: tokens are strings, numbers or booleans", v.token)));
+                // A null token is BOS's: then `bos_id` is what is wrong (helper ck25).
+                let bos = if v.token.is_null() { format!(" (null is BOS's token: is bos_id {} meant to be {i}?)", c.bos_id) } else { String::new() };
+                return Err(bad_config(format!("vocabulary entry {i} has token {}: tokens are strings, numbers or booleans{bos}", v.token)));
             }
             if !tokens.insert(v.token.to_string()) {
                 return Err(bad_config(format!("vocabulary token {} is listed twice", v.token)));
@@ -762,8 +764,12 @@ impl Checkpoint {
             }
             let mut seen = std::collections::BTreeSet::from([s.offset]);
             for &p in &s.parts {
-                if p >= c.d_model || !seen.insert(p) {
-                    return Err(CheckpointError::BadLayout(format!("s-op `{}`: part dim {p} is past d_model {} or listed twice", s.label, c.d_model)));
+                if p >= c.d_model {
+                    return Err(CheckpointError::BadLayout(format!("s-op `{}`: part dim {p} is past d_model {}", s.label, c.d_model)));
+                }
+                if !seen.insert(p) {
+                    let what = if p == s.offset { "the entry's own dim" } else { "listed twice" };
+                    return Err(CheckpointError::BadLayout(format!("s-op `{}`: part dim {p} is {what}", s.label)));
                 }
                 // Each part is a numerical entry's own dim.
                 if !numerical.contains(&p) {
@@ -939,10 +945,27 @@ impl Checkpoint {
             let bad = |e: serde_json::Error| CheckpointError::BadKey { key, reason: e.to_string() };
             let v: serde_json::Value = serde_json::from_str(text).map_err(bad)?;
             limits.json(key, &v)?;
+            // (serde reads an array as a struct's fields in order: "invalid type: map, expected
+            // usize" for a config given as an array, helper ck25.)
+            if !v.is_object() {
+                let kind = match &v {
+                    serde_json::Value::Array(_) => "an array",
+                    serde_json::Value::String(_) => "a string",
+                    serde_json::Value::Number(_) => "a number",
+                    serde_json::Value::Bool(_) => "a boolean",
+                    _ => "null",
+                };
+                return Err(CheckpointError::BadKey { key, reason: format!("expected a JSON object, found {kind}") });
+            }
             serde_json::from_value(v).map_err(bad)
         }
         let config: ModelConfig = parse(keys::CONFIG, &get(keys::CONFIG)?, limits)?;
         config.check_budget(limits)?;
+        // Before the tensors' shapes, which d_model sizes (helper ck25: `d_model: 0` was named
+        // as a wrong shape of `embed.position`).
+        if config.d_model == 0 {
+            return Err(CheckpointError::BadKey { key: keys::CONFIG, reason: "d_model is 0 (it must be at least 1)".into() });
+        }
         let layout: Layout = parse(keys::LAYOUT, &get(keys::LAYOUT)?, limits)?;
         let output: OutputSpec = parse(keys::OUTPUT, &get(keys::OUTPUT)?, limits)?;
         let program_hash = get(keys::PROGRAM_HASH)?;
@@ -979,7 +1002,7 @@ impl Checkpoint {
         for (name, view) in views {
             // Whole 4-byte chunks by type (the dtype is F32 and safetensors checked the length).
             let data: Vec<f32> = view.data().as_chunks::<4>().0.iter().map(|c| f32::from_le_bytes(*c)).collect();
-            check_values(&name, &data, limits)?;
+            check_values(&name, view.shape(), &data, limits)?;
             tensors.insert(name, Tensor { shape: view.shape().to_vec(), data });
         }
         let ck = Checkpoint { config, layout, output, program_hash, compiler_version, tensors };
@@ -997,9 +1020,17 @@ impl Checkpoint {
 }
 
 /// Every value finite and within the weight budget.
-fn check_values(name: &str, data: &[f32], limits: &Limits) -> Result<(), CheckpointError> {
+fn check_values(name: &str, shape: &[usize], data: &[f32], limits: &Limits) -> Result<(), CheckpointError> {
     if let Some(index) = data.iter().position(|x| !x.is_finite()) {
-        return Err(CheckpointError::NonFinite { name: name.to_string(), index });
+        // The position as indices of the shape, and the flat index (helper ck25: the flat
+        // index alone, no shape).
+        let mut at = vec![0; shape.len()];
+        let mut rest = index;
+        for (d, &n) in shape.iter().enumerate().rev() {
+            at[d] = rest % n.max(1);
+            rest /= n.max(1);
+        }
+        return Err(CheckpointError::NonFinite { name: name.to_string(), shape: shape.to_vec(), at, index, value: data[index] });
     }
     // The largest, not the first past the budget: a budget raised to the value named must then
     // pass (helper d10: raised to each value shown, it met the next larger one, six times).

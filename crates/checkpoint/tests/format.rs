@@ -140,7 +140,25 @@ fn every_corruption_is_named() {
         t.get_mut("embed.token").unwrap().data[4] = f32::NAN;
     }))
     .unwrap_err();
-    assert_eq!(e.to_string(), "tensor `embed.token` holds a non-finite value at flat index 4");
+    let shape = &ck.tensors["embed.token"].shape;
+    let width = shape[1];
+    assert_eq!(e.to_string(), format!("tensor `embed.token` (shape {shape:?}) holds NaN at [{}, {}] (flat index 4): weights must be finite", 4 / width, 4 % width));
+
+    // Hand edits that break the config are named as such (helper ck25): an array for the
+    // object, d_model 0 (not a wrong shape of a tensor), BOS's null token where bos_id moved.
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "config", Some("[1, 2]"))).unwrap_err();
+    assert_eq!(e.to_string(), "metadata key `config` is invalid: expected a JSON object, found an array");
+    let config: serde_json::Value = serde_json::from_str(&ck.metadata().unwrap()["config"]).unwrap();
+    let mut zero = config.clone();
+    zero["d_model"] = serde_json::json!(0);
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "config", Some(&zero.to_string()))).unwrap_err();
+    assert_eq!(e.to_string(), "metadata key `config` is invalid: d_model is 0 (it must be at least 1)");
+    assert_eq!(config["bos_id"], 0);
+    let mut moved = config.clone();
+    moved["bos_id"] = serde_json::json!(1);
+    moved["vocab"][0]["token"] = serde_json::Value::Null;
+    let e = Checkpoint::from_bytes(&with_meta(&ck, "config", Some(&moved.to_string()))).unwrap_err();
+    assert!(e.to_string().contains("vocabulary entry 0 has token null") && e.to_string().contains("null is BOS's token: is bos_id 1 meant to be 0?"), "{e}");
 
     let e = Checkpoint::from_bytes(&with_meta(&ck, "config", None)).unwrap_err();
     assert_eq!(e.to_string(), "metadata key `config` is missing");

@@ -263,7 +263,15 @@ pub fn block_for_terminal(ck: &Checkpoint, layer: usize, head: Option<usize>, js
 
 fn block_in(ck: &Checkpoint, layer: usize, head: Option<usize>, json: bool, width: Option<usize>) -> Result<String, String> {
     let c = &ck.config;
-    let lc = c.layers.get(layer).ok_or_else(|| format!("layer {layer} does not exist (the model has {} layers)", c.layers.len()))?;
+    let lc = c.layers.get(layer).ok_or_else(|| {
+        format!(
+            "layer {layer} does not exist (the model has {})",
+            match c.layers.len() {
+                1 => "1 layer, layer 0".to_string(),
+                n => format!("{n} layers, 0 to {}", n - 1),
+            }
+        )
+    })?;
     let names = basis(ck);
     let mut text = String::new();
     let mut values = vec![];
