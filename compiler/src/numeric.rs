@@ -312,17 +312,69 @@ fn situations(g: &Graph, sel: NodeId, f: NodeId, max_len: usize) -> Option<Vec<(
         let counts = backward_counts(g, sel, max_len)?;
         return Some(counts.into_iter().enumerate().map(|(i, c)| (c, index_value(g, f, i as i64))).collect());
     }
-    if !is_length_function(g, f) || max_len > EVERY_KEY_CHECK_MAX_LEN {
+    if !is_length_function(g, f) || max_len > EVERY_KEY_CHECK_MAX_LEN || !selects_every_key(g, sel, max_len) {
         return None;
     }
-    for (q, l) in crate::positional::grid(max_len) {
-        for k in 0..l {
-            if crate::positional::selects_at(g, sel, k, q, l) != Some(true) {
-                return None;
+    Some((1..=max_len as i64).map(|l| (l as usize, crate::positional::eval_at(g, f, 0, l))).collect())
+}
+
+thread_local! {
+    /// [`selects_every_key`]'s answers by the selector's text and max-len (review rv25: asked
+    /// again and again, the check took 50 s at max-len 256).
+    static EVERY_KEY: std::cell::RefCell<HashMap<(String, usize), bool>> = std::cell::RefCell::new(HashMap::new());
+}
+
+/// Does `sel` select every key at every query and length up to max-len (checked at each)?
+fn selects_every_key(g: &Graph, sel: NodeId, max_len: usize) -> bool {
+    // The selector's whole expression is the key: what it selects depends on nothing else.
+    fn text(g: &Graph, x: NodeId, out: &mut String, budget: &mut usize) -> bool {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        let kind = &g.node(x).kind;
+        out.push_str(&format!("{:?}(", std::mem::discriminant(kind)));
+        match kind {
+            NodeKind::Const(a) => out.push_str(&format!("{a:?}")),
+            NodeKind::Select { cmp, .. } => out.push_str(&format!("{cmp:?}")),
+            NodeKind::Aggregate { default, .. } | NodeKind::AggregateMax { default, .. } => out.push_str(&format!("{default:?}")),
+            _ => {}
+        }
+        // A map's operands in their order, constants in place (`x - 1` is not `1 - x`).
+        if let NodeKind::Map { op, args } = kind {
+            out.push_str(&format!("{op:?}"));
+            for a in args {
+                out.push(',');
+                match a {
+                    Operand::Const(c) => out.push_str(&format!("{c:?}")),
+                    Operand::Sop(o) => {
+                        if !text(g, *o, out, budget) {
+                            return false;
+                        }
+                    }
+                }
+            }
+        } else {
+            for o in kind.operands() {
+                out.push(',');
+                if !text(g, o, out, budget) {
+                    return false;
+                }
             }
         }
+        out.push(')');
+        true
     }
-    Some((1..=max_len as i64).map(|l| (l as usize, crate::positional::eval_at(g, f, 0, l))).collect())
+    let mut key = String::new();
+    let cached = text(g, sel, &mut key, &mut 256);
+    if cached && let Some(b) = EVERY_KEY.with(|m| m.borrow().get(&(key.clone(), max_len)).copied()) {
+        return b;
+    }
+    let every = crate::positional::grid(max_len).into_iter().all(|(q, l)| (0..l).all(|k| crate::positional::selects_at(g, sel, k, q, l) == Some(true)));
+    if cached {
+        EVERY_KEY.with(|m| m.borrow_mut().insert((key, max_len), every));
+    }
+    every
 }
 
 /// A number that is not a string.

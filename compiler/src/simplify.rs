@@ -508,7 +508,18 @@ fn counted_widths(
         // width head per value (helper w25: the sum of widths `mean(hist) * length` at max-len
         // 32 was 34 heads, 0.36 M parameters).
         if nonzero.len() > MAX_WIDTH_TERMS_BESIDE_LENGTH && crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
-            continue;
+            // Its selector of every key (however written: `select(length, length, ==)`) is
+            // the constant one, as in the widths below: no key group per position, and nothing
+            // for `--causal` to refuse (review rv25).
+            let constant = matches!(g.node(*sel).kind, NodeKind::Select { keys, queries, .. } if matches!(g.node(keys).kind, NodeKind::Const(_)) && matches!(g.node(queries).kind, NodeKind::Const(_)));
+            if constant || !pairs.iter().zip(&counts).all(|(&(_, l), &c)| c as i64 == l) {
+                continue;
+            }
+            let zero = out.add(NodeKind::Const(Atom::Int(0)), span)?;
+            let every = out.add(NodeKind::Select { keys: zero, queries: zero, cmp: Cmp::Eq }, span)?;
+            let mean = out.add(NodeKind::Aggregate { sel: every, values: map[values], default: default.clone() }, span)?;
+            let args = if m == *a { vec![Operand::Sop(mean), Operand::Sop(map[&f])] } else { vec![Operand::Sop(map[&f]), Operand::Sop(mean)] };
+            return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args });
         }
         // A selector that selects every key at every grid pair (however it is written: `a or
         // not a`, a token equal to itself or another position) is the constant full selector

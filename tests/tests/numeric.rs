@@ -547,3 +547,30 @@ fn whole_float_outputs_stay_floats() {
     assert_eq!((out.trim(), want.trim()), ("[1.0, 1.0]", "[1.0, 1.0]"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A mean times `length` is a product with the length's one-hot only where it is a counted sum
+/// of integers too large to enumerate against the lengths (review rv25: applied to every
+/// numerical `x * length`, it refused programs the exact lookup compiled, `s % 3` of a mean over
+/// equal tokens times `length`, and made a constant-0 sum a 25x larger model); and a selector of
+/// every key written another way is the constant one, so `--causal` takes it.
+#[test]
+fn a_mean_times_length_is_a_product_only_where_a_lookup_cannot_be() {
+    let chars = |s: &str| s.chars().map(|c| Atom::Str(c.to_string())).collect::<Vec<_>>();
+    let b = build("same = select(tokens, tokens, ==);\ns = aggregate(same, indices) * length;\nprog = s % 3;\n", "prog", chars("abc"), 6);
+    check(&b, 6, 300);
+    let b = build("all = select(0, 0, ==);\ns = (0.1 * length) * aggregate(all, 0 - indicator(tokens == \"a\"));\nprog = round(s);\n", "prog", chars("abc"), 8);
+    check(&b, 8, 300);
+    let small = "sel1 = not select(indices, indices, <) or select(indices, indices, <);\ns1 = (0.1 * length) * aggregate(sel1, 0 - indicator(tokens == 2));\n\
+                 s2 = length * aggregate(select(0, 0, ==), {0: 1, 1: -2, 2: 5, 3: 0}[tokens_int]);\nprog = round(s1) > round(s2);\n";
+    let b = build(small, "prog", (0..4).map(Atom::Int).collect(), 12);
+    check(&b, 12, 300);
+    assert!(b.compiled.summary.params < 5_000, "{:?}", b.compiled.summary);
+    // Past 20 values (positions 0..23), with a selector of every key written through `length`.
+    let src = "all = select(length, length, ==);\nprog = aggregate(all, indices) * length;\n";
+    let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, src, &MemoryLoader::default());
+    let session = r.unwrap();
+    let (_, root) = session.entry(Some("prog")).unwrap();
+    let opts = raspc_compiler::Options { vocab: chars("ab"), max_len: 24, causal: true, ..Default::default() };
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test");
+    assert!(compiled.is_ok(), "{:?}", compiled.err());
+}

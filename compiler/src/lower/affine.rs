@@ -428,9 +428,11 @@ impl Lowerer<'_> {
     }
 
     /// A one-hot slot that `f` is a function of, and f's value at each of its dims: `indices`
-    /// (f a function of `indices`), or `length` (f a function of `length`: the mean over the
-    /// whole input times its length, helper w25). None when neither is one-hot here.
-    fn one_hot_factor(&self, f: NodeId) -> Option<(SlotId, Vec<f64>)> {
+    /// (f a function of `indices`), or `length` (f a function of `length`, in `id` = x·f a
+    /// counted sum of integers too large to enumerate against the lengths: the mean over the
+    /// whole input times its length, helper w25; elsewhere the lookup over (x, length) keeps the
+    /// interpreter's exact floats, review rv25). None when neither applies.
+    fn one_hot_factor(&self, id: NodeId, x: NodeId, f: NodeId) -> Option<(SlotId, Vec<f64>)> {
         if let Some(is) = self.indices
             && matches!(self.slots[is].enc, SlotEnc::Cat(_))
             && let Some(fv) = self.index_function(f)
@@ -446,6 +448,12 @@ impl Lowerer<'_> {
         }
         let Some(Rep::Slot(ls)) = self.rep.get(&len) else { return None };
         let SlotEnc::Cat(vals) = &self.slots[*ls].enc else { return None };
+        let (_, values, lambda) = crate::numeric::counted_sum_parts(self.g, id, self.opts.max_len)?;
+        let integers = matches!(self.sets.get(&values), Some(ValueSet::Finite(vs)) if vs.iter().all(|a| matches!(a, Atom::Int(_) | Atom::Bool(_))));
+        let enumerable = self.domain_size(x).saturating_mul(vals.len()) <= super::MAX_COMBINATIONS && !matches!(self.sets.get(&id), Some(ValueSet::Unbounded));
+        if !integers || lambda.fract() != 0.0 || enumerable {
+            return None;
+        }
         let fv = vals.iter().map(|l| match l {
             Atom::Int(l) => crate::positional::eval_at(self.g, f, 0, *l).as_ref().and_then(number),
             _ => None,
@@ -462,7 +470,7 @@ impl Lowerer<'_> {
             if !self.is_num_slot(x) {
                 continue;
             }
-            let Some((is, fv)) = self.one_hot_factor(f) else { continue };
+            let Some((is, fv)) = self.one_hot_factor(id, x, f) else { continue };
             let Some(iv) = self.ivs.get(&x).copied() else { continue };
             let Rep::Slot(xs) = self.rep[&x] else { continue };
             let label = self.label(id).to_string();
