@@ -382,11 +382,18 @@ fn plan_of(
             Ok((_, false)) => None,
             _ => Some(lower::lower_noting(simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, inexact)),
         };
-        match (plain.map(|(p, _)| Candidate::new(p)), eager) {
+        let r = match (plain.map(|(p, _)| Candidate::new(p)), eager) {
             (Ok(a), None) | (Ok(a), Some(Err(_))) => Ok(a),
             (Ok(a), Some(Ok(b))) => Ok(smaller_of(a, Candidate::new(b), o)),
             (Err(_), Some(Ok(b))) => Ok(Candidate::new(b)),
             (Err(e), _) => Err(e),
+        };
+        // Refused with the product of a mean and `length`: the lookup over both instead.
+        match r {
+            Err(e) if !o.no_length_product => {
+                lower::lower_noting(simple, simple_root, &lower::Options { no_length_product: true, ..o.clone() }, inexact).map(Candidate::new).map_err(|_| e)
+            }
+            r => r,
         }
     };
     let first = lowered(&o);

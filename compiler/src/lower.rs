@@ -61,6 +61,10 @@ pub struct Options {
     /// combinations on, instead of enumerating them up to [`MAX_COMBINATIONS`]. `compile` tries
     /// both and keeps this plan when it is no deeper, no wider and no larger.
     pub eager_sums: bool,
+    /// Never lower a whole-input mean times `length` as a product with the length's one-hot
+    /// (`compile` retries so when the plan with it is refused: its readers may need the
+    /// interpreter's exact floats, which the lookup over (mean, length) keeps; review rv25b).
+    pub no_length_product: bool,
 }
 
 /// Value combinations from which [`Options::eager_sums`] adds two s-ops in a sum slot.

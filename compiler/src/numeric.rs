@@ -96,7 +96,11 @@ fn operand_iv(o: &Operand, ivs: &HashMap<NodeId, Iv>) -> Option<Iv> {
 
 /// Interval of `id`, given its value set and its operands' intervals.
 pub fn interval(g: &Graph, id: NodeId, set: &ValueSet, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> Option<Iv> {
-    if let Some(iv) = counted_sum(g, id, ivs, max_len) {
+    // (A whole-input mean times `length` only where its values cannot be listed, as in
+    // `infer`: the list holds the interpreter's own floats, review rv25b.)
+    if let Some(iv) = counted_sum(g, id, ivs, max_len)
+        && (*set == ValueSet::Unbounded || counted_sum_by_index(g, id, max_len))
+    {
         return Some(iv);
     }
     if let ValueSet::Finite(s) = set {

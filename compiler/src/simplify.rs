@@ -447,12 +447,6 @@ fn lexicographic(g: &Graph, id: NodeId, sets: &HashMap<NodeId, ValueSet>, map: &
 /// that signed digits (18 values: the alternating digit sum) are split too (helper w23).
 const MAX_WIDTH_TERMS: usize = 32;
 
-/// Most distinct nonzero values a whole-input mean times `length` is split into widths for;
-/// past it, the mean head and a product with the length's one-hot are much smaller, though one
-/// MLP deeper (the widths add up for free): 20, so that digits and signed digits (the digit
-/// sum mod 9, the alternating digit sum) keep their one layer.
-const MAX_WIDTH_TERMS_BESIDE_LENGTH: usize = 20;
-
 /// `aggregate(s, v, d) * f` (either order) with `s` a positional selector and `f` a function of
 /// `indices` and `length` equal to `λ·count(i, l)` at every grid pair (i, l), `count` the number
 /// of keys `s` selects there: the mean times the count is `λ·Σ v` over the selected keys, which
@@ -500,14 +494,13 @@ fn counted_widths(
         let mut nonzero: Vec<(f64, Atom)> = vs.iter().filter_map(|a| a.as_f64().filter(|&x| x != 0.0).map(|x| (x, a.clone()))).collect();
         nonzero.sort_by(|x, y| x.0.total_cmp(&y.0));
         nonzero.dedup_by(|x, y| x.0 == y.0);
-        if nonzero.is_empty() || nonzero.len() > MAX_WIDTH_TERMS {
+        if nonzero.is_empty() {
             continue;
         }
-        // A mean over every key times a multiple of `length` with many values is one mean head
-        // and a product with the length's one-hot (lowering's `positional_product`), not a
-        // width head per value (helper w25: the sum of widths `mean(hist) * length` at max-len
-        // 32 was 34 heads, 0.36 M parameters).
-        if nonzero.len() > MAX_WIDTH_TERMS_BESIDE_LENGTH && crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
+        // Past that many values, a mean over every key times a multiple of `length` is one
+        // mean head and a product with the length's one-hot (lowering's `positional_product`;
+        // helper w25: the sum of widths `mean(hist) * length` was refused from max-len 33).
+        if nonzero.len() > MAX_WIDTH_TERMS && crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
             // Its selector of every key (however written: `select(length, length, ==)`) is
             // the constant one, as in the widths below: no key group per position, and nothing
             // for `--causal` to refuse (review rv25).
@@ -520,6 +513,9 @@ fn counted_widths(
             let mean = out.add(NodeKind::Aggregate { sel: every, values: map[values], default: default.clone() }, span)?;
             let args = if m == *a { vec![Operand::Sop(mean), Operand::Sop(map[&f])] } else { vec![Operand::Sop(map[&f]), Operand::Sop(mean)] };
             return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args });
+        }
+        if nonzero.len() > MAX_WIDTH_TERMS {
+            continue;
         }
         // A selector that selects every key at every grid pair (however it is written: `a or
         // not a`, a token equal to itself or another position) is the constant full selector

@@ -214,7 +214,7 @@ fn a_lexical_error_is_reported_alone_on_its_line() {
     let dir = std::env::temp_dir().join(format!("raspc-diag-lex-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, src, code, col) in [
-        ("bang", "x = tokens ! 3;\n", "lex::bad-char", ":1:12"),
+        ("bang", "x = tokens ! 3;\n", "lex::other-language", ":1:12"),
         ("exp", "y = 1;\nx = 1e5 + tokens_int;\n", "lex::exponent", ":2:5"),
         ("exp_float", "x = 2.5E-3 * tokens_int;\n", "lex::exponent", ":1:5"),
     ] {
@@ -228,7 +228,7 @@ fn a_lexical_error_is_reported_alone_on_its_line() {
     let p = dir.join("both.rasp");
     std::fs::write(&p, "x = tokens ! 3;\ny = = 2;\n").unwrap();
     let (_, _, err) = run_cli(&["eval", p.to_str().unwrap(), "--input", "12"]);
-    assert!(err.contains("lex::bad-char") && err.contains("parse::") && err.contains(":2:"), "{err}");
+    assert!(err.contains("lex::other-language") && err.contains("parse::") && err.contains(":2:"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -565,7 +565,14 @@ fn a_mean_times_length_is_a_product_only_where_a_lookup_cannot_be() {
     let b = build(small, "prog", (0..4).map(Atom::Int).collect(), 12);
     check(&b, 12, 300);
     assert!(b.compiled.summary.params < 5_000, "{:?}", b.compiled.summary);
-    // Past 20 values (positions 0..23), with a selector of every key written through `length`.
+    // Listed values stay the interpreter's own floats (review rv25b): a half-integer rounded,
+    // and booleans beside integers at magnitudes near 10^6 (refused as counted sums).
+    let b = build("all = select(1, 1, ==);\ns = (-length) * aggregate(all, 2 * indices - length);\nprog = round((s - length) / 2);\n", "prog", chars("abc"), 16);
+    check(&b, 16, 300);
+    let src = "all = select(1, 1, ==);\ns1 = aggregate(all, 100000 * indices) * length;\ns2 = length * aggregate(all, (tokens == \"a\") if indices > 0 else 2);\nprog = s1 - s2;\n";
+    let b = build(src, "prog", chars("abc"), 6);
+    check(&b, 6, 300);
+    // With a selector of every key written through `length`.
     let src = "all = select(length, length, ==);\nprog = aggregate(all, indices) * length;\n";
     let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, src, &MemoryLoader::default());
     let session = r.unwrap();

@@ -448,8 +448,13 @@ impl Lowerer<'_> {
         }
         let Some(Rep::Slot(ls)) = self.rep.get(&len) else { return None };
         let SlotEnc::Cat(vals) = &self.slots[*ls].enc else { return None };
+        if self.opts.no_length_product {
+            return None;
+        }
         let (_, values, lambda) = crate::numeric::counted_sum_parts(self.g, id, self.opts.max_len)?;
-        let integers = matches!(self.sets.get(&values), Some(ValueSet::Finite(vs)) if vs.iter().all(|a| matches!(a, Atom::Int(_) | Atom::Bool(_))));
+        // (Integers only: a mean of booleans and integers, `True` beside 2, is left to the
+        // lookup, review rv25b.)
+        let integers = matches!(self.sets.get(&values), Some(ValueSet::Finite(vs)) if vs.iter().all(|a| matches!(a, Atom::Int(_))));
         let enumerable = self.domain_size(x).saturating_mul(vals.len()) <= super::MAX_COMBINATIONS && !matches!(self.sets.get(&id), Some(ValueSet::Unbounded));
         if !integers || lambda.fract() != 0.0 || enumerable {
             return None;

@@ -913,6 +913,26 @@ impl<'l> Evaluator<'l> {
         r
     }
 
+    /// The line (1-based) of the first statement after `at` in its file that assigns `name`
+    /// (`name = ...`, `name, other = ...`) or defines it (`def name(`).
+    fn assigned_later(&self, name: &str, at: Span) -> Option<usize> {
+        let text = &self.sources.get(at.file).text;
+        let after = text.get(at.end as usize..)?;
+        let skip = text[..at.end as usize].matches('\n').count() + 1;
+        for (k, line) in after.lines().enumerate().skip(1) {
+            let t = line.trim_start();
+            let def = t.strip_prefix("def ").is_some_and(|r| r.trim_start().strip_prefix(name).is_some_and(|r| r.trim_start().starts_with('(')));
+            let assigns = t
+                .split('=')
+                .next()
+                .is_some_and(|lhs| t.len() > lhs.len() && !t[lhs.len()..].starts_with("==") && lhs.split(',').any(|v| v.trim() == name) && !lhs.contains(['(', '[', '"']));
+            if def || assigns {
+                return Some(skip + k);
+            }
+        }
+        None
+    }
+
     /// The name a call's text starts with (`length` in `length(tokens)`), if it is one.
     fn callee_name(&self, call: Span) -> Option<String> {
         let text = &self.sources.get(call.file).text;
@@ -969,6 +989,9 @@ impl<'l> Evaluator<'l> {
                     d = d.with_note(format!(
                         "`{file}` defines `{n}`, but a name starting with `_` stays private to the file that defines it (as in the reference): rename it there to share it"
                     ));
+                } else if let Some(line) = self.assigned_later(n, span) {
+                    // (Helper ed25: a name used before its line said only "not defined here".)
+                    d = d.with_note(format!("`{n}` is assigned later, on line {line}: RASP runs statements in order, so define it before this line"));
                 } else if let Some(near) = nearest_name(env, n) {
                     d = d.with_note(format!("did you mean `{near}`?"));
                 }

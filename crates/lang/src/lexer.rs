@@ -301,6 +301,15 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                         toks.push(Token { tok: t, span: sp(start, start + len) });
                         i += len;
                     }
+                    None if other_language(text, start).is_some() => {
+                        // Another language's spelling (helper ed25: `&&` was two errors, `'a'`
+                        // two, `!` no hint): one error naming RASP's word, and the token it
+                        // means, so the rest of the line parses.
+                        let (len, tok, msg, label) = other_language(text, start).unwrap_or((1, Tok::Not, String::new(), String::new()));
+                        i = start + len;
+                        errs.push(Diagnostic::error("lex::other-language", msg, sp(start, i)).with_label(label));
+                        toks.push(Token { tok, span: sp(start, i) });
+                    }
                     None => {
                         // skip one whole UTF-8 character
                         let ch = text[start..].chars().next().unwrap_or('\u{fffd}');
@@ -314,9 +323,42 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
             }
         }
     }
+    // (other_language is below.)
     // The end of the file is placed just after its last text, not on the empty line a final
     // newline starts (helper t22: "expected `)`" pointed at line 2 of a one-line program).
     let end = text.trim_end().len();
     toks.push(Token { tok: Tok::Eof, span: sp(end, end) });
     (toks, errs)
+}
+
+/// A spelling from another language at byte `at` of `text` that RASP writes another way: its
+/// length in bytes, the RASP token it means, the message and the label.
+fn other_language(text: &str, at: usize) -> Option<(usize, Tok, String, String)> {
+    let rest = &text[at..];
+    let word = |len: usize, tok: Tok, theirs: &str, ours: &str| Some((len, tok, format!("`{theirs}` is not RASP: write `{ours}`"), format!("write `{ours}`")));
+    if rest.starts_with("&&") {
+        return word(2, Tok::And, "&&", "and");
+    }
+    if rest.starts_with("||") {
+        return word(2, Tok::Or, "||", "or");
+    }
+    if rest.starts_with('&') {
+        return word(1, Tok::And, "&", "and");
+    }
+    if rest.starts_with('|') {
+        return word(1, Tok::Or, "|", "or");
+    }
+    if rest.starts_with('!') {
+        return word(1, Tok::Not, "!", "not");
+    }
+    // A single-quoted string on one line: RASP's strings are in double quotes.
+    if let Some(body) = rest.strip_prefix('\'')
+        && let Some(end) = body.find(['\'', '\n'])
+        && body[end..].starts_with('\'')
+        && !body[..end].contains('"')
+    {
+        let inner = &body[..end];
+        return Some((end + 2, Tok::Str(inner.to_string()), "RASP writes strings in double quotes".to_string(), format!("write \"{inner}\"")));
+    }
+    None
 }

@@ -149,6 +149,11 @@ impl<'a> Parser<'a> {
         {
             d = d.with_note(format!("write `{w}(` with no space before the parenthesis"));
         }
+        // `// comment` (C, JavaScript) at the start of a line (helper ed25: no mention of `#`).
+        let line_start = self.pos == 0 || self.text.get(self.prev_span().end as usize..span.start as usize).is_some_and(|g| g.contains('\n'));
+        if found == Tok::Slash && self.peek_at(1) == &Tok::Slash && line_start {
+            d = d.with_note("RASP comments start with `#` (`# ...`), not `//`".to_string());
+        }
         // `a // b` (Python's floor division) reads as `a /` followed by an expression starting
         // with `/` (helper a6).
         if found == Tok::Slash && self.pos > 0 && self.toks.get(self.pos - 1).is_some_and(|t| t.tok == Tok::Slash) {
@@ -192,14 +197,26 @@ impl<'a> Parser<'a> {
             let prev = self.prev_span();
             let at = Span { file: prev.file, start: prev.end, end: prev.end };
             let found = self.peek().describe();
-            self.errs.push(Diagnostic::error("parse::missing-semicolon", format!("expected `;`, found {found}"), at).with_label("expected `;` here").with_secondary(
-                self.span(),
-                match self.peek() {
-                    Tok::RBrace => "the block ends here",
-                    Tok::Eof => "the file ends here",
-                    _ => "the next statement starts here",
-                },
-            ));
+            // On the statement's own line the next token does not start a statement (helper
+            // ed25: `prog = tokens = "a"` said "the next statement starts here" at the `=`).
+            let same_line = self.text.get(prev.end as usize..self.span().start as usize).is_some_and(|g| !g.contains('\n'));
+            let next = match self.peek() {
+                Tok::RBrace => "the block ends here".to_string(),
+                Tok::Eof => "the file ends here".to_string(),
+                _ if same_line => format!("{found} cannot continue the statement here"),
+                _ => "the next statement starts here".to_string(),
+            };
+            let mut d = Diagnostic::error("parse::missing-semicolon", format!("expected `;`, found {found}"), at).with_label("expected `;` here").with_secondary(self.span(), next);
+            // `import rasp` / `from x import y`: Python's, not RASP's.
+            let first = |w: &str| {
+                self.pos >= 1
+                    && matches!(&self.toks[self.pos - 1].tok, Tok::Ident(x) if x == w)
+                    && (self.pos == 1 || matches!(self.toks[self.pos - 2].tok, Tok::Semi | Tok::RBrace | Tok::LBrace))
+            };
+            if first("import") || first("from") {
+                d = d.with_note("RASP has no `import`: `load \"file.rasp\";` runs another RASP file; the built-ins need nothing".to_string());
+            }
+            self.errs.push(d);
             return Err(Fail);
         }
         Err(self.error_expected(what))
