@@ -138,10 +138,7 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
         };
         let iv = crate::numeric::interval(graph, id, &set, &ivs, max_len);
         // Integer facts narrow (counted sums) or bound (sums too large to enumerate) the set.
-        // A whole-input mean times `length` counts as a counted sum only where its values
-        // cannot be enumerated: elsewhere the enumeration lists the interpreter's own floats,
-        // which a reader may need apart (review rv25b: `round((s - length) / 2)` was refused).
-        let parts = crate::numeric::counted_sum_parts(graph, id, max_len).filter(|_| set == ValueSet::Unbounded || crate::numeric::counted_sum_by_index(graph, id, max_len));
+        let parts = crate::numeric::counted_sum_here(graph, id, &set, max_len);
         let counted = parts.is_some();
         let set = match iv.as_ref().and_then(crate::numeric::int_set) {
             Some(ValueSet::Finite(mut ints)) if counted => {

@@ -96,11 +96,7 @@ fn operand_iv(o: &Operand, ivs: &HashMap<NodeId, Iv>) -> Option<Iv> {
 
 /// Interval of `id`, given its value set and its operands' intervals.
 pub fn interval(g: &Graph, id: NodeId, set: &ValueSet, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> Option<Iv> {
-    // (A whole-input mean times `length` only where its values cannot be listed, as in
-    // `infer`: the list holds the interpreter's own floats, review rv25b.)
-    if let Some(iv) = counted_sum(g, id, ivs, max_len)
-        && (*set == ValueSet::Unbounded || counted_sum_by_index(g, id, max_len))
-    {
+    if let Some(iv) = counted_sum(g, id, set, ivs, max_len) {
         return Some(iv);
     }
     if let ValueSet::Finite(s) = set {
@@ -405,6 +401,14 @@ pub fn counted_sum_parts(g: &Graph, id: NodeId, max_len: usize) -> Option<(NodeI
     None
 }
 
+/// [`counted_sum_parts`] where `id`'s value set is taken as a counted sum's: always for a
+/// factor of `indices`; for a whole-input mean times `length` only where its values (`set`,
+/// enumerated) cannot be listed, since the list holds the interpreter's own floats, which a
+/// reader may need apart (review rv25b: a half-integer rounded, booleans beside integers).
+pub fn counted_sum_here(g: &Graph, id: NodeId, set: &ValueSet, max_len: usize) -> Option<(NodeId, NodeId, f64)> {
+    counted_sum_parts(g, id, max_len).filter(|_| *set == ValueSet::Unbounded || counted_sum_by_index(g, id, max_len))
+}
+
 /// A counted sum ([`counted_sum_parts`]) whose factor is a function of `indices` (the form
 /// lowered as a product with positions).
 pub fn counted_sum_by_index(g: &Graph, id: NodeId, max_len: usize) -> bool {
@@ -638,8 +642,8 @@ pub(crate) fn count_multiple(points: impl IntoIterator<Item = (Option<f64>, usiz
 }
 
 /// Interval of a counted sum (see the module docs).
-fn counted_sum(g: &Graph, id: NodeId, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> Option<Iv> {
-    let (sel, values, lambda) = counted_sum_parts(g, id, max_len)?;
+fn counted_sum(g: &Graph, id: NodeId, set: &ValueSet, ivs: &HashMap<NodeId, Iv>, max_len: usize) -> Option<Iv> {
+    let (sel, values, lambda) = counted_sum_here(g, id, set, max_len)?;
     let v = ivs.get(&values)?;
     let NodeKind::Map { args, .. } = &g.node(id).kind else { return None };
     let f = args.iter().find_map(|a| match a {
