@@ -406,15 +406,19 @@ pub fn counted_sum_parts(g: &Graph, id: NodeId, max_len: usize) -> Option<(NodeI
 /// enumerated) cannot be listed, since the list holds the interpreter's own floats, which a
 /// reader may need apart (review rv25b: a half-integer rounded, booleans beside integers).
 pub fn counted_sum_here(g: &Graph, id: NodeId, set: &ValueSet, max_len: usize) -> Option<(NodeId, NodeId, f64)> {
-    counted_sum_parts(g, id, max_len).filter(|_| *set == ValueSet::Unbounded || counted_sum_by_index(g, id, max_len))
+    counted_sum_parts(g, id, max_len).filter(|_| *set == ValueSet::Unbounded || index_factor(g, id))
+}
+
+/// True when the map `id` has an operand, not an aggregate, that is a function of `indices`.
+fn index_factor(g: &Graph, id: NodeId) -> bool {
+    let NodeKind::Map { args, .. } = &g.node(id).kind else { return false };
+    args.iter().any(|a| matches!(a, Operand::Sop(x) if !matches!(g.node(*x).kind, NodeKind::Aggregate { .. }) && is_index_function(g, *x)))
 }
 
 /// A counted sum ([`counted_sum_parts`]) whose factor is a function of `indices` (the form
 /// lowered as a product with positions).
 pub fn counted_sum_by_index(g: &Graph, id: NodeId, max_len: usize) -> bool {
-    let NodeKind::Map { args, .. } = &g.node(id).kind else { return false };
-    counted_sum_parts(g, id, max_len).is_some()
-        && args.iter().any(|a| matches!(a, Operand::Sop(x) if !matches!(g.node(*x).kind, NodeKind::Aggregate { .. }) && is_index_function(g, *x)))
+    index_factor(g, id) && counted_sum_parts(g, id, max_len).is_some()
 }
 
 /// The floats the interpreter computes for a counted sum `aggregate(sel, v) * f(indices)` where

@@ -296,21 +296,21 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                         1,
                     ),
                 };
-                match tok {
-                    Some(t) => {
+                // Another language's spelling (helper ed25: `&&` was two errors, `'a'` two, `!`
+                // no hint): one error naming RASP's word, and the token it means, so the rest of
+                // the line parses.
+                let foreign = if tok.is_none() { other_language(text, start) } else { None };
+                match (tok, foreign) {
+                    (Some(t), _) => {
                         toks.push(Token { tok: t, span: sp(start, start + len) });
                         i += len;
                     }
-                    None if other_language(text, start).is_some() => {
-                        // Another language's spelling (helper ed25: `&&` was two errors, `'a'`
-                        // two, `!` no hint): one error naming RASP's word, and the token it
-                        // means, so the rest of the line parses.
-                        let (len, tok, msg, label) = other_language(text, start).unwrap_or((1, Tok::Not, String::new(), String::new()));
+                    (None, Some((len, tok, msg, label))) => {
                         i = start + len;
                         errs.push(Diagnostic::error("lex::other-language", msg, sp(start, i)).with_label(label));
                         toks.push(Token { tok, span: sp(start, i) });
                     }
-                    None => {
+                    (None, None) => {
                         // skip one whole UTF-8 character
                         let ch = text[start..].chars().next().unwrap_or('\u{fffd}');
                         i += ch.len_utf8().max(1);
@@ -323,7 +323,6 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
             }
         }
     }
-    // (other_language is below.)
     // The end of the file is placed just after its last text, not on the empty line a final
     // newline starts (helper t22: "expected `)`" pointed at line 2 of a one-line program).
     let end = text.trim_end().len();

@@ -119,7 +119,8 @@ impl<'a> Parser<'a> {
         // `)`, found identifier `prog`" on the line after the mistake): say it where it is
         // missing, just after the last token, and show the bracket left open.
         let closing = what.contains("`)`") || what.contains("`]`") || found == Tok::Eof;
-        let opener = if closing { self.open_bracket() } else { None };
+        let open = self.open_bracket();
+        let opener = open.filter(|_| closing);
         let after_newline = self.pos > 0 && self.text.get(self.prev_span().end as usize..span.start as usize).is_some_and(|g| g.contains('\n'));
         let moved = opener.is_some() && after_newline && found != Tok::Eof;
         if moved {
@@ -138,7 +139,7 @@ impl<'a> Parser<'a> {
         // `selct(a, b, ==)`: a comparison is an argument only of `select` (helper ed25: the
         // error named `==`, never the misspelt name).
         if matches!(found, Tok::EqEq | Tok::NotEq | Tok::Lt | Tok::Le | Tok::Gt | Tok::Ge)
-            && let Some(i) = self.open_bracket()
+            && let Some(i) = open
             && self.toks[i].tok == Tok::LParen
             && let Some(Tok::Ident(w)) = i.checked_sub(1).map(|j| &self.toks[j].tok)
         {
