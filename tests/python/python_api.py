@@ -724,6 +724,14 @@ def errors_as_data():
     checks += 1
     if e is None or not (e.code or "").startswith("compile::") or (e.line, e.column) != (2, 19):
         failures.append(f"compiler refusal: {e and (e.code, e.line, e.column, str(e)[:200])}")
+    # An entry that is not an s-op points at its assignment: a function assigned, not called
+    # (helper ed25: no place at all), in compile and eval alike.
+    forgot = "def make_hist() {\n  return selector_width(select(tokens, tokens, ==));\n}\nhist = make_hist;\n"
+    for what, call in [("compile", lambda: raspc.compile(forgot, vocab="ab", max_len=4)), ("eval", lambda: raspc.eval(forgot, "ab"))]:
+        e = caught(call)
+        checks += 1
+        if e is None or (e.code, e.line, e.column) != ("eval::entry", 4, 1) or "make_hist();" not in str(e):
+            failures.append(f"{what}: entry assigned a function: {e and (e.code, e.line, e.column, str(e)[:200])}")
     # Errors about no place have none (but the attributes exist).
     e = caught(lambda: raspc.compile("y = tokens;", vocab="ab", max_len=0))
     checks += 1

@@ -26,7 +26,7 @@ pub use args::{
 pub use cmd::compile::{constant_token_warning, mixed_type_warning};
 pub use cmd::eval::failure_text as eval_failure_text;
 pub use cmd::output::{save_checkpoint, save_onnx};
-pub use cmd::{note_lines, program_hash, read_input_file};
+pub use cmd::{entry_error_text, note_lines, program_hash, read_input_file};
 pub use diagnostics::render;
 
 /// Stack for the worker thread: parsing and host evaluation recurse over the program's nesting.

@@ -277,6 +277,8 @@ pub struct Session {
     pub globals: Env,
     /// Names assigned at the top level of the main file, in order.
     pub assigned: Vec<String>,
+    /// Where each of `assigned` was last assigned (its name in that statement).
+    pub assigned_spans: HashMap<String, Span>,
     /// Notes and warnings (e.g. ignored REPL statements).
     pub notes: Vec<Diagnostic>,
     pub main_file: FileId,
@@ -354,6 +356,7 @@ struct Evaluator<'l> {
     /// costs O(1) (a scan of the list per assignment made 80,000 names take 16 s: helper b21).
     assigned: Vec<Option<String>>,
     assigned_at: HashMap<String, usize>,
+    assigned_spans: HashMap<String, Span>,
     /// Bytes of host data built so far (see [`MAX_HOST_BYTES`]).
     host_bytes: u64,
     /// The prelude's and the matrix library's files.
@@ -388,6 +391,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
         current_file: FileId(0),
         assigned: vec![],
         assigned_at: HashMap::new(),
+        assigned_spans: HashMap::new(),
         host_bytes: 0,
         library_files: vec![],
         call_site: None,
@@ -430,6 +434,7 @@ pub fn evaluate_program(name: &str, path: Option<&Path>, text: &str, loader: &dy
                 graph: ev.graph,
                 globals: ev.globals,
                 assigned: ev.assigned.into_iter().flatten().collect(),
+                assigned_spans: ev.assigned_spans,
                 notes: ev.notes,
                 main_file: main,
                 loaded_at: ev.loaded_at,
@@ -489,7 +494,8 @@ impl Session {
             .vars
             .iter()
             .filter_map(|(n, v)| match v {
-                HostValue::Func(c) if c.def.params.is_empty() && c.def.name.span.file == self.main_file => Some((c.def.name.span.start, n.clone())),
+                // (Not a name assigned a function, `hist = make_hist;`: the function is named.)
+                HostValue::Func(c) if c.def.params.is_empty() && c.def.name.span.file == self.main_file && c.def.name.name == *n => Some((c.def.name.span.start, n.clone())),
                 _ => None,
             })
             .collect();
@@ -505,6 +511,29 @@ impl Session {
                 }
             ),
         }
+    }
+
+    /// Where an error of [`entry`](Self::entry) is best shown (helper ed25: "entry `prog` is a
+    /// list" and "the last name assigned, `hist`, is a function" had no place): the last
+    /// assignment of the entry named, or by default of `prog` or else of the last name assigned,
+    /// with a label saying what it holds. None when that name was not assigned in the main file.
+    pub fn entry_place(&self, name: Option<&str>) -> Option<(Span, String)> {
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => self.default_entry().or_else(|| self.assigned.last().cloned())?,
+        };
+        let span = *self.assigned_spans.get(&name)?;
+        let label = match self.get(&name)? {
+            HostValue::Func(c) if c.def.params.is_empty() => format!("`{name}` is the function `{}` here, not its result: call it, `{name} = {}();`", c.def.name.name, c.def.name.name),
+            HostValue::Func(c) => format!(
+                "`{name}` is the function `{}` here, not an s-op: call it with its {} argument{}",
+                c.def.name.name,
+                c.def.params.len(),
+                if c.def.params.len() == 1 { "" } else { "s" }
+            ),
+            v => format!("`{name}` is {} here", v.a_kind()),
+        };
+        Some((span, label))
     }
 
     /// Resolves the entry to a graph node, with an error message if it is not an s-op or selector.
@@ -769,6 +798,7 @@ impl<'l> Evaluator<'l> {
                 self.assigned[at] = None;
             }
             self.assigned.push(Some(target.name.clone()));
+            self.assigned_spans.insert(target.name.clone(), target.span);
         }
         set_var(env, &target.name, value);
     }

@@ -140,6 +140,7 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     let bytes = text.as_bytes();
     let mut toks = Vec::new();
     let mut errs = Vec::new();
+    let mut reported_names = std::collections::HashSet::new();
     let mut i = 0;
     let sp = |s: usize, e: usize| Span::new(file, s, e);
     while i < bytes.len() {
@@ -195,6 +196,14 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                 } else if is_float {
                     let f: f64 = text[start..i].parse().unwrap_or(f64::INFINITY);
                     toks.push(Token { tok: Tok::Float(f), span: sp(start, i) });
+                } else if bytes.get(i) == Some(&b'.') && !bytes.get(i + 1).is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_') {
+                    // `5.`: a number with nothing after its point (helper ed25: "unexpected
+                    // character `.`"); read as the number it means, so the rest parses.
+                    i += 1;
+                    errs.push(
+                        Diagnostic::error("lex::number-form", format!("`{}` is not a RASP number", &text[start..i]), sp(start, i)).with_label(format!("write `{}0`", &text[start..i])),
+                    );
+                    toks.push(Token { tok: Tok::Float(text[start..i - 1].parse().unwrap_or(f64::INFINITY)), span: sp(start, i) });
                 } else {
                     match text[start..i].parse::<i64>() {
                         Ok(v) => toks.push(Token { tok: Tok::Int(v), span: sp(start, i) }),
@@ -225,6 +234,32 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                     );
                     toks.push(Token { tok: Tok::Str(text[start + 1..i].to_string()), span: sp(start, i) });
                 }
+            }
+            b'.' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                // `.5`: a number without its leading digit.
+                i += 1;
+                while i < bytes.len() && bytes[i].is_ascii_digit() {
+                    i += 1;
+                }
+                let digits = &text[start + 1..i];
+                errs.push(Diagnostic::error("lex::number-form", format!("`.{digits}` is not a RASP number"), sp(start, i)).with_label(format!("write `0.{digits}`")));
+                toks.push(Token { tok: Tok::Float(format!("0.{digits}").parse().unwrap_or(0.0)), span: sp(start, i) });
+            }
+            _ if is_word_start(&text[start..]) && !text[start..].chars().take_while(|ch| ch.is_alphanumeric() || *ch == '_').all(|ch| ch.is_ascii()) => {
+                // A name with letters outside ASCII (`épaisseur`, `naïve`): one error for the
+                // name, at its first use, not one per character and use (helper ed25); it is
+                // read as a name so that the rest parses.
+                let len: usize = text[start..].chars().take_while(|ch| ch.is_alphanumeric() || *ch == '_').map(char::len_utf8).sum();
+                i = start + len;
+                let word = &text[start..i];
+                if reported_names.insert(word.to_string()) {
+                    errs.push(
+                        Diagnostic::error("lex::non-ascii-name", format!("`{word}`: RASP names are ASCII"), sp(start, i))
+                            .with_label("a name with letters outside ASCII")
+                            .with_note("a name is ASCII letters, digits and `_` (as in the reference's grammar): rename it, e.g. without accents"),
+                    );
+                }
+                toks.push(Token { tok: Tok::Ident(word.to_string()), span: sp(start, i) });
             }
             b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
                 while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
@@ -299,16 +334,17 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                 // Another language's spelling (helper ed25: `&&` was two errors, `'a'` two, `!`
                 // no hint): one error naming RASP's word, and the token it means, so the rest of
                 // the line parses.
-                let foreign = if tok.is_none() { other_language(text, start) } else { None };
+                // (`+=` and `**` start with an operator of their own.)
+                let foreign = if tok.is_none() || matches!(c, b'+' | b'-' | b'*' | b'/' | b'%' | b'^') { other_language(text, start) } else { None };
                 match (tok, foreign) {
-                    (Some(t), _) => {
-                        toks.push(Token { tok: t, span: sp(start, start + len) });
-                        i += len;
-                    }
-                    (None, Some((len, tok, msg, label))) => {
+                    (_, Some((len, tok, msg, label))) => {
                         i = start + len;
                         errs.push(Diagnostic::error("lex::other-language", msg, sp(start, i)).with_label(label));
                         toks.push(Token { tok, span: sp(start, i) });
+                    }
+                    (Some(t), None) => {
+                        toks.push(Token { tok: t, span: sp(start, start + len) });
+                        i += len;
                     }
                     (None, None) => {
                         // skip one whole UTF-8 character
@@ -330,11 +366,31 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     (toks, errs)
 }
 
+/// Whether `rest` starts a name: a letter (of any script) or `_`.
+fn is_word_start(rest: &str) -> bool {
+    rest.chars().next().is_some_and(|ch| ch.is_alphabetic() || ch == '_')
+}
+
 /// A spelling from another language at byte `at` of `text` that RASP writes another way: its
 /// length in bytes, the RASP token it means, the message and the label.
 fn other_language(text: &str, at: usize) -> Option<(usize, Tok, String, String)> {
     let rest = &text[at..];
     let word = |len: usize, tok: Tok, theirs: &str, ours: &str| Some((len, tok, format!("`{theirs}` is not RASP: write `{ours}`"), format!("write `{ours}`")));
+    // Compound assignment: RASP assigns with `=` only (helper ed25: "expected an expression,
+    // found `=`"). Read as `=`, so `x += 1` goes on as `x = 1`, already reported.
+    for op in ["+=", "-=", "*=", "/=", "%=", "^="] {
+        if rest.starts_with(op) {
+            let bare = &op[..1];
+            return Some((2, Tok::Assign, format!("`{op}` is not RASP: write `x = x {bare} ...`"), format!("RASP assigns with `=` only: `x = x {bare} ...`")));
+        }
+    }
+    if rest.starts_with("**") {
+        return word(2, Tok::Caret, "**", "^");
+    }
+    if rest.starts_with('?') {
+        // C's `c ? a : b`: RASP's (and Python's) conditional is `a if c else b`.
+        return Some((1, Tok::If, "`c ? a : b` is not RASP: write `a if c else b`".to_string(), "write `a if c else b`".to_string()));
+    }
     if rest.starts_with("&&") {
         return word(2, Tok::And, "&&", "and");
     }

@@ -181,6 +181,22 @@ impl<'a> Parser<'a> {
     }
 
     /// Expects `t`; on failure reports it, pointing just after the previous token for `;`.
+    /// `def f(x):` or `for x in xs:`: Python's colon where RASP opens a block with `{` (helper
+    /// ed25: "expected `{`, found `:`" said nothing of braces).
+    fn python_colon(&mut self, keyword: &str) -> PResult<()> {
+        if self.peek() != &Tok::Colon {
+            return Ok(());
+        }
+        let s = self.span();
+        let example = if keyword == "def" { "def f(x) { y = x + 1; return y; }" } else { "for i in range(3) { ... }" };
+        self.errs.push(
+            Diagnostic::error("parse::python-block", format!("expected `{{`, found `:`: a `{keyword}` body is in braces"), s)
+                .with_label("write `{` here, and `}` after the body")
+                .with_note(format!("RASP's blocks are in braces, not opened by `:` and indentation: `{example}`")),
+        );
+        Err(Fail)
+    }
+
     fn expect_tok(&mut self, t: Tok, what: &str) -> PResult<Span> {
         if self.peek() == &t {
             return Ok(self.bump().span);
@@ -387,10 +403,23 @@ impl<'a> Parser<'a> {
             }
             Tok::Def => {
                 self.bump();
+                if let Tok::SelectParen | Tok::AggregateParen | Tok::RangeParen | Tok::ZipParen | Tok::LenParen = self.peek() {
+                    // `def select(...)`: a built-in's name (helper ed25: "expected a name, found
+                    // `select(`").
+                    let s = self.span();
+                    let word = self.text.get(s.start as usize..s.end as usize - 1).unwrap_or("select").to_string();
+                    self.errs.push(
+                        Diagnostic::error("parse::builtin-name", format!("`{word}` is a built-in: a function cannot be named `{word}`"), Span { end: s.end - 1, ..s })
+                            .with_label("a built-in's name")
+                            .with_note(format!("choose another name, e.g. `my_{word}`")),
+                    );
+                    return Err(Fail);
+                }
                 let name = self.ident()?;
                 self.expect_tok(Tok::LParen, "`(`")?;
                 let params = if self.peek() == &Tok::RParen { vec![] } else { self.idents()? };
                 self.expect_tok(Tok::RParen, "`)`")?;
+                self.python_colon("def")?;
                 let lbrace = self.expect_tok(Tok::LBrace, "`{`")?;
                 let body = self.block()?;
                 if self.peek() != &Tok::Return {
@@ -441,6 +470,7 @@ impl<'a> Parser<'a> {
                 let vars = self.idents()?;
                 self.expect_tok(Tok::In, "`in`")?;
                 let iter = self.expr(PREC_IN)?;
+                self.python_colon("for")?;
                 self.expect_tok(Tok::LBrace, "`{`")?;
                 let lbrace_end = self.prev_span().end as usize;
                 let errs_before = self.errs.len();

@@ -101,7 +101,10 @@ fn session_of(src: &Source) -> Result<(raspc_lang::Session, raspc_lang::NodeId),
     let name = src.path.clone().unwrap_or_else(|| "<source>".into());
     let (sources, r) = raspc_lang::evaluate_program(&name, src.path.as_deref().map(std::path::Path::new), &src.text, &DiskLoader);
     let mut session = r.map_err(|d| raspc::render(&sources, &d, false))?;
-    let (_, root) = session.compile_entry(src.entry.as_deref())?;
+    let (_, root) = match session.compile_entry(src.entry.as_deref()) {
+        Ok(r) => r,
+        Err(msg) => return Err(raspc::entry_error_text(&session, src.entry.as_deref(), msg)),
+    };
     Ok((session, root))
 }
 
@@ -482,7 +485,7 @@ fn eval(py: Python<'_>, source: String, input_json: String, entry: Option<String
         let (sources, r) = raspc_lang::evaluate_program(&name, path.as_deref().map(std::path::Path::new), &source, &DiskLoader);
         let session = r.map_err(|d| raspc::render(&sources, &d, false))?;
         let notes: Vec<String> = raspc::note_lines(&sources, &session, &name).into_iter().map(|n| pythonic(&n)).collect();
-        let (_, node) = session.entry(entry.as_deref())?;
+        let (_, node) = session.entry(entry.as_deref()).map_err(|msg| raspc::entry_error_text(&session, entry.as_deref(), msg))?;
         let shown = || tokens.iter().map(Atom::repr).collect::<Vec<_>>().join(", ");
         match raspc_lang::evaluate(&session.graph, node, &tokens) {
             Ok(raspc_lang::Value::Seq(v)) => Ok((serde_json::Value::Array(v.iter().map(atom_json).collect()).to_string(), notes)),

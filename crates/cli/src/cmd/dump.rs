@@ -80,7 +80,7 @@ pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, fl
         }
         Stage::Graph => {
             let session = load(path, err, color)?;
-            let (_, node) = session.entry(entry)?;
+            let (_, node) = entry_of(&session, entry, err, color)?;
             let (g, _) = session.graph.extract(node);
             let _ = write!(out, "{}", g.dump());
             Ok(())
@@ -96,7 +96,7 @@ pub(crate) fn dump(path: &std::path::Path, entry: Option<&str>, stage: Stage, fl
                 (None, None) => return Err("give --vocab or --input-grid".to_string().into()),
             };
             let session = load(path, err, color)?;
-            let (_, node) = session.entry(entry)?;
+            let (_, node) = entry_of(&session, entry, err, color)?;
             // The simplification compile lowers (of two, the one whose plan it keeps).
             let opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: target.max_len, causal: target.causal, ..Default::default() };
             let (g, root) = raspc_compiler::simplified(&session.graph, node, &opts);

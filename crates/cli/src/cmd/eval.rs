@@ -9,7 +9,7 @@ use std::io::Write;
 
 pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     let session = load(path, err, color)?;
-    let (_, node) = session.entry(entry)?;
+    let (_, node) = entry_of(&session, entry, err, color)?;
     let tokens = parse_tokens("--input", input)?;
     input_file_warning(input, err);
     let budget = limits()?.max_input_tokens;

@@ -153,9 +153,41 @@ pub(crate) fn compiled_from(session: &raspc_lang::Session, root: raspc_lang::Nod
     u.graph.extract(uroot).0.dump() == session.graph.extract(root).0.dump()
 }
 
+/// An error of the entry `entry` of `session`: shown at the assignment it is about when the
+/// main file made one (`Session::entry_place`), else as the message alone.
+pub(crate) fn entry_failure(session: &raspc_lang::Session, entry: Option<&str>, msg: String, err: &mut dyn Write, color: bool) -> Failure {
+    match session.entry_place(entry) {
+        Some((span, label)) => {
+            let d = raspc_lang::Diagnostic::error("eval::entry", msg, span).with_label(label);
+            let _ = write!(err, "{}", render(&session.sources, &[d], color));
+            Failure::Reported
+        }
+        None => msg.into(),
+    }
+}
+
+/// The text of an entry error as [`entry_failure`] shows it (without colour), for the Python
+/// package.
+pub fn entry_error_text(session: &raspc_lang::Session, entry: Option<&str>, msg: String) -> String {
+    let mut text = Vec::new();
+    match entry_failure(session, entry, msg, &mut text, false) {
+        Failure::Message(m) => m,
+        _ => String::from_utf8_lossy(&text).trim_end().to_string(),
+    }
+}
+
+/// [`raspc_lang::Session::entry`], its error placed by [`entry_failure`].
+pub(crate) fn entry_of(session: &raspc_lang::Session, entry: Option<&str>, err: &mut dyn Write, color: bool) -> Result<(String, raspc_lang::NodeId), Failure> {
+    session.entry(entry).map_err(|msg| entry_failure(session, entry, msg, err, color))
+}
+
 pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bool) -> Result<Built, Failure> {
     let mut session = load(path, err, color)?;
-    let (_, root) = session.compile_entry(target.entry.as_deref())?;
+    let entry = target.entry.as_deref();
+    let (_, root) = match session.compile_entry(entry) {
+        Ok(r) => r,
+        Err(msg) => return Err(entry_failure(&session, entry, msg, err, color)),
+    };
     let real = match &target.input_bounds {
         Some(b) => {
             let (lo, hi, blocks) = parse_bounds(b)?;

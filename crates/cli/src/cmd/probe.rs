@@ -149,7 +149,7 @@ pub(crate) fn probe_cmd(kind: ProbeKind, stdout: &mut dyn Write, err: &mut dyn W
         };
         let reference = match &session {
             Some(s) => {
-                let (name, root) = s.entry(entry.as_deref())?;
+                let (name, root) = entry_of(s, entry.as_deref(), err, color)?;
                 if s.graph.node(root).kind.is_selector() {
                     return Err(format!("`{name}` is a selector; the probe scores the s-op the model computes: give --entry that s-op (`{}`)", ck.output.label).into());
                 }

@@ -57,7 +57,7 @@ pub(crate) fn trace_cmd(
     let mut output_reference: Option<Vec<raspc_lang::Atom>> = None;
     if let Some(p) = program {
         let session = load(p, err, color)?;
-        let (_, root) = session.entry(entry)?;
+        let (_, root) = entry_of(&session, entry, err, color)?;
         if session.graph.node(root).kind.is_selector() {
             return Err(format!("`{}` is a selector; trace compares s-ops: give --entry the s-op the model computes (`{}`)", session.graph.node(root).label, ck.output.label).into());
         }
