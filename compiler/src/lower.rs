@@ -832,6 +832,10 @@ impl Lowerer<'_> {
                     self.set_rep(id, Rep::Slot(s));
                     return Ok(());
                 }
+                if let Some(s) = self.separable_ternary(id)? {
+                    self.set_rep(id, Rep::Slot(s));
+                    return Ok(());
+                }
                 // The inputs, with the user's names (or the built-in ones: `length`, `indices`).
                 let named = |l: &NodeId| self.g.node(*l).named || matches!(self.g.node(*l).kind, NodeKind::Tokens | NodeKind::Indices | NodeKind::Length);
                 let mut d = self
@@ -920,6 +924,68 @@ impl Lowerer<'_> {
             }
         }
         self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} {} {}", self.label(*a), if op == raspc_lang::ast::BinOp::Sub { "-" } else { "+" }, self.label(*b)));
+        Ok(Some(out))
+    }
+
+    /// `t if c else e` where `t`, `c` and `e` each read one categorical slot, `c` another than
+    /// the branches': a categorical slot with one unit per value of each branch (`t`'s value v
+    /// and `c` true, or `e`'s and `c` false), not one per combination of the three (helper w26:
+    /// `na if tokens == "a" else (nb if tokens == "b" else nc)` of three counts was refused at
+    /// max-len 64, 12,675 combinations, where each branch has 65 values).
+    fn separable_ternary(&mut self, id: NodeId) -> Result<Option<SlotId>, Diagnostic> {
+        let NodeKind::Map { op: raspc_lang::graph::MapOp::Ternary, args } = self.g.node(id).kind.clone() else {
+            return Ok(None);
+        };
+        let [Operand::Sop(t), Operand::Sop(c), Operand::Sop(e)] = args.as_slice() else { return Ok(None) };
+        let label = self.label(id).to_string();
+        // Only the plain case: no forced encoding, no floats standing for others.
+        if self.opts.numerical.contains(&label) || self.inexact_nodes.contains(&id) {
+            return Ok(None);
+        }
+        let Ok(vals) = self.finite(id) else { return Ok(None) };
+        let mut sides = vec![];
+        for x in [*t, *c, *e] {
+            let mut v = self.view(x)?;
+            // A number with its values listed is read through its one-hot (`depth if is_open
+            // else depth + 1` of a rounded mean: helper w26).
+            if v.map.is_none() && matches!(self.slots[v.slot].enc, SlotEnc::Num { points: Some(_) }) && !self.num_atoms.get(&v.slot).is_some_and(|g| g.iter().any(|x| x.len() > 1)) {
+                v = self.cat_view(x)?;
+            }
+            if !matches!(self.slots[v.slot].enc, SlotEnc::Cat(_)) || self.cat_alts.contains_key(&v.slot) {
+                return Ok(None);
+            }
+            let values = self.view_values(&v);
+            sides.push((v.slot, values));
+        }
+        let (cond_slot, cond) = (sides[1].0, sides[1].1.clone());
+        if sides[0].0 == cond_slot || sides[2].0 == cond_slot || cond.iter().any(Option::is_none) {
+            return Ok(None);
+        }
+        // (branch slot, dim, output dim, the condition's truth it needs)
+        let mut units = vec![];
+        for (side, want) in [(0, true), (2, false)] {
+            for (d, a) in sides[side].1.iter().enumerate() {
+                let Some(a) = a else { continue };
+                let Some(k) = index_of(&vals, a) else { return Ok(None) };
+                units.push((sides[side].0, d, k, want));
+            }
+        }
+        let dims = vals.len();
+        let out = self.new_slot(label.clone(), SlotEnc::Cat(vals), vec![0.0; dims]);
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
+        for (slot, d, k, want) in units {
+            let u = mlp.hidden;
+            mlp.hidden += 1;
+            mlp.w_in.push(In::new(slot, d, u, 1.0));
+            for (j, a) in cond.iter().enumerate() {
+                if a.as_ref().is_some_and(|a| a.truthy() == want) {
+                    mlp.w_in.push(In::new(cond_slot, j, u, 1.0));
+                }
+            }
+            mlp.b_in.push(-1.0);
+            mlp.w_out.push(Out::new(u, out, k, 1.0));
+        }
+        self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} if {} else {}", self.label(*t), self.label(*c), self.label(*e)));
         Ok(Some(out))
     }
 
