@@ -283,6 +283,50 @@ fn a_cut_checkpoint_is_replaced_with_force_and_a_replaced_file_keeps_its_mode() 
     assert!(err.contains("--input is X for --target"), "{err}");
 }
 
+/// A file nobody may write is not replaced, whatever it holds (helper dt26: a 0444 checkpoint,
+/// ONNX file or figure was renamed over); and a program's line ends do not change its
+/// checkpoint (CRLF gave other bytes: another `program_hash`).
+#[test]
+fn read_only_outputs_stay_and_line_ends_do_not_change_a_checkpoint() {
+    use std::os::unix::fs::PermissionsExt;
+    let ck = temp("read-only.safetensors");
+    let c = ck.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", c]).0, 0);
+    let before = std::fs::read(&ck).unwrap();
+    std::fs::set_permissions(&ck, std::fs::Permissions::from_mode(0o444)).unwrap();
+    for force in [false, true] {
+        let mut args = vec!["compile", "corpus/histogram.rasp", "--vocab", "abc", "--max-len", "4", "-o", c];
+        if force {
+            args.push("--force");
+        }
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("read-only") && err.contains(c), "{err}");
+        assert_eq!(std::fs::read(&ck).unwrap(), before, "left as it was");
+    }
+    let onnx = temp("read-only.onnx");
+    let o = onnx.to_str().unwrap();
+    assert_eq!(cli(&["export", c, "--to", "onnx", "-o", o]).0, 0);
+    let exported = std::fs::read(&onnx).unwrap();
+    std::fs::set_permissions(&onnx, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let (code, _, err) = cli(&["export", c, "--to", "onnx", "-o", o]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("read-only"), "{err}");
+    assert_eq!(std::fs::read(&onnx).unwrap(), exported);
+    // LF, CRLF, lone CR and a byte-order mark: one checkpoint.
+    let text = std::fs::read_to_string("corpus/histogram.rasp").unwrap().replace("\r\n", "\n");
+    let mut files = vec![];
+    for (k, variant) in [text.clone(), text.replace('\n', "\r\n"), text.replace('\n', "\r"), format!("\u{feff}{text}")].iter().enumerate() {
+        let p = temp(&format!("line-ends-{k}.rasp"));
+        std::fs::write(&p, variant).unwrap();
+        let out = temp(&format!("line-ends-{k}.safetensors"));
+        let (code, _, err) = cli(&["compile", p.to_str().unwrap(), "--vocab", "ab", "--max-len", "3", "-o", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        files.push(std::fs::read(&out).unwrap());
+    }
+    assert!(files.iter().all(|f| *f == files[0]), "line ends changed the checkpoint");
+}
+
 #[test]
 fn verify_ends_with_one_summary_line() {
     let (code, out, err) = cli(&["verify", "corpus/sort.rasp", "--entry", "sorted", "--vocab", "[1,2,3]", "--max-len", "4", "--exhaustive"]);

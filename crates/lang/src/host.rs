@@ -1709,14 +1709,14 @@ fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program)
 
 /// A program file's text as read: without a UTF-8 byte-order mark (as some editors write), and
 /// with old Mac line ends (a lone `\r`) read as line breaks, as Python (and so the reference)
-/// reads them, byte for byte so that every offset stays the same.
+/// reads them. `\r\n` becomes `\n` too (lines and columns stay those of the file), so that a program's hash (and a checkpoint compiled from it) does
+/// not depend on the line endings an editor or a Windows checkout wrote (helper dt26: the same
+/// program with CRLF gave a checkpoint of other bytes, and `trace` said it was not compiled
+/// from it).
 fn source_text(text: &str) -> std::borrow::Cow<'_, str> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let b = text.as_bytes();
-    let lone = |i: usize| b[i] == b'\r' && b.get(i + 1) != Some(&b'\n');
-    if (0..b.len()).any(lone) {
-        let fixed: Vec<u8> = (0..b.len()).map(|i| if lone(i) { b'\n' } else { b[i] }).collect();
-        std::borrow::Cow::Owned(String::from_utf8(fixed).expect("replacing an ASCII byte by another keeps UTF-8"))
+    if text.contains('\r') {
+        std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
     } else {
         std::borrow::Cow::Borrowed(text)
     }

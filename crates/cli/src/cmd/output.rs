@@ -83,6 +83,7 @@ pub(crate) fn check_output(output: &Path, force: bool) -> Result<(), Failure> {
     if !meta.is_file() {
         return Err(format!("-o `{shown}` exists and is not a regular file (a device, FIFO, socket or symbolic link); refusing to replace it").into());
     }
+    writable_file(output, &meta)?;
     // A file too short for the header its first 8 bytes announce is no safetensors file at all
     // (a text file, say): say so, rather than quote a size budget.
     let mut head = [0u8; 8];
@@ -206,7 +207,8 @@ pub fn may_replace(path: &Path, what: &str, ours: &dyn Fn(&[u8]) -> bool) -> Res
         Err(e) => Err(format!("cannot inspect `{shown}`: {e}")),
         Ok(m) if m.is_dir() => Err(format!("`{shown}` is a directory")),
         Ok(m) if !m.is_file() => Err(format!("`{shown}` exists and is not a regular file (a device, FIFO, socket or symbolic link); refusing to replace it")),
-        Ok(_) => {
+        Ok(m) => {
+            writable_file(path, &m)?;
             let mut head = vec![0u8; 4096];
             let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
             if ours(&head[..n]) {
@@ -224,18 +226,69 @@ pub fn save_file(path: &Path, bytes: &[u8], what: &str, ours: &dyn Fn(&[u8]) -> 
     write_atomic(path, bytes).map_err(failure_text)
 }
 
-/// The folder an output goes to is one, or can be made (checked before the work that produces
-/// the output): the nearest part of its path that exists is a folder.
+/// A file nobody may write (`chmod a-w`) is not replaced, as `cp` would not replace it either
+/// (helper dt26: renaming over it replaced a 0444 checkpoint, ONNX file or figure, for an
+/// ordinary user too, since only the folder's permissions matter to a rename).
+fn writable_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+    if meta.permissions().readonly() {
+        return Err(format!("`{}` is read-only; refusing to replace it (make it writable, e.g. `chmod u+w`, or write elsewhere)", path.display()));
+    }
+    Ok(())
+}
+
+/// The folder an output goes to is one, or can be made, and raspc may write in it (checked
+/// before the work that produces the output: helper dt26, a read-only folder was found only
+/// after `simulate` had computed for seconds and `probe` had printed its whole report): the
+/// nearest part of its path that exists is a folder where a file can be created (tried with an
+/// empty file, removed at once).
 fn parent_usable(path: &Path) -> Result<(), String> {
     let mut dir = path.parent();
-    while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+    loop {
+        let d = match dir {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
         match std::fs::metadata(d) {
-            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) if m.is_dir() => {
+                let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let probe = d.join(format!(".raspc-write-check.{}-{n}.raspc-tmp", std::process::id()));
+                return match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+                    Ok(_) => {
+                        let _ = std::fs::remove_file(&probe);
+                        Ok(())
+                    }
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem) => {
+                        Err(format!("cannot write `{}`: the folder `{}` is not writable ({})", path.display(), d.display(), io_reason(&e)))
+                    }
+                    // (Anything else, a full disk say, is reported when the file is written.)
+                    Err(_) => Ok(()),
+                };
+            }
             Ok(_) => return Err(format!("cannot write `{}`: `{}` is not a folder", path.display(), d.display())),
+            Err(_) if d == Path::new(".") => return Ok(()),
             Err(_) => dir = d.parent(),
         }
     }
-    Ok(())
+}
+
+/// An I/O error's text without Rust's "(os error N)".
+fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// What identifies the file at `path` (None: nothing there), to see whether another program
+/// wrote it meanwhile.
+fn identity(path: &Path) -> Option<(u64, Option<std::time::SystemTime>, u64)> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    Some((m.len(), m.modified().ok(), ino))
 }
 
 /// `path` names a file to write: `-` is not standard output here (raspc writes files only, and
@@ -316,6 +369,11 @@ fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
     if let Ok(mut files) = TEMP_FILES.lock() {
         files.push(tmp.clone());
     }
+    // What is at `output` now was checked; a file another program puts there while this one
+    // writes is not replaced (helper dt26: a text file written at `-o` during a 1 s write of
+    // a large checkpoint was lost).
+    let before = identity(output);
+    let mut changed = false;
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         // A file replaced keeps its permissions (a private 0600 checkpoint stayed private only
@@ -326,11 +384,22 @@ fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
+        if identity(output) != before {
+            changed = true;
+            return Err(std::io::Error::other("changed"));
+        }
         std::fs::rename(&tmp, output)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     forget_temp(&tmp);
-    result.map_err(|e| format!("cannot write `{}`: {e}", output.display()).into())
+    if changed {
+        return Err(format!(
+            "`{}` was written by another program while raspc wrote its file; it was left as it is, and nothing was written (run again to replace it)",
+            output.display()
+        )
+        .into());
+    }
+    result.map_err(|e| format!("cannot write `{}`: {}", output.display(), io_reason(&e)).into())
 }
