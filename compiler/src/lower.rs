@@ -560,12 +560,39 @@ impl Lowerer<'_> {
                     if defined != crate::names::place(self.g, id) {
                         d = d.with_secondary(defined, if named { format!("`{}` is defined here", self.label(r)) } else { "that value, computed here".to_string() });
                     }
+                    // Where the dependence on later positions comes from, followed through what
+                    // the value reads (helper w26: the refusal named `bad`, four definitions
+                    // after the selector that looks ahead).
+                    let (reader, source) = self.unstable_source(r, &stable);
+                    let at = crate::names::place(self.g, source);
+                    if source != r && at != defined && at != crate::names::place(self.g, id) {
+                        let node = self.g.node(source);
+                        let name = if node.named { format!("`{}`", node.label) } else { "this selector".to_string() };
+                        d = match &node.kind {
+                            NodeKind::Length => d.with_secondary(crate::names::place(self.g, reader), "reads `length`, the whole input's length, which a prefix does not know"),
+                            k if k.is_selector() => d
+                                .with_secondary(at, format!("{name} can select keys after the query: the look-ahead comes from here"))
+                                .with_note("a selector `and`-ed with `select(indices, indices, <=)` selects only keys up to the query"),
+                            _ => d.with_secondary(at, "depends on later positions from here"),
+                        };
+                    }
                     self.diags.push(d.with_note(
                         "a causal model computes position i from positions <= i; every value read at key positions must not depend on `length` or on selectors that look ahead",
                     ));
                 }
             }
         }
+    }
+
+    /// The first node, following operands that are not prefix-stable from `r`, whose own
+    /// operands are all stable: `length`, or a selector that looks ahead (with the node that
+    /// reads it).
+    fn unstable_source(&self, r: NodeId, stable: &HashMap<NodeId, bool>) -> (NodeId, NodeId) {
+        let (mut reader, mut cur) = (r, r);
+        while let Some(next) = self.g.node(cur).kind.operands().into_iter().find(|o| !stable.get(o).copied().unwrap_or(true)) {
+            (reader, cur) = (cur, next);
+        }
+        (reader, cur)
     }
 
     fn operands_stable(&self, sel: NodeId, stable: &HashMap<NodeId, bool>) -> bool {

@@ -236,19 +236,22 @@ fn writable_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
     Ok(())
 }
 
-/// The folder an output goes to is one, or can be made, and raspc may write in it (checked
-/// before the work that produces the output: helper dt26, a read-only folder was found only
-/// after `simulate` had computed for seconds and `probe` had printed its whole report): the
-/// nearest part of its path that exists is a folder where a file can be created (tried with an
-/// empty file, removed at once).
+/// The folder an output goes to is one, or can be made (checked before the work that produces
+/// the output): the nearest part of its path that exists is a folder; and when that is the
+/// output's own folder, raspc may write in it (helper dt26: a read-only folder was found only
+/// after `simulate` had computed for seconds and `probe` had printed its whole report; tried
+/// with an empty file, removed at once, so that it holds for root and read-only file systems
+/// alike; a folder still to be made is not tried in the folders above it).
 fn parent_usable(path: &Path) -> Result<(), String> {
     let mut dir = path.parent();
+    let mut own = true;
     loop {
         let d = match dir {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
         match std::fs::metadata(d) {
+            Ok(m) if m.is_dir() && !own => return Ok(()),
             Ok(m) if m.is_dir() => {
                 let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let probe = d.join(format!(".raspc-write-check.{}-{n}.raspc-tmp", std::process::id()));
@@ -266,7 +269,10 @@ fn parent_usable(path: &Path) -> Result<(), String> {
             }
             Ok(_) => return Err(format!("cannot write `{}`: `{}` is not a folder", path.display(), d.display())),
             Err(_) if d == Path::new(".") => return Ok(()),
-            Err(_) => dir = d.parent(),
+            Err(_) => {
+                dir = d.parent();
+                own = false;
+            }
         }
     }
 }
@@ -360,7 +366,7 @@ fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
     // Missing folders are made, as `plot -o` and `probe --plot` make theirs (helper c19: `probe
     // -o new/report.json` ran the whole probe and then could not write).
     if !dir.exists() {
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the folder `{}` for `{}`: {e}", dir.display(), output.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the folder `{}` for `{}`: {}", dir.display(), output.display(), io_reason(&e)))?;
     }
     let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "checkpoint".into());
     remove_stale_temps(&dir, &name);
