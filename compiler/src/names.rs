@@ -58,11 +58,19 @@ fn nearest_user(g: &Graph, id: NodeId, pred: impl Fn(NodeId) -> bool) -> Option<
 /// stands in, else where the program assigns it to a name (`y = tokens_int;`), else the node's
 /// own span.
 pub fn place(g: &Graph, id: NodeId) -> Span {
+    placed_by(g, id).0
+}
+
+/// [`place`], and the node whose span it is (None: the node's own assignment or span).
+fn placed_by(g: &Graph, id: NodeId) -> (Span, Option<NodeId>) {
     let in_program = |x: NodeId| g.node(x).library.as_ref().is_none_or(|o| o.function.is_some());
     if in_program(id) {
-        return g.node(id).span;
+        return (g.node(id).span, Some(id));
     }
-    nearest_user(g, id, in_program).map_or(g.node(id).named_at.unwrap_or(g.node(id).span), |u| g.node(u).span)
+    match nearest_user(g, id, in_program) {
+        Some(u) => (g.node(u).span, Some(u)),
+        None => (g.node(id).named_at.unwrap_or(g.node(id).span), None),
+    }
 }
 
 /// A note for diagnostics about a node a library function built: which function, called where.
@@ -74,7 +82,16 @@ pub fn library_note(g: &Graph, id: NodeId) -> Option<String> {
 /// A compiler diagnostic about `id`, placed in the user's program ([`place`]), with the
 /// library note when library code built the node.
 pub fn error(g: &Graph, id: NodeId, code: &'static str, msg: String) -> Diagnostic {
-    let d = Diagnostic::error(code, msg, place(g, id));
+    let (at, by) = placed_by(g, id);
+    let mut d = Diagnostic::error(code, msg, at);
+    // A node a function of the program built: the call too, as `eval` shows it (helper ed25: a
+    // refusal pointed into `def at`'s body, not at the call that passed it `tokens_int`).
+    if let Some(call) = by.and_then(|n| g.node(n).called_at)
+        && call.file == at.file
+        && !(call.start <= at.start && at.end <= call.end)
+    {
+        d = d.with_secondary(call, "in this call");
+    }
     match library_note(g, id) {
         Some(n) => d.with_note(n),
         None => d,

@@ -199,6 +199,9 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
         if out.node(new).library.is_none() && node.library.is_some() {
             out.set_origin(new, node.span, node.library.clone());
         }
+        if let (None, Some(call)) = (out.node(new).called_at, node.called_at) {
+            out.set_called_at(new, call);
+        }
         map.insert(id, new);
         if let Some(f) = facts
             && node.kind.is_selector()

@@ -43,7 +43,14 @@ fn several_parse_errors_are_reported_at_once() {
 /// Programs the compiler refuses: every problem at once, with the place and the reason.
 #[test]
 fn compile_errors_render_with_carets() {
-    for (name, extra) in [("causal", vec!["--causal"]), ("causal_lookahead", vec!["--causal"]), ("selector_entry", vec![]), ("string_mean", vec![]), ("builtin_rejected", vec![])] {
+    for (name, extra) in [
+        ("causal", vec!["--causal"]),
+        ("causal_lookahead", vec!["--causal"]),
+        ("refusal_in_function", vec![]),
+        ("selector_entry", vec![]),
+        ("string_mean", vec![]),
+        ("builtin_rejected", vec![]),
+    ] {
         let p = format!("cases/compile_errors/{name}.rasp");
         let mut args = vec!["compile", p.as_str(), "--vocab", "abc", "--max-len", "4", "-o", "/nonexistent/never-written.safetensors"];
         args.extend(extra);
