@@ -194,7 +194,8 @@ fn verify_checks_a_small_domain_once_instead_of_sampling_it() {
     assert!(out.contains("fewer than the 500 samples asked"), "{out}");
     let (code, out, _) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "--samples", "14"]);
     assert_eq!(code, 0);
-    assert!(!out.contains("every input checked") && out.ends_with("verified: 14 inputs, 0 mismatches\n"), "{out}");
+    // Exactly as many as asked: every one, and said (helper b26: the README promised the line).
+    assert!(out.contains("every input checked: 14 (2 tokens, lengths 1 to 3), as many as the 14 samples asked") && out.ends_with("verified: 14 inputs, 0 mismatches\n"), "{out}");
     // More inputs than samples: random ones, as many as asked.
     let (code, out, _) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "--samples", "10"]);
     assert_eq!(code, 0);

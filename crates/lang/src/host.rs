@@ -763,7 +763,9 @@ impl<'l> Evaluator<'l> {
                 let mut note = Diagnostic::note_at("eval::exit", format!("`{text}`: the statements after it in this file are not run (as in the reference)"), s.span);
                 if self.sources.get(s.span.file).text.get(s.span.start as usize..s.span.end as usize).is_some_and(|t| t.trim_end().ends_with(';')) {
                     // The reference's `exit` takes no `;`: `exit;` is a syntax error there.
-                    note = note.with_note("but the reference reads `exit;` (with the `;`) as a syntax error and goes on with the next line: write it without `;` to stop in both");
+                    // (Named as written: `quit();` was told about `exit;`, helper b26.)
+                    note = note
+                        .with_note(format!("but the reference reads `{text};` (with the `;`) as a syntax error and goes on with the next line: write it without `;` to stop in both"));
                 }
                 self.notes.push(note);
             }

@@ -50,6 +50,9 @@ pub struct EvalError {
     pub message: String,
 }
 
+/// The error of an empty input (every program needs one token at least).
+pub const EMPTY_INPUT: &str = "RASP programs need a non-empty input";
+
 /// Evaluates `root` on `input` (the raw tokens, as `tokens_asis` sees them).
 pub fn evaluate(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Value, EvalError> {
     // The deepest operand first (least memory); on a failure, again in the reference's order,
@@ -110,7 +113,7 @@ fn evaluate_nodes(graph: &Graph, root: NodeId, input: &[Atom], keep_all: bool, d
         let node = graph.node(id);
         let fail = |position: Option<usize>, message: String| EvalError { node: id, label: node.label.clone(), span: node.span, position, message };
         if n == 0 {
-            return Err(fail(None, "RASP programs need a non-empty input".into()));
+            return Err(fail(None, EMPTY_INPUT.into()));
         }
         // Operands come earlier in the topological order, and host evaluation only builds
         // s-op operands where s-ops are expected (and selectors where selectors are): a

@@ -46,8 +46,14 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
 pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalError, input: &str, note: Option<&str>, color: bool) -> String {
     let at = e.position.map(|p| format!(" at position {p}")).unwrap_or_default();
     let input = if input.is_empty() { "(empty)" } else { input };
-    // The user's name for the s-op, or the named s-op the failing expression is part of.
-    let message = format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message);
+    // The user's name for the s-op, or the named s-op the failing expression is part of. An
+    // empty input fails before any s-op (helper b26: "evaluating the input as it is
+    // (`tokens_asis`) failed" for a program that reads `tokens_int`).
+    let message = if e.position.is_none() && e.message == raspc_lang::interp::EMPTY_INPUT {
+        format!("the input is empty: {}", e.message)
+    } else {
+        format!("evaluating {} failed{at}: {}", raspc_compiler::names::describe(&session.graph, e.node), e.message)
+    };
     let mut span = e.span;
     let mut label = "this operation failed";
     if session.sources.get(e.span.file).name == "<prelude>" && e.span.start == 0 {

@@ -133,10 +133,12 @@ pub(crate) fn verify_cmd(path: &Path, target: &Target, a: &VerifyArgs, stdout: &
     };
     let _ = writeln!(out, "compiled `{}`: {}", built.compiled.plan.output_label, built.compiled.summary);
     let asked = a.samples.unwrap_or(1000);
-    if !a.exhaustive && seqs.len() < asked {
-        // (Helper b10: "the 1000 samples asked" when nothing was asked.)
+    if !a.exhaustive && seqs.len() <= asked {
+        // (Helper b10: "the 1000 samples asked" when nothing was asked. Helper b26: exactly as
+        // many inputs as samples asked said nothing, though every one is checked.)
         let wanted = if a.samples.is_some() { format!("the {asked} samples asked") } else { format!("the default {asked} samples") };
-        let _ = writeln!(out, "every input checked: {} ({} tokens, lengths 1 to {}), fewer than {wanted}", seqs.len(), built.vocab.len(), target.max_len);
+        let relation = if seqs.len() == asked { format!("as many as {wanted}") } else { format!("fewer than {wanted}") };
+        let _ = writeln!(out, "every input checked: {} ({} tokens, lengths 1 to {}), {relation}", seqs.len(), built.vocab.len(), target.max_len);
     }
     let bar = indicatif::ProgressBar::new(seqs.len() as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("{wide_bar} {pos}/{len} inputs ({eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
