@@ -1739,6 +1739,17 @@ fn outputs_that_name_folders_are_refused_first() {
     for name in ["c", "c2", "s", "e"] {
         assert!(!dir.join(name).exists(), "{name} was made");
     }
+    // `plot -o` through a file, or at a link (dangling or to a file): said plainly (helper dt26:
+    // "Not a directory (os error 20)", "File exists (os error 17)").
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let _ = std::fs::remove_file(dir.join("dangling"));
+    std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
+    for (out, says) in [(new("notes.txt/figs"), "notes.txt` is not a folder".to_string()), (new("dangling"), "is a symbolic link".to_string())] {
+        let (code, _, err) = cli(&["plot", ck.to_str().unwrap(), "-o", &out]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(&says) && !err.contains("os error"), "{out}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(dir.join("notes.txt")).unwrap(), "mine");
     let (code, _, err) = cli(&["probe", "svflow", ck.to_str().unwrap(), "--plot", "-"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("`--plot -`") && err.contains("`./-`"), "{err}");

@@ -658,12 +658,21 @@ pub(crate) fn check_probe_plots(dir: &Path) -> Result<(), String> {
 
 /// Why the output folder could not be made: a file standing at its path is said plainly.
 fn create_error(dir: &Path, e: std::io::Error) -> String {
+    // (Helper dt26: a link said "File exists (os error 17)" or "is a file", a path through a file
+    // "Not a directory (os error 20)".)
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return format!("`{}` is a symbolic link: plot writes its figures into a folder it makes or that exists there, never through a link (give a folder's path)", dir.display());
+    }
+    if let Some(file) = dir.ancestors().skip(1).find(|a| !a.as_os_str().is_empty() && std::fs::metadata(a).is_ok_and(|m| !m.is_dir())) {
+        return format!("cannot create the folder `{}`: `{}` is not a folder", dir.display(), file.display());
+    }
     if dir.is_file() {
         format!("`{}` is a file, not a folder: plot writes its figures into a folder (give a new or existing folder's path)", dir.display())
     } else if dir.exists() && !dir.is_dir() {
         format!("`{}` exists and is not a folder (a device, FIFO or socket): plot writes its figures into a folder", dir.display())
     } else {
-        format!("cannot create the folder `{}`: {e}", dir.display())
+        let text = e.to_string();
+        format!("cannot create the folder `{}`: {}", dir.display(), text.find(" (os error").map_or(text.as_str(), |i| &text[..i]))
     }
 }
 
