@@ -720,41 +720,19 @@ fn compares_several(g: &Graph, s: NodeId) -> bool {
 }
 
 fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Option<&Facts>) -> Option<NodeKind> {
-    // The width of a comparison of positions with positions is arithmetic on `indices` and
-    // `length`: `selector_width(select(indices, indices, <=))` is `indices + 1` (helper w26: a
-    // one-hot of max-len + 1 values, 19.6 M parameters where `indices + 1` gave 2,992 in a
-    // prefix sum, and `>` 59x larger than `length - indices - 1`). `<` and `==` (`indices`
-    // and 1) are left: a rewrite to an existing node would lose the user's name for it.
+    // The width of `select(indices, indices, <=)` (the keys up to the query: a prefix) is
+    // `indices + 1` (helper w26: a one-hot of max-len + 1 values, 19.6 M parameters where
+    // `indices + 1` gave 2,992 in a prefix sum), a view of `indices` for every reader. (`>=`,
+    // `>` and `!=` would be arithmetic on `length`, which costs a layer and, read through a
+    // one-hot, up to 11x the parameters: review rv26; `<` and `==`, `indices` and 1, would
+    // lose the user's name for the width.)
     if let NodeKind::SelectorWidth(sel) = kind
-        && let NodeKind::Select { keys, queries, cmp } = out.node(*sel).kind.clone()
+        && let NodeKind::Select { keys, queries, cmp: Cmp::Le } = out.node(*sel).kind.clone()
         && keys == queries
         && matches!(out.node(keys).kind, NodeKind::Indices)
     {
-        let map = |op: BinOp, a: Operand, b: Operand| NodeKind::Map { op: MapOp::Binary(op), args: vec![a, b] };
-        let one = || Operand::Const(Atom::Int(1));
-        let i = Operand::Sop(keys);
-        return match cmp {
-            Cmp::Le => Some(map(BinOp::Add, i, one())),
-            Cmp::Ge | Cmp::Gt | Cmp::Ne => {
-                let n = Operand::Sop(out.add(NodeKind::Length, span)?);
-                match cmp {
-                    Cmp::Ge => Some(map(BinOp::Sub, n, i)),
-                    Cmp::Gt => {
-                        let rest = out.add(map(BinOp::Sub, n, i), span)?;
-                        Some(map(BinOp::Sub, Operand::Sop(rest), one()))
-                    }
-                    _ => Some(map(BinOp::Sub, n, one())),
-                }
-            }
-            Cmp::Lt | Cmp::Eq => None,
-        };
+        return Some(NodeKind::Map { op: MapOp::Binary(BinOp::Add), args: vec![Operand::Sop(keys), Operand::Const(Atom::Int(1))] });
     }
-    // `selector_width(A or B)` of an `or` comparing several s-ops: `|A| + |B|` when A and B are
-    // exclusive; otherwise, by inclusion–exclusion, `|A| + |B| - |A and B|`, each an `and` of
-    // selects (one head, its terms added) where the `or` needs a one-hot over every combination
-    // of the s-ops its sides compare (review w24: `same token or a neighbour` over 52 letters at
-    // max-len 64 was 185 M parameters in one head): only for up to three sides (seven widths),
-    // where that one-hot would be large and nothing else reads the `or`.
     if let NodeKind::SelectorWidth(sel) = kind
         && let NodeKind::SelectOr(a, b) = out.node(*sel).kind.clone()
         && compares_several(out, *sel)

@@ -555,7 +555,8 @@ impl Session {
         match self.get(&name) {
             Some(HostValue::Sop(n)) | Some(HostValue::Sel(n)) => Ok((name, n)),
             Some(HostValue::Func(c)) if c.def.params.is_empty() => {
-                Err(format!("entry `{name}` is a function of no arguments, not an s-op or selector: add `prog = {name}();` to the program and run `prog` (or no --entry)"))
+                // (The function's own name: `prog = make;` was told to add `prog = prog();`.)
+                Err(format!("entry `{name}` is a function of no arguments, not an s-op or selector: add `prog = {}();` to the program and run `prog` (or no --entry)", c.def.name.name))
             }
             Some(v) => Err(format!("entry `{name}` is {}, not an s-op or selector", v.a_kind())),
             // `--entry 'f()'`: a call, not a name.
