@@ -328,6 +328,31 @@ fn read_only_outputs_stay_and_line_ends_do_not_change_a_checkpoint() {
     assert!(files.iter().all(|f| *f == files[0]), "line ends changed the checkpoint");
 }
 
+/// A figure's temporary file left by a `plot` killed outright (its process gone, an hour idle)
+/// is removed by the next plot into that folder; a fresh one is kept (helper dt26: they stayed).
+#[test]
+fn a_killed_plots_temporary_figure_is_removed_later() {
+    let dir = temp("plot-stale");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck = dir.join("h.safetensors");
+    assert_eq!(cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "3", "-o", ck.to_str().unwrap()]).0, 0);
+    let figs = dir.join("figs");
+    assert_eq!(cli(&["plot", ck.to_str().unwrap(), "-o", figs.to_str().unwrap()]).0, 0);
+    let stale = figs.join(".overview.png.4294967.raspc-tmp.png");
+    let fresh = figs.join(".overview.png.4294966.raspc-tmp.png");
+    std::fs::write(&stale, "half a figure").unwrap();
+    std::fs::write(&fresh, "another machine's").unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::options().write(true).open(&stale).and_then(|h| h.set_modified(old)).unwrap();
+    let (code, _, err) = cli(&["plot", ck.to_str().unwrap(), "-o", figs.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    if std::path::Path::new("/proc/self").exists() {
+        assert!(!stale.exists() && fresh.exists(), "a stale figure kept, or a fresh one removed");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn verify_ends_with_one_summary_line() {
     let (code, out, err) = cli(&["verify", "corpus/sort.rasp", "--entry", "sorted", "--vocab", "[1,2,3]", "--max-len", "4", "--exhaustive"]);

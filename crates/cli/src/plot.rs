@@ -420,6 +420,8 @@ pub(crate) fn is_our_figure(b: &[u8], format: Format) -> bool {
 fn temp_figure(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let ext = path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    crate::cmd::output::remove_stale_temps(dir, &name);
     let tmp = path.with_file_name(format!(".{name}.{}.raspc-tmp.{ext}", std::process::id()));
     if let Ok(mut files) = crate::cmd::output::TEMP_FILES.lock() {
         files.push(tmp.clone());

@@ -335,7 +335,7 @@ fn failure_text(f: Failure) -> String {
 /// exactly that pattern whose process no longer exists here (Linux's /proc tells; elsewhere
 /// nothing is removed) and that nobody has written to for an hour (a folder shared with another
 /// machine or container, whose processes this one cannot see, keeps its writers' files).
-fn remove_stale_temps(dir: &Path, name: &str) {
+pub(crate) fn remove_stale_temps(dir: &Path, name: &str) {
     if !Path::new("/proc/self").exists() {
         return;
     }
@@ -343,10 +343,16 @@ fn remove_stale_temps(dir: &Path, name: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let file = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = file.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".raspc-tmp")).and_then(|r| r.split_once('-')).and_then(|(p, n)| {
-            n.parse::<u64>().ok()?;
-            p.parse::<u32>().ok()
-        }) else {
+        // A checkpoint's `.NAME.PID-N.raspc-tmp`, or a figure's `.NAME.PID.raspc-tmp.EXT`
+        // (`plot`, whose encoder goes by the extension; helper dt26: a killed plot's stayed).
+        let pid = file.strip_prefix(&prefix).and_then(|rest| match rest.strip_suffix(".raspc-tmp") {
+            Some(r) => r.split_once('-').and_then(|(p, n)| {
+                n.parse::<u64>().ok()?;
+                p.parse::<u32>().ok()
+            }),
+            None => rest.split_once(".raspc-tmp.").filter(|(_, ext)| !ext.is_empty() && ext.chars().all(|c| c.is_ascii_alphanumeric())).and_then(|(p, _)| p.parse::<u32>().ok()),
+        });
+        let Some(pid) = pid else {
             continue;
         };
         let idle = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|d| d > std::time::Duration::from_secs(3600));
