@@ -336,6 +336,11 @@ pub fn selects_at(graph: &Graph, sel: NodeId, k: i64, q: i64, l: i64) -> Option<
 /// Are `x` and `y` selects of the same keys and queries with opposite comparisons? `==` and
 /// `!=` always are; `<` and `>=` (or `>` and `<=`) when neither side can be NaN.
 fn complementary(graph: &Graph, x: NodeId, y: NodeId) -> bool {
+    // `s or not s`, any selector s (helper w26: `select(tokens, tokens, ==) or not select(tokens,
+    // tokens, ==)` was not seen to select every key; six other spellings were).
+    if matches!(graph.node(y).kind, NodeKind::SelectNot(n) if n == x) || matches!(graph.node(x).kind, NodeKind::SelectNot(n) if n == y) {
+        return true;
+    }
     let (NodeKind::Select { keys: k1, queries: q1, cmp: c1 }, NodeKind::Select { keys: k2, queries: q2, cmp: c2 }) = (&graph.node(x).kind, &graph.node(y).kind) else {
         return false;
     };
