@@ -113,9 +113,6 @@ struct Lowerer<'a> {
     /// count from a mean, 7.000000000000001), not values of different inputs grouped as one
     /// number (`length ^ 0.5` arithmetic): selectors reading these check every alternative.
     same_input_alts: std::collections::HashSet<SlotId>,
-    /// Maps stored as a number because their results differ only by rounding where the values
-    /// they read do ([`Lowerer::materialise`]).
-    auto_numerical: std::collections::HashSet<NodeId>,
     /// The leaves of inline maps (`leaves_of`), computed once: a chain of a thousand inline maps
     /// (`x = x + 1` in a loop) would otherwise walk the chain again for each of its nodes.
     /// Cleared when a node that was read through becomes a slot.
@@ -182,7 +179,6 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         num_atoms: HashMap::new(),
         cat_alts: HashMap::new(),
         same_input_alts: Default::default(),
-        auto_numerical: Default::default(),
         leaf_cache: Default::default(),
         inexact_nodes: inexact.keys().copied().collect(),
         diags: vec![],
@@ -1407,7 +1403,7 @@ impl Lowerer<'_> {
         // passed through: `w * indicator(c)`, `w if c else 0`) is stored as a number, one
         // point for each such group, as its input is: a one-hot would give the two floats
         // dims of their own, which no model tells apart.
-        let numerical = self.opts.numerical.contains(&label) || self.auto_numerical.contains(&id);
+        let numerical = self.opts.numerical.contains(&label);
         // Categorical: a float the interpreter computes in place of an integer value (a count
         // from a mean, 3.0000000000000004) stands with that integer, not in a dim of its own.
         let mut alts: Option<Vec<Vec<Atom>>> = None;
@@ -1649,18 +1645,6 @@ impl Lowerer<'_> {
                         if let (SlotEnc::Cat(_), false, Some(p), Some(q)) = (&enc.0, other.is_str() || r.is_str(), other.as_f64(), r.as_f64())
                             && same_up_to_rounding(p, q)
                         {
-                            // Stored as a number, then, unless the user asked for a one-hot: the
-                            // slot made for the one-hot goes (nothing reads it yet), and whatever
-                            // reads the number checks that it gives one result for both (helper
-                            // w26: `round(mean(1 / hist) * width)` was refused, advising the
-                            // `round(...)` it was already inside).
-                            if !self.opts.categorical.contains(&label) && out.0 + 1 == self.slots.len() && self.auto_numerical.insert(id) {
-                                self.slots.pop();
-                                self.cat_alts.remove(&out);
-                                self.same_input_alts.remove(&out);
-                                self.num_atoms.remove(&out);
-                                return self.materialise(id);
-                            }
                             // The results differ only by rounding too (the number passed on):
                             // stored as a number, they are one.
                             d = d.with_note(format!(
