@@ -199,7 +199,11 @@ fn verify_checks_a_small_domain_once_instead_of_sampling_it() {
     // More inputs than samples: random ones, as many as asked.
     let (code, out, _) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "3", "--samples", "10"]);
     assert_eq!(code, 0);
-    assert!(out.ends_with("verified: 10 inputs, 0 mismatches\n"), "{out}");
+    assert!(out.ends_with("verified: 10 inputs, 0 mismatches\n") && !out.contains("every input checked"), "{out}");
+    // As many random inputs as asked from a larger domain are not every input.
+    let (code, out, _) = cli(&["verify", "corpus/reverse.rasp", "--vocab", "ab", "--max-len", "4", "--samples", "14"]);
+    assert_eq!(code, 0);
+    assert!(out.ends_with("verified: 14 inputs, 0 mismatches\n") && !out.contains("every input checked"), "{out}");
 }
 
 #[test]
