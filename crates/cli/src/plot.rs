@@ -673,8 +673,7 @@ fn create_error(dir: &Path, e: std::io::Error) -> String {
     } else if dir.exists() && !dir.is_dir() {
         format!("`{}` exists and is not a folder (a device, FIFO or socket): plot writes its figures into a folder", dir.display())
     } else {
-        let text = e.to_string();
-        format!("cannot create the folder `{}`: {}", dir.display(), text.find(" (os error").map_or(text.as_str(), |i| &text[..i]))
+        format!("cannot create the folder `{}`: {}", dir.display(), crate::cmd::output::io_reason(&e))
     }
 }
 

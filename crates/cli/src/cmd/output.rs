@@ -278,7 +278,7 @@ fn parent_usable(path: &Path) -> Result<(), String> {
 }
 
 /// An I/O error's text without Rust's "(os error N)".
-fn io_reason(e: &std::io::Error) -> String {
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
     let text = e.to_string();
     match text.find(" (os error") {
         Some(i) => text[..i].to_string(),
