@@ -1712,10 +1712,10 @@ fn reference_reading_notes(file: FileId, text: &str, prog: &crate::ast::Program)
 
 /// A program file's text as read: without a UTF-8 byte-order mark (as some editors write), and
 /// with old Mac line ends (a lone `\r`) read as line breaks, as Python (and so the reference)
-/// reads them. `\r\n` becomes `\n` too (lines and columns stay those of the file), so that a program's hash (and a checkpoint compiled from it) does
-/// not depend on the line endings an editor or a Windows checkout wrote (helper dt26: the same
-/// program with CRLF gave a checkpoint of other bytes, and `trace` said it was not compiled
-/// from it).
+/// reads them. `\r\n` becomes `\n` too (lines and columns stay those of the file), so that a
+/// program's hash (and a checkpoint compiled from it) does not depend on the line endings an
+/// editor or a Windows checkout wrote (helper dt26: the same program with CRLF gave a
+/// checkpoint of other bytes, and `trace` said it was not compiled from it).
 fn source_text(text: &str) -> std::borrow::Cow<'_, str> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.contains('\r') {

@@ -245,25 +245,16 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                 errs.push(Diagnostic::error("lex::number-form", format!("`.{digits}` is not a RASP number"), sp(start, i)).with_label(format!("write `0.{digits}`")));
                 toks.push(Token { tok: Tok::Float(format!("0.{digits}").parse().unwrap_or(0.0)), span: sp(start, i) });
             }
-            _ if is_word_start(&text[start..]) && !text[start..].chars().take_while(|ch| ch.is_alphanumeric() || *ch == '_').all(|ch| ch.is_ascii()) => {
-                // A name with letters outside ASCII (`épaisseur`, `naïve`): one error for the
-                // name, at its first use, not one per character and use (helper ed25); it is
-                // read as a name so that the rest parses.
-                let len: usize = text[start..].chars().take_while(|ch| ch.is_alphanumeric() || *ch == '_').map(char::len_utf8).sum();
-                i = start + len;
-                let word = &text[start..i];
-                if reported_names.insert(word.to_string()) {
-                    errs.push(
-                        Diagnostic::error("lex::non-ascii-name", format!("`{word}`: RASP names are ASCII"), sp(start, i))
-                            .with_label("a name with letters outside ASCII")
-                            .with_note("a name is ASCII letters, digits and `_` (as in the reference's grammar): rename it, e.g. without accents"),
-                    );
-                }
-                toks.push(Token { tok: Tok::Ident(word.to_string()), span: sp(start, i) });
-            }
+            // A name that starts with a letter outside ASCII (`épaisseur`).
+            _ if c >= 0x80 && is_word_start(&text[start..]) => i = non_ascii_name(file, text, start, &mut reported_names, &mut errs, &mut toks),
             b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
                 while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
                     i += 1;
+                }
+                // ... or goes on outside ASCII (`naïve`).
+                if bytes.get(i).is_some_and(|b| *b >= 0x80) && text[i..].chars().next().is_some_and(char::is_alphanumeric) {
+                    i = non_ascii_name(file, text, start, &mut reported_names, &mut errs, &mut toks);
+                    continue;
                 }
                 let word = &text[start..i];
                 let paren_follows = i < bytes.len() && bytes[i] == b'(';
@@ -364,6 +355,24 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     let end = text.trim_end().len();
     toks.push(Token { tok: Tok::Eof, span: sp(end, end) });
     (toks, errs)
+}
+
+/// A name with letters outside ASCII at byte `start` (`épaisseur`, `naïve`): one error for the
+/// name, at its first use, not one per character and use (helper ed25); it is read as a name so
+/// that the rest parses. Returns where the name ends.
+fn non_ascii_name(file: FileId, text: &str, start: usize, reported: &mut std::collections::HashSet<String>, errs: &mut Vec<Diagnostic>, toks: &mut Vec<Token>) -> usize {
+    let len: usize = text[start..].chars().take_while(|ch| ch.is_alphanumeric() || *ch == '_').map(char::len_utf8).sum();
+    let end = start + len;
+    let word = &text[start..end];
+    if reported.insert(word.to_string()) {
+        errs.push(
+            Diagnostic::error("lex::non-ascii-name", format!("`{word}`: RASP names are ASCII"), Span::new(file, start, end))
+                .with_label("a name with letters outside ASCII")
+                .with_note("a name is ASCII letters, digits and `_` (as in the reference's grammar): rename it, e.g. without accents"),
+        );
+    }
+    toks.push(Token { tok: Tok::Ident(word.to_string()), span: Span::new(file, start, end) });
+    end
 }
 
 /// Whether `rest` starts a name: a letter (of any script) or `_`.

@@ -385,8 +385,7 @@ fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
     // writes is not replaced (helper dt26: a text file written at `-o` during a 1 s write of
     // a large checkpoint was lost).
     let before = identity(output);
-    let mut changed = false;
-    let result = (|| -> std::io::Result<()> {
+    let written = (|| -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         // A file replaced keeps its permissions (a private 0600 checkpoint stayed private only
         // until the next compile: the new file had the umask's 0644).
@@ -394,15 +393,11 @@ fn write_atomic(output: &Path, bytes: &[u8]) -> Result<(), Failure> {
             f.set_permissions(old.permissions())?;
         }
         f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        if identity(output) != before {
-            changed = true;
-            return Err(std::io::Error::other("changed"));
-        }
-        std::fs::rename(&tmp, output)
+        f.sync_all()
     })();
-    if result.is_err() {
+    let changed = written.is_ok() && identity(output) != before;
+    let result = if changed { Ok(()) } else { written.and_then(|()| std::fs::rename(&tmp, output)) };
+    if changed || result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     forget_temp(&tmp);
