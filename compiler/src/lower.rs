@@ -942,10 +942,11 @@ impl Lowerer<'_> {
                 if let Some(x) = x
                     && *x != 0.0
                 {
+                    // `relu(2·onehot - 1)`: 0 or 1 through a leak under 1/2 (see `tree.rs`).
                     let c = mlp.hidden;
                     mlp.hidden += 1;
-                    mlp.w_in.push(In::new(*slot, d, c, 1.0));
-                    mlp.b_in.push(0.0);
+                    mlp.w_in.push(In::new(*slot, d, c, 2.0));
+                    mlp.b_in.push(-1.0);
                     mlp.w_out.push(Out::new(c, out, 0, sign * x));
                 }
             }
@@ -1003,13 +1004,14 @@ impl Lowerer<'_> {
         for (slot, d, k, want) in units {
             let u = mlp.hidden;
             mlp.hidden += 1;
-            mlp.w_in.push(In::new(slot, d, u, 1.0));
+            // Both hold: `relu(2·(branch + cond) - 3)`, tolerating a leak under 1/2 (`tree.rs`).
+            mlp.w_in.push(In::new(slot, d, u, 2.0));
             for (j, a) in cond.iter().enumerate() {
                 if a.as_ref().is_some_and(|a| a.truthy() == want) {
-                    mlp.w_in.push(In::new(cond_slot, j, u, 1.0));
+                    mlp.w_in.push(In::new(cond_slot, j, u, 2.0));
                 }
             }
-            mlp.b_in.push(-1.0);
+            mlp.b_in.push(-3.0);
             mlp.w_out.push(Out::new(u, out, k, 1.0));
         }
         self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} if {} else {}", self.label(*t), self.label(*c), self.label(*e)));
@@ -1678,15 +1680,20 @@ impl Lowerer<'_> {
             }
             let u = mlp.hidden;
             mlp.hidden += 1;
+            // `relu(2·Σ - (2m - 1))`: 1 when all m literals hold, 0 when one does not, and so
+            // on a one-hot that leaks (a staircase's far steps cancel in f32 only up to their
+            // rounding: 1.2e-4 on dims that should be 0, review rv26b) still 0 and 1 exactly
+            // until the literals' sum is off by 1/2 (`relu(Σ - (m - 1))` passed the leak on,
+            // times the value written).
             if lits.is_empty() {
-                mlp.w_in.push(In::new(TOK, 0, u, 1.0));
+                mlp.w_in.push(In::new(TOK, 0, u, 2.0));
             }
             for (j, vals) in &lits {
                 for &v in vals {
-                    mlp.w_in.push(In::new(views[*j].1, v, u, 1.0));
+                    mlp.w_in.push(In::new(views[*j].1, v, u, 2.0));
                 }
             }
-            mlp.b_in.push(-(lits.len().max(1) as f64 - 1.0));
+            mlp.b_in.push(-(2.0 * lits.len().max(1) as f64 - 1.0));
             for (d, &x) in code.iter().enumerate() {
                 if x != 0.0 {
                     mlp.w_out.push(Out::new(u, out, d, x));
@@ -1806,10 +1813,11 @@ impl Lowerer<'_> {
             for (ix, t) in &combos {
                 let c = mlp.hidden;
                 mlp.hidden += 1;
+                // All k hold: `relu(2·Σ - (2k - 1))`, tolerating a leak under 1/2 (`tree.rs`).
                 for (j, (_, s, _)) in views.iter().enumerate() {
-                    mlp.w_in.push(In::new(*s, ix[j], c, 1.0));
+                    mlp.w_in.push(In::new(*s, ix[j], c, 2.0));
                 }
-                mlp.b_in.push(-(k as f64 - 1.0));
+                mlp.b_in.push(-(2.0 * k as f64 - 1.0));
                 let Some(j) = tuples.iter().position(|x| x == t) else { return Err(self.internal(nodes[0], "a tuple value is missing")) };
                 mlp.w_out.push(Out::new(c, out, j, 1.0));
             }

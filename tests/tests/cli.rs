@@ -1119,6 +1119,26 @@ fn export_replaces_only_an_onnx_file_raspc_wrote() {
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "precious");
 }
 
+/// `export -o` over an export of another program says so, as `compile -o` does (helper dt26:
+/// it was replaced without a word); over the same program's, nothing.
+#[test]
+fn replacing_another_programs_onnx_export_is_said() {
+    let onnx = temp("replaced.onnx");
+    let o = onnx.to_str().unwrap();
+    let _ = std::fs::remove_file(&onnx);
+    let mut errs = vec![];
+    for (i, file) in ["corpus/reverse.rasp", "corpus/reverse.rasp", "corpus/histogram.rasp"].into_iter().enumerate() {
+        let ck = temp(&format!("replaced-onnx-{i}.safetensors"));
+        let (code, _, err) = cli(&["compile", file, "--vocab", "abc", "--max-len", "4", "-o", ck.to_str().unwrap(), "--force"]);
+        assert_eq!(code, 0, "{err}");
+        let (code, _, err) = cli(&["export", ck.to_str().unwrap(), "--to", "onnx", "-o", o]);
+        assert_eq!(code, 0, "{err}");
+        errs.push(err);
+    }
+    assert!(!errs[0].contains("replaced") && !errs[1].contains("replaced"), "{errs:?}");
+    assert!(errs[2].contains(&format!("note: replaced `{o}`, an ONNX export of another program (sha256:")), "{}", errs[2]);
+}
+
 /// A real-valued model's certified bound holds for hard attention: the ONNX export bakes in hard
 /// attention for it unless asked otherwise, and warns when asked (helper d6: a soft export of a
 /// gather was 4.8x the stated tolerance). Token models keep soft as the default.

@@ -127,8 +127,10 @@ fn soft_attention_needs_the_derived_beta() {
 }
 
 /// β allows for depth: a 24-layer chain agrees with the interpreter under soft attention at
-/// the derived β, and not at half of it (about what a derivation per head alone gave: 442 of
-/// 1000 inputs wrong).
+/// the derived β, and not at a third of it (298 of 300 inputs wrong). (Half of it failed
+/// too, about what a derivation per head alone gave, until the units that read one-hots
+/// tolerated leaks under 1/2: they cut what soft attention leaves below that, so it no longer
+/// doubles per layer; the derivation still assumes it does.)
 #[test]
 fn soft_attention_holds_through_a_deep_chain() {
     let case = Case { file: "deep_chain.rasp", entry: None, vocab: "[0,1,2,3,4,5,6,7,8,9]" };
@@ -144,7 +146,7 @@ fn soft_attention_holds_through_a_deep_chain() {
     };
     let at_beta = run(beta);
     assert_eq!((at_beta.failed, at_beta.checked), (0, 300), "{:#?}", at_beta.examples);
-    assert!(run(beta / 2.0).failed > 0, "half the derived beta should not be enough at depth 24");
+    assert!(run(beta / 3.0).failed > 0, "a third of the derived beta should not be enough at depth 24");
 }
 
 /// Layers and widths stay within Tracr's at max-len 16 (docs/benchmarks.md has the table).

@@ -581,3 +581,40 @@ fn a_mean_times_length_is_a_product_only_where_a_lookup_cannot_be() {
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test");
     assert!(compiled.is_ok(), "{:?}", compiled.err());
 }
+
+/// A mean with many values close together (1,198 means of reciprocals of widths at max-len 7,
+/// the closest 5.7e-5 apart) becomes one-hot through a staircase whose far steps cancel in f32
+/// only up to their rounding: about 1e-4 lands on dims that should be 0. The units that read
+/// that one-hot must not pass it on: at `bbbbbbb` (every mean 1/7) `m if tokens == "b" else 0`
+/// decoded to the next listed mean up at five positions (review rv26b). Every input of length
+/// up to 7, hard and soft attention.
+#[test]
+fn a_one_hot_of_close_means_is_read_without_its_leak() {
+    let ab = vec![Atom::Str("a".into()), Atom::Str("b".into())];
+    let programs = [
+        // A conditional: a unit per leaf of the map's decision tree.
+        "hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), 1 / hist);\nprog = m if tokens == \"b\" else 0;",
+        // The same mean kept where a position condition holds.
+        "hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), 1 / hist);\nprog = m if indices > 2 else 0;",
+    ];
+    for src in programs {
+        let b = build(src, "prog", ab.clone(), 7);
+        exhaustive(&b, src);
+    }
+    // A mask stored as a number (`--encoding prog=numerical`), wrong the same way.
+    let src = "hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), 1 / hist);\nprog = m * indicator(tokens == \"b\");";
+    let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, src, &MemoryLoader::default());
+    let session = r.unwrap();
+    let (_, root) = session.entry(Some("prog")).unwrap();
+    let opts = raspc_compiler::Options { vocab: ab.clone(), max_len: 7, numerical: ["prog".to_string()].into(), ..Default::default() };
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap();
+    exhaustive(&Built { session, root, vocab: ab, compiled }, src);
+
+    fn exhaustive(b: &Built, src: &str) {
+        let model = raspc_runtime::Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
+        let seqs = generate(&Inputs::Exhaustive, b.vocab.len(), 7).unwrap();
+        let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
+        let rep = verify(&b.session.graph, b.root, &model, &b.vocab, &seqs, &modes, &mut |_| {}).unwrap();
+        assert_eq!((rep.checked, rep.failed), (seqs.len(), 0), "{src}\n{:?}", rep.examples.first());
+    }
+}

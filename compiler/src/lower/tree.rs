@@ -3,10 +3,10 @@
 //! A map of k categorical inputs is a table over the product of their value sets. Instead of one
 //! hidden unit per combination, the table is split greedily into sub-cubes on which it is
 //! constant: a *leaf* is a conjunction of literals `x_j ∈ G` (a group of values of input j) and
-//! one unit `relu(Σ_literals Σ_{v ∈ G} onehot_j[v] - (m - 1))` is 1 exactly when all m literals
-//! hold (each literal's sum is 0 or 1 on a one-hot) and 0 otherwise. The leaves are disjoint and
-//! cover every combination that can occur, so exactly one unit is on, and it writes the table's
-//! value. A chain of conditionals `v9 if s9 else (v8 if s8 else ...)` has one leaf per branch
+//! one unit `relu(2·Σ_literals Σ_{v ∈ G} onehot_j[v] - (2m - 1))` is 1 exactly when all m literals
+//! hold (each literal's sum is 0 or 1 on a one-hot, and a leak under 1/2 in it changes nothing)
+//! and 0 otherwise. The leaves are disjoint and cover every combination that can occur, so
+//! exactly one unit is on, and it writes the table's value. A chain of conditionals `v9 if s9 else (v8 if s8 else ...)` has one leaf per branch
 //! (k + 1 units instead of 2^k). Combinations no input reaches (the map fails, or an index at
 //! or past the length) are "don't care" and join any neighbouring leaf.
 //!

@@ -312,6 +312,27 @@ pub fn export(ck: &Checkpoint, attention: Attention) -> Result<Vec<u8>, String> 
     Ok(model.0)
 }
 
+/// The `raspc_program_hash` an ONNX file raspc wrote declares (the last such metadata entry:
+/// field 1, the key, then field 2, the value, each length-prefixed), or None.
+pub(crate) fn program_of(bytes: &[u8]) -> Option<String> {
+    let key = b"\x0a\x12raspc_program_hash\x12";
+    let at = bytes.windows(key.len()).rposition(|w| w == key)? + key.len();
+    let (mut len, mut shift, mut i) = (0usize, 0u32, at);
+    loop {
+        let b = *bytes.get(i)?;
+        len |= usize::from(b & 0x7f).checked_shl(shift)?;
+        i += 1;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+        if shift > 28 {
+            return None;
+        }
+    }
+    String::from_utf8(bytes.get(i..i.checked_add(len)?)?.to_vec()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

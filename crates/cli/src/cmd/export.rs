@@ -25,7 +25,13 @@ pub(crate) fn export_cmd(model: &Path, output: &Path, attention: Option<Attentio
     let onnx = onnx::export(&ck, attention_of(attention))?;
     // (The CLI removes its temporary file on Ctrl-C; library callers own their signals.)
     crate::cmd::output::install_cleanup();
+    // An export of another model replaced is not replaced silently (helper dt26), as with
+    // `compile -o` over a checkpoint of another program.
+    let before = std::fs::symlink_metadata(output).ok().filter(|m| m.is_file()).and_then(|_| std::fs::read(output).ok()).and_then(|b| onnx::program_of(&b));
     crate::cmd::output::save_onnx(output, &onnx)?;
+    if let Some(old) = before.filter(|old| *old != ck.program_hash) {
+        let _ = writeln!(err, "note: replaced `{}`, an ONNX export of another program ({old})", output.display());
+    }
     if json {
         let _ = writeln!(
             out,
