@@ -582,37 +582,79 @@ fn a_mean_times_length_is_a_product_only_where_a_lookup_cannot_be() {
     assert!(compiled.is_ok(), "{:?}", compiled.err());
 }
 
-/// A mean with many values close together (1,198 means of reciprocals of widths at max-len 7,
-/// the closest 5.7e-5 apart) becomes one-hot through a staircase whose far steps cancel in f32
-/// only up to their rounding: about 1e-4 lands on dims that should be 0. The units that read
-/// that one-hot must not pass it on: at `bbbbbbb` (every mean 1/7) `m if tokens == "b" else 0`
-/// decoded to the next listed mean up at five positions (review rv26b). Every input of length
-/// up to 7, hard and soft attention.
+/// Every input of length 1..=max_len, hard and soft attention.
+fn exhaustive(b: &Built, max_len: usize, src: &str) {
+    let model = raspc_runtime::Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
+    let seqs = generate(&Inputs::Exhaustive, b.vocab.len(), max_len).unwrap();
+    let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
+    let rep = verify(&b.session.graph, b.root, &model, &b.vocab, &seqs, &modes, &mut |_| {}).unwrap();
+    assert_eq!((rep.checked, rep.failed), (seqs.len(), 0), "{src}\n{:?}", rep.examples.first());
+}
+
+/// `hist`, the mean `m` of `1 / hist` over a prefix (1,198 values at max-len 7, the closest
+/// 5.7e-5 apart), then `prog`.
+fn close_means(prog: &str) -> String {
+    format!("hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), 1 / hist);\nprog = {prog};")
+}
+
+/// A mean with many values close together becomes one-hot through a staircase whose far steps
+/// cancel in f32 only up to their rounding: about 1e-4 lands on dims that should be 0. The
+/// units that read that one-hot must not pass it on: at `bbbbbbb` (every mean 1/7) these
+/// decoded to the next listed mean up (review rv26b; each has 1 mismatch with the units
+/// `relu(Σ - (m - 1))`). Every input of length up to 7, hard and soft attention.
 #[test]
 fn a_one_hot_of_close_means_is_read_without_its_leak() {
     let ab = vec![Atom::Str("a".into()), Atom::Str("b".into())];
-    let programs = [
-        // A conditional: a unit per leaf of the map's decision tree.
-        "hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), 1 / hist);\nprog = m if tokens == \"b\" else 0;",
-        // The same mean kept where a position condition holds.
-        "hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), 1 / hist);\nprog = m if indices > 2 else 0;",
-    ];
-    for src in programs {
-        let b = build(src, "prog", ab.clone(), 7);
-        exhaustive(&b, src);
+    for prog in ["m if (tokens == \"b\" and hist > 2) else 0", "m if (indices > 2 and tokens == \"b\") else 0"] {
+        let src = close_means(prog);
+        let b = build(&src, "prog", ab.clone(), 7);
+        // (Read through its one-hot: a unit per leaf of the map's decision tree.)
+        assert!(b.compiled.summary.d_model > 1000, "{prog}: the mean is no longer one-hot ({}); find another program that reads it so", b.compiled.summary);
+        exhaustive(&b, 7, &src);
     }
-    // A mask stored as a number (`--encoding prog=numerical`), wrong the same way.
-    let src = "hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), 1 / hist);\nprog = m * indicator(tokens == \"b\");";
-    let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, src, &MemoryLoader::default());
+}
+
+/// `t if c else e` with `c` a function of one categorical s-op and numerical branches, one of
+/// many values, is an MLP of products on c's one-hot, not a lookup over the number's one-hot:
+/// `m if tokens == "b" else 0` had d_model 1,220 and 8.9 M parameters at max-len 7 (review
+/// rv27a), and a choice between two means at max-len 16 was refused (helper w27).
+#[test]
+fn a_conditional_on_a_category_with_numerical_branches_is_products() {
+    let ab = vec![Atom::Str("a".into()), Atom::Str("b".into())];
+    for prog in ["m if tokens == \"b\" else 0", "0.5 if tokens == \"b\" else m", "m if hist > 2 else -1", "m if indices > 2 else hist"] {
+        let src = close_means(prog);
+        let b = build(&src, "prog", ab.clone(), 7);
+        assert!(b.compiled.summary.d_model < 64, "{prog}: {}", b.compiled.summary);
+        exhaustive(&b, 7, &src);
+    }
+    // A mask stored as a number (`--encoding prog=numerical`): the product with `tokens`.
+    let src = close_means("m * indicator(tokens == \"b\")");
+    let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, &src, &MemoryLoader::default());
     let session = r.unwrap();
     let (_, root) = session.entry(Some("prog")).unwrap();
     let opts = raspc_compiler::Options { vocab: ab.clone(), max_len: 7, numerical: ["prog".to_string()].into(), ..Default::default() };
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap();
-    exhaustive(&Built { session, root, vocab: ab, compiled }, src);
+    assert!(compiled.summary.d_model < 64, "{}", compiled.summary);
+    exhaustive(&Built { session, root, vocab: ab.clone(), compiled }, 7, &src);
+    // Two means, each chosen where its token is (refused at max-len 16).
+    let src = "fa = aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\nfb = aggregate(select(indices, indices, <=), indicator(tokens == \"b\"));\nprog = fa if tokens == \"a\" else fb;";
+    let b = build(src, "prog", ab, 16);
+    assert!(b.compiled.summary.d_model < 64, "{}", b.compiled.summary);
+    check(&b, 16, 500);
+}
 
-    fn exhaustive(b: &Built, src: &str) {
+/// A number times a function of `tokens` whose lookup would enumerate more than one MLP takes
+/// (the 1,198 means of `tokens_int / hist` times 2 tokens at max-len 8) is the product MLP that
+/// `m * indices` uses, a pair of units per token (review rv27a: refused as too many
+/// combinations). Every input, hard and soft.
+#[test]
+fn a_mean_times_a_token_function_is_a_product() {
+    let vocab = vec![Atom::Int(1), Atom::Int(2)];
+    for prog in ["m * tokens_int", "(2 * tokens_int - 1) * m"] {
+        let src = format!("hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), tokens_int / hist);\nprog = {prog};");
+        let b = build(&src, "prog", vocab.clone(), 8);
         let model = raspc_runtime::Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
-        let seqs = generate(&Inputs::Exhaustive, b.vocab.len(), 7).unwrap();
+        let seqs = generate(&Inputs::Exhaustive, vocab.len(), 8).unwrap();
         let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
         let rep = verify(&b.session.graph, b.root, &model, &b.vocab, &seqs, &modes, &mut |_| {}).unwrap();
         assert_eq!((rep.checked, rep.failed), (seqs.len(), 0), "{src}\n{:?}", rep.examples.first());

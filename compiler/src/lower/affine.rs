@@ -188,6 +188,9 @@ impl Lowerer<'_> {
         if let Some(s) = self.positional_product(id, &op, &args)? {
             return Ok(Some(s));
         }
+        if let Some(s) = self.one_hot_conditional(id, &op, &args)? {
+            return Ok(Some(s));
+        }
         let sop_leaves: Vec<NodeId> = args.iter().filter_map(|a| if let Operand::Sop(s) = a { Some(*s) } else { None }).collect();
         let mut leaves = BTreeSet::new();
         for s in &sop_leaves {
@@ -428,7 +431,7 @@ impl Lowerer<'_> {
     }
 
     /// A one-hot slot that `f` is a function of, and f's value at each of its dims: `indices`
-    /// (f a function of `indices`), or `length` (f a function of `length`, in `id` = x·f a
+    /// (f a function of `indices`), `tokens` (too many values of x to enumerate), or `length` (f a function of `length`, in `id` = x·f a
     /// counted sum of integers too large to enumerate against the lengths: the mean over the
     /// whole input times its length, helper w25; elsewhere the lookup over (x, length) keeps the
     /// interpreter's exact floats, review rv25). None when neither applies.
@@ -438,6 +441,18 @@ impl Lowerer<'_> {
             && let Some(fv) = self.index_function(f)
         {
             return Some((is, fv.iter().map(|v| v.as_ref().and_then(number)).collect::<Option<Vec<f64>>>()?));
+        }
+        // A function of `tokens` alone (`m * tokens_int`), where x has more values than
+        // [`PRODUCT_MIN_VALUES`]: the lookup over (x, token) would first make x one-hot (a
+        // mean of `1 / hist` at max-len 7: 1,198 dims), or take more combinations than one MLP
+        // enumerates (review rv27a: refused, while `m * indices` compiled). A number with few
+        // values keeps its exact table.
+        if let Some(ts) = self.tokens
+            && let SlotEnc::Cat(vals) = &self.slots[ts].enc
+            && self.domain_size(x) > PRODUCT_MIN_VALUES
+            && let Some(fv) = crate::infer::token_function(self.g, f, vals)
+        {
+            return Some((ts, fv.iter().map(|v| v.as_ref().and_then(number)).collect::<Option<Vec<f64>>>()?));
         }
         // A function of `length` alone: its one leaf that is not a constant.
         let mut leaves = BTreeSet::new();
@@ -487,30 +502,130 @@ impl Lowerer<'_> {
             if let Some((_, groups)) = pg {
                 self.num_atoms.insert(out, groups);
             }
-            let xmax = iv.lo.abs().max(iv.hi.abs());
             let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
             for (p, &k) in fv.iter().enumerate() {
-                if k == 0.0 {
-                    continue;
-                }
-                // R: at least |f(p)·x| with room for the input's rounding.
-                let r = (k.abs() * xmax * 1.5 + 1.0).ceil();
-                for sign in [1.0, -1.0] {
-                    let (lo, hi) = (sign * k * iv.lo, sign * k * iv.hi);
-                    if lo.max(hi) <= 0.0 {
-                        continue;
-                    }
-                    let c = mlp.hidden;
-                    mlp.hidden += 1;
-                    mlp.w_in.push(In::new(xs, 0, c, sign * k));
-                    mlp.w_in.push(In::new(is, p, c, r));
-                    mlp.b_in.push(-r);
-                    mlp.w_out.push(Out::new(c, out, 0, sign));
-                }
+                product_units(&mut mlp, (xs, iv), (is, p), k, out);
             }
             self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} * {}", self.label(x), self.label(f)));
             return Ok(Some(out));
         }
         Ok(None)
+    }
+
+    /// `t if c else e` with `c` a function of one categorical s-op alone (`tokens`, `indices`,
+    /// a count) and each branch a number or a numeric constant, one of them a number with more values than
+    /// [`PRODUCT_MIN_VALUES`]: at each value p of the one-hot, the branch c(p) picks, written
+    /// by [`product_units`] (a constant by one unit `relu(2·[x = p] - 1)`). The lookup made the
+    /// number one-hot first: `m if tokens == "b" else 0` of a mean of `1 / hist` at max-len 7
+    /// had d_model 1,220 and 8.9 M parameters (review rv27a).
+    fn one_hot_conditional(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<SlotId>, Diagnostic> {
+        let (MapOp::Ternary, [t, Operand::Sop(c), e]) = (op, args) else { return Ok(None) };
+        // A branch: a number, a constant, or a categorical s-op of numbers (a count).
+        enum Branch {
+            Num(SlotId, Iv, usize),
+            Const(f64),
+            Cat(SlotId, Vec<f64>),
+        }
+        let branch = |lw: &Self, a: &Operand| -> Option<Branch> {
+            match a {
+                Operand::Const(k) => number(k).filter(|k| k.is_finite()).map(Branch::Const),
+                Operand::Sop(x) => {
+                    let Rep::Slot(xs) = lw.rep[x] else { return None };
+                    match &lw.slots[xs].enc {
+                        SlotEnc::Num { .. } => Some(Branch::Num(xs, *lw.ivs.get(x)?, lw.domain_size(*x))),
+                        SlotEnc::Cat(v) if v.len() <= PRODUCT_MIN_VALUES && !lw.cat_alts.contains_key(&xs) => {
+                            Some(Branch::Cat(xs, v.iter().map(|a| number(a).filter(|k| k.is_finite())).collect::<Option<Vec<f64>>>()?))
+                        }
+                        SlotEnc::Cat(_) => None,
+                    }
+                }
+            }
+        };
+        let (Some(tb), Some(eb)) = (branch(self, t), branch(self, e)) else { return Ok(None) };
+        if ![&tb, &eb].iter().any(|b| matches!(b, Branch::Num(_, _, n) if *n > PRODUCT_MIN_VALUES)) {
+            return Ok(None);
+        }
+        // The one-hot the condition reads (its one leaf: `tokens`, `indices`, a count...), and
+        // its truth at each dim; a dim that stands for several floats is left to the lookup.
+        let mut leaves = BTreeSet::new();
+        self.leaves_of(*c, &mut leaves);
+        let [leaf] = leaves.into_iter().collect::<Vec<_>>()[..] else { return Ok(None) };
+        let Some(&Rep::Slot(is)) = self.rep.get(&leaf) else { return Ok(None) };
+        let SlotEnc::Cat(vals) = &self.slots[is].enc else { return Ok(None) };
+        if self.cat_alts.contains_key(&is) {
+            return Ok(None);
+        }
+        let Some(truth) = vals.iter().map(|v| self.eval_inline(*c, &HashMap::from([(leaf, v.clone())])).map(|a| a.truthy())).collect::<Option<Vec<bool>>>() else {
+            return Ok(None);
+        };
+        let label = self.label(id).to_string();
+        let pg = match self.sets.get(&id) {
+            Some(ValueSet::Finite(s)) => points_of(&s.iter().cloned().collect::<Vec<_>>()),
+            _ => None,
+        };
+        let out = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![0.0]);
+        if let Some((_, groups)) = pg {
+            self.num_atoms.insert(out, groups);
+        }
+        let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
+        for (p, &holds) in truth.iter().enumerate() {
+            match if holds { &tb } else { &eb } {
+                Branch::Num(xs, iv, _) => product_units(&mut mlp, (*xs, *iv), (is, p), 1.0, out),
+                Branch::Const(k) if *k != 0.0 => {
+                    let u = mlp.hidden;
+                    mlp.hidden += 1;
+                    mlp.w_in.push(In::new(is, p, u, 2.0));
+                    mlp.b_in.push(-1.0);
+                    mlp.w_out.push(Out::new(u, out, 0, *k));
+                }
+                Branch::Const(_) => {}
+                // Both dims on: `relu(2·[c = p] + 2·[b = v] - 3)`, writing v (the same slot
+                // twice: on only where p is v).
+                Branch::Cat(bs, values) => {
+                    for (v, &k) in values.iter().enumerate().filter(|(_, k)| **k != 0.0) {
+                        let u = mlp.hidden;
+                        mlp.hidden += 1;
+                        mlp.w_in.push(In::new(is, p, u, 2.0));
+                        mlp.w_in.push(In::new(*bs, v, u, 2.0));
+                        mlp.b_in.push(-3.0);
+                        mlp.w_out.push(Out::new(u, out, 0, k));
+                    }
+                }
+            }
+        }
+        let name = |lw: &Self, a: &Operand| match a {
+            Operand::Sop(x) => lw.label(*x).to_string(),
+            Operand::Const(k) => k.repr(),
+        };
+        self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} if {} else {}", name(self, t), self.label(*c), name(self, e)));
+        Ok(Some(out))
+    }
+}
+
+/// A number needs more values than this before a product with a function of `tokens` (or a
+/// conditional on one) is an MLP of products rather than a lookup over the number's one-hot.
+const PRODUCT_MIN_VALUES: usize = 64;
+
+/// `k·x` where the one-hot dim `(is, p)` is on, 0 where it is off: `relu(±k·x - R·(1 - [is = p]))`,
+/// one unit per sign `k·x` can take, exact for `|k·x| <= R` (R is 1.5 times the bound of
+/// `|k·x|` from the interval of x, plus 1).
+fn product_units(mlp: &mut Mlp, (xs, iv): (SlotId, Iv), (is, p): (SlotId, usize), k: f64, out: SlotId) {
+    if k == 0.0 {
+        return;
+    }
+    let xmax = iv.lo.abs().max(iv.hi.abs());
+    // R: at least |k·x| with room for the input's rounding.
+    let r = (k.abs() * xmax * 1.5 + 1.0).ceil();
+    for sign in [1.0, -1.0] {
+        let (lo, hi) = (sign * k * iv.lo, sign * k * iv.hi);
+        if lo.max(hi) <= 0.0 {
+            continue;
+        }
+        let c = mlp.hidden;
+        mlp.hidden += 1;
+        mlp.w_in.push(In::new(xs, 0, c, sign * k));
+        mlp.w_in.push(In::new(is, p, c, r));
+        mlp.b_in.push(-r);
+        mlp.w_out.push(Out::new(c, out, 0, sign));
     }
 }
