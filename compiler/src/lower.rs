@@ -871,13 +871,21 @@ impl Lowerer<'_> {
                     .with_note(format!(
                         "its inputs ({}) take more than {MAX_COMBINATIONS} combinations of values; a smaller --vocab or --max-len, or splitting it into maps of fewer inputs each, avoids that",
                         {
-                            let mut parts: Vec<String> = leaves.iter().filter(|l| named(l)).map(|l| format!("`{}`", self.label(*l))).collect();
-                            match leaves.iter().filter(|l| !named(l)).count() {
-                                0 => {}
-                                1 => parts.push("the expression marked".into()),
-                                k => parts.push(format!("the {k} expressions marked")),
+                            // Each with its number of values: which input makes the product
+                            // large is what the user needs to see (helper w27).
+                            let count = |l: &NodeId| match self.domain_size(*l) {
+                                usize::MAX => "too many values to list".to_string(),
+                                1 => "1 value".to_string(),
+                                n => format!("{} values", crate::names::thousands(n)),
+                            };
+                            let mut parts: Vec<String> = leaves.iter().filter(|l| named(l)).map(|l| format!("`{}`: {}", self.label(*l), count(l))).collect();
+                            let unnamed: Vec<String> = leaves.iter().filter(|l| !named(l)).map(count).collect();
+                            match unnamed.as_slice() {
+                                [] => {}
+                                [c] => parts.push(format!("the expression marked: {c}")),
+                                cs => parts.push(format!("the {} expressions marked: {}", cs.len(), cs.join(", "))),
                             }
-                            parts.join(", ")
+                            parts.join("; ")
                         }
                     ));
                 for l in &leaves {

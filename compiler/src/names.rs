@@ -97,3 +97,27 @@ pub fn error(g: &Graph, id: NodeId, code: &'static str, msg: String) -> Diagnost
         None => d,
     }
 }
+
+/// `n` with thousands separated by commas (`1,198`), as the docs and notes write counts.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn thousands_are_separated() {
+        let cases = [(0, "0"), (999, "999"), (1000, "1,000"), (1198, "1,198"), (8192, "8,192"), (1234567, "1,234,567")];
+        for (n, text) in cases {
+            assert_eq!(super::thousands(n), text);
+        }
+    }
+}
