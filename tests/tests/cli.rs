@@ -2327,3 +2327,30 @@ fn terminal_slips_get_plain_advice() {
     assert_eq!(code, 0);
     assert!(err.contains("warning: --input is a JSON object, which is read as its 7 characters"), "{err}");
 }
+
+/// A named s-op of numbers one-hot over so many values that it is most of the model's width
+/// gets a note with the flag that stores it as one number and the size that gives, which
+/// compiling with the flag confirms (helper w27: the deepest level written as a mean over the
+/// positions no other beats, 2,594 values, 22 M parameters, and not a word).
+#[test]
+fn a_wide_one_hot_output_notes_the_numerical_encoding() {
+    let p = temp("wide-one-hot.rasp");
+    std::fs::write(
+        &p,
+        "step = 1 if tokens == \"(\" else -1;\nbal = round(aggregate(select(indices, indices, <=), step) * (indices + 1));\nismax = not has_focus(select(bal, bal, >));\nm = aggregate(select(ismax, True, ==), bal);\nprog = m if m > 0 else 0;\n",
+    )
+    .unwrap();
+    let ck = temp("wide-one-hot.safetensors");
+    let args = ["compile", p.to_str().unwrap(), "--vocab", "()", "--max-len", "16", "-o", ck.to_str().unwrap(), "--force"];
+    let (code, _, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    let note = err.lines().find(|l| l.starts_with("note: `prog` is one-hot over its")).unwrap_or_else(|| panic!("{err}"));
+    assert!(note.contains("(`--encoding prog=numerical`)"), "{note}");
+    let (code, out, err) = cli(&[&args[..], &["--encoding", "prog=numerical", "--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("is one-hot over"), "no note once the flag is given: {err}");
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let params = j["params"].as_u64().unwrap() as usize;
+    let d_model = j["d_model"].as_u64().unwrap();
+    assert!(note.contains(&format!("d_model {d_model} and {} parameters", raspc_compiler::names::thousands(params))), "{note} vs {j}");
+}

@@ -660,3 +660,28 @@ fn a_mean_times_a_token_function_is_a_product() {
         assert_eq!((rep.checked, rep.failed), (seqs.len(), 0), "{src}\n{:?}", rep.examples.first());
     }
 }
+
+/// A product unit adds R (about the largest `|k·x|`) and takes it away again, so it rounds at
+/// R's magnitude: with x reaching -1,000,000 beside means of `1 / hist` a few 1e-4 apart, the
+/// model gave 0.375 for 1/3 (review rv27b: 36 of 62 inputs wrong at max-len 5). Such a product
+/// is not built: each program is refused or its model agrees with the interpreter on every input.
+#[test]
+fn a_product_that_rounds_past_its_outputs_gaps_is_not_built() {
+    let head = "hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), 1 / hist);\nc = -1000000 if indices == 0 else m;\n";
+    let cases = [
+        ("prog = c if tokens == \"a\" else 0;", vec![Atom::Str("a".into()), Atom::Str("b".into())]),
+        ("prog = c * indices;", vec![Atom::Str("a".into()), Atom::Str("b".into())]),
+        ("prog = c * tokens_int;", vec![Atom::Int(1), Atom::Int(2)]),
+    ];
+    for (last, vocab) in cases {
+        let src = format!("{head}{last}");
+        let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, &src, &MemoryLoader::default());
+        let session = r.unwrap();
+        let (_, root) = session.entry(Some("prog")).unwrap();
+        let opts = raspc_compiler::Options { vocab: vocab.clone(), max_len: 5, ..Default::default() };
+        match raspc_compiler::compile(&session.graph, root, &opts, "test") {
+            Ok(compiled) => exhaustive(&Built { session, root, vocab, compiled }, 5, &src),
+            Err(d) => assert!(d.iter().any(|d| d.code.starts_with("compile::")), "{src}: {d:?}"),
+        }
+    }
+}

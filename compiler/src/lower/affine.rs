@@ -498,6 +498,9 @@ impl Lowerer<'_> {
                 Some(ValueSet::Finite(s)) => points_of(&s.iter().cloned().collect::<Vec<_>>()),
                 _ => None,
             };
+            if !products_resolve(pg.as_ref().map(|p| &p.0[..]), fv.iter().map(|&k| (k, iv))) {
+                continue;
+            }
             let out = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![0.0]);
             if let Some((_, groups)) = pg {
                 self.num_atoms.insert(out, groups);
@@ -530,7 +533,7 @@ impl Lowerer<'_> {
             match a {
                 Operand::Const(k) => number(k).filter(|k| k.is_finite()).map(Branch::Const),
                 Operand::Sop(x) => {
-                    let Rep::Slot(xs) = lw.rep[x] else { return None };
+                    let Some(&Rep::Slot(xs)) = lw.rep.get(x) else { return None };
                     match &lw.slots[xs].enc {
                         SlotEnc::Num { .. } => Some(Branch::Num(xs, *lw.ivs.get(x)?, lw.domain_size(*x))),
                         SlotEnc::Cat(v) if v.len() <= PRODUCT_MIN_VALUES && !lw.cat_alts.contains_key(&xs) => {
@@ -563,6 +566,13 @@ impl Lowerer<'_> {
             Some(ValueSet::Finite(s)) => points_of(&s.iter().cloned().collect::<Vec<_>>()),
             _ => None,
         };
+        let products = truth.iter().filter_map(|&holds| match if holds { &tb } else { &eb } {
+            Branch::Num(_, iv, _) => Some((1.0, *iv)),
+            _ => None,
+        });
+        if !products_resolve(pg.as_ref().map(|p| &p.0[..]), products) {
+            return Ok(None);
+        }
         let out = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![0.0]);
         if let Some((_, groups)) = pg {
             self.num_atoms.insert(out, groups);
@@ -606,16 +616,33 @@ impl Lowerer<'_> {
 /// conditional on one) is an MLP of products rather than a lookup over the number's one-hot.
 const PRODUCT_MIN_VALUES: usize = 64;
 
+/// R of [`product_units`] for `k·x`: 1.5 times the bound of `|k·x|` from x's interval, plus 1.
+fn product_reach(k: f64, iv: Iv) -> f64 {
+    (k.abs() * iv.lo.abs().max(iv.hi.abs()) * 1.5 + 1.0).ceil()
+}
+
+/// Whether product units for these `(k, interval of x)` keep their f32 rounding under a quarter
+/// of the smallest gap between the output's values (`points`; none listed: the slot's error
+/// is estimated where it is read, `emit::slot_error`). A unit adds about R to `k·x` and takes it
+/// away again, so it rounds at R's magnitude, not at the result's: `-1000000 if indices == 0
+/// else m` (m a mean of `1 / hist`) came out in steps of 0.125, 1/3 as 0.375 (review rv27b).
+/// Bounded by 8 ulps of the unit's summed magnitudes (`2R + |k·x|`), as `slot_error` does.
+fn products_resolve(points: Option<&[f64]>, units: impl Iterator<Item = (f64, Iv)>) -> bool {
+    let Some(p) = points.filter(|p| p.len() > 1) else { return true };
+    let gap = p.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min);
+    let worst = units.filter(|(k, _)| *k != 0.0).map(|(k, iv)| 8.0 * f32::EPSILON as f64 * (2.0 * product_reach(k, iv) + k.abs() * iv.lo.abs().max(iv.hi.abs()))).fold(0.0, f64::max);
+    worst < gap / 4.0
+}
+
 /// `k·x` where the one-hot dim `(is, p)` is on, 0 where it is off: `relu(±k·x - R·(1 - [is = p]))`,
-/// one unit per sign `k·x` can take, exact for `|k·x| <= R` (R is 1.5 times the bound of
-/// `|k·x|` from the interval of x, plus 1).
+/// one unit per sign `k·x` can take, exact in exact arithmetic for `|k·x| <= R` (R: [`product_reach`]);
+/// in f32 it rounds at R's magnitude ([`products_resolve`] says whether the output tolerates that).
 fn product_units(mlp: &mut Mlp, (xs, iv): (SlotId, Iv), (is, p): (SlotId, usize), k: f64, out: SlotId) {
     if k == 0.0 {
         return;
     }
-    let xmax = iv.lo.abs().max(iv.hi.abs());
     // R: at least |k·x| with room for the input's rounding.
-    let r = (k.abs() * xmax * 1.5 + 1.0).ceil();
+    let r = product_reach(k, iv);
     for sign in [1.0, -1.0] {
         let (lo, hi) = (sign * k * iv.lo, sign * k * iv.hi);
         if lo.max(hi) <= 0.0 {

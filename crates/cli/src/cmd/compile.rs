@@ -57,6 +57,9 @@ pub(crate) fn compile_cmd(
     if let Some(w) = constant_token_warning(&built.session.graph, built.root, &built.vocab) {
         let _ = writeln!(err, "{w}");
     }
+    if let Some(n) = wide_one_hot_note(&built) {
+        let _ = writeln!(err, "{n}");
+    }
     if bounds && built.compiled.report.is_none() {
         let _ = writeln!(err, "warning: --bounds prints nothing here: it is for real-valued programs (--input-bounds); a token program has no error bounds to show");
     }
@@ -108,6 +111,54 @@ pub(crate) fn compile_cmd(
         }
     }
     Ok(())
+}
+
+/// A named s-op of numbers stored one-hot over so many values that it is most of the model's
+/// width (`m if m > 0 else 0` of a mean over ties: 2,594 values, d_model 2,686, 22 M
+/// parameters; helper w27): compiled again with it stored as one number, and said when that
+/// model is at most half the size, with the flag that gives it.
+pub(crate) fn wide_one_hot_note(built: &Built) -> Option<String> {
+    use raspc_compiler::plan::SlotEnc;
+    let c = &built.compiled;
+    if c.report.is_some() {
+        return None;
+    }
+    let d = c.summary.d_model;
+    let (slot, n) = c
+        .schedule
+        .offset
+        .keys()
+        .filter_map(|s| match &c.plan.slots[s.0].enc {
+            SlotEnc::Cat(v) => Some((&c.plan.slots[s.0], v.len())),
+            SlotEnc::Num { .. } => None,
+        })
+        .max_by_key(|(_, n)| *n)?;
+    let SlotEnc::Cat(values) = &slot.enc else { return None };
+    if n < 512 || 2 * n < d || values.iter().any(|a| a.is_str() || a.as_f64().is_none()) {
+        return None;
+    }
+    let name = slot.label.split(':').next()?;
+    let g = &built.session.graph;
+    let named = g.ancestors(built.root).into_iter().any(|id| g.node(id).named && g.node(id).label == name);
+    if !named || built.opts.numerical.contains(name) || built.opts.categorical.contains(name) {
+        return None;
+    }
+    let mut opts = built.opts.clone();
+    opts.numerical.insert(name.to_string());
+    let alt = raspc_compiler::compile(g, built.root, &opts, "").ok()?;
+    if alt.summary.params.saturating_mul(2) > c.summary.params {
+        return None;
+    }
+    let n = raspc_compiler::names::thousands;
+    Some(format!(
+        "note: `{name}` is one-hot over its {} values ({} of d_model {}); stored as one number (`--encoding {name}=numerical`), the model has d_model {} and {} parameters instead of {} (`raspc verify` with the flag checks it)",
+        n(values.len()),
+        n(values.len()),
+        n(d),
+        n(alt.summary.d_model),
+        n(alt.summary.params),
+        n(c.summary.params)
+    ))
 }
 
 /// A conversion of the input tokens that gives one value for every token of the vocabulary

@@ -122,6 +122,8 @@ pub(crate) struct Built {
     pub(crate) root: raspc_lang::NodeId,
     pub(crate) vocab: Vec<raspc_lang::Atom>,
     pub(crate) compiled: raspc_compiler::Compiled,
+    /// What it was compiled with (a note compiles it again with one encoding changed).
+    pub(crate) opts: raspc_compiler::Options,
 }
 
 /// The program's identity recorded in a checkpoint: a hash of every source file it read
@@ -276,7 +278,7 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, &program_hash(&session));
     spinner.finish_and_clear();
     match compiled {
-        Ok(compiled) => Ok(Built { session, root, vocab, compiled }),
+        Ok(compiled) => Ok(Built { session, root, vocab, compiled, opts }),
         Err(diags) => {
             let _ = write!(err, "{}", render(&session.sources, &diags, color));
             let n = diags.iter().filter(|d| d.is_error()).count();
