@@ -5,8 +5,8 @@
 use raspc_lang::{Diagnostic, Graph, NodeId, Span};
 use std::collections::{BTreeSet, VecDeque};
 
-/// "`x`" for a named s-op; otherwise "this expression", or "an expression in `y`" when `y` is
-/// the nearest named s-op computed from it.
+/// "`x`" for a named s-op; "`a - b` (in `y`)" for an operation on named s-ops; otherwise "this
+/// expression", or "an expression in `y`" when `y` is the nearest named s-op computed from it.
 pub fn describe(g: &Graph, id: NodeId) -> String {
     let node = g.node(id);
     // The raw input: its users include the library's `tokens_str`, which the program may not read.
@@ -23,10 +23,31 @@ pub fn describe(g: &Graph, id: NodeId) -> String {
         }
         return format!("`{}`", node.label);
     }
-    match named_user(g, id) {
-        Some(u) => format!("an expression in `{}`", g.node(u).label),
-        None => "this expression".to_string(),
+    // An operation on named s-ops (or constants, `indices`, `length`) is written out: a
+    // comparison `w >= p` is compiled as the sign of `w - p`, which the user did not write and
+    // could not place as "an expression in `prog`" (helper w27).
+    let text = short_expr(g, id);
+    match (named_user(g, id), text) {
+        (Some(u), Some(t)) => format!("`{t}` (in `{}`)", g.node(u).label),
+        (Some(u), None) => format!("an expression in `{}`", g.node(u).label),
+        (None, Some(t)) => format!("`{t}`"),
+        (None, None) => "this expression".to_string(),
     }
+}
+
+/// `a op b` for a binary map of two named s-ops, `indices`, `length` or constants.
+fn short_expr(g: &Graph, id: NodeId) -> Option<String> {
+    use raspc_lang::graph::{MapOp, NodeKind, Operand};
+    let NodeKind::Map { op: MapOp::Binary(b), args } = &g.node(id).kind else { return None };
+    let [x, y] = args.as_slice() else { return None };
+    let side = |o: &Operand| match o {
+        Operand::Const(k) => Some(k.repr()),
+        Operand::Sop(s) => {
+            let n = g.node(*s);
+            (n.named || matches!(n.kind, NodeKind::Indices | NodeKind::Length)).then(|| n.label.clone())
+        }
+    };
+    Some(format!("{} {} {}", side(x)?, b.symbol(), side(y)?))
 }
 
 /// The nearest s-op (breadth first over users) that has a user's name.

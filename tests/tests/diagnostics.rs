@@ -872,3 +872,19 @@ fn refusals_never_name_what_the_compiler_made() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An operation the compiler made from the user's (a comparison `w >= p` compiled as the sign
+/// of `w - p`) is written out in a refusal, with the variable it is in, not "an expression in
+/// `prog`", which the user cannot place (helper w27).
+#[test]
+fn a_difference_made_from_a_comparison_is_written_out() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-diff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("cmp.rasp");
+    std::fs::write(&p, "p = aggregate(select(tokens, \"|\", ==), indices);\nw = (p - 1 - indices) if indices < p else (length - 1 - indices);\nprog = w >= p;\n").unwrap();
+    let (code, _, err) = run_cli(&["compile", p.to_str().unwrap(), "--vocab", "01|", "--max-len", "8", "-o", dir.join("x.st").to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("compile::numeric_map") && err.contains("`w - p` (in `prog`) can be 0 or 0.0"), "{err}");
+    assert!(!err.contains("an expression in"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
