@@ -514,11 +514,11 @@ fn a_conditional_has_the_values_of_its_branches() {
 
 /// Masking or passing through a fractional mean (`w * indicator(c)`, `w if c else 0`, `w if
 /// w > 2 else 0`) whose floats differ only by rounding (2.166666666666667 and
-/// 2.1666666666666665): on a condition of one categorical s-op (`tokens_int > 0`) it is a
-/// product on that one-hot and stores its result as a number, one point for both floats; a
-/// condition on the number itself is refused as a one-hot output, with the advice that works:
-/// stored as a number (`--encoding prog=numerical`) the results are one point. Every model
-/// verifies. (The masks were refused too until session 27; storing them as numbers then made a
+/// 2.1666666666666665): on a condition of one categorical s-op (`tokens_int > 0`) or a flag
+/// from the number itself it is a product on that one-hot and stores its result as a number,
+/// one point for both floats; a map of the number alone (`w * w`) is refused as a one-hot
+/// output, with the advice that works: stored as a number (`--encoding prog=numerical`) the
+/// results are one point. Every model verifies. (The masks were refused too until session 27; storing them as numbers then made a
 /// mean of 1/hist compile to a wrong model, review rv26b, through a one-hot's f32 leak, since
 /// cut: docs/compiler.md, "One-hots that leak".)
 #[test]
@@ -530,8 +530,9 @@ fn a_fractional_mean_masked_or_passed_through_compiles_as_a_number() {
     for (name, body, refused) in [
         ("mask", "prog = w * indicator(tokens_int > 0);\n", false),
         ("cond", "prog = w if tokens_int > 0 else 0;\n", false),
-        ("self", "prog = w if w > 2 else 0;\n", true),
+        ("self", "prog = w if w > 2 else 0;\n", false),
         ("same", "prog = w if tokens_int > 0 else w;\n", false),
+        ("square", "prog = w * w;\n", true),
     ] {
         let p = dir.join(format!("{name}.rasp"));
         std::fs::write(&p, format!("{head}{body}")).unwrap();

@@ -600,17 +600,22 @@ fn close_means(prog: &str) -> String {
 /// A mean with many values close together becomes one-hot through a staircase whose far steps
 /// cancel in f32 only up to their rounding: about 1e-4 lands on dims that should be 0. The
 /// units that read that one-hot must not pass it on: at `bbbbbbb` (every mean 1/7) these
-/// decoded to the next listed mean up (review rv26b; each has 1 mismatch with the units
-/// `relu(Σ - (m - 1))`). Every input of length up to 7, hard and soft attention.
+/// masks, stored as numbers (`--encoding prog=numerical`), decoded to the next listed mean up
+/// (review rv26b; each has 1 mismatch with the units `relu(Σ - (m - 1))`). Every input of
+/// length up to 7, hard and soft attention.
 #[test]
 fn a_one_hot_of_close_means_is_read_without_its_leak() {
     let ab = vec![Atom::Str("a".into()), Atom::Str("b".into())];
-    for prog in ["m if (tokens == \"b\" and hist > 2) else 0", "m if (indices > 2 and tokens == \"b\") else 0"] {
-        let src = close_means(prog);
-        let b = build(&src, "prog", ab.clone(), 7);
+    for mask in ["tokens == \"b\" and hist > 2", "indices > 2 and tokens == \"b\""] {
+        let src = close_means(&format!("m * indicator({mask})"));
+        let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, &src, &MemoryLoader::default());
+        let session = r.unwrap();
+        let (_, root) = session.entry(Some("prog")).unwrap();
+        let opts = raspc_compiler::Options { vocab: ab.clone(), max_len: 7, numerical: ["prog".to_string()].into(), ..Default::default() };
+        let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap();
         // (Read through its one-hot: a unit per leaf of the map's decision tree.)
-        assert!(b.compiled.summary.d_model > 1000, "{prog}: the mean is no longer one-hot ({}); find another program that reads it so", b.compiled.summary);
-        exhaustive(&b, 7, &src);
+        assert!(compiled.summary.d_model > 1000, "{mask}: the mean is no longer one-hot ({}); find another program that reads it so", compiled.summary);
+        exhaustive(&Built { session, root, vocab: ab.clone(), compiled }, 7, &src);
     }
 }
 
@@ -621,7 +626,15 @@ fn a_one_hot_of_close_means_is_read_without_its_leak() {
 #[test]
 fn a_conditional_on_a_category_with_numerical_branches_is_products() {
     let ab = vec![Atom::Str("a".into()), Atom::Str("b".into())];
-    for prog in ["m if tokens == \"b\" else 0", "0.5 if tokens == \"b\" else m", "m if hist > 2 else -1", "m if indices > 2 else hist"] {
+    for prog in ["m if tokens == \"b\" else 0", "0.5 if tokens == \"b\" else m", "m if hist > 2 else -1", "m if indices > 2 else hist", "m if (tokens == \"b\" and hist > 2) else 0"] {
+        let src = close_means(prog);
+        let b = build(&src, "prog", ab.clone(), 7);
+        assert!(b.compiled.summary.d_model < 64, "{prog}: {}", b.compiled.summary);
+        exhaustive(&b, 7, &src);
+    }
+    // A mask or a product with a count: products on the count's one-hot (`m * hist` was
+    // refused at max-len 7: 1,198 means times 8 counts).
+    for prog in ["m * indicator(hist > 2)", "m * hist"] {
         let src = close_means(prog);
         let b = build(&src, "prog", ab.clone(), 7);
         assert!(b.compiled.summary.d_model < 64, "{prog}: {}", b.compiled.summary);
@@ -636,6 +649,15 @@ fn a_conditional_on_a_category_with_numerical_branches_is_products() {
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap();
     assert!(compiled.summary.d_model < 64, "{}", compiled.summary);
     exhaustive(&Built { session, root, vocab: ab.clone(), compiled }, 7, &src);
+    // A mean or, where there is nothing to average, half the length: the condition a flag
+    // from a mean (`contains`), the other branch a map of `length` (refused at max-len 16:
+    // helper w27).
+    let src = "h = (length - length % 2) / 2;\nfirst = aggregate(select(tokens, \"a\", ==), indices, 0);\nfound = contains(tokens, \"a\");\nprog = first if found else h;";
+    let b = build(src, "prog", ab.clone(), 16);
+    assert!(b.compiled.summary.d_model < 64, "{}", b.compiled.summary);
+    check(&b, 16, 500);
+    let b = build(src, "prog", ab.clone(), 8);
+    exhaustive(&b, 8, src);
     // Two means, each chosen where its token is (refused at max-len 16).
     let src = "fa = aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\nfb = aggregate(select(indices, indices, <=), indicator(tokens == \"b\"));\nprog = fa if tokens == \"a\" else fb;";
     let b = build(src, "prog", ab, 16);

@@ -431,10 +431,11 @@ impl Lowerer<'_> {
     }
 
     /// A one-hot slot that `f` is a function of, and f's value at each of its dims: `indices`
-    /// (f a function of `indices`), `tokens` (too many values of x to enumerate), or `length` (f a function of `length`, in `id` = x·f a
-    /// counted sum of integers too large to enumerate against the lengths: the mean over the
-    /// whole input times its length, helper w25; elsewhere the lookup over (x, length) keeps the
-    /// interpreter's exact floats, review rv25). None when neither applies.
+    /// (f a function of `indices`), `tokens` or another categorical s-op (x of many values), or
+    /// `length` (f a function of `length`, in `id` = x·f a counted sum of integers too large to
+    /// enumerate against the lengths: the mean over the whole input times its length, helper
+    /// w25; elsewhere the lookup over (x, length) keeps the interpreter's exact floats, review
+    /// rv25). None when none applies.
     fn one_hot_factor(&self, id: NodeId, x: NodeId, f: NodeId) -> Option<(SlotId, Vec<f64>)> {
         if let Some(is) = self.indices
             && matches!(self.slots[is].enc, SlotEnc::Cat(_))
@@ -457,6 +458,19 @@ impl Lowerer<'_> {
         // A function of `length` alone: its one leaf that is not a constant.
         let mut leaves = BTreeSet::new();
         self.leaves_of(f, &mut leaves);
+        // A function of one other categorical s-op (`m * indicator(hist > 2)`, a mask on a
+        // count), x again of more than [`PRODUCT_MIN_VALUES`] values: at max-len 7 the lookup
+        // made the 1,198 means of `1 / hist` one-hot first (8.9 M parameters).
+        if let [leaf] = leaves.iter().copied().collect::<Vec<_>>()[..]
+            && !matches!(self.g.node(leaf).kind, NodeKind::Length | NodeKind::Indices | NodeKind::Tokens)
+            && let Some(&Rep::Slot(ls)) = self.rep.get(&leaf)
+            && let SlotEnc::Cat(vals) = &self.slots[ls].enc
+            && !self.cat_alts.contains_key(&ls)
+            && self.domain_size(x) > PRODUCT_MIN_VALUES
+        {
+            let fv = vals.iter().map(|v| self.eval_inline(f, &HashMap::from([(leaf, v.clone())])).as_ref().and_then(number).filter(|k| k.is_finite()));
+            return Some((ls, fv.collect::<Option<Vec<f64>>>()?));
+        }
         let [len] = leaves.iter().copied().filter(|l| !matches!(self.g.node(*l).kind, NodeKind::Const(_))).collect::<Vec<_>>()[..] else { return None };
         if !matches!(self.g.node(len).kind, NodeKind::Length) || !crate::positional::is_positional(self.g, f) {
             return None;
@@ -523,7 +537,8 @@ impl Lowerer<'_> {
     /// had d_model 1,220 and 8.9 M parameters (review rv27a).
     fn one_hot_conditional(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<SlotId>, Diagnostic> {
         let (MapOp::Ternary, [t, Operand::Sop(c), e]) = (op, args) else { return Ok(None) };
-        // A branch: a number, a constant, or a categorical s-op of numbers (a count).
+        // A branch: a number, a constant, or a categorical s-op of numbers (a count) or a map
+        // of one (its values at each of the s-op's).
         enum Branch {
             Num(SlotId, Iv, usize),
             Const(f64),
@@ -532,6 +547,20 @@ impl Lowerer<'_> {
         let branch = |lw: &Self, a: &Operand| -> Option<Branch> {
             match a {
                 Operand::Const(k) => number(k).filter(|k| k.is_finite()).map(Branch::Const),
+                // An inline map of one categorical s-op (`(length - length % 2) / 2`): its
+                // value at each of that s-op's values (helper w27: `first if found else h`).
+                Operand::Sop(x) if matches!(lw.rep.get(x), Some(Rep::Inline)) => {
+                    let mut leaves = BTreeSet::new();
+                    lw.leaves_of(*x, &mut leaves);
+                    let [leaf] = leaves.into_iter().collect::<Vec<_>>()[..] else { return None };
+                    let Some(&Rep::Slot(ls)) = lw.rep.get(&leaf) else { return None };
+                    let SlotEnc::Cat(v) = &lw.slots[ls].enc else { return None };
+                    if v.len() > PRODUCT_MIN_VALUES || lw.cat_alts.contains_key(&ls) {
+                        return None;
+                    }
+                    let values = v.iter().map(|a| lw.eval_inline(*x, &HashMap::from([(leaf, a.clone())])).and_then(|r| number(&r)).filter(|k| k.is_finite()));
+                    Some(Branch::Cat(ls, values.collect::<Option<Vec<f64>>>()?))
+                }
                 Operand::Sop(x) => {
                     let Some(&Rep::Slot(xs)) = lw.rep.get(x) else { return None };
                     match &lw.slots[xs].enc {
@@ -548,31 +577,62 @@ impl Lowerer<'_> {
         if ![&tb, &eb].iter().any(|b| matches!(b, Branch::Num(_, _, n) if *n > PRODUCT_MIN_VALUES)) {
             return Ok(None);
         }
-        // The one-hot the condition reads (its one leaf: `tokens`, `indices`, a count...), and
-        // its truth at each dim; a dim that stands for several floats is left to the lookup.
-        let mut leaves = BTreeSet::new();
-        self.leaves_of(*c, &mut leaves);
-        let [leaf] = leaves.into_iter().collect::<Vec<_>>()[..] else { return Ok(None) };
-        let Some(&Rep::Slot(is)) = self.rep.get(&leaf) else { return Ok(None) };
-        let SlotEnc::Cat(vals) = &self.slots[is].enc else { return Ok(None) };
-        if self.cat_alts.contains_key(&is) {
-            return Ok(None);
-        }
-        let Some(truth) = vals.iter().map(|v| self.eval_inline(*c, &HashMap::from([(leaf, v.clone())])).map(|a| a.truthy())).collect::<Option<Vec<bool>>>() else {
-            return Ok(None);
-        };
         let label = self.label(id).to_string();
         let pg = match self.sets.get(&id) {
             Some(ValueSet::Finite(s)) => points_of(&s.iter().cloned().collect::<Vec<_>>()),
             _ => None,
         };
-        let products = truth.iter().filter_map(|&holds| match if holds { &tb } else { &eb } {
-            Branch::Num(_, iv, _) => Some((1.0, *iv)),
+        let resolve = |truth: &mut dyn Iterator<Item = bool>| {
+            let products = truth.filter_map(|holds| match if holds { &tb } else { &eb } {
+                Branch::Num(_, iv, _) => Some((1.0, *iv)),
+                _ => None,
+            });
+            products_resolve(pg.as_ref().map(|p| &p.0[..]), products)
+        };
+        // The one-hot the condition reads (its one leaf: `tokens`, `indices`, a count...), and
+        // its truth at each dim; a dim that stands for several floats is left to the lookup.
+        let mut leaves = BTreeSet::new();
+        self.leaves_of(*c, &mut leaves);
+        let direct = match leaves.into_iter().collect::<Vec<_>>()[..] {
+            [leaf] => match self.rep.get(&leaf) {
+                Some(&Rep::Slot(is)) => match &self.slots[is].enc {
+                    SlotEnc::Cat(vals) if !self.cat_alts.contains_key(&is) => {
+                        let truth = vals.iter().map(|v| self.eval_inline(*c, &HashMap::from([(leaf, v.clone())])).map(|a| a.truthy())).collect::<Option<Vec<bool>>>();
+                        let Some(truth) = truth else { return Ok(None) };
+                        Some((is, truth))
+                    }
+                    SlotEnc::Cat(_) => return Ok(None),
+                    SlotEnc::Num { .. } => None,
+                },
+                _ => None,
+            },
             _ => None,
-        });
-        if !products_resolve(pg.as_ref().map(|p| &p.0[..]), products) {
-            return Ok(None);
-        }
+        };
+        let (is, truth) = match direct {
+            Some((is, truth)) => {
+                if !resolve(&mut truth.iter().copied()) {
+                    return Ok(None);
+                }
+                (is, truth)
+            }
+            // A condition that reduces numbers to a few values (`has_focus`: a mean of ones
+            // `> 0`) gets its own one-hot first, as the lookup would give it (helper w27:
+            // `first if found else h` was refused at max-len 16).
+            None => {
+                if !matches!(self.rep.get(c), Some(Rep::Inline)) || self.opts.numerical.contains(self.label(*c)) {
+                    return Ok(None);
+                }
+                let Ok(values) = self.finite(*c) else { return Ok(None) };
+                if values.is_empty() || values.len() > PRODUCT_MIN_VALUES || !resolve(&mut values.iter().map(Atom::truthy)) {
+                    return Ok(None);
+                }
+                let is = self.materialise(*c)?;
+                self.set_rep(*c, Rep::Slot(is));
+                let SlotEnc::Cat(vals) = &self.slots[is].enc else { return Err(self.internal(*c, "a condition's one-hot is not categorical")) };
+                let truth = vals.iter().map(Atom::truthy).collect();
+                (is, truth)
+            }
+        };
         let out = self.new_slot(label.clone(), SlotEnc::Num { points: pg.as_ref().map(|p| p.0.clone()) }, vec![0.0]);
         if let Some((_, groups)) = pg {
             self.num_atoms.insert(out, groups);
