@@ -675,11 +675,7 @@ fn a_mean_times_a_token_function_is_a_product() {
     for prog in ["m * tokens_int", "(2 * tokens_int - 1) * m"] {
         let src = format!("hist = selector_width(select(tokens, tokens, ==));\nm = aggregate(select(indices, indices, <=), tokens_int / hist);\nprog = {prog};");
         let b = build(&src, "prog", vocab.clone(), 8);
-        let model = raspc_runtime::Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
-        let seqs = generate(&Inputs::Exhaustive, vocab.len(), 8).unwrap();
-        let modes = [raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft];
-        let rep = verify(&b.session.graph, b.root, &model, &b.vocab, &seqs, &modes, &mut |_| {}).unwrap();
-        assert_eq!((rep.checked, rep.failed), (seqs.len(), 0), "{src}\n{:?}", rep.examples.first());
+        exhaustive(&b, 8, &src);
     }
 }
 
