@@ -632,6 +632,17 @@ fn a_conditional_on_a_category_with_numerical_branches_is_products() {
         assert!(b.compiled.summary.d_model < 64, "{prog}: {}", b.compiled.summary);
         exhaustive(&b, 7, &src);
     }
+    // The library's `max` with a constant: the condition `m > 0.5` cannot stand on its own
+    // (the floats of a mean straddle 0.5, where both branches agree), so the whole
+    // conditional is the lookup (review rv27d: it was refused).
+    let src = close_means("max(m, 0.5)");
+    exhaustive(&build(&src, "prog", ab.clone(), 7), 7, &src);
+    // A condition of one value (a mean of negatives is never above 0) is folded away, not
+    // given a layer of its own (review rv27d: 2 layers, was 1).
+    let src = close_means("m if x > 0 else 7").replace("prog =", "x = aggregate(select(indices, indices, <=), -250 / hist);\nprog =");
+    let b = build(&src, "prog", ab.clone(), 5);
+    assert_eq!(b.compiled.summary.layers, 1, "{}", b.compiled.summary);
+    exhaustive(&b, 5, &src);
     // A mask or a product with a count: products on the count's one-hot (`m * hist` was
     // refused at max-len 7: 1,198 means times 8 counts).
     for prog in ["m * indicator(hist > 2)", "m * hist"] {

@@ -622,13 +622,22 @@ impl Lowerer<'_> {
                 if !matches!(self.rep.get(c), Some(Rep::Inline)) || self.opts.numerical.contains(self.label(*c)) {
                     return Ok(None);
                 }
+                // (A condition of one value is left to the lookup, which folds it away: review
+                // rv27d, a layer more for `x if False-always else y`.)
                 let Ok(values) = self.finite(*c) else { return Ok(None) };
-                if values.is_empty() || values.len() > PRODUCT_MIN_VALUES || !resolve(&mut values.iter().map(Atom::truthy)) {
+                if values.len() < 2 || values.len() > PRODUCT_MIN_VALUES || !resolve(&mut values.iter().map(Atom::truthy)) {
                     return Ok(None);
                 }
-                let is = self.materialise(*c)?;
+                // A condition that cannot stand on its own (`m > 0.5` of a mean whose floats
+                // straddle 0.5, where both branches give 0.5: `max(m, 0.5)`) is left to the
+                // lookup of the whole conditional (review rv27d: it was refused).
+                let Ok(is) = self.materialise(*c) else { return Ok(None) };
                 self.set_rep(*c, Rep::Slot(is));
                 let SlotEnc::Cat(vals) = &self.slots[is].enc else { return Err(self.internal(*c, "a condition's one-hot is not categorical")) };
+                // (A dim standing for several floats: the lookup checks them.)
+                if self.cat_alts.contains_key(&is) {
+                    return Ok(None);
+                }
                 let truth = vals.iter().map(Atom::truthy).collect();
                 (is, truth)
             }
