@@ -530,11 +530,13 @@ impl Lowerer<'_> {
     }
 
     /// `t if c else e` with `c` a function of one categorical s-op alone (`tokens`, `indices`,
-    /// a count) and each branch a number or a numeric constant, one of them a number with more values than
-    /// [`PRODUCT_MIN_VALUES`]: at each value p of the one-hot, the branch c(p) picks, written
-    /// by [`product_units`] (a constant by one unit `relu(2·[x = p] - 1)`). The lookup made the
-    /// number one-hot first: `m if tokens == "b" else 0` of a mean of `1 / hist` at max-len 7
-    /// had d_model 1,220 and 8.9 M parameters (review rv27a).
+    /// a count), or a condition of 2 to 64 values given its own one-hot first, and each branch
+    /// a number, a numeric constant, a count or a map of one categorical s-op, one of them a
+    /// number with more values than [`PRODUCT_MIN_VALUES`]: at each value p of the one-hot,
+    /// the branch c(p) picks, written by [`product_units`] (a constant by one unit
+    /// `relu(2·[x = p] - 1)`, a count's value v by `relu(2·[x = p] + 2·[b = v] - 3)`). The
+    /// lookup made the number one-hot first: `m if tokens == "b" else 0` of a mean of
+    /// `1 / hist` at max-len 7 had d_model 1,220 and 8.9 M parameters (review rv27a).
     fn one_hot_conditional(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<SlotId>, Diagnostic> {
         let (MapOp::Ternary, [t, Operand::Sop(c), e]) = (op, args) else { return Ok(None) };
         // A branch: a number, a constant, or a categorical s-op of numbers (a count) or a map
