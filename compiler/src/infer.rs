@@ -193,35 +193,23 @@ pub fn selects_one_by_position(graph: &Graph, sel: NodeId, max_len: usize, sets:
 /// If `x` is a function of `indices` alone, its value at each index 0..max_len (None where the
 /// function fails).
 pub fn index_function(graph: &Graph, x: NodeId, max_len: usize) -> Option<Vec<Option<Atom>>> {
-    let at: Vec<Atom> = (0..max_len as i64).map(Atom::Int).collect();
-    leaf_function(graph, x, &|k| matches!(k, NodeKind::Indices), &at)
-}
-
-/// If `x` is a function of `tokens` alone, its value at each of `vocab` (None where the
-/// function fails).
-pub fn token_function(graph: &Graph, x: NodeId, vocab: &[Atom]) -> Option<Vec<Option<Atom>>> {
-    leaf_function(graph, x, &|k| matches!(k, NodeKind::Tokens), vocab)
-}
-
-/// If `x` is a function of one kind of leaf alone (and constants), its value at each of `at`.
-fn leaf_function(graph: &Graph, x: NodeId, leaf: &dyn Fn(&NodeKind) -> bool, at: &[Atom]) -> Option<Vec<Option<Atom>>> {
-    // Each map once per value (memo): a value read several times again and again is a DAG
+    // Each map once per index (memo): a value read several times again and again is a DAG
     // whose tree is exponential (helper d13, review rv18).
     type Memo = HashMap<NodeId, Option<Option<Atom>>>;
-    fn go(g: &Graph, x: NodeId, leaf: &dyn Fn(&NodeKind) -> bool, v: &Atom, memo: &mut Memo) -> Option<Option<Atom>> {
+    fn go(g: &Graph, x: NodeId, i: i64, memo: &mut Memo) -> Option<Option<Atom>> {
         match &g.node(x).kind {
-            k if leaf(k) => Some(Some(v.clone())),
+            NodeKind::Indices => Some(Some(Atom::Int(i))),
             NodeKind::Const(a) => Some(Some(a.clone())),
             NodeKind::Map { op, args } => {
-                if let Some(r) = memo.get(&x) {
-                    return r.clone();
+                if let Some(v) = memo.get(&x) {
+                    return v.clone();
                 }
-                let r = (|| {
+                let v = (|| {
                     let mut row = vec![];
                     for a in args {
                         row.push(match a {
                             Operand::Const(c) => c.clone(),
-                            Operand::Sop(s) => match go(g, *s, leaf, v, memo)? {
+                            Operand::Sop(s) => match go(g, *s, i, memo)? {
                                 Some(v) => v,
                                 None => return Some(None),
                             },
@@ -229,13 +217,13 @@ fn leaf_function(graph: &Graph, x: NodeId, leaf: &dyn Fn(&NodeKind) -> bool, at:
                     }
                     Some(apply_map(op, &row).ok())
                 })();
-                memo.insert(x, r.clone());
-                r
+                memo.insert(x, v.clone());
+                v
             }
             _ => None,
         }
     }
-    at.iter().map(|v| go(graph, x, leaf, v, &mut Memo::new())).collect()
+    (0..max_len as i64).map(|i| go(graph, x, i, &mut Memo::new())).collect()
 }
 
 /// True when the selector provably selects at most one key per query: `==` on keys that differ

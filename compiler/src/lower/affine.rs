@@ -443,26 +443,17 @@ impl Lowerer<'_> {
         {
             return Some((is, fv.iter().map(|v| v.as_ref().and_then(number)).collect::<Option<Vec<f64>>>()?));
         }
-        // A function of `tokens` alone (`m * tokens_int`), where x has more values than
-        // [`PRODUCT_MIN_VALUES`]: the lookup over (x, token) would first make x one-hot (a
-        // mean of `1 / hist` at max-len 7: 1,198 dims), or take more combinations than one MLP
-        // enumerates (review rv27a: refused, while `m * indices` compiled). A number with few
-        // values keeps its exact table.
-        if let Some(ts) = self.tokens
-            && let SlotEnc::Cat(vals) = &self.slots[ts].enc
-            && self.domain_size(x) > PRODUCT_MIN_VALUES
-            && let Some(fv) = crate::infer::token_function(self.g, f, vals)
-        {
-            return Some((ts, fv.iter().map(|v| v.as_ref().and_then(number)).collect::<Option<Vec<f64>>>()?));
-        }
         // A function of `length` alone: its one leaf that is not a constant.
         let mut leaves = BTreeSet::new();
         self.leaves_of(f, &mut leaves);
-        // A function of one other categorical s-op (`m * indicator(hist > 2)`, a mask on a
-        // count), x again of more than [`PRODUCT_MIN_VALUES`] values: at max-len 7 the lookup
-        // made the 1,198 means of `1 / hist` one-hot first (8.9 M parameters).
+        // A function of one other categorical s-op (`m * tokens_int`, `m * indicator(hist >
+        // 2)`), where x has more than [`PRODUCT_MIN_VALUES`] values: the lookup over (x, f)
+        // would first make x one-hot (the 1,198 means of `1 / hist` at max-len 7: 8.9 M
+        // parameters), or take more combinations than one MLP enumerates (review rv27a:
+        // `m * tokens_int` was refused, while `m * indices` compiled). A number with few values
+        // keeps its exact table.
         if let [leaf] = leaves.iter().copied().collect::<Vec<_>>()[..]
-            && !matches!(self.g.node(leaf).kind, NodeKind::Length | NodeKind::Indices | NodeKind::Tokens)
+            && !matches!(self.g.node(leaf).kind, NodeKind::Length | NodeKind::Indices)
             && let Some(&Rep::Slot(ls)) = self.rep.get(&leaf)
             && let SlotEnc::Cat(vals) = &self.slots[ls].enc
             && !self.cat_alts.contains_key(&ls)
