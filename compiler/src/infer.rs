@@ -105,7 +105,7 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
     let n = max_len.max(1) as i64;
     let order = graph.ancestors(root);
     // Functions of `indices` and `length`: evaluated on the (index, length) grid.
-    let grid = crate::positional::Tables::new(graph, &order, max_len.max(1));
+    let grid = crate::positional::Tables::with_widths(graph, &order, max_len.max(1));
     for id in order {
         if grid.is_positional_map(graph, id) {
             let set = finite(grid.values[&id].iter().flatten().cloned().collect());
@@ -121,6 +121,8 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
             NodeKind::Tokens => finite(vocab.to_vec()),
             NodeKind::Indices => finite((0..n).map(Atom::Int).collect()),
             NodeKind::Length => finite((1..=n).map(Atom::Int).collect()),
+            // A width of positional s-ops: the counts it takes on the grid.
+            NodeKind::SelectorWidth(_) if grid.values.contains_key(&id) => finite(grid.values[&id].iter().flatten().cloned().collect()),
             NodeKind::SelectorWidth(_) => finite((0..=n).map(Atom::Int).collect()),
             NodeKind::Const(a) => finite(vec![a.clone()]),
             NodeKind::Map { op, args } => crate::numeric::counted_sum_pair(graph, op, args, &out, extra, max_len).unwrap_or_else(|| map_set(op, args, &out)),

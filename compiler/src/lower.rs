@@ -901,6 +901,17 @@ impl Lowerer<'_> {
         // of its own, so that the maps reading it check them (an inline node's are not seen).
         let missed =
             matches!(self.sets.get(&id), Some(ValueSet::Finite(set)) if self.inexact_nodes.contains(&id) && set.iter().any(|a| matches!(a, Atom::Float(x) if x.fract() != 0.0)));
+        // Such a node affine on one number (`m * 3 - 1` of a mean `m`) is that number's
+        // multiple: a numerical slot keeps its floats as one, as `--encoding NAME=numerical`
+        // would, where a one-hot would refuse them.
+        if missed
+            && !self.opts.categorical.contains(self.label(id))
+            && let Some((lin, _)) = self.affine_on_points(id)?
+        {
+            let s = self.sum_slot(id, lin);
+            self.set_rep(id, Rep::Slot(s));
+            return Ok(());
+        }
         if missed || self.opts.numerical.contains(self.label(id)) || self.opts.categorical.contains(self.label(id)) {
             let s = self.materialise(id)?;
             self.set_rep(id, Rep::Slot(s));

@@ -14,6 +14,9 @@ use raspc_lang::interp::apply_map;
 use raspc_lang::{Atom, Graph, NodeId, NodeKind};
 use std::collections::HashMap;
 
+/// Past this max-len value inference tables no widths (their cost grows as max-len³).
+pub const WIDTH_GRID_MAX_LEN: usize = 256;
+
 /// The grid pairs (i, l) in a fixed order: by l, then i.
 pub fn grid(max_len: usize) -> Vec<(i64, i64)> {
     (1..=max_len as i64).flat_map(|l| (0..l).map(move |i| (i, l))).collect()
@@ -32,31 +35,54 @@ impl Tables {
     /// `Graph::ancestors` returns them). `indices`, `length` and constants are positional; a map
     /// is when all of its operands are.
     pub fn new(graph: &Graph, nodes: &[NodeId], max_len: usize) -> Tables {
-        // Without `length`, maps of `indices` alone are as well served by their value sets.
-        if !nodes.iter().any(|&id| matches!(graph.node(id).kind, NodeKind::Length)) {
+        Tables::build(graph, nodes, max_len, false)
+    }
+
+    /// [`Tables::new`], also with the widths of selectors of positional s-ops (up to max-len
+    /// [`WIDTH_GRID_MAX_LEN`]) and the maps that read them, and with maps of `indices` alone.
+    /// For value inference: `indices - indices % 2` takes the even indices, not every
+    /// difference of an index and a remainder, and the width of `select(indices * 2 + 2,
+    /// length, <=)` (half the length) 0..=max_len/2, not 0..=max_len (helper w28: 12.6 times
+    /// the parameters).
+    pub fn with_widths(graph: &Graph, nodes: &[NodeId], max_len: usize) -> Tables {
+        Tables::build(graph, nodes, max_len, max_len <= WIDTH_GRID_MAX_LEN)
+    }
+
+    fn build(graph: &Graph, nodes: &[NodeId], max_len: usize, widths: bool) -> Tables {
+        // Without `length`, maps of `indices` alone are as well served by their value sets
+        // (except for inference, which asks for widths).
+        if !widths && !nodes.iter().any(|&id| matches!(graph.node(id).kind, NodeKind::Length)) {
             return Tables { pairs: vec![], values: HashMap::new() };
         }
-        let pairs = grid(max_len);
-        let mut values: HashMap<NodeId, Vec<Option<Atom>>> = HashMap::new();
+        let mut t = Tables { pairs: grid(max_len), values: HashMap::new() };
         for &id in nodes {
             let table: Vec<Option<Atom>> = match &graph.node(id).kind {
-                NodeKind::Indices => pairs.iter().map(|&(i, _)| Some(Atom::Int(i))).collect(),
-                NodeKind::Length => pairs.iter().map(|&(_, l)| Some(Atom::Int(l))).collect(),
-                NodeKind::Const(a) => vec![Some(a.clone()); pairs.len()],
+                NodeKind::Indices => t.pairs.iter().map(|&(i, _)| Some(Atom::Int(i))).collect(),
+                NodeKind::Length => t.pairs.iter().map(|&(_, l)| Some(Atom::Int(l))).collect(),
+                NodeKind::Const(a) => vec![Some(a.clone()); t.pairs.len()],
+                // (Of one select: the simplifier's counted sums split `aggregate(all, 100000 *
+                // indices) * length` into widths of `and`s, each 0 or 1 on the grid; their sum
+                // then became a short list, and its difference with a whole-input mean times
+                // `length`, whose listed values pair every length with every mean, a list
+                // with values f32 cannot tell apart: refused, where the interval compiled.)
+                NodeKind::SelectorWidth(sel) if widths && matches!(graph.node(*sel).kind, NodeKind::Select { .. }) => {
+                    let Some(table) = t.width_table(graph, *sel) else { continue };
+                    table
+                }
                 NodeKind::Map { op, args } => {
                     if !args.iter().all(|a| match a {
-                        Operand::Sop(s) => values.contains_key(s),
+                        Operand::Sop(s) => t.values.contains_key(s),
                         Operand::Const(_) => true,
                     }) {
                         continue;
                     }
-                    (0..pairs.len())
+                    (0..t.pairs.len())
                         .map(|p| {
                             let mut row = Vec::with_capacity(args.len());
                             for a in args {
                                 row.push(match a {
                                     Operand::Const(c) => c.clone(),
-                                    Operand::Sop(s) => values[s][p].clone()?,
+                                    Operand::Sop(s) => t.values[s][p].clone()?,
                                 });
                             }
                             apply_map(op, &row).ok()
@@ -65,9 +91,56 @@ impl Tables {
                 }
                 _ => continue,
             };
-            values.insert(id, table);
+            t.values.insert(id, table);
         }
-        Tables { pairs, values }
+        t
+    }
+
+    /// The number of keys the select `sel` selects at every grid pair, when it compares tabled
+    /// s-ops (each pair's count over the keys of its length: max-len³/6 comparisons).
+    fn width_table(&self, graph: &Graph, sel: NodeId) -> Option<Vec<Option<Atom>>> {
+        let NodeKind::Select { keys, queries, cmp } = &graph.node(sel).kind else { return None };
+        let (kt, qt) = (self.values.get(keys)?, self.values.get(queries)?);
+        let mut out = Vec::with_capacity(self.pairs.len());
+        let mut start = 0;
+        for l in 1..=self.pairs.last().map_or(0, |p| p.1) as usize {
+            let (ks, qs) = (&kt[start..start + l], &qt[start..start + l]);
+            // Numbers (as `indices` and its arithmetic give): the keys sorted, each query's
+            // count by binary search (max-len 256: 8 widths took 22 s compared one by one).
+            let number = |a: &Option<Atom>| match a {
+                Some(Atom::Int(x)) if x.unsigned_abs() < 1 << 53 => Some(*x as f64),
+                Some(Atom::Float(x)) if !x.is_nan() => Some(*x),
+                _ => None,
+            };
+            if let (Some(mut sorted), Some(qn)) = (ks.iter().map(number).collect::<Option<Vec<f64>>>(), qs.iter().map(number).collect::<Option<Vec<f64>>>()) {
+                sorted.sort_by(f64::total_cmp);
+                let n = sorted.len();
+                for q in qn {
+                    let below = sorted.partition_point(|&k| k < q);
+                    let up_to = sorted.partition_point(|&k| k <= q);
+                    let c = match cmp {
+                        Cmp::Lt => below,
+                        Cmp::Le => up_to,
+                        Cmp::Gt => n - up_to,
+                        Cmp::Ge => n - below,
+                        Cmp::Eq => up_to - below,
+                        Cmp::Ne => n - (up_to - below),
+                    };
+                    out.push(Some(Atom::Int(c as i64)));
+                }
+                start += l;
+                continue;
+            }
+            for q in qs {
+                let c = match q {
+                    Some(q) => ks.iter().filter(|k| k.as_ref().is_some_and(|k| Atom::compare(k, *cmp, q).unwrap_or(false))).count(),
+                    None => 0,
+                };
+                out.push(Some(Atom::Int(c as i64)));
+            }
+            start += l;
+        }
+        Some(out)
     }
 
     /// True when `id` is a map of `indices` and `length` that depends on both (or on `length`

@@ -763,6 +763,11 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
     if let Some(k) = facts.and_then(|f| scaled_compare(out, f, *op, args, span)) {
         return Some(k);
     }
+    if let (BinOp::Div, [Operand::Sop(w1), Operand::Sop(w2)], Some(f)) = (op, args.as_slice(), facts)
+        && let Some(k) = width_fraction(out, *w1, *w2, f, span)
+    {
+        return Some(k);
+    }
     // `x + x` is `x * 2`, exactly in floating point, and a mean doubled is a mean (below).
     if let (BinOp::Add, [Operand::Sop(a), Operand::Sop(b)]) = (op, args.as_slice())
         && a == b
@@ -852,6 +857,63 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
         }
         _ => None,
     }
+}
+
+/// `selector_width(s and t) / selector_width(s)`, where t compares the keys with a constant
+/// (`select(tokens, "a", ==)`) and s selects at least the query itself (`select(indices,
+/// indices, <=)`, whose width is `indices + 1` by then; `select(tokens, tokens, ==)`): the
+/// fraction of s's keys t selects, which is the mean over s of t's test as 1.0 or 0.0, one
+/// head (the ratio of two widths was a lookup over both: 1,089 units at max-len 32). Also
+/// `selector_width(t) / length`, a mean over every key. The interpreter's quotient of the two
+/// counts is its mean's sum over the count, the same float; s never selects no key, so the
+/// default is never read (0.0: not a value of another type).
+fn width_fraction(out: &mut Graph, w1: NodeId, w2: NodeId, f: &Facts, span: raspc_lang::Span) -> Option<NodeKind> {
+    let NodeKind::SelectorWidth(a) = out.node(w1).kind else { return None };
+    let prefix =
+        |out: &Graph, s: NodeId| matches!(out.node(s).kind, NodeKind::Select { keys, queries, cmp: Cmp::Le } if keys == queries && matches!(out.node(keys).kind, NodeKind::Indices));
+    let counts = |out: &Graph, s: NodeId| match &out.node(w2).kind {
+        NodeKind::SelectorWidth(s2) => *s2 == s,
+        NodeKind::Map { op: MapOp::Binary(BinOp::Add), args } => {
+            prefix(out, s) && matches!(args.as_slice(), [Operand::Sop(i), Operand::Const(Atom::Int(1))] if matches!(out.node(*i).kind, NodeKind::Indices))
+        }
+        _ => false,
+    };
+    let selects_itself = |out: &Graph, s: NodeId| matches!(out.node(s).kind, NodeKind::Select { keys, queries, cmp: Cmp::Eq | Cmp::Le | Cmp::Ge } if keys == queries && crate::positional::self_equal(out, keys));
+    let key_test = |out: &Graph, t: NodeId| match out.node(t).kind {
+        NodeKind::Select { keys, queries, cmp } => match &out.node(queries).kind {
+            NodeKind::Const(c) => Some((keys, c.clone(), cmp)),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (s, (x, c, cmp)) = match out.node(a).kind {
+        NodeKind::SelectAnd(p, q) => {
+            [(p, q), (q, p)].into_iter().find_map(|(s, t)| if counts(out, s) && selects_itself(out, s) { key_test(out, t).map(|k| (Some(s), k)) } else { None })?
+        }
+        _ if matches!(out.node(w2).kind, NodeKind::Length) => (None, key_test(out, a)?),
+        _ => return None,
+    };
+    f.learn(out, x);
+    let xs: Vec<Atom> = match f.new.borrow().0.get(&x) {
+        Some(ValueSet::Finite(v)) if v.len() <= ONE_SOURCE_VALUES => v.iter().cloned().collect(),
+        _ => return None,
+    };
+    // (A key the comparison rejects, a string against a number: the interpreter's error, left
+    // to the widths.)
+    let mut table = Vec::with_capacity(xs.len());
+    for v in xs {
+        let hit = Atom::compare(&v, cmp, &c).ok()?;
+        table.push((v, Atom::Float(if hit { 1.0 } else { 0.0 })));
+    }
+    let values = out.add(NodeKind::Map { op: MapOp::Lookup(raspc_lang::graph::Table::Exact(table)), args: vec![Operand::Sop(x)] }, span)?;
+    let sel = match s {
+        Some(s) => s,
+        None => {
+            let zero = out.add(NodeKind::Const(Atom::Int(0)), span)?;
+            out.add(NodeKind::Select { keys: zero, queries: zero, cmp: Cmp::Eq }, span)?
+        }
+    };
+    Some(NodeKind::Aggregate { sel, values, default: Atom::Float(0.0) })
 }
 
 /// `a op b / c` as `a * c op b` (and `a / c op b` as `a op b * c`) for an integer constant c

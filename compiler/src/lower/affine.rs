@@ -315,11 +315,19 @@ impl Lowerer<'_> {
     /// A map of one numerical slot that is affine on the slot's finite set of values (`round` of
     /// an integer, `x * 2 + 1`, any map on one value): its affine form.
     /// Also says whether the map is the identity on those values.
-    fn affine_on_points(&mut self, id: NodeId) -> Result<Option<(Lin, bool)>, Diagnostic> {
+    pub(super) fn affine_on_points(&mut self, id: NodeId) -> Result<Option<(Lin, bool)>, Diagnostic> {
+        let Some((leaf, a, b)) = self.affine_coefficients(id) else { return Ok(None) };
+        let Some(x) = self.lin_of(leaf)? else { return Ok(None) };
+        Ok(Some((x.scale(a).add(&Lin { terms: BTreeMap::new(), c0: b }, 1.0), a == 1.0 && b == 0.0)))
+    }
+
+    /// For a map of one numerical slot that is affine on its points: that leaf and `(a, b)`
+    /// with the map's value `a·x + b` at every value x of the leaf.
+    fn affine_coefficients(&self, id: NodeId) -> Option<(NodeId, f64, f64)> {
         let leaves = self.leaf_list(id);
-        let [leaf] = leaves.as_slice() else { return Ok(None) };
-        let Some(Rep::Slot(ls)) = self.rep.get(leaf).cloned() else { return Ok(None) };
-        let SlotEnc::Num { points: Some(points) } = self.slots[ls].enc.clone() else { return Ok(None) };
+        let [leaf] = leaves.as_slice() else { return None };
+        let Some(Rep::Slot(ls)) = self.rep.get(leaf).cloned() else { return None };
+        let SlotEnc::Num { points: Some(points) } = &self.slots[ls].enc else { return None };
         let groups = self.num_atoms.get(&ls).cloned().unwrap_or_else(|| points.iter().map(|p| vec![Atom::Float(*p)]).collect());
         let mut ys = vec![];
         for g in &groups {
@@ -328,12 +336,14 @@ impl Lowerer<'_> {
                 match self.eval_inline(id, &HashMap::from([(*leaf, a.clone())])) {
                     Some(r @ (Atom::Int(_) | Atom::Float(_))) => {
                         let v = number(&r).unwrap_or(f64::NAN);
-                        if y.is_some_and(|y| y != v) {
-                            return Ok(None);
+                        // (The floats of one number, `m * 3 - 1` of a mean reached two ways,
+                        // give one number too.)
+                        if y.is_some_and(|y| !super::same_up_to_rounding(y, v)) {
+                            return None;
                         }
                         y = Some(v);
                     }
-                    Some(_) => return Ok(None),
+                    Some(_) => return None,
                     None => {}
                 }
             }
@@ -341,7 +351,7 @@ impl Lowerer<'_> {
         }
         let known: Vec<(f64, f64)> = points.iter().zip(&ys).filter_map(|(p, y)| y.map(|y| (*p, y))).collect();
         let (a, b) = match known.as_slice() {
-            [] => return Ok(None),
+            [] => return None,
             [(_, y)] => (0.0, *y),
             [(p0, y0), .., (p1, y1)] => {
                 let a = (y1 - y0) / (p1 - p0);
@@ -349,15 +359,14 @@ impl Lowerer<'_> {
             }
         };
         if known.iter().any(|(p, y)| (a * p + b - y).abs() > 1e-9 * y.abs().max(1.0)) {
-            return Ok(None);
+            return None;
         }
-        let Some(x) = self.lin_of(*leaf)? else { return Ok(None) };
-        Ok(Some((x.scale(a).add(&Lin { terms: BTreeMap::new(), c0: b }, 1.0), a == 1.0 && b == 0.0)))
+        Some((*leaf, a, b))
     }
 
     /// The numerical slot of `id` (points and atoms from its value set) holding `lin`: every
     /// writer of a base dim also writes into it.
-    fn sum_slot(&mut self, id: NodeId, lin: Lin) -> SlotId {
+    pub(super) fn sum_slot(&mut self, id: NodeId, lin: Lin) -> SlotId {
         let label = self.label(id).to_string();
         let pg = match self.sets.get(&id) {
             Some(ValueSet::Finite(s)) => points_of(&s.iter().cloned().collect::<Vec<_>>()),
@@ -533,11 +542,27 @@ impl Lowerer<'_> {
         // A branch: a number, a constant, or a categorical s-op of numbers (a count) or a map
         // of one (its values at each of the s-op's).
         enum Branch {
-            Num(SlotId, Iv, usize),
+            /// `k·x + b` of a numerical slot x (with its interval and number of values).
+            Num(SlotId, Iv, usize, f64, f64),
             Const(f64),
             Cat(SlotId, Vec<f64>),
         }
+        // An inline map affine on one number's values (`m * 2 + 1`): that number, scaled
+        // (review of session 27: the simplifier's `aggregate(s, bal * 2) + 1` was one-hot,
+        // 98 M parameters at max-len 16).
+        let affine = |lw: &Self, a: &Operand| -> Option<Branch> {
+            let Operand::Sop(x) = a else { return None };
+            if !matches!(lw.rep.get(x), Some(Rep::Inline)) {
+                return None;
+            }
+            let (leaf, k, b) = lw.affine_coefficients(*x)?;
+            let Some(&Rep::Slot(ls)) = lw.rep.get(&leaf) else { return None };
+            (k != 0.0 && k.is_finite() && b.is_finite()).then_some(Branch::Num(ls, *lw.ivs.get(&leaf)?, lw.domain_size(leaf), k, b))
+        };
         let branch = |lw: &Self, a: &Operand| -> Option<Branch> {
+            if let Some(b) = affine(lw, a) {
+                return Some(b);
+            }
             match a {
                 Operand::Const(k) => number(k).filter(|k| k.is_finite()).map(Branch::Const),
                 // An inline map of one categorical s-op (`(length - length % 2) / 2`): its
@@ -557,7 +582,7 @@ impl Lowerer<'_> {
                 Operand::Sop(x) => {
                     let Some(&Rep::Slot(xs)) = lw.rep.get(x) else { return None };
                     match &lw.slots[xs].enc {
-                        SlotEnc::Num { .. } => Some(Branch::Num(xs, *lw.ivs.get(x)?, lw.domain_size(*x))),
+                        SlotEnc::Num { .. } => Some(Branch::Num(xs, *lw.ivs.get(x)?, lw.domain_size(*x), 1.0, 0.0)),
                         SlotEnc::Cat(v) if v.len() <= PRODUCT_MIN_VALUES && !lw.cat_alts.contains_key(&xs) => {
                             Some(Branch::Cat(xs, v.iter().map(|a| number(a).filter(|k| k.is_finite())).collect::<Option<Vec<f64>>>()?))
                         }
@@ -567,7 +592,19 @@ impl Lowerer<'_> {
             }
         };
         let (Some(tb), Some(eb)) = (branch(self, t), branch(self, e)) else { return Ok(None) };
-        if ![&tb, &eb].iter().any(|b| matches!(b, Branch::Num(_, _, n) if *n > PRODUCT_MIN_VALUES)) {
+        // A conditional with a branch affine in a number (not the number itself), nested as a
+        // branch of another conditional, is left to the lookup as before: the outer one reads
+        // its one-hot (review rv28a: as products, the outer one's output could not resolve
+        // them and its lookup was refused at max-len 8, where the lookups compiled).
+        let scaled = |b: &Branch| matches!(b, Branch::Num(_, _, _, k, b) if *k != 1.0 || *b != 0.0);
+        if (scaled(&tb) || scaled(&eb))
+            && self.users_of(id).into_iter().any(
+                |u| matches!(&self.g.node(u).kind, NodeKind::Map { op: MapOp::Ternary, args } if matches!(&args[..], [x, _, y] if *x == Operand::Sop(id) || *y == Operand::Sop(id))),
+            )
+        {
+            return Ok(None);
+        }
+        if ![&tb, &eb].iter().any(|b| matches!(b, Branch::Num(_, _, n, _, _) if *n > PRODUCT_MIN_VALUES)) {
             return Ok(None);
         }
         let label = self.label(id).to_string();
@@ -577,7 +614,7 @@ impl Lowerer<'_> {
         };
         let resolve = |truth: &mut dyn Iterator<Item = bool>| {
             let products = truth.filter_map(|holds| match if holds { &tb } else { &eb } {
-                Branch::Num(_, iv, _) => Some((1.0, *iv)),
+                Branch::Num(_, iv, _, k, _) => Some((*k, *iv)),
                 _ => None,
             });
             products_resolve(pg.as_ref().map(|p| &p.0[..]), products)
@@ -642,7 +679,16 @@ impl Lowerer<'_> {
         let mut mlp = Mlp { hidden: 0, w_in: vec![], b_in: vec![], w_out: vec![], gate: None };
         for (p, &holds) in truth.iter().enumerate() {
             match if holds { &tb } else { &eb } {
-                Branch::Num(xs, iv, _) => product_units(&mut mlp, (*xs, *iv), (is, p), 1.0, out),
+                Branch::Num(xs, iv, _, k, b) => {
+                    product_units(&mut mlp, (*xs, *iv), (is, p), *k, out);
+                    if *b != 0.0 {
+                        let u = mlp.hidden;
+                        mlp.hidden += 1;
+                        mlp.w_in.push(In::new(is, p, u, 2.0));
+                        mlp.b_in.push(-1.0);
+                        mlp.w_out.push(Out::new(u, out, 0, *b));
+                    }
+                }
                 Branch::Const(k) if *k != 0.0 => {
                     let u = mlp.hidden;
                     mlp.hidden += 1;
