@@ -74,6 +74,7 @@ pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize
         pinned,
         shared_selectors: Default::default(),
         pinned_node: Default::default(),
+        fraction_ok: Default::default(),
     };
     let Some((g1, r1)) = rebuild(g, root, Some(&structural)) else { return (g.clone(), root, HashMap::new(), false) };
     let sets = infer(&g1, r1, vocab, max_len);
@@ -92,6 +93,7 @@ pub fn simplify_choosing(g: &Graph, root: NodeId, vocab: &[Atom], max_len: usize
         pinned,
         shared_selectors: Default::default(),
         pinned_node: Default::default(),
+        fraction_ok: Default::default(),
     };
     match rebuild(&g1, r1, Some(&facts)) {
         Some((g2, r2)) => {
@@ -137,6 +139,12 @@ struct Facts<'a> {
     /// The node being rebuilt is one an `--encoding` names: its width is not split (review
     /// rv24b: a categorical width rebuilt from seven widths was 721 times larger).
     pinned_node: std::cell::Cell<bool>,
+    /// The node being rebuilt may become a mean as a fraction of widths ([`width_fraction`]):
+    /// its widths are read by it alone, and it is the entry or read only by comparisons with
+    /// constants (review rv28b: arithmetic on the mean, `frac * n` or `round(frac * 100)`,
+    /// made models larger or met the interpreter's floats of a scaled mean and was refused; as
+    /// an aggregate's values, `run` wrote 0 for 0.0).
+    fraction_ok: std::cell::Cell<bool>,
 }
 
 /// The floats a rewrite misses: for the node being rebuilt, then by the node that replaced it.
@@ -176,6 +184,12 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
             read_otherwise.extend(k.operands().into_iter().filter(|o| g.node(*o).kind.is_selector()));
         }
     }
+    let mut users: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+    for &id in &order {
+        for o in g.node(id).kind.operands() {
+            users.entry(o).or_default().push(id);
+        }
+    }
     for id in order {
         let node = g.node(id);
         let kind = node.kind.remap(&|x| map[&x]);
@@ -193,6 +207,17 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
         }
         if let Some(f) = facts {
             f.pinned_node.set(f.pinned.contains(&node.label));
+            let only_here = |x: NodeId| users.get(&x).is_some_and(|u| u.iter().all(|&r| r == id));
+            let read_plainly = users.get(&id).is_none_or(|u| {
+                u.iter().all(|&r| match &g.node(r).kind {
+                    NodeKind::Map { op: MapOp::Binary(BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), args } => {
+                        args.iter().all(|a| matches!(a, Operand::Const(_)) || *a == Operand::Sop(id))
+                    }
+                    _ => false,
+                })
+            });
+            let widths = matches!(&node.kind, NodeKind::Map { op: MapOp::Binary(BinOp::Div), args } if args.iter().all(|a| matches!(a, Operand::Sop(x) if only_here(*x) || matches!(g.node(*x).kind, NodeKind::Length))));
+            f.fraction_ok.set(widths && read_plainly);
         }
         let kind = rewrite(&mut out, &kind, node.span, facts).unwrap_or(kind);
         let new = out.add_labelled(kind, node.span, &node.label, node.named)?;
@@ -764,6 +789,7 @@ fn rewrite(out: &mut Graph, kind: &NodeKind, span: raspc_lang::Span, facts: Opti
         return Some(k);
     }
     if let (BinOp::Div, [Operand::Sop(w1), Operand::Sop(w2)], Some(f)) = (op, args.as_slice(), facts)
+        && f.fraction_ok.get()
         && let Some(k) = width_fraction(out, *w1, *w2, f, span)
     {
         return Some(k);

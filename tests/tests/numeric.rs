@@ -769,6 +769,12 @@ fn a_fraction_of_two_widths_is_one_mean_head() {
         let rep = verify(&session.graph, root, &model, &abc, &seqs, &[raspc_runtime::Attention::Hard, raspc_runtime::Attention::Soft], &mut |_| {}).unwrap();
         assert_eq!((rep.checked, rep.failed), (seqs.len(), 0), "{src} --causal: {:?}", rep.examples.first());
     }
+    // Not when the fraction is computed with further (review rv28b): as a mean, `frac * length`
+    // meets the interpreter's floats of a scaled mean, and `na / length * length == na` (15
+    // against 14.999999999999998 from max-len 22) was refused; the quotient compiles.
+    let src = "na = selector_width(select(tokens, \"a\", ==));\nprog = na / length * length == na;";
+    let b = build(src, "prog", abc[..2].to_vec(), 22);
+    check(&b, 22, 300);
     // Not when t compares the key with the query (the fraction of earlier tokens equal to this
     // one): that is no mean of a key's value.
     let src = "n = selector_width(select(indices, indices, <=));\nprog = selector_width(select(tokens, tokens, ==) and select(indices, indices, <=)) / n;";
