@@ -125,7 +125,17 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
             NodeKind::SelectorWidth(_) if grid.values.contains_key(&id) => finite(grid.values[&id].iter().flatten().cloned().collect()),
             NodeKind::SelectorWidth(_) => finite((0..=n).map(Atom::Int).collect()),
             NodeKind::Const(a) => finite(vec![a.clone()]),
-            NodeKind::Map { op, args } => crate::numeric::counted_sum_pair(graph, op, args, &out, extra, max_len).unwrap_or_else(|| map_set(op, args, &out)),
+            NodeKind::Map { op, args } => {
+                let set = crate::numeric::counted_sum_pair(graph, op, args, &out, extra, max_len).unwrap_or_else(|| map_set(op, args, &out));
+                // A sum of widths of selectors that never select one key together is the width
+                // of their `or`: at most `length` (the library sort's tie-broken place took
+                // 0..2·max-len).
+                match (exclusive_width_sum_cap(graph, id, max_len), set) {
+                    (Some(cap), ValueSet::Finite(s)) => finite(s.iter().filter(|a| a.as_f64().is_some_and(|x| x <= cap as f64)).cloned().collect()),
+                    (Some(cap), ValueSet::Unbounded) => finite((0..=cap).map(Atom::Int).collect()),
+                    (None, set) => set,
+                }
+            }
             NodeKind::Aggregate { sel, values, default } => match &out[values] {
                 ValueSet::Unbounded => ValueSet::Unbounded,
                 // At most one key selected: the default or one of the values, never a mean.
@@ -319,6 +329,46 @@ pub fn is_rank(graph: &Graph, x: NodeId, max_len: usize) -> bool {
         },
         _ => false,
     }
+}
+
+/// For a sum (through `+`) of the widths of at least two selectors no two of which can select
+/// one key for one query ([`crate::simplify::exclusive`]): the most keys they select together,
+/// max-len, or max-len - 1 when none selects the query's own position.
+fn exclusive_width_sum_cap(graph: &Graph, id: NodeId, max_len: usize) -> Option<i64> {
+    fn terms(g: &Graph, x: NodeId, out: &mut Vec<NodeId>) -> bool {
+        match &g.node(x).kind {
+            NodeKind::SelectorWidth(s) => {
+                out.push(*s);
+                true
+            }
+            NodeKind::Map { op: MapOp::Binary(raspc_lang::ast::BinOp::Add), args } => args.iter().all(|a| matches!(a, Operand::Sop(y) if terms(g, *y, out))),
+            _ => false,
+        }
+    }
+    // Never the key at the query's own position: a strict comparison of one s-op with itself
+    // (false for every value, NaN too) or `!=` of one that equals itself.
+    fn never_own(g: &Graph, s: NodeId) -> bool {
+        match &g.node(s).kind {
+            NodeKind::SelectOr(a, b) => never_own(g, *a) && never_own(g, *b),
+            NodeKind::SelectAnd(a, b) => never_own(g, *a) || never_own(g, *b),
+            NodeKind::Select { keys, queries, cmp: Cmp::Lt | Cmp::Gt } => keys == queries,
+            NodeKind::Select { keys, queries, cmp: Cmp::Ne } => keys == queries && crate::positional::self_equal(g, *keys),
+            _ => false,
+        }
+    }
+    if !matches!(graph.node(id).kind, NodeKind::Map { .. }) {
+        return None;
+    }
+    let mut sels = vec![];
+    if !terms(graph, id, &mut sels) || sels.len() < 2 {
+        return None;
+    }
+    for (i, &a) in sels.iter().enumerate() {
+        if sels[i + 1..].iter().any(|&b| !crate::simplify::exclusive(graph, a, b)) {
+            return None;
+        }
+    }
+    Some(max_len as i64 - i64::from(sels.iter().all(|&s| never_own(graph, s))))
 }
 
 /// `select(k, k, <)` (or `>`): the comparison of one s-op with itself, strict; returns k.

@@ -625,7 +625,7 @@ fn exclusive_cmps(a: Cmp, b: Cmp) -> bool {
     pair(Lt, Eq) || pair(Lt, Ge) || pair(Lt, Gt) || pair(Gt, Eq) || pair(Gt, Le) || pair(Eq, Ne)
 }
 
-fn exclusive(g: &Graph, a: NodeId, b: NodeId) -> bool {
+pub(crate) fn exclusive(g: &Graph, a: NodeId, b: NodeId) -> bool {
     // An `or` is exclusive with what each side is (a three-way tie-break `A or (B and C) or
     // (B and D and E)`, review w24: 308 M parameters as one selector at max-len 16).
     if let NodeKind::SelectOr(a1, a2) = g.node(a).kind {

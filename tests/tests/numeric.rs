@@ -811,3 +811,27 @@ fn positional_widths_and_indices_read_twice_take_only_their_grid_values() {
     assert!(b.compiled.summary.params < 200_000, "{}", b.compiled.summary);
     check(&b, 16, 1000);
 }
+
+/// The library sort's place, the sum of the widths of `select(k, k, <)` and of `select(k, k,
+/// ==) and select(indices, indices, <)` (the simplifier splits the tie-broken `or`), counts
+/// keys no two of its selectors share and never the query's own: 0..=max-len - 1, not every sum
+/// of two widths (0..=2·max-len). `sort` then reads a one-hot of half the size: 96,448
+/// parameters at max-len 16 before.
+#[test]
+fn a_sum_of_exclusive_widths_is_at_most_the_length() {
+    let src = "sorted = sort(tokens_int, tokens_int);\nprog = load_from_location(sorted, 0);";
+    let digits: Vec<Atom> = (1..=4).map(|d| Atom::Str(d.to_string())).collect();
+    let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, src, &MemoryLoader::default());
+    let session = r.unwrap();
+    let (_, root) = session.entry(Some("prog")).unwrap();
+    let (simple, simple_root) = raspc_compiler::simplified(&session.graph, root, &raspc_compiler::Options { vocab: digits.clone(), max_len: 16, ..Default::default() });
+    let sets = raspc_compiler::infer::infer(&simple, simple_root, &digits, 16);
+    let place = simple.ancestors(simple_root).into_iter().find(|&n| simple.node(n).label == "place").unwrap();
+    let raspc_compiler::infer::ValueSet::Finite(values) = &sets[&place] else { panic!("place: {:?}", sets[&place]) };
+    let mut values: Vec<i64> = values.iter().map(|a| a.as_f64().unwrap() as i64).collect();
+    values.sort();
+    assert_eq!(values, (0..16).collect::<Vec<i64>>());
+    let b = build(src, "prog", digits, 16);
+    assert!(b.compiled.summary.params < 60_000, "{}", b.compiled.summary);
+    check(&b, 16, 1000);
+}
