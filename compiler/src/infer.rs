@@ -91,6 +91,9 @@ pub fn infer_with_intervals(graph: &Graph, root: NodeId, vocab: &[Atom], max_len
 pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize, extra: &HashMap<NodeId, Vec<Atom>>) -> (HashMap<NodeId, ValueSet>, HashMap<NodeId, Iv>) {
     let mut out: HashMap<NodeId, ValueSet> = HashMap::new();
     let mut ivs: HashMap<NodeId, Iv> = HashMap::new();
+    // The selectors of each sum of widths (through `+`) met so far, for
+    // [`exclusive_width_sum_cap`]: built from its operands' (a long chain of sums is walked once).
+    let mut width_sums: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
     let finite = |atoms: Vec<Atom>| {
         let mut s = AtomSet::default();
         for a in atoms {
@@ -130,7 +133,26 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
                 // A sum of widths of selectors that never select one key together is the width
                 // of their `or`: at most `length` (the library sort's tie-broken place took
                 // 0..2·max-len).
-                match (exclusive_width_sum_cap(graph, id, max_len), set) {
+                let terms = match (op, args.as_slice()) {
+                    (MapOp::Binary(raspc_lang::ast::BinOp::Add), [Operand::Sop(a), Operand::Sop(b)]) => {
+                        let side = |x: &NodeId| match &graph.node(*x).kind {
+                            NodeKind::SelectorWidth(s) => Some(vec![*s]),
+                            _ => width_sums.get(x).cloned(),
+                        };
+                        side(a).zip(side(b)).map(|(mut l, r)| {
+                            l.extend(r);
+                            l
+                        })
+                    }
+                    _ => None,
+                };
+                // (At most a few terms: the pairwise test is quadratic.)
+                let cap = terms.filter(|t| t.len() <= MAX_WIDTH_SUM_TERMS).and_then(|t| {
+                    let cap = exclusive_width_sum_cap(graph, &t, max_len);
+                    width_sums.insert(id, t);
+                    cap
+                });
+                match (cap, set) {
                     (Some(cap), ValueSet::Finite(s)) => finite(s.iter().filter(|a| a.as_f64().is_some_and(|x| x <= cap as f64)).cloned().collect()),
                     (Some(cap), ValueSet::Unbounded) => finite((0..=cap).map(Atom::Int).collect()),
                     (None, set) => set,
@@ -331,20 +353,13 @@ pub fn is_rank(graph: &Graph, x: NodeId, max_len: usize) -> bool {
     }
 }
 
-/// For a sum (through `+`) of the widths of at least two selectors no two of which can select
-/// one key for one query ([`crate::simplify::exclusive`]): the most keys they select together,
-/// max-len, or max-len - 1 when none selects the query's own position.
-fn exclusive_width_sum_cap(graph: &Graph, id: NodeId, max_len: usize) -> Option<i64> {
-    fn terms(g: &Graph, x: NodeId, out: &mut Vec<NodeId>) -> bool {
-        match &g.node(x).kind {
-            NodeKind::SelectorWidth(s) => {
-                out.push(*s);
-                true
-            }
-            NodeKind::Map { op: MapOp::Binary(raspc_lang::ast::BinOp::Add), args } => args.iter().all(|a| matches!(a, Operand::Sop(y) if terms(g, *y, out))),
-            _ => false,
-        }
-    }
+/// The most terms a sum of widths is checked for exclusive selectors over.
+const MAX_WIDTH_SUM_TERMS: usize = 16;
+
+/// For the selectors `sels` of a sum of widths (through `+`, at least two), no two of which can
+/// select one key for one query ([`crate::simplify::exclusive`]): the most keys they select
+/// together, max-len, or max-len - 1 when none selects the query's own position.
+fn exclusive_width_sum_cap(graph: &Graph, sels: &[NodeId], max_len: usize) -> Option<i64> {
     // Never the key at the query's own position: a strict comparison of one s-op with itself
     // (false for every value, NaN too) or `!=` of one that equals itself.
     fn never_own(g: &Graph, s: NodeId) -> bool {
@@ -356,11 +371,7 @@ fn exclusive_width_sum_cap(graph: &Graph, id: NodeId, max_len: usize) -> Option<
             _ => false,
         }
     }
-    if !matches!(graph.node(id).kind, NodeKind::Map { .. }) {
-        return None;
-    }
-    let mut sels = vec![];
-    if !terms(graph, id, &mut sels) || sels.len() < 2 {
+    if sels.len() < 2 {
         return None;
     }
     for (i, &a) in sels.iter().enumerate() {
