@@ -49,9 +49,16 @@ impl Tables {
     }
 
     fn build(graph: &Graph, nodes: &[NodeId], max_len: usize, widths: bool) -> Tables {
-        // Without `length`, maps of `indices` alone are as well served by their value sets
-        // (except for inference, which asks for widths).
-        if !widths && !nodes.iter().any(|&id| matches!(graph.node(id).kind, NodeKind::Length)) {
+        // Without `length`, maps of `indices` alone are as well served by their value sets,
+        // unless one reads two s-ops (`indices - indices % 2`) or a width may be positional:
+        // inference, which runs many times, builds no grid otherwise.
+        let needed = |id: &NodeId| match &graph.node(*id).kind {
+            NodeKind::Length => true,
+            NodeKind::SelectorWidth(sel) => widths && matches!(graph.node(*sel).kind, NodeKind::Select { .. }),
+            NodeKind::Map { args, .. } => widths && args.iter().filter(|a| matches!(a, Operand::Sop(_))).count() >= 2,
+            _ => false,
+        };
+        if !nodes.iter().any(needed) {
             return Tables { pairs: vec![], values: HashMap::new() };
         }
         let mut t = Tables { pairs: grid(max_len), values: HashMap::new() };
@@ -101,46 +108,41 @@ impl Tables {
     fn width_table(&self, graph: &Graph, sel: NodeId) -> Option<Vec<Option<Atom>>> {
         let NodeKind::Select { keys, queries, cmp } = &graph.node(sel).kind else { return None };
         let (kt, qt) = (self.values.get(keys)?, self.values.get(queries)?);
+        // Numbers (as `indices` and its arithmetic give) are counted by binary search over the
+        // sorted keys (max-len 256: 8 widths took 22 s compared one by one).
+        let number = |a: &Option<Atom>| match a {
+            Some(Atom::Int(x)) if x.unsigned_abs() < 1 << 53 => Some(*x as f64),
+            Some(Atom::Float(x)) if !x.is_nan() => Some(*x),
+            _ => None,
+        };
         let mut out = Vec::with_capacity(self.pairs.len());
         let mut start = 0;
-        for l in 1..=self.pairs.last().map_or(0, |p| p.1) as usize {
+        // (The pairs of length l are the l after those of the shorter lengths.)
+        while start < self.pairs.len() {
+            let l = self.pairs[start].1 as usize;
             let (ks, qs) = (&kt[start..start + l], &qt[start..start + l]);
-            // Numbers (as `indices` and its arithmetic give): the keys sorted, each query's
-            // count by binary search (max-len 256: 8 widths took 22 s compared one by one).
-            let number = |a: &Option<Atom>| match a {
-                Some(Atom::Int(x)) if x.unsigned_abs() < 1 << 53 => Some(*x as f64),
-                Some(Atom::Float(x)) if !x.is_nan() => Some(*x),
-                _ => None,
-            };
-            if let (Some(mut sorted), Some(qn)) = (ks.iter().map(number).collect::<Option<Vec<f64>>>(), qs.iter().map(number).collect::<Option<Vec<f64>>>()) {
-                sorted.sort_by(f64::total_cmp);
-                let n = sorted.len();
-                for q in qn {
-                    let below = sorted.partition_point(|&k| k < q);
-                    let up_to = sorted.partition_point(|&k| k <= q);
-                    let c = match cmp {
-                        Cmp::Lt => below,
-                        Cmp::Le => up_to,
-                        Cmp::Gt => n - up_to,
-                        Cmp::Ge => n - below,
-                        Cmp::Eq => up_to - below,
-                        Cmp::Ne => n - (up_to - below),
-                    };
-                    out.push(Some(Atom::Int(c as i64)));
+            match (ks.iter().map(number).collect::<Option<Vec<f64>>>(), qs.iter().map(number).collect::<Option<Vec<f64>>>()) {
+                (Some(mut sorted), Some(qn)) => {
+                    sorted.sort_by(f64::total_cmp);
+                    let n = sorted.len();
+                    out.extend(qn.into_iter().map(|q| {
+                        let below = sorted.partition_point(|&k| k < q);
+                        let up_to = sorted.partition_point(|&k| k <= q);
+                        match cmp {
+                            Cmp::Lt => below,
+                            Cmp::Le => up_to,
+                            Cmp::Gt => n - up_to,
+                            Cmp::Ge => n - below,
+                            Cmp::Eq => up_to - below,
+                            Cmp::Ne => n - (up_to - below),
+                        }
+                    }));
                 }
-                start += l;
-                continue;
-            }
-            for q in qs {
-                let c = match q {
-                    Some(q) => ks.iter().filter(|k| k.as_ref().is_some_and(|k| Atom::compare(k, *cmp, q).unwrap_or(false))).count(),
-                    None => 0,
-                };
-                out.push(Some(Atom::Int(c as i64)));
+                _ => out.extend(qs.iter().map(|q| q.as_ref().map_or(0, |q| ks.iter().filter(|k| k.as_ref().is_some_and(|k| Atom::compare(k, *cmp, q).unwrap_or(false))).count()))),
             }
             start += l;
         }
-        Some(out)
+        Some(out.into_iter().map(|c| Some(Atom::Int(c as i64))).collect())
     }
 
     /// True when `id` is a map of `indices` and `length` that depends on both (or on `length`
