@@ -298,43 +298,55 @@ impl Candidate {
     }
 }
 
-/// Is `b` no deeper, no wider and no larger (estimated parameters) than `a`? A sound plan
-/// ([`Candidate::sound`]) is always kept over one that is not.
-fn no_larger(a: &Candidate, b: &Candidate, opts: &Options) -> bool {
-    if a.sound() != b.sound() {
-        return b.sound();
+/// The candidate to compile among plans of one program: a sound plan ([`Candidate::sound`])
+/// over any that is not, then the least `parameters · 4^layers` (estimated; a layer more is
+/// worth it for a quarter of the parameters: a lookup over four widths saves a layer with 826 k
+/// parameters where adding them first takes 54 k), then the fewest layers, the narrowest, and
+/// the earliest. One rule over all candidates at once, so the choice does not depend on the
+/// order they are compared in (review rv29a: pairwise choices kept 3 layers, d_model 193 and
+/// 173,866 parameters over 2 layers, 40 and 150,397).
+fn best<T>(cands: Vec<(Candidate, T)>, opts: &Options) -> Option<(Candidate, T)> {
+    let any_sound = cands.iter().any(|(c, _)| c.sound());
+    let cost = |c: &Candidate| {
+        let (l, d, p) = c.size(opts);
+        ((p as u128).saturating_mul(4u128.saturating_pow(l.min(60) as u32)), l, d, p)
+    };
+    let mut best: Option<(Candidate, T)> = None;
+    for (c, t) in cands {
+        if c.sound() != any_sound {
+            continue;
+        }
+        if best.as_ref().is_none_or(|(b, _)| cost(&c) < cost(b)) {
+            best = Some((c, t));
+        }
     }
-    let ((la, da, pa), (lb, db, pb)) = (a.size(opts), b.size(opts));
-    lb <= la && db <= da && pb <= pa
-}
-
-/// Keeps `b` over `a` when it is [`no_larger`].
-fn smaller_of(a: Candidate, b: Candidate, opts: &Options) -> Candidate {
-    if no_larger(&a, &b, opts) {
-        b
-    } else {
-        a
-    }
+    best
 }
 
 /// The plan of a token program, and the simplified graph it was lowered from. Comparisons with
 /// means of integers are rewritten onto the integer grid when enumerating them would take more
-/// than 8,192 combinations; below that, a second plan with every such comparison rewritten is
-/// kept when it is [`no_larger`] (Dyck-2 at max-len 64: 31.5 M parameters and 9 layers
-/// enumerating, 6.8 M and 8 with the grid; Dyck-1 is a little smaller enumerating).
+/// than 8,192 combinations; below that, the plans with every such comparison rewritten are
+/// candidates too ([`best`]; Dyck-2 at max-len 64: 31.5 M parameters and 9 layers enumerating,
+/// 6.8 M and 8 with the grid; Dyck-1 is a little smaller enumerating).
 fn choose_plan(graph: &Graph, root: NodeId, opts: &Options) -> Result<(plan::Plan, Graph, NodeId), Vec<Diagnostic>> {
     let pinned: Vec<String> = opts.numerical.iter().chain(&opts.categorical).cloned().collect();
     let (simple, simple_root, inexact, grid_skipped) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, false, &pinned);
     let first = plan_of(graph, root, &simple, simple_root, &inexact, opts);
-    if !grid_skipped {
-        return first.map(|c| (c.plan, simple, simple_root));
-    }
-    let (grid, grid_root, grid_inexact, _) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, true, &pinned);
-    match (first, plan_of(graph, root, &grid, grid_root, &grid_inexact, opts)) {
-        (Ok(a), Ok(b)) if no_larger(&a, &b, opts) => Ok((b.plan, grid, grid_root)),
-        (Ok(a), _) => Ok((a.plan, simple, simple_root)),
-        (Err(_), Ok(b)) => Ok((b.plan, grid, grid_root)),
-        (Err(e), Err(_)) => Err(e),
+    let (second, grid) = if grid_skipped {
+        let (grid, grid_root, grid_inexact, _) = simplify::simplify_choosing(graph, root, &opts.vocab, opts.max_len, true, &pinned);
+        (plan_of(graph, root, &grid, grid_root, &grid_inexact, opts).unwrap_or_default(), Some((grid, grid_root)))
+    } else {
+        (vec![], None)
+    };
+    let (mut cands, err): (Vec<(Candidate, bool)>, _) = match first {
+        Ok(c) => (c.into_iter().map(|c| (c, false)).collect(), vec![]),
+        Err(e) => (vec![], e),
+    };
+    cands.extend(second.into_iter().map(|c| (c, true)));
+    match (best(cands, opts), grid) {
+        (Some((c, true)), Some((grid, grid_root))) => Ok((c.plan, grid, grid_root)),
+        (Some((c, _)), _) => Ok((c.plan, simple, simple_root)),
+        (None, _) => Err(err),
     }
 }
 
@@ -350,9 +362,10 @@ pub fn simplified(graph: &Graph, root: NodeId, opts: &Options) -> (Graph, NodeId
     }
 }
 
-/// The plan of a simplified graph (`simple`, from `graph`'s `root`): lowered as is, and, when
-/// that enumerated a sum it could add in a sum slot, lowered with eager sums too, keeping the
-/// smaller ([`smaller_of`]).
+/// The plans of a simplified graph (`simple`, from `graph`'s `root`) that [`best`] chooses
+/// among: lowered as is, and, when that enumerated a sum it could add in a sum slot, lowered
+/// with eager sums and lookup sums too ([`lower::Choices`]); each again with the entry's map
+/// stored as one number. At least one candidate, or the plain lowering's errors.
 fn plan_of(
     graph: &Graph,
     root: NodeId,
@@ -360,7 +373,7 @@ fn plan_of(
     simple_root: NodeId,
     inexact: &std::collections::HashMap<NodeId, Vec<Atom>>,
     opts: &Options,
-) -> Result<Candidate, Vec<Diagnostic>> {
+) -> Result<Vec<Candidate>, Vec<Diagnostic>> {
     // An --encoding override may name an s-op that simplification rewrote away (a mean
     // that became a sum of widths, say): it has no slot of its own to encode any more,
     // so the override has nothing to act on; names the program never had stay errors.
@@ -370,30 +383,40 @@ fn plan_of(
     let mut o = opts.clone();
     o.numerical.retain(|n| !gone(n));
     o.categorical.retain(|n| !gone(n));
-    // Sums of two s-ops enumerated up to 8,192 value combinations, or added in a sum
-    // slot from 1,024 on: the second plan is kept when it is no deeper, no wider and no
-    // larger (Tracr's sort at max-len 64: 3.2 M parameters enumerating a 65 x 65 sum,
-    // 0.19 M adding it); neither is better everywhere (a sum read one-hot can need a
-    // layer more).
-    // The second lowering only when the first enumerated a sum it would add (or failed).
-    let lowered = |o: &Options| {
-        let plain = lower::lower_noting_choices(simple, simple_root, o, inexact);
-        let eager = match &plain {
-            Ok((_, false)) => None,
-            _ => Some(lower::lower_noting(simple, simple_root, &lower::Options { eager_sums: true, ..o.clone() }, inexact)),
-        };
-        let r = match (plain.map(|(p, _)| Candidate::new(p)), eager) {
-            (Ok(a), None) | (Ok(a), Some(Err(_))) => Ok(a),
-            (Ok(a), Some(Ok(b))) => Ok(smaller_of(a, Candidate::new(b), o)),
-            (Err(_), Some(Ok(b))) => Ok(Candidate::new(b)),
-            (Err(e), _) => Err(e),
-        };
-        // Refused with the product of a mean and `length`: the lookup over both instead.
-        match r {
-            Err(e) if !o.no_length_product => {
-                lower::lower_noting(simple, simple_root, &lower::Options { no_length_product: true, ..o.clone() }, inexact).map(Candidate::new).map_err(|_| e)
+    // Sums of two s-ops enumerated up to 8,192 value combinations, or added in a sum slot from
+    // 1,024 on (eager sums; Tracr's sort at max-len 64: 3.2 M parameters enumerating a 65 x 65
+    // sum, 0.19 M adding it), and sums read by a large lookup added first (lookup sums, a
+    // layer deeper): neither is better everywhere (a sum read one-hot can need a layer more).
+    // The further lowerings only when an earlier one would lower something differently (or
+    // the plain one failed).
+    let lowered = |o: &Options| -> Result<Vec<Candidate>, Vec<Diagnostic>> {
+        let lower = |o: &lower::Options| lower::lower_noting_choices(simple, simple_root, o, inexact);
+        let mut cands = vec![];
+        let (err, mut choices) = match lower(o) {
+            Ok((p, c)) => {
+                cands.push(Candidate::new(p));
+                (None, c)
             }
-            r => r,
+            Err(e) => (Some(e), lower::Choices { eager_sums: true, lookup_sums: false }),
+        };
+        if choices.eager_sums
+            && let Ok((p, c)) = lower(&lower::Options { eager_sums: true, ..o.clone() })
+        {
+            cands.push(Candidate::new(p));
+            choices.lookup_sums |= c.lookup_sums;
+        }
+        if choices.lookup_sums
+            && let Ok((p, _)) = lower(&lower::Options { eager_sums: true, lookup_sums: true, ..o.clone() })
+        {
+            cands.push(Candidate::new(p));
+        }
+        match err {
+            // Refused with the product of a mean and `length`: the lookup over both instead.
+            Some(e) if cands.is_empty() && !o.no_length_product => {
+                lower::lower_noting(simple, simple_root, &lower::Options { no_length_product: true, ..o.clone() }, inexact).map(|p| vec![Candidate::new(p)]).map_err(|_| e)
+            }
+            Some(e) if cands.is_empty() => Err(e),
+            _ => Ok(cands),
         }
     };
     let first = lowered(&o);
@@ -403,11 +426,14 @@ fn plan_of(
     // 2.7 M as a number), and at 64 the floats of `x * (indices + 1) / length` that differ only
     // by rounding are one value as a number but two dims one-hot (refused; 1.9 M now).
     let Some(numerical) = numerical_output(simple, simple_root, &o, inexact) else { return first };
-    let second = lowered(&numerical).ok().filter(|c| emit::precision_problem(&c.plan, c.schedule()).is_none() && c.sound());
-    match (first, second) {
-        (Ok(a), Some(b)) => Ok(smaller_of(a, b, &o)),
-        (Err(_), Some(b)) => Ok(b),
-        (first, None) => first,
+    let second: Vec<Candidate> = lowered(&numerical).unwrap_or_default().into_iter().filter(|c| emit::precision_problem(&c.plan, c.schedule()).is_none() && c.sound()).collect();
+    match first {
+        Ok(mut a) => {
+            a.extend(second);
+            Ok(a)
+        }
+        Err(_) if !second.is_empty() => Ok(second),
+        Err(e) => Err(e),
     }
 }
 
@@ -443,6 +469,22 @@ fn numerical_output(g: &Graph, root: NodeId, opts: &Options, inexact: &std::coll
 /// Compiles the s-op `root` of `graph`. `program_hash` identifies the source (recorded in the
 /// checkpoint). Every problem found is returned at once.
 pub fn compile(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
+    compile_reporting(graph, root, opts, program_hash).map_err(|mut ds| {
+        // One problem met through several paths (a host loop builds the same refused s-op once
+        // per iteration: helper w29 got 15 identical `compile::causal` errors) is said once.
+        let mut seen: Vec<Diagnostic> = vec![];
+        ds.retain(|d| {
+            let new = !seen.contains(d);
+            if new {
+                seen.push(d.clone());
+            }
+            new
+        });
+        ds
+    })
+}
+
+fn compile_reporting(graph: &Graph, root: NodeId, opts: &Options, program_hash: &str) -> Result<Compiled, Vec<Diagnostic>> {
     let mut simplified: Option<(Graph, NodeId)> = None;
     let (plan, report) = match &opts.real {
         Some(_) if opts.causal => {

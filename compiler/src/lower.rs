@@ -59,8 +59,13 @@ pub struct Options {
     pub real: Option<crate::real::RealOptions>,
     /// Lower `a + b` of two s-ops as a sum slot from [`EAGER_SUM_COMBINATIONS`] value
     /// combinations on, instead of enumerating them up to [`MAX_COMBINATIONS`]. `compile` tries
-    /// both and keeps this plan when it is no deeper, no wider and no larger.
+    /// both and keeps the better (`best` in lib.rs).
     pub eager_sums: bool,
+    /// Add a sum of several s-ops read by a lookup over more than [`EAGER_SUM_COMBINATIONS`]
+    /// value combinations in a sum slot first (read through its own one-hot, a layer deeper):
+    /// `(w0 + w1 + w2) / length` at max-len 10 enumerates 7,260 combinations, 826 k parameters
+    /// in 2 layers, 54 k in 3 so. `compile` tries both.
+    pub lookup_sums: bool,
     /// Never lower a whole-input mean times `length` as a product with the length's one-hot
     /// (`compile` retries so when the plan with it is refused: its readers may need the
     /// interpreter's exact floats, which the lookup over (mean, length) keeps; review rv25b).
@@ -139,6 +144,8 @@ struct Lowerer<'a> {
     read_as_number: HashMap<NodeId, bool>,
     /// Some sum was enumerated that [`Options::eager_sums`] would add in a sum slot.
     eager_sums_differ: bool,
+    /// Some lookup read a sum that [`Options::lookup_sums`] would add in a sum slot first.
+    lookup_sums_differ: bool,
     /// Extra token-embedding and position-embedding entries (sum slots).
     token_values: Vec<EmbedRow>,
     positional: Vec<EmbedRow>,
@@ -158,9 +165,16 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
     lower_noting_choices(g, root, opts, inexact).map(|(plan, _)| plan)
 }
 
-/// [`lower_noting`], and whether [`Options::eager_sums`] would lower some sum differently (when
-/// not, a second lowering with it gives the same plan).
-pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<NodeId, Vec<Atom>>) -> Result<(Plan, bool), Vec<Diagnostic>> {
+/// Whether a lowering with [`Options::eager_sums`] or [`Options::lookup_sums`] set would lower
+/// some sum differently (when not, a second lowering with it gives the same plan).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Choices {
+    pub eager_sums: bool,
+    pub lookup_sums: bool,
+}
+
+/// [`lower_noting`], and which [`Choices`] would change the plan.
+pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<NodeId, Vec<Atom>>) -> Result<(Plan, Choices), Vec<Diagnostic>> {
     let node = g.node(root);
     if node.kind.is_selector() {
         return Err(vec![Diagnostic::error("compile::entry", format!("`{}` is a selector; only s-ops can be compiled", node.label), node.span)
@@ -192,6 +206,7 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         users: HashMap::new(),
         read_as_number: HashMap::new(),
         eager_sums_differ: false,
+        lookup_sums_differ: false,
         token_values: vec![],
         positional: vec![],
         grid_reads: Default::default(),
@@ -252,7 +267,7 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         }
     }
     let output = output.ok_or_else(|| vec![lw.internal(root, "the output was not lowered")])?;
-    let differ = lw.eager_sums_differ;
+    let differ = Choices { eager_sums: lw.eager_sums_differ, lookup_sums: lw.lookup_sums_differ };
     let plan = Plan {
         slots: lw.slots,
         blocks: lw.blocks,
@@ -572,7 +587,7 @@ impl Lowerer<'_> {
                             NodeKind::Length => d.with_secondary(crate::names::place(self.g, reader), "reads `length`, the whole input's length, which a prefix does not know"),
                             k if k.is_selector() => d
                                 .with_secondary(at, format!("{name} can select keys after the query: the look-ahead comes from here"))
-                                .with_note("a selector `and`-ed with `select(indices, indices, <=)` selects only keys up to the query"),
+                                .with_note("a selector `and`-ed with `select(indices, indices, <=)` (or `<`, for keys before the query) selects only keys up to the query"),
                             _ => d.with_secondary(at, "depends on later positions from here"),
                         };
                     }
@@ -589,10 +604,22 @@ impl Lowerer<'_> {
     /// reads it).
     fn unstable_source(&self, r: NodeId, stable: &HashMap<NodeId, bool>) -> (NodeId, NodeId) {
         let (mut reader, mut cur) = (r, r);
-        while let Some(next) = self.g.node(cur).kind.operands().into_iter().find(|o| !stable.get(o).copied().unwrap_or(true)) {
-            (reader, cur) = (cur, next);
+        let unstable = |o: &NodeId| !stable.get(o).copied().unwrap_or(true);
+        loop {
+            let kind = &self.g.node(cur).kind;
+            let next = match kind {
+                // A combination of selects over prefix-stable s-ops looks ahead as a whole: it
+                // is the source, not whichever conjunct comes first (helper w29: the refusal
+                // blamed `select(tokens, tokens, !=)` where it was `and`-ed with a look-ahead).
+                NodeKind::SelectAnd(..) | NodeKind::SelectOr(..) | NodeKind::SelectNot(_) if self.operands_stable(cur, stable) => None,
+                k if k.is_selector() => k.operands().into_iter().find(|o| unstable(o) && (!self.g.node(*o).kind.is_selector() || !self.operands_stable(*o, stable))),
+                k => k.operands().into_iter().find(unstable),
+            };
+            match next {
+                Some(n) => (reader, cur) = (cur, n),
+                None => return (reader, cur),
+            }
         }
-        (reader, cur)
     }
 
     fn operands_stable(&self, sel: NodeId, stable: &HashMap<NodeId, bool>) -> bool {
@@ -828,6 +855,30 @@ impl Lowerer<'_> {
             rest.fold(reachable.unwrap_or(1), |p, l| p.saturating_mul(lw.domain_size(*l).max(1)))
         };
         let mut leaves = gather(self);
+        // A lookup over more than [`EAGER_SUM_COMBINATIONS`] combinations through an operand that
+        // sums several s-ops (`(w0 + w1 + w2) / length`, 7,260 combinations at max-len 10: 826 k
+        // parameters) is the plain plan; with [`Options::lookup_sums`] that operand is a sum slot
+        // (the MLPs writing its terms add it) read through its own one-hot, a layer deeper
+        // (54 k), and `compile` keeps the better of the two.
+        if product(self, &leaves) > EAGER_SUM_COMBINATIONS {
+            let sum_like = |lw: &Self, o: &NodeId| {
+                matches!(lw.rep[o], Rep::Inline)
+                    && lw.leaf_list(*o).len() > 1
+                    && matches!(&lw.g.node(*o).kind, NodeKind::Map { op: raspc_lang::graph::MapOp::Binary(raspc_lang::ast::BinOp::Add | raspc_lang::ast::BinOp::Sub), .. })
+            };
+            for o in &ops {
+                if !sum_like(self, o) {
+                    continue;
+                }
+                if !self.opts.lookup_sums {
+                    self.lookup_sums_differ = true;
+                } else if let Some(lin) = self.lin_of_sum(*o)? {
+                    let s = self.sum_slot(*o, lin);
+                    self.set_rep(*o, Rep::Slot(s));
+                }
+            }
+            leaves = gather(self);
+        }
         let is_num = |lw: &Self, l: &NodeId| matches!(&lw.rep[l], Rep::Slot(s) if matches!(lw.slots[*s].enc, SlotEnc::Num { .. }));
         if leaves.len() >= 2 && leaves.iter().any(|l| is_num(self, l)) {
             // A number combined with other s-ops would need a one-hot over all its values.

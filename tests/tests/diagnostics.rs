@@ -46,6 +46,7 @@ fn compile_errors_render_with_carets() {
     for (name, extra) in [
         ("causal", vec!["--causal"]),
         ("causal_lookahead", vec!["--causal"]),
+        ("causal_combined", vec!["--causal"]),
         ("refusal_in_function", vec![]),
         ("selector_entry", vec![]),
         ("string_mean", vec![]),
@@ -90,7 +91,7 @@ fn refusals_inside_the_library_point_at_the_call() {
     assert!(!out.exists());
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("compile::too_many_combinations") && err.contains("`m`") && err.contains("`before`") && err.contains("`after`"), "{err}");
-    assert!(err.contains("library_call.rasp:5:5"), "the call `max(before, after)` is the place: {err}");
+    assert!(err.contains("library_call.rasp:6:5"), "the call `max(before, after)` is the place: {err}");
     assert!(err.contains("library function `max`"), "{err}");
     assert!(!err.contains("<prelude>") && !err.contains("sequencemap_"), "{err}");
 

@@ -835,3 +835,27 @@ fn a_sum_of_exclusive_widths_is_at_most_the_length() {
     assert!(b.compiled.summary.params < 60_000, "{}", b.compiled.summary);
     check(&b, 16, 1000);
 }
+
+/// A lookup over a sum of several s-ops and another s-op (`(w0 + w1 + w2) / length`, 7,260
+/// combinations at max-len 10) saves a layer at 826,056 parameters; the sum added in a sum slot
+/// (the widths' MLPs write it) and read through its own one-hot takes a layer more and 53,783.
+/// `compile` keeps the deeper plan when it is at most one layer deeper, at most a quarter wider
+/// and at most a quarter of the parameters (review rv28c: 66,820 before value inference
+/// narrowed `w2` below the enumeration threshold).
+#[test]
+fn a_lookup_over_a_sum_of_widths_adds_the_sum_first_when_that_is_much_smaller() {
+    let abc: Vec<Atom> = "abc".chars().map(|c| Atom::Str(c.to_string())).collect();
+    let src = "odd = indices % 2;\n\
+        mine = select(indices, indices, !=);\n\
+        w0 = selector_width(select(odd, odd, >=) and mine);\n\
+        w1 = selector_width(select(odd, odd, ==) and mine);\n\
+        w2 = selector_width(select(odd, odd, !=));\n\
+        place = (w1 + w0) + w2;\n\
+        prog = place / length;";
+    let b = build(src, "prog", abc.clone(), 10);
+    let s = &b.compiled.summary;
+    assert!(s.params * 4 <= 826_056 && s.layers <= 3, "{s}");
+    check(&b, 10, 1000);
+    let b = build(src, "prog", abc, 6);
+    exhaustive(&b, 6, src);
+}

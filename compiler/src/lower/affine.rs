@@ -54,7 +54,7 @@ fn number(a: &Atom) -> Option<f64> {
 impl Lowerer<'_> {
     /// The linear form of a sum, difference, negation or integer multiple of s-ops that have
     /// one (None otherwise).
-    fn lin_of_sum(&mut self, x: NodeId) -> Result<Option<Lin>, Diagnostic> {
+    pub(super) fn lin_of_sum(&mut self, x: NodeId) -> Result<Option<Lin>, Diagnostic> {
         let NodeKind::Map { op, args } = self.g.node(x).kind.clone() else { return Ok(None) };
         // A part left inline as a sum of its own is linear the same way (helper w23: a digit sum
         // of 9 weighted widths at max-len 8, `((w1 + 2*w2) + 3*w3) + 4*w4`, enumerated its four
@@ -235,8 +235,8 @@ impl Lowerer<'_> {
                     }
                 }
                 let worth = any_num && (combos > MAX_COMBINATIONS || self.read_as_number(id, 0));
-                // With eager sums (the second plan `compile` tries, kept when no deeper, wider or
-                // larger), also a map of one numerical s-op, `floor(mean) - length`: its values
+                // With eager sums (a second plan `compile` tries, kept when better by its `best`),
+                // also a map of one numerical s-op, `floor(mean) - length`: its values
                 // cannot be enumerated with the other side's, and one-hot it costs a unit per
                 // value pair (idioms/bar_sum.rasp at max-len 64: 15.9 M parameters, 0.7 M so).
                 let numeric_map = |lw: &Self, op: &Operand| matches!(op, Operand::Sop(s) if worth && matches!(lw.rep.get(s), Some(Rep::Inline)) && { let ls = lw.leaf_list(*s); ls.len() == 1 && lw.is_num_slot(ls[0]) });

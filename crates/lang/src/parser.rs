@@ -112,6 +112,17 @@ impl<'a> Parser<'a> {
         None
     }
 
+    /// `select(a, b)`, `aggregate(s, v, 0, 1)`: the built-in form `name`, opened at `open`, given
+    /// `given` arguments where it takes `takes` (helper w29: these read as an unclosed bracket).
+    fn arity(&mut self, open: Span, name: &str, takes: &str, given: &str) -> Fail {
+        let at = self.span();
+        let d = Diagnostic::error("parse::arity", format!("`{name}` takes {takes}; this call has {given}"), open.to(at))
+            .with_label(format!("{given} argument{}", if given == "1" { "" } else { "s" }));
+        let d = if name == "select" && given == "2" { d.with_note("the third argument compares each key with the query: `select(keys, queries, ==)`".to_string()) } else { d };
+        self.errs.push(d);
+        Fail
+    }
+
     fn error_expected(&mut self, what: &str) -> Fail {
         let found = self.peek().clone();
         let mut span = self.span();
@@ -836,10 +847,17 @@ impl<'a> Parser<'a> {
                 done(self, ExprKind::Dict(items))
             }
             Tok::SelectParen => {
+                let open = self.span();
                 self.bump();
                 let keys = self.expr(PREC_IN)?;
+                if self.peek() == &Tok::RParen {
+                    return Err(self.arity(open, "select", "3 arguments (keys, queries, comparison)", "1"));
+                }
                 self.expect_tok(Tok::Comma, "`,`")?;
                 let queries = self.expr(PREC_IN)?;
+                if self.peek() == &Tok::RParen {
+                    return Err(self.arity(open, "select", "3 arguments (keys, queries, comparison)", "2"));
+                }
                 self.expect_tok(Tok::Comma, "`,`")?;
                 let cmp = match self.peek() {
                     Tok::EqEq => Cmp::Eq,
@@ -851,15 +869,26 @@ impl<'a> Parser<'a> {
                     _ => return Err(self.error_expected("a comparison (`==`, `!=`, `<`, `<=`, `>` or `>=`)")),
                 };
                 self.bump();
+                if self.peek() == &Tok::Comma {
+                    return Err(self.arity(open, "select", "3 arguments (keys, queries, comparison)", "more than 3"));
+                }
                 self.expect_tok(Tok::RParen, "`)`")?;
                 done(self, ExprKind::Select { keys: Box::new(keys), queries: Box::new(queries), cmp })
             }
             Tok::AggregateParen => {
+                let open = self.span();
+                let what = "2 or 3 arguments (selector, values, and optionally a default)";
                 self.bump();
                 let sel = self.expr(PREC_IN)?;
+                if self.peek() == &Tok::RParen {
+                    return Err(self.arity(open, "aggregate", what, "1"));
+                }
                 self.expect_tok(Tok::Comma, "`,`")?;
                 let values = self.expr(PREC_IN)?;
                 let default = if self.eat(&Tok::Comma) { Some(Box::new(self.expr(PREC_IN)?)) } else { None };
+                if default.is_some() && self.peek() == &Tok::Comma {
+                    return Err(self.arity(open, "aggregate", what, "more than 3"));
+                }
                 self.expect_tok(Tok::RParen, "`)`")?;
                 done(self, ExprKind::Aggregate { sel: Box::new(sel), values: Box::new(values), default })
             }
