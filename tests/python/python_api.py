@@ -321,6 +321,12 @@ def interpreter_and_notes(job):
     if raspc.eval("s = select(tokens, tokens, <);", "bca") != [[0, 0, 1], [1, 0, 1], [0, 0, 0]] or raspc.eval("y = tokens_int + 1;", np.array([3, 1])) != [4, 2]:
         failures.append("raspc.eval of a selector or a numpy input")
     expect_error("eval: a runtime error names the input", lambda: raspc.eval("y = tokens + 1;", "ab"), "input: ['a', 'b']")
+    # causal=True: position i's value on the prefix ending at i (a global count differs).
+    checks += 1
+    src = 'd = selector_width(select(tokens, "a", ==)) - selector_width(select(tokens, "b", ==));'
+    per_prefix = [raspc.eval(src, "aabbb"[: i + 1])[i] for i in range(5)]
+    if raspc.eval(src, "aabbb", causal=True) != per_prefix or per_prefix == raspc.eval(src, "aabbb"):
+        failures.append(f"raspc.eval(causal=True): {raspc.eval(src, 'aabbb', causal=True)} against {per_prefix}")
     expect_error("eval: an unknown entry", lambda: raspc.eval("y = tokens;", "ab", entry="nope"), "nope")
     # Errors end without blank lines (a traceback shows them as they are).
     checks += 1

@@ -117,6 +117,24 @@ fn compile_then_run_agrees_with_eval() {
     assert_eq!(text, "['c', 'b', 'a']\n");
 }
 
+/// `eval --causal` gives what a model compiled with `--causal` outputs: the histogram on each
+/// prefix, which differs from the histogram of the whole input.
+#[test]
+fn causal_eval_agrees_with_a_causal_model() {
+    let out_path = temp("hist_causal.safetensors");
+    let o = out_path.to_str().unwrap();
+    assert_eq!(cli(&["compile", "corpus/histogram.rasp", "--vocab", "ab", "--max-len", "6", "--causal", "-o", o]).0, 0);
+    for input in ["abab", "bba", "aaaaab"] {
+        let (code, want, err) = cli(&["eval", "corpus/histogram.rasp", "--input", input, "--json", "--causal"]);
+        assert_eq!(code, 0, "{err}");
+        let (_, whole, _) = cli(&["eval", "corpus/histogram.rasp", "--input", input, "--json"]);
+        assert_ne!(want, whole, "{input}: a prefix's histogram differs from the whole input's");
+        let (code, got, err) = cli(&["run", o, "--input", input, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(got, want, "{input}");
+    }
+}
+
 #[test]
 fn run_rejects_bad_inputs_clearly() {
     let out_path = temp("hist.safetensors");

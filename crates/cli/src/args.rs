@@ -27,6 +27,10 @@ pub enum Command {
         /// when it fails.
         #[arg(long)]
         json: bool,
+        /// What a model compiled with `--causal` outputs: at each position i, the program's value
+        /// at i on the prefix ending at i.
+        #[arg(long)]
+        causal: bool,
     },
     /// Compile a program to a transformer checkpoint (.safetensors).
     Compile {

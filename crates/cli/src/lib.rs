@@ -293,7 +293,7 @@ fn run_command(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, colo
         return usage("inspect", "--layer needs --head H (an attention head) or --mlp", err);
     }
     let r = match cli.command {
-        Command::Eval { program, entry, input, json } => cmd::eval::eval(&program, entry.as_deref(), &input, json, out, err, color),
+        Command::Eval { program, entry, input, json, causal } => cmd::eval::eval(&program, entry.as_deref(), &input, json, causal, out, err, color),
         Command::Dump { program, entry, stage, vocab, input_grid, input_bounds, mlp, max_len, causal } => {
             let target = cmd::dump::CompileFlags { vocab, input_grid, input_bounds, mlp, max_len, causal };
             cmd::dump::dump(&program, entry.as_deref(), stage, &target, out, err, color)

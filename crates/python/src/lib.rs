@@ -473,8 +473,8 @@ fn atom_json(a: &Atom) -> serde_json::Value {
 /// runs it; the output as JSON (a selector as rows of 0/1). Errors are the rendered diagnostics,
 /// with the input; the program's notes come back as warnings.
 #[pyfunction]
-#[pyo3(signature = (source, input_json, entry=None, path=None))]
-fn eval(py: Python<'_>, source: String, input_json: String, entry: Option<String>, path: Option<String>) -> PyResult<(String, Vec<String>)> {
+#[pyo3(signature = (source, input_json, entry=None, path=None, causal=false))]
+fn eval(py: Python<'_>, source: String, input_json: String, entry: Option<String>, path: Option<String>, causal: bool) -> PyResult<(String, Vec<String>)> {
     let tokens = raspc::parse_tokens("input", &input_json).map_err(err)?;
     let budget = raspc::limits().map_err(err)?.max_input_tokens;
     if tokens.len() > budget {
@@ -487,7 +487,10 @@ fn eval(py: Python<'_>, source: String, input_json: String, entry: Option<String
         let notes: Vec<String> = raspc::note_lines(&sources, &session, &name).into_iter().map(|n| pythonic(&n)).collect();
         let (_, node) = session.entry(entry.as_deref()).map_err(|msg| raspc::entry_error_text(&session, entry.as_deref(), msg))?;
         let shown = || tokens.iter().map(Atom::repr).collect::<Vec<_>>().join(", ");
-        match raspc_lang::evaluate(&session.graph, node, &tokens) {
+        // Under `causal`, the program on each prefix (what a causal model outputs).
+        let value =
+            if causal { raspc::verify::expected_or_error(&session.graph, node, &tokens, true).map(raspc_lang::Value::Seq) } else { raspc_lang::evaluate(&session.graph, node, &tokens) };
+        match value {
             Ok(raspc_lang::Value::Seq(v)) => Ok((serde_json::Value::Array(v.iter().map(atom_json).collect()).to_string(), notes)),
             Ok(sel) => Ok((sel.to_json().to_string(), notes)),
             Err(e) => Err(raspc::eval_failure_text(&session, &e, &format!("[{}]", shown()), None, false)),

@@ -7,7 +7,8 @@ use crate::Failure;
 use raspc_lang::Diagnostic;
 use std::io::Write;
 
-pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, json: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, json: bool, causal: bool, out: &mut dyn Write, err: &mut dyn Write, color: bool) -> Result<(), Failure> {
     let session = load(path, err, color)?;
     let (_, node) = entry_of(&session, entry, err, color)?;
     let tokens = parse_tokens("--input", input)?;
@@ -24,7 +25,13 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
             tokens.len()
         )
     });
-    match raspc_lang::evaluate(&session.graph, node, &tokens) {
+    // Under --causal, the program on each prefix (what `verify` compares a causal model with).
+    let value = if causal {
+        crate::verify::expected_or_error(&session.graph, node, &tokens, true).map(raspc_lang::interp::Value::Seq)
+    } else {
+        raspc_lang::evaluate(&session.graph, node, &tokens)
+    };
+    match value {
         Ok(v) => {
             if json {
                 let line = serde_json::json!({ "output": v.to_json() });

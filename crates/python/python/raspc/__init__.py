@@ -687,12 +687,14 @@ def _restore_floats(v):
     return v
 
 
-def eval(source, input, entry=None, *, path=None):
+def eval(source, input, entry=None, *, path=None, causal=False):
     """The program's own output on one input, from raspc's reference interpreter (what
     ``raspc eval`` prints): a list of values, or for a selector a list of 0/1 rows (one per
     query). ``input``: a string (one token per character) or a sequence of tokens (strings,
     numbers, booleans; a numpy array too). ``entry``: the s-op or selector to evaluate (default
     ``prog``, else the last name assigned); ``path``: where ``load`` statements are relative to.
+    ``causal=True``: what a model compiled with ``causal=True`` outputs, the program's value at
+    each position i on the prefix ending at i (``raspc eval --causal``).
     The program's notes come as ``RuntimeWarning``; a failure raises ``RaspcError`` with the
     diagnostic and the input."""
     if not isinstance(source, str):
@@ -706,7 +708,7 @@ def eval(source, input, entry=None, *, path=None):
     if not seq:
         raise RaspcError("eval: the input is empty (RASP programs need at least one token)")
     # (`_json_batch` checks the tokens as `run` does; its one input is the array inside.)
-    out, said = _raspc.eval(source, _json_batch([seq])[1:-1], entry, None if path is None else str(path))
+    out, said = _raspc.eval(source, _json_batch([seq])[1:-1], entry, None if path is None else str(path), bool(causal))
     import warnings
 
     for w in said:
