@@ -500,9 +500,19 @@ fn counted_widths(
     }
     for (m, f) in [(*a, *b), (*b, *a)] {
         let NodeKind::Aggregate { sel, values, default } = &g.node(m).kind else { continue };
-        if !crate::positional::is_positional(g, f) {
+        // `f` on the grid: a function of `indices` and `length`, or the width of a positional
+        // selector (`aggregate(win, x) * selector_width(win)`, a window's sum: helper w29's
+        // `round` of it was refused from max-len 14 over floats no input reaches).
+        let pairs = crate::positional::grid(max_len);
+        let fvals: Vec<Option<f64>> = if crate::positional::is_positional(g, f) {
+            pairs.iter().map(|&(i, l)| crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64())).collect()
+        } else if let NodeKind::SelectorWidth(s2) = g.node(f).kind
+            && let Some(c2) = crate::positional::grid_counts(g, s2, max_len)
+        {
+            c2.into_iter().map(|c| Some(c as f64)).collect()
+        } else {
             continue;
-        }
+        };
         let Some(ValueSet::Finite(vs)) = sets.get(values) else { continue };
         // Integer values (and λ below): the sum is an integer, which the interpreter's
         // `mean * count` misses by rounding only, so `round` of it agrees exactly.
@@ -515,9 +525,7 @@ fn counted_widths(
         if counts.contains(&0) && !(matches!(default, Atom::Int(_) | Atom::Float(_)) && default.as_f64().is_some_and(f64::is_finite)) {
             continue;
         }
-        let pairs = crate::positional::grid(max_len);
-        let f_at = |i, l| crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64());
-        let lambda = crate::numeric::count_multiple(pairs.iter().zip(&counts).map(|(&(i, l), &c)| (f_at(i, l), c)));
+        let lambda = crate::numeric::count_multiple(fvals.iter().zip(&counts).map(|(&fv, &c)| (fv, c)));
         let Some(lambda) = lambda.filter(|&x| x != 0.0 && x.is_finite() && x.fract() == 0.0) else { continue };
         let mut nonzero: Vec<(f64, Atom)> = vs.iter().filter_map(|a| a.as_f64().filter(|&x| x != 0.0).map(|x| (x, a.clone()))).collect();
         nonzero.sort_by(|x, y| x.0.total_cmp(&y.0));
@@ -568,8 +576,8 @@ fn counted_widths(
         let mut budget: usize = 1 << 22;
         // A merged or scaled mean: what the interpreter computes for each count and sum.
         let table = tables.get(&m).cloned().flatten().map(|t| by_count(&t));
-        for (&(i, l), &c) in pairs.iter().zip(&counts) {
-            let Some(fv) = f_at(i, l).filter(|_| c > 0) else { continue };
+        for (&fv, &c) in fvals.iter().zip(&counts) {
+            let Some(fv) = fv.filter(|_| c > 0) else { continue };
             if let Some(by) = &table {
                 for &(sum, x) in by.get(&(c as u32)).into_iter().flatten() {
                     let float = x * fv;
