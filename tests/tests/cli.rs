@@ -133,6 +133,18 @@ fn causal_eval_agrees_with_a_causal_model() {
         assert_eq!(code, 0, "{err}");
         assert_eq!(got, want, "{input}");
     }
+    // A failure on a shorter prefix names that prefix (the whole input evaluates); an empty
+    // input is the interpreter's error, not an empty output.
+    let p = temp("causal_div.rasp");
+    std::fs::write(&p, "prog = 6 / (length - 2);\n").unwrap();
+    let path = p.to_str().unwrap();
+    assert_eq!(cli(&["eval", path, "--input", "abc"]).0, 0);
+    let (code, _, err) = cli(&["eval", path, "--input", "abc", "--causal"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("failed on the first 2 tokens ('a', 'b')"), "{err}");
+    let (code, out, err) = cli(&["eval", path, "--input", "", "--causal"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains("the input is empty"), "{err}");
 }
 
 #[test]

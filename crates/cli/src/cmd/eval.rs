@@ -26,10 +26,24 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
         )
     });
     // Under --causal, the program on each prefix (what `verify` compares a causal model with).
-    let value = if causal {
-        crate::verify::expected_or_error(&session.graph, node, &tokens, true).map(raspc_lang::interp::Value::Seq)
+    // A failure on a shorter prefix says which one (review rv29b: "failed at position 0" of an
+    // input the plain `eval` computes).
+    let (value, prefix) = if causal {
+        match crate::verify::causal_values(&session.graph, node, &tokens) {
+            Ok(v) => (Ok(raspc_lang::interp::Value::Seq(v)), None),
+            Err((n, e)) => (Err(e), Some(n).filter(|&n| n < tokens.len())),
+        }
     } else {
-        raspc_lang::evaluate(&session.graph, node, &tokens)
+        (raspc_lang::evaluate(&session.graph, node, &tokens), None)
+    };
+    let text_note = match (prefix, text_note) {
+        (Some(n), t) => Some(format!(
+            "with --causal the program runs on each prefix of the input; it failed on the first {n} token{} ({}){}",
+            if n == 1 { "" } else { "s" },
+            tokens[..n].iter().map(raspc_lang::Atom::repr).collect::<Vec<_>>().join(", "),
+            t.map(|t| format!("\n{t}")).unwrap_or_default()
+        )),
+        (None, t) => t,
     };
     match value {
         Ok(v) => {
