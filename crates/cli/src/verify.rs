@@ -88,7 +88,15 @@ pub fn expected(graph: &Graph, root: NodeId, input: &[Atom], causal: bool) -> Op
 
 /// As [`expected`], with the interpreter's error when it rejects the input.
 pub fn expected_or_error(graph: &Graph, root: NodeId, input: &[Atom], causal: bool) -> Result<Vec<Atom>, EvalError> {
-    let seq = |inp: &[Atom]| match raspc_lang::evaluate(graph, root, inp)? {
+    if !causal {
+        return seq_value(graph, root, input);
+    }
+    causal_values(graph, root, input).map_err(|(_, e)| e)
+}
+
+/// The program's s-op on `input` (a selector is an error: a model outputs an s-op).
+fn seq_value(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Vec<Atom>, EvalError> {
+    match raspc_lang::evaluate(graph, root, input)? {
         Value::Seq(s) => Ok(s),
         Value::Sel(_) => Err(EvalError {
             node: root,
@@ -97,31 +105,17 @@ pub fn expected_or_error(graph: &Graph, root: NodeId, input: &[Atom], causal: bo
             position: None,
             message: "a selector is not an s-op: a model outputs an s-op".into(),
         }),
-    };
-    if !causal {
-        return seq(input);
     }
-    causal_values(graph, root, input).map_err(|(_, e)| e)
 }
 
 /// The program's value at each position i on the prefix ending at i (what a causal model
 /// outputs); on a failure, the length of the prefix that failed with its error. An empty input
 /// is evaluated as it is (the interpreter's error for it).
 pub fn causal_values(graph: &Graph, root: NodeId, input: &[Atom]) -> Result<Vec<Atom>, (usize, EvalError)> {
-    let seq = |inp: &[Atom]| match raspc_lang::evaluate(graph, root, inp)? {
-        Value::Seq(s) => Ok(s),
-        Value::Sel(_) => Err(EvalError {
-            node: root,
-            label: graph.node(root).label.clone(),
-            span: graph.node(root).span,
-            position: None,
-            message: "a selector is not an s-op: a model outputs an s-op".into(),
-        }),
-    };
     if input.is_empty() {
-        return seq(input).map_err(|e| (0, e));
+        return seq_value(graph, root, input).map_err(|e| (0, e));
     }
-    (1..=input.len()).map(|n| seq(&input[..n]).map(|s| s[n - 1].clone()).map_err(|e| (n, e))).collect()
+    (1..=input.len()).map(|n| seq_value(graph, root, &input[..n]).map(|s| s[n - 1].clone()).map_err(|e| (n, e))).collect()
 }
 
 /// Inputs the interpreter rejected, grouped by the operation that failed.
