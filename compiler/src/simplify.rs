@@ -503,16 +503,14 @@ fn counted_widths(
         // `f` on the grid: a function of `indices` and `length`, or the width of a positional
         // selector (`aggregate(win, x) * selector_width(win)`, a window's sum: helper w29's
         // `round` of it was refused from max-len 14 over floats no input reaches).
-        let pairs = crate::positional::grid(max_len);
-        let fvals: Vec<Option<f64>> = if crate::positional::is_positional(g, f) {
-            pairs.iter().map(|&(i, l)| crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64())).collect()
-        } else if let NodeKind::SelectorWidth(s2) = g.node(f).kind
-            && let Some(c2) = crate::positional::grid_counts(g, s2, max_len)
-        {
-            c2.into_iter().map(|c| Some(c as f64)).collect()
-        } else {
-            continue;
+        let positional = crate::positional::is_positional(g, f);
+        let width_of = match g.node(f).kind {
+            NodeKind::SelectorWidth(s2) if !positional => Some(s2),
+            _ => None,
         };
+        if !positional && width_of.is_none() {
+            continue;
+        }
         let Some(ValueSet::Finite(vs)) = sets.get(values) else { continue };
         // Integer values (and λ below): the sum is an integer, which the interpreter's
         // `mean * count` misses by rounding only, so `round` of it agrees exactly.
@@ -520,6 +518,15 @@ fn counted_widths(
             continue;
         }
         let Some(counts) = crate::positional::grid_counts(g, *sel, max_len) else { continue };
+        let pairs = crate::positional::grid(max_len);
+        let fvals: Vec<Option<f64>> = match width_of {
+            None => pairs.iter().map(|&(i, l)| crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64())).collect(),
+            Some(s2) if s2 == *sel => counts.iter().map(|&c| Some(c as f64)).collect(),
+            Some(s2) => match crate::positional::grid_counts(g, s2, max_len) {
+                Some(c2) => c2.into_iter().map(|c| Some(c as f64)).collect(),
+                None => continue,
+            },
+        };
         // The default is read where no key is selected (then it must be a finite number; a
         // selector that always selects a key, like the library's `full_s`, never reads it).
         if counts.contains(&0) && !(matches!(default, Atom::Int(_) | Atom::Float(_)) && default.as_f64().is_some_and(f64::is_finite)) {
