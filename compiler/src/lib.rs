@@ -250,6 +250,21 @@ fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, No
         ))
         .with_note(advice),
     )
+    .map(|d| {
+        // The largest magnitude is an aggregate's default, larger than any value it averages
+        // (helper w29: a first position defaulting to 99 at max-len 16; a default of 16 compiles).
+        let default_at = graph.ancestors(root).into_iter().find(
+            |&n| matches!(&graph.node(n).kind, NodeKind::Aggregate { default, .. } if default.as_f64().is_some_and(|x| x.abs() >= pp.magnitude.abs() && x.abs() > opts.max_len as f64)),
+        );
+        match default_at {
+            Some(n) => {
+                let NodeKind::Aggregate { default, .. } = &graph.node(n).kind else { return d };
+                d.with_secondary(names::place(graph, n), format!("the default {} sets the magnitude", default.repr()))
+                    .with_note(format!("a default nearer the values it stands beside (-1, or {}) keeps every magnitude smaller", opts.max_len))
+            }
+            None => d,
+        }
+    })
 }
 
 /// How to name the s-op a slot labelled `label` holds, and where: the node of `graph` (above

@@ -339,6 +339,36 @@ fn rounding_added_up_over_many_blocks_is_a_precision_refusal() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A precision refusal whose largest magnitude is an aggregate's default (99, beside positions
+/// up to 15) points at that default and says what to write instead; the advice compiles
+/// (helper w29: the note spoke of "many blocks" only).
+#[test]
+fn a_large_default_behind_a_precision_refusal_is_pointed_at() {
+    let dir = std::env::temp_dir().join(format!("raspc-diag-default-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = |d: &str| {
+        format!(
+            "def first_pos(v) {{\n    is_v = tokens == v;\n    first_v = is_v and not has_focus(select(is_v, True, ==) and select(indices, indices, <));\n    \
+             return aggregate(select(first_v, True, ==), indices, {d});\n}}\nfp = {{v: first_pos(v) for v in \"abcd\"}};\nmine = {d};\n\
+             for v in \"abcd\" {{\n    mine = fp[v] if tokens == v else mine;\n}}\nfirst_id = 0;\n\
+             for v in \"abcd\" {{\n    first_id = first_id + indicator(fp[v] < mine);\n}}\n"
+        )
+    };
+    let p = dir.join("first_id.rasp");
+    std::fs::write(&p, src("99")).unwrap();
+    let (code, _, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "abcd", "--max-len", "16", "--samples", "50"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("compile::precision") && err.contains(" 4 │     return aggregate(") && err.contains("the default 99 sets the magnitude") && err.contains("(-1, or 16)"),
+        "{err}"
+    );
+    std::fs::write(&p, src("16")).unwrap();
+    let (code, out, err) = run_cli(&["verify", p.to_str().unwrap(), "--vocab", "abcd", "--max-len", "16", "--samples", "200"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verified: 200 inputs, 0 mismatches"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An output whose values are far apart at large magnitudes but 1 apart near 0 (a prefix mean
 /// of 10000000 and 1): f32 holds 10000000 to within about 1, more than half the smallest gap
 /// (between 0 and 1). The checkpoint's tolerance covers that rounding, so `run` snaps to the
