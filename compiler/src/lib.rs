@@ -253,15 +253,14 @@ fn precision_refusal(graph: &Graph, root: NodeId, simplified: Option<&(Graph, No
     .map(|d| {
         // The largest magnitude is an aggregate's default, larger than any value it averages
         // (helper w29: a first position defaulting to 99 at max-len 16; a default of 16 compiles).
-        let default_at = graph.ancestors(root).into_iter().find(
-            |&n| matches!(&graph.node(n).kind, NodeKind::Aggregate { default, .. } if default.as_f64().is_some_and(|x| x.abs() >= pp.magnitude.abs() && x.abs() > opts.max_len as f64)),
-        );
+        let default_at = graph.ancestors(root).into_iter().find_map(|n| match &graph.node(n).kind {
+            NodeKind::Aggregate { default, .. } if default.as_f64().is_some_and(|x| x.abs() >= pp.magnitude.abs() && x.abs() > opts.max_len as f64) => Some((n, default)),
+            _ => None,
+        });
         match default_at {
-            Some(n) => {
-                let NodeKind::Aggregate { default, .. } = &graph.node(n).kind else { return d };
-                d.with_secondary(names::place(graph, n), format!("the default {} sets the magnitude", default.repr()))
-                    .with_note(format!("a default nearer the values it stands beside (-1, or {}) keeps every magnitude smaller", opts.max_len))
-            }
+            Some((n, default)) => d
+                .with_secondary(names::place(graph, n), format!("the default {} sets the magnitude", default.repr()))
+                .with_note(format!("a default nearer the values it stands beside (-1, or {}) keeps every magnitude smaller", opts.max_len)),
             None => d,
         }
     })
@@ -326,16 +325,8 @@ fn best<T>(cands: Vec<(Candidate, T)>, opts: &Options) -> Option<(Candidate, T)>
         let (l, d, p) = c.size(opts);
         ((p as u128).saturating_mul(4u128.saturating_pow(l.min(60) as u32)), l, d, p)
     };
-    let mut best: Option<(Candidate, T)> = None;
-    for (c, t) in cands {
-        if c.sound() != any_sound {
-            continue;
-        }
-        if best.as_ref().is_none_or(|(b, _)| cost(&c) < cost(b)) {
-            best = Some((c, t));
-        }
-    }
-    best
+    // (`min_by_key` keeps the first of equal costs: the earliest.)
+    cands.into_iter().filter(|(c, _)| c.sound() == any_sound).min_by_key(|(c, _)| cost(c))
 }
 
 /// The plan of a token program, and the simplified graph it was lowered from. Comparisons with

@@ -848,15 +848,16 @@ impl<'a> Parser<'a> {
             }
             Tok::SelectParen => {
                 let open = self.span();
+                let what = "3 arguments (keys, queries, comparison)";
                 self.bump();
                 let keys = self.expr(PREC_IN)?;
                 if self.peek() == &Tok::RParen {
-                    return Err(self.arity(open, "select", "3 arguments (keys, queries, comparison)", "1"));
+                    return Err(self.arity(open, "select", what, "1"));
                 }
                 self.expect_tok(Tok::Comma, "`,`")?;
                 let queries = self.expr(PREC_IN)?;
                 if self.peek() == &Tok::RParen {
-                    return Err(self.arity(open, "select", "3 arguments (keys, queries, comparison)", "2"));
+                    return Err(self.arity(open, "select", what, "2"));
                 }
                 self.expect_tok(Tok::Comma, "`,`")?;
                 let cmp = match self.peek() {
@@ -870,7 +871,7 @@ impl<'a> Parser<'a> {
                 };
                 self.bump();
                 if self.peek() == &Tok::Comma {
-                    return Err(self.arity(open, "select", "3 arguments (keys, queries, comparison)", "more than 3"));
+                    return Err(self.arity(open, "select", what, "more than 3"));
                 }
                 self.expect_tok(Tok::RParen, "`)`")?;
                 done(self, ExprKind::Select { keys: Box::new(keys), queries: Box::new(queries), cmp })
