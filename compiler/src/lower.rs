@@ -30,6 +30,7 @@
 //!   selector and needs no query or key weights at all.
 
 mod affine;
+mod chain;
 mod tree;
 
 use crate::infer::ValueSet;
@@ -151,6 +152,8 @@ struct Lowerer<'a> {
     positional: Vec<EmbedRow>,
     /// Numerical slots read by staircases: (smallest step gap, largest magnitude).
     grid_reads: std::collections::BTreeMap<SlotId, (f64, f64)>,
+    /// Conditionals waiting for their user to lower the chain they are part of ([`chain`]).
+    links: HashMap<NodeId, chain::Link>,
 }
 
 /// Runs the support check and lowering. All problems are reported together.
@@ -210,6 +213,7 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         token_values: vec![],
         positional: vec![],
         grid_reads: Default::default(),
+        links: HashMap::new(),
     };
     // One-dim categorical slots: `<bos>` holds True at BOS only, `<tok>` True everywhere else.
     lw.slots.push(Slot { label: "<bos>".into(), enc: SlotEnc::Cat(vec![Atom::Bool(true)]), at_bos: vec![], multi_hot: false });
@@ -820,6 +824,19 @@ impl Lowerer<'_> {
     }
 
     fn lower_map(&mut self, id: NodeId) -> Result<(), Diagnostic> {
+        match self.case_chain(id)? {
+            chain::Chain::Waiting => return Ok(()),
+            chain::Chain::Lowered(s) => {
+                self.set_rep(id, Rep::Slot(s));
+                return Ok(());
+            }
+            chain::Chain::No => {}
+        }
+        self.lower_map_plain(id)
+    }
+
+    /// [`Self::lower_map`] of a map that is not lowered with a chain of conditionals.
+    fn lower_map_plain(&mut self, id: NodeId) -> Result<(), Diagnostic> {
         if let Some(s) = self.affine_map(id)? {
             self.set_rep(id, Rep::Slot(s));
             return Ok(());

@@ -68,7 +68,7 @@ macro_rules! idioms {
 }
 
 idioms! {
-    add_digits balance_sign bar_sum bigram bracket_level centered count_a_mean count_complement count_diff count_less_prefix count_select_or_not count_tokens_or digit_sum_mod3
+    add_digits balance_sign bar_sum bigram bracket_level centered count_a_mean count_above_index count_complement count_diff count_less_prefix count_select_or_not count_tokens_or digit_sum_mod3
     distinct_count double_count dyck1_count dyck1_frac every_other first_pos_of frac_mix frac_ones halves has_both hist_by_symbol hist_of_hist inversions
     last_token later_than_mean length_arith long_add_ref majority map_plus_mean max_token mean_diff mean_half mean_vs_rest mirror mirror_halves mod3_position
     palindrome parity_count position_sum position_widths prefix_count prefix_sum prefix_vs_overall prev_distance prev_token rank_tokens reverse_words rotate running_max

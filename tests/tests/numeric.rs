@@ -879,3 +879,34 @@ fn a_mean_times_its_own_width_is_a_sum_of_widths() {
         exhaustive(&b, 6, src);
     }
 }
+
+/// A host loop that picks one of several values by a condition on one s-op (`res = x_v if
+/// indices == v else res`) is a chain of conditionals that all read the same one-hot: one MLP
+/// writes, at each of its values, the branch the chain picks there. Lowered link by link, each
+/// link read the one before through a lookup, a layer per link (helper w29: 10 layers, 317,521
+/// parameters at max-len 16); with numbers as branches (a mean of positions, scaled) every
+/// link's lookup made them one-hot: 5 layers and 366,888,329 parameters, now 1 layer and 1,952.
+#[test]
+fn a_chain_of_conditionals_on_one_s_op_is_one_mlp() {
+    let digits: Vec<Atom> = (0..4).map(|d| Atom::Str(d.to_string())).collect();
+    let counts = "res = 0;\n\
+        for v in range(10) {\n\
+            above = selector_width(select(tokens_int, v, >));\n\
+            res = above if indices == v else res;\n\
+        }\n\
+        prog = res;";
+    let means = "res = 0;\n\
+        for v in range(4) {\n\
+            where_v = aggregate(select(tokens_int, v, ==), indices, 0);\n\
+            res = where_v * 2 + 1 if tokens_int == v else res;\n\
+        }\n\
+        prog = res;";
+    for (src, layers, params) in [(counts, 2, 300_000), (means, 1, 20_000)] {
+        let b = build(src, "prog", digits.clone(), 16);
+        let s = &b.compiled.summary;
+        assert!(s.layers == layers && s.params < params, "{src}: {s}");
+        check(&b, 16, 1000);
+        let b = build(src, "prog", digits.clone(), 5);
+        exhaustive(&b, 5, src);
+    }
+}

@@ -43,7 +43,7 @@ impl Lin {
     }
 }
 
-fn number(a: &Atom) -> Option<f64> {
+pub(super) fn number(a: &Atom) -> Option<f64> {
     if a.is_str() {
         None
     } else {
@@ -133,7 +133,7 @@ impl Lowerer<'_> {
     }
 
     /// Users of every s-op (built on first use).
-    fn users_of(&mut self, id: NodeId) -> Vec<NodeId> {
+    pub(super) fn users_of(&mut self, id: NodeId) -> Vec<NodeId> {
         if self.users.is_empty() {
             for n in self.g.ancestors(self.root) {
                 for o in self.g.node(n).kind.operands() {
@@ -323,7 +323,7 @@ impl Lowerer<'_> {
 
     /// For a map of one numerical slot that is affine on its points: that leaf and `(a, b)`
     /// with the map's value `a·x + b` at every value x of the leaf.
-    fn affine_coefficients(&self, id: NodeId) -> Option<(NodeId, f64, f64)> {
+    pub(super) fn affine_coefficients(&self, id: NodeId) -> Option<(NodeId, f64, f64)> {
         let leaves = self.leaf_list(id);
         let [leaf] = leaves.as_slice() else { return None };
         let Some(Rep::Slot(ls)) = self.rep.get(leaf).cloned() else { return None };
@@ -735,7 +735,7 @@ fn product_reach(k: f64, iv: Iv) -> f64 {
 /// away again, so it rounds at R's magnitude, not at the result's: `-1000000 if indices == 0
 /// else m` (m a mean of `1 / hist`) came out in steps of 0.125, 1/3 as 0.375 (review rv27b).
 /// Bounded by 8 ulps of the unit's summed magnitudes (`2R + |k·x|`), as `slot_error` does.
-fn products_resolve(points: Option<&[f64]>, units: impl Iterator<Item = (f64, Iv)>) -> bool {
+pub(super) fn products_resolve(points: Option<&[f64]>, units: impl Iterator<Item = (f64, Iv)>) -> bool {
     let Some(p) = points.filter(|p| p.len() > 1) else { return true };
     let gap = p.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min);
     let worst = units.filter(|(k, _)| *k != 0.0).map(|(k, iv)| 8.0 * f32::EPSILON as f64 * (2.0 * product_reach(k, iv) + k.abs() * iv.lo.abs().max(iv.hi.abs()))).fold(0.0, f64::max);
@@ -745,7 +745,7 @@ fn products_resolve(points: Option<&[f64]>, units: impl Iterator<Item = (f64, Iv
 /// `k·x` where the one-hot dim `(is, p)` is on, 0 where it is off: `relu(±k·x - R·(1 - [is = p]))`,
 /// one unit per sign `k·x` can take, exact in exact arithmetic for `|k·x| <= R` (R: [`product_reach`]);
 /// in f32 it rounds at R's magnitude ([`products_resolve`] says whether the output tolerates that).
-fn product_units(mlp: &mut Mlp, (xs, iv): (SlotId, Iv), (is, p): (SlotId, usize), k: f64, out: SlotId) {
+pub(super) fn product_units(mlp: &mut Mlp, (xs, iv): (SlotId, Iv), (is, p): (SlotId, usize), k: f64, out: SlotId) {
     if k == 0.0 {
         return;
     }
