@@ -126,7 +126,8 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
             NodeKind::Length => finite((1..=n).map(Atom::Int).collect()),
             // A width of positional s-ops: the counts it takes on the grid.
             NodeKind::SelectorWidth(_) if grid.values.contains_key(&id) => finite(grid.values[&id].iter().flatten().cloned().collect()),
-            NodeKind::SelectorWidth(_) => finite((0..=n).map(Atom::Int).collect()),
+            // (At most as many as a positional part of it selects: a window's few keys.)
+            NodeKind::SelectorWidth(sel) => finite((0..=crate::positional::width_bound(graph, *sel, max_len.max(1)) as i64).map(Atom::Int).collect()),
             NodeKind::Const(a) => finite(vec![a.clone()]),
             NodeKind::Map { op, args } => {
                 let set = crate::numeric::counted_sum_pair(graph, op, args, &out, extra, max_len).unwrap_or_else(|| map_set(op, args, &out));

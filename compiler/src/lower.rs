@@ -31,6 +31,7 @@
 
 mod affine;
 mod chain;
+mod logic;
 mod tree;
 
 use crate::infer::ValueSet;
@@ -824,6 +825,10 @@ impl Lowerer<'_> {
     }
 
     fn lower_map(&mut self, id: NodeId) -> Result<(), Diagnostic> {
+        if let Some(s) = self.logic_threshold(id)? {
+            self.set_rep(id, Rep::Slot(s));
+            return Ok(());
+        }
         match self.case_chain(id)? {
             chain::Chain::Waiting => return Ok(()),
             chain::Chain::Lowered(s) => {
@@ -933,31 +938,40 @@ impl Lowerer<'_> {
                 }
                 // The inputs, with the user's names (or the built-in ones: `length`, `indices`).
                 let named = |l: &NodeId| self.g.node(*l).named || matches!(self.g.node(*l).kind, NodeKind::Tokens | NodeKind::Indices | NodeKind::Length);
+                // (Splitting a map of two inputs leaves a map of two: helper w30.)
+                let remedy = if leaves.len() > 2 { "a smaller --vocab or --max-len, or splitting it into maps of fewer inputs each" } else { "a smaller --vocab or --max-len" };
+                let here = crate::names::place(self.g, id);
+                // (Only when it can be written out: `indices - k`, not "an expression in `y`".)
+                let within = |l: NodeId| {
+                    let s = crate::names::place(self.g, l);
+                    s.file == here.file && s.start == here.start && crate::names::describe(self.g, l).starts_with('`')
+                };
                 let mut d = self
                     .err(id, "compile::too_many_combinations", format!("{} combines too many values to compile as one MLP", crate::names::describe(self.g, id)))
                     .with_label("this map")
-                    .with_note(format!(
-                        "its inputs ({}) take more than {MAX_COMBINATIONS} combinations of values; a smaller --vocab or --max-len, or splitting it into maps of fewer inputs each, avoids that",
-                        {
-                            // Each with its number of values: which input makes the product
-                            // large is what the user needs to see (helper w27).
-                            let count = |l: &NodeId| match self.domain_size(*l) {
-                                usize::MAX => "too many values to list".to_string(),
-                                1 => "1 value".to_string(),
-                                n => format!("{} values", crate::names::thousands(n)),
-                            };
-                            let mut parts: Vec<String> = leaves.iter().filter(|l| named(l)).map(|l| format!("`{}`: {}", self.label(*l), count(l))).collect();
-                            let unnamed: Vec<String> = leaves.iter().filter(|l| !named(l)).map(count).collect();
-                            match unnamed.as_slice() {
-                                [] => {}
-                                [c] => parts.push(format!("the expression marked: {c}")),
-                                cs => parts.push(format!("the {} expressions marked: {}", cs.len(), cs.join(", "))),
-                            }
-                            parts.join("; ")
+                    .with_note(format!("its inputs ({}) take more than {MAX_COMBINATIONS} combinations of values; {remedy} avoids that", {
+                        // Each with its number of values: which input makes the product
+                        // large is what the user needs to see (helper w27).
+                        let count = |l: &NodeId| match self.domain_size(*l) {
+                            usize::MAX => "too many values to list".to_string(),
+                            1 => "1 value".to_string(),
+                            n => format!("{} values", crate::names::thousands(n)),
+                        };
+                        let mut parts: Vec<String> = leaves.iter().filter(|l| named(l)).map(|l| format!("`{}`: {}", self.label(*l), count(l))).collect();
+                        // An input whose span starts where the map's does is written out: its
+                        // mark is drawn under the map's (helper w30: both labels at one place).
+                        let marked = |l: &&NodeId| !named(l) && !within(**l);
+                        parts.extend(leaves.iter().filter(|l| !named(l) && !marked(l)).map(|l| format!("{}: {}", crate::names::describe(self.g, *l), count(l))));
+                        let unnamed: Vec<String> = leaves.iter().filter(marked).map(count).collect();
+                        match unnamed.as_slice() {
+                            [] => {}
+                            [c] => parts.push(format!("the expression marked: {c}")),
+                            cs => parts.push(format!("the {} expressions marked: {}", cs.len(), cs.join(", "))),
                         }
-                    ));
+                        parts.join("; ")
+                    }));
                 for l in &leaves {
-                    if !named(l) {
+                    if !named(l) && !within(*l) {
                         d = d.with_secondary(crate::names::place(self.g, *l), "one of its inputs");
                     }
                 }
@@ -1994,8 +2008,74 @@ impl Lowerer<'_> {
 
     /// Builds the query/key entries of a selector; returns (q, k, columns used, number of terms).
     fn scores(&mut self, sel: Option<NodeId>) -> Result<(Vec<In>, Vec<In>, usize, usize), Diagnostic> {
+        self.scores_with(sel, false)
+    }
+
+    /// `select(k, q1, ==) or select(k, q2, ==)`, the whole selector of an aggregate: its score
+    /// as the sum `[k = q1] + [k = q2]` over k's one-hot (columns: k's values), not one term
+    /// over the one-hot of the pairs (q1, q2) (helper w30: a rotation by a count written as
+    /// `select(indices, indices - c, ==) or select(indices, indices - c + length, ==)` read 392
+    /// pairs at max-len 16, 2.19 M parameters, and 217.9 M at 64). A key equal to both scores 2,
+    /// but then q1 = q2 and no other key scores: the selected keys are still those of highest
+    /// score. (Not for a width, whose BOS must tie with every selected key.) The columns, or
+    /// None when the sides are not plain one-hots.
+    #[allow(clippy::type_complexity)]
+    fn additive_or(&mut self, or: NodeId) -> Result<Option<(Vec<In>, Vec<In>, usize)>, Diagnostic> {
+        let NodeKind::SelectOr(a, b) = self.g.node(or).kind else { return Ok(None) };
+        let eq = |lw: &Self, s: NodeId| match lw.g.node(s).kind {
+            NodeKind::Select { keys, queries, cmp: raspc_lang::ast::Cmp::Eq } => Some((keys, queries)),
+            _ => None,
+        };
+        let (Some((k1, q1)), Some((k2, q2))) = (eq(self, a), eq(self, b)) else { return Ok(None) };
+        if k1 != k2 || q1 == q2 {
+            return Ok(None);
+        }
+        // A query computed from the other (`q2 = q1 + length`) gets its one-hot first, from the
+        // inputs they share, not from q1's own: a layer less.
+        let (s2_first, s1_first) = if self.g.ancestors(q2).contains(&q1) { (Some(self.side(&[q2])?), None) } else { (None, Some(self.side(&[q1])?)) };
+        let side1 = match s1_first {
+            Some(x) => x,
+            None => self.side(&[q1])?,
+        };
+        let side2 = match s2_first {
+            Some(x) => x,
+            None => self.side(&[q2])?,
+        };
+        let (Side::Cat(ks, kv), Side::Cat(s1, v1), Side::Cat(s2, v2)) = (self.side(&[k1])?, side1, side2) else { return Ok(None) };
+        if [ks, s1, s2].iter().any(|s| self.cat_alts.contains_key(s)) {
+            return Ok(None);
+        }
+        let (mut q, mut k, mut cols) = (vec![], vec![], 0usize);
+        for (d, key) in kv.iter().enumerate() {
+            let Some([key]) = key.as_deref() else { continue };
+            let kf = |n: NodeId| (n == k1).then(|| key.clone());
+            let mut matching = vec![];
+            for (select, qn, slot, vals) in [(a, q1, s1, &v1), (b, q2, s2, &v2)] {
+                for (e, v) in vals.iter().enumerate() {
+                    let Some([v]) = v.as_deref() else { continue };
+                    if self.eval_selector(select, &kf, &|n: NodeId| (n == qn).then(|| v.clone())) {
+                        matching.push(In::new(slot, e, cols, 1.0));
+                    }
+                }
+            }
+            if matching.is_empty() {
+                continue;
+            }
+            k.push(In::new(ks, d, cols, 1.0));
+            q.extend(matching);
+            cols += 1;
+        }
+        Ok(Some((q, k, cols)))
+    }
+
+    /// [`Self::scores`]; with `additive`, an aggregate's `or` of two `==` selects on one key is a
+    /// sum of two terms ([`Self::additive_or`]).
+    fn scores_with(&mut self, sel: Option<NodeId>, additive: bool) -> Result<(Vec<In>, Vec<In>, usize, usize), Diagnostic> {
         let (mut q, mut k, mut cols) = (vec![], vec![], 0usize);
         let Some(sel) = sel else { return Ok((q, k, 0, 0)) };
+        if additive && let Some((q, k, cols)) = self.additive_or(sel)? {
+            return Ok((q, k, cols, 1));
+        }
         let groups = self.terms(sel);
         let r = groups.len();
         for (keys, queries, subtrees) in groups {
@@ -2257,7 +2337,7 @@ impl Lowerer<'_> {
         let want_num = self.opts.numerical.contains(&label);
         let want_cat = self.opts.categorical.contains(&label);
         let numerical = want_num || (can_mean && !single);
-        let (mut q, mut k, cols, r) = self.scores(Some(sel))?;
+        let (mut q, mut k, cols, r) = self.scores_with(Some(sel), true)?;
         q.push(In::new(BOS, 0, cols, 1.0));
         q.push(In::new(TOK, 0, cols, 1.0));
         k.push(In::new(BOS, 0, cols, r as f64 - 0.5));

@@ -461,3 +461,105 @@ pub fn grid_counts(graph: &Graph, sel: NodeId, max_len: usize) -> Option<Vec<usi
     }
     Some(out)
 }
+
+/// Up to this max-len [`width_bound`] counts a positional part of a selector on the grid.
+pub const WIDTH_BOUND_MAX_LEN: usize = 64;
+
+/// At most how many keys `sel` selects at any position of any input up to `max_len`: the
+/// largest count, over every length l, query q and key k < l, of the keys that the positional
+/// parts of `sel` do not rule out ([`selects_at`]'s three values: a select of positional s-ops
+/// decides, another select does not, except an s-op compared with itself on the diagonal; `and`,
+/// `or` and `not` combine them). A width over a window (`select(indices, indices, <=) and
+/// select(indices, indices - 3, >) and select(tokens, "a", ==)`) takes 0..=3, not 0..=max-len
+/// (helper w30: 17 values at max-len 16, 7.8 times the parameters of the same count by a mean).
+/// A bound under 2 is not used (below).
+pub fn width_bound(graph: &Graph, sel: NodeId, max_len: usize) -> usize {
+    if max_len > WIDTH_BOUND_MAX_LEN {
+        return max_len;
+    }
+    // Offsets of each length's block of (query, key) cells.
+    let mut offset = vec![0usize; max_len + 2];
+    for l in 1..=max_len {
+        offset[l + 1] = offset[l] + l * l;
+    }
+    let cells = offset[max_len + 1];
+    let mut memo = HashMap::new();
+    let Some(t) = decided(graph, sel, max_len, cells, &mut memo) else { return max_len };
+    let mut most = 0;
+    for l in 1..=max_len {
+        for q in 0..l {
+            let row = &t[offset[l] + q * l..offset[l] + (q + 1) * l];
+            most = most.max(row.iter().filter(|c| **c != Some(false)).count());
+        }
+    }
+    // A width of at most one key stays 0..=max-len: the simplifier's counted sums split a mean
+    // times `length` into widths of `all and select(x, c, ==)`, and listed as 0 and 1 their
+    // weighted sums took half-integers no input reaches, which the interpreter's floats then
+    // straddled (`round((length * mean(2 * indices - length) - length) / 2)` was refused).
+    if most < 2 {
+        max_len
+    } else {
+        most
+    }
+}
+
+/// [`selects_at`] at every cell (length, query, key) up to max-len, in that order (`width_bound`
+/// finds each length's block by its offset); None when nothing about `sel` is decided (every cell unknown).
+fn decided(graph: &Graph, sel: NodeId, max_len: usize, cells: usize, memo: &mut HashMap<NodeId, Option<std::rc::Rc<Vec<Option<bool>>>>>) -> Option<std::rc::Rc<Vec<Option<bool>>>> {
+    if let Some(t) = memo.get(&sel) {
+        return t.clone();
+    }
+    let t = match &graph.node(sel).kind {
+        NodeKind::Select { keys, queries, cmp } if is_positional(graph, *keys) && is_positional(graph, *queries) => {
+            let mut t = Vec::with_capacity(cells);
+            for l in 1..=max_len as i64 {
+                let kv: Vec<Option<Atom>> = (0..l).map(|k| eval_at(graph, *keys, k, l)).collect();
+                let qv: Vec<Option<Atom>> = (0..l).map(|q| eval_at(graph, *queries, q, l)).collect();
+                for q in &qv {
+                    for k in &kv {
+                        t.push(Some(match (k, q) {
+                            (Some(a), Some(b)) => Atom::compare(a, *cmp, b).unwrap_or(false),
+                            _ => false,
+                        }));
+                    }
+                }
+            }
+            Some(t)
+        }
+        NodeKind::Select { keys, queries, cmp } if keys == queries && self_equal(graph, *keys) => {
+            let on = matches!(cmp, Cmp::Eq | Cmp::Le | Cmp::Ge);
+            let mut t = Vec::with_capacity(cells);
+            for l in 1..=max_len {
+                for q in 0..l {
+                    t.extend((0..l).map(|k| if k == q { Some(on) } else { None }));
+                }
+            }
+            Some(t)
+        }
+        NodeKind::SelectOr(x, y) | NodeKind::SelectAnd(x, y) if complementary(graph, *x, *y) => Some(vec![Some(matches!(graph.node(sel).kind, NodeKind::SelectOr(..))); cells]),
+        NodeKind::SelectAnd(x, y) | NodeKind::SelectOr(x, y) => {
+            let and = matches!(graph.node(sel).kind, NodeKind::SelectAnd(..));
+            let (a, b) = (decided(graph, *x, max_len, cells, memo), decided(graph, *y, max_len, cells, memo));
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => {
+                    let cell = |t: &Option<std::rc::Rc<Vec<Option<bool>>>>, i: usize| t.as_ref().and_then(|t| t[i]);
+                    Some(
+                        (0..cells)
+                            .map(|i| match (cell(&a, i), cell(&b, i)) {
+                                (Some(p), _) | (_, Some(p)) if p != and => Some(p),
+                                (Some(p), Some(_)) => Some(p),
+                                _ => None,
+                            })
+                            .collect(),
+                    )
+                }
+            }
+        }
+        NodeKind::SelectNot(x) => decided(graph, *x, max_len, cells, memo).map(|t| t.iter().map(|c| c.map(|b| !b)).collect()),
+        _ => None,
+    }
+    .map(std::rc::Rc::new);
+    memo.insert(sel, t.clone());
+    t
+}

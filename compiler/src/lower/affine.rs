@@ -128,7 +128,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn is_num_slot(&self, x: NodeId) -> bool {
+    pub(super) fn is_num_slot(&self, x: NodeId) -> bool {
         matches!(self.rep.get(&x), Some(Rep::Slot(s)) if matches!(self.slots[*s].enc, SlotEnc::Num { .. }))
     }
 
@@ -186,6 +186,9 @@ impl Lowerer<'_> {
             return Ok(None);
         }
         if let Some(s) = self.positional_product(id, &op, &args)? {
+            return Ok(Some(s));
+        }
+        if let Some(s) = self.max_min(id, &op, &args)? {
             return Ok(Some(s));
         }
         if let Some(s) = self.one_hot_conditional(id, &op, &args)? {
@@ -527,6 +530,87 @@ impl Lowerer<'_> {
             return Ok(Some(out));
         }
         Ok(None)
+    }
+
+    /// `x if x > y else y` (`>=` alike), the library's `max(x, y)`, as `y + relu(x - y)`, and
+    /// `x if x < y else y`, `min(x, y)`, as `y - relu(y - x)` (either branch order, with the
+    /// comparison turned to match), where one of x and y is a number: one unit and an affine
+    /// form, where the lookup gave the comparison an MLP of its own and the choice another, two
+    /// layers (helper w30: `m if m > 0 else 0` and each `min` of a running minimum took two).
+    fn max_min(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<SlotId>, Diagnostic> {
+        let (MapOp::Ternary, [t, Operand::Sop(c), e]) = (op, args) else { return Ok(None) };
+        let NodeKind::Map { op: MapOp::Binary(cmp @ (BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le)), args: cargs } = self.g.node(*c).kind.clone() else { return Ok(None) };
+        let [p, q] = &cargs[..] else { return Ok(None) };
+        if self.inexact_nodes.contains(&id) {
+            return Ok(None);
+        }
+        // Numbers only (a boolean or a string compares otherwise), one of them numerical.
+        let numbers = |lw: &Self, a: &Operand| match a {
+            Operand::Const(k) => matches!(k, Atom::Int(_) | Atom::Float(_)) && number(k).is_some_and(f64::is_finite),
+            Operand::Sop(s) => match lw.sets.get(s) {
+                Some(ValueSet::Finite(v)) => v.iter().all(|a| match a {
+                    Atom::Int(_) => true,
+                    Atom::Float(x) => x.is_finite(),
+                    _ => false,
+                }),
+                Some(ValueSet::Unbounded) => lw.ivs.contains_key(s),
+                None => false,
+            },
+        };
+        let numerical = |lw: &Self, a: &Operand| matches!(a, Operand::Sop(s) if lw.leaf_list(*s).iter().any(|l| lw.is_num_slot(*l)));
+        if !numbers(self, t) || !numbers(self, e) || !(numerical(self, t) || numerical(self, e)) {
+            return Ok(None);
+        }
+        // Affine forms, without building anything (a form that cannot be read so: not this).
+        let form = |lw: &mut Self, a: &Operand| -> Option<Lin> {
+            match a {
+                Operand::Const(k) => number(k).map(|c0| Lin { terms: BTreeMap::new(), c0 }),
+                Operand::Sop(s) => match lw.rep.get(s) {
+                    Some(Rep::Slot(_)) => lw.lin_of(*s).ok().flatten(),
+                    Some(Rep::Inline) => lw.lin_of(*s).ok().flatten().or_else(|| lw.lin_of_sum(*s).ok().flatten()),
+                    None => None,
+                },
+            }
+        };
+        let (Some(lt), Some(le), Some(lp), Some(lq)) = (form(self, t), form(self, e), form(self, p), form(self, q)) else { return Ok(None) };
+        // The condition compares `t - e` with 0, one way or the other (`m > 0`, `a < b`, the
+        // simplifier's `a - b < 0`, `0 > b - a`).
+        let d = lt.add(&le, -1.0);
+        let l = lp.add(&lq, -1.0);
+        let same = |a: &Lin, b: &Lin| {
+            let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * x.abs().max(y.abs()).max(1.0);
+            close(a.c0, b.c0) && a.terms.len() == b.terms.len() && a.terms.iter().all(|(k, x)| b.terms.get(k).is_some_and(|y| close(*x, *y)))
+        };
+        let greater = matches!(cmp, BinOp::Gt | BinOp::Ge);
+        // Whether the conditional is the larger of t and e.
+        let max = if same(&l, &d) {
+            greater
+        } else if same(&l, &d.clone().scale(-1.0)) {
+            !greater
+        } else {
+            return Ok(None);
+        };
+        // max = e + relu(t - e); min = e - relu(e - t).
+        let sign = if max { 1.0 } else { -1.0 };
+        let d = d.scale(sign);
+        let label = self.label(id).to_string();
+        let r = self.new_slot(format!("{label}:relu"), SlotEnc::Num { points: None }, vec![0.0]);
+        let mut mlp = Mlp { hidden: 1, w_in: vec![], b_in: vec![d.c0], w_out: vec![Out::new(0, r, 0, 1.0)], gate: None };
+        for (&(s, dim), &w) in &d.terms {
+            mlp.w_in.push(In::new(s, dim, 0, w));
+        }
+        let word = if max { "max" } else { "min" };
+        self.push_block(BlockKind::Mlp(mlp), r, format!("{label}:relu = relu of the difference in {word}({}, {})", self.operand_text(t), self.operand_text(e)));
+        let mut terms = BTreeMap::new();
+        terms.insert((r, 0), sign);
+        Ok(Some(self.sum_slot(id, le.add(&Lin { terms, c0: 0.0 }, 1.0))))
+    }
+
+    fn operand_text(&self, a: &Operand) -> String {
+        match a {
+            Operand::Sop(x) => self.label(*x).to_string(),
+            Operand::Const(k) => k.repr(),
+        }
     }
 
     /// `t if c else e` with `c` a function of one categorical s-op alone (`tokens`, `indices`,

@@ -23,6 +23,12 @@ use super::affine::{number, product_units, products_resolve};
 use super::*;
 use raspc_lang::graph::MapOp;
 
+/// A chain takes at most this many units in its MLP. Past it each link is lowered on its own,
+/// a layer per link; this is 8 times the limit of a lookup because that is worse (review
+/// rv30a: 96 links on `indices` at max-len 91 took 8,372 units, and as links 97 layers and
+/// 364 M parameters).
+const CHAIN_MAX_UNITS: usize = 8 * MAX_COMBINATIONS;
+
 /// What a chain writes where one branch is chosen.
 #[derive(Clone, Debug)]
 pub(super) enum Arm {
@@ -196,8 +202,12 @@ impl Lowerer<'_> {
     /// `tokens` that its reader's lookup fuses: as a chain it was an MLP more, 11 % more
     /// parameters in `idioms/long_add_ref.rasp`).
     fn large_chain(&mut self, id: NodeId) -> Result<Option<SlotId>, Diagnostic> {
-        let combinations = self.leaf_list(id).iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1)));
-        if self.chain_len(id) < 2 || combinations <= MAX_COMBINATIONS {
+        let leaves = self.leaf_list(id);
+        let combinations = leaves.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1)));
+        // (A number among them is made one-hot by the lookup: review rv30a, `-m * 3 + 1` of a
+        // mean per link, 9 layers and 37.6 M parameters as links, 1 layer and 3,550 as a chain.)
+        let number = leaves.iter().any(|l| self.is_num_slot(*l));
+        if self.chain_len(id) < 2 || (combinations <= MAX_COMBINATIONS && !number) {
             return Ok(None);
         }
         self.lower_chain(id)
@@ -221,7 +231,7 @@ impl Lowerer<'_> {
     }
 
     /// One MLP for the chain ending at `id`: at each dim of the conditions' slot, the branch
-    /// the chain picks there. None when that would take more than [`MAX_COMBINATIONS`] units,
+    /// the chain picks there. None when that would take more than [`CHAIN_MAX_UNITS`] units,
     /// or its products would not resolve the output's values in f32.
     fn lower_chain(&mut self, id: NodeId) -> Result<Option<SlotId>, Diagnostic> {
         let mut links = vec![];
@@ -235,6 +245,10 @@ impl Lowerer<'_> {
             }
         };
         let cs = links[0].cond;
+        // (Every link reads the same one-hot: a link is only made with an `else` on its own.)
+        if links.iter().any(|l| l.cond != cs) {
+            return Ok(None);
+        }
         let dims = self.slots[cs].enc.dims();
         let chosen: Vec<&Arm> = (0..dims).map(|p| links.iter().find(|l| l.truth[p]).map_or(&base, |l| &l.then)).collect();
         let count: usize = chosen
@@ -245,7 +259,7 @@ impl Lowerer<'_> {
                 Arm::Num(..) => 3,
             })
             .sum();
-        if count > MAX_COMBINATIONS {
+        if count > CHAIN_MAX_UNITS {
             return Ok(None);
         }
         let Ok(vals) = self.finite(id) else { return Ok(None) };
@@ -324,6 +338,16 @@ impl Lowerer<'_> {
         }
         let what = format!("{label} = a chain of {} conditionals on {}", links.len(), self.slots[cs].label);
         self.push_block(BlockKind::Mlp(mlp), out, what);
+        // The chain is lowered: its links wait no more (review rv30a: a later conditional on
+        // another s-op took them for its own, read their truth at its own one-hot's dims, and
+        // gave wrong results or panicked).
+        let mut at = Some(id);
+        while let Some(l) = at.and_then(|x| self.links.remove(&x)) {
+            at = match l.otherwise {
+                Otherwise::Link(x) => Some(x),
+                Otherwise::Arm(_) => None,
+            };
+        }
         Ok(Some(out))
     }
 }

@@ -1297,6 +1297,11 @@ impl<'l> Evaluator<'l> {
                 };
                 self.map(MapOp::Lookup(table), vec![Operand::Sop(*x)], span)
             }
+            // `tokens[indices - 1]`: the value at another position is a select (helper w30).
+            (HostValue::Sop(_), HostValue::Sop(_)) => Err(Box::new(
+                (*self.err("eval::type", "cannot index an s-op with an s-op", span, "unsupported indexing"))
+                    .with_note("to read an s-op at the position another s-op gives, select that position: `aggregate(select(indices, POSITION, ==), SOP)` (the library's `load_from_location(SOP, POSITION)`)"),
+            )),
             _ => Err(self.err("eval::type", format!("cannot index {} with {}", t.a_kind(), i.a_kind()), span, "unsupported indexing")),
         }
     }

@@ -867,7 +867,21 @@ impl<'a> Parser<'a> {
                     Tok::Le => Cmp::Le,
                     Tok::Gt => Cmp::Gt,
                     Tok::Ge => Cmp::Ge,
-                    _ => return Err(self.error_expected("a comparison (`==`, `!=`, `<`, `<=`, `>` or `>=`)")),
+                    _ => {
+                        // `=<`, `=>`, `=`, `<>`: the comparison meant, said (helper w30).
+                        let meant = match (self.peek(), self.peek_at(1)) {
+                            (Tok::Assign, Tok::Lt) => Some("<="),
+                            (Tok::Assign, Tok::Gt) => Some(">="),
+                            (Tok::Assign, _) => Some("=="),
+                            (Tok::Lt, Tok::Gt) => Some("!="),
+                            _ => None,
+                        };
+                        let e = self.error_expected("a comparison (`==`, `!=`, `<`, `<=`, `>` or `>=`)");
+                        if let (Some(m), Some(d)) = (meant, self.errs.last_mut()) {
+                            *d = d.clone().with_note(format!("did you mean `{m}`?"));
+                        }
+                        return Err(e);
+                    }
                 };
                 self.bump();
                 if self.peek() == &Tok::Comma {

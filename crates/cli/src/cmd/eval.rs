@@ -56,7 +56,10 @@ pub(crate) fn eval(path: &std::path::Path, entry: Option<&str>, input: &str, jso
             Ok(())
         }
         Err(e) => {
-            let _ = write!(err, "{}", failure_text(&session, &e, input, text_note.as_deref(), color));
+            let text = failure_text(&session, &e, input, text_note.as_deref(), color);
+            // The closing line every other failure has, after a blank line (helper w30).
+            let gap = if text.ends_with("\n\n") { "" } else { "\n" };
+            let _ = writeln!(err, "{text}{gap}error: could not evaluate `{}` on this input", path.display());
             Err(Failure::Reported)
         }
     }
