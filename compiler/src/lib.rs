@@ -395,7 +395,10 @@ fn plan_of(
     // layer deeper): neither is better everywhere (a sum read one-hot can need a layer more).
     // The further lowerings only when an earlier one would lower something differently (or
     // the plain one failed).
-    let lowered = |o: &Options| -> Result<Vec<Candidate>, Vec<Diagnostic>> {
+    // Each cascade also says whether a long `and`/`or` was lowered as a threshold: then the
+    // whole cascade runs again without (review rv30b: the threshold can cost a layer where a
+    // lookup fuses the node into its reader, and the plan kept before was an eager-sums one).
+    let cascade = |o: &Options| -> (Result<Vec<Candidate>, Vec<Diagnostic>>, bool) {
         let lower = |o: &lower::Options| lower::lower_noting_choices(simple, simple_root, o, inexact);
         let mut cands = vec![];
         let (err, mut choices) = match lower(o) {
@@ -403,26 +406,46 @@ fn plan_of(
                 cands.push(Candidate::new(p));
                 (None, c)
             }
-            Err(e) => (Some(e), lower::Choices { eager_sums: true, lookup_sums: false }),
+            Err(e) => (Some(e), lower::Choices { eager_sums: true, lookup_sums: false, logic_threshold: false }),
         };
+        let mut logic = choices.logic_threshold;
         if choices.eager_sums
             && let Ok((p, c)) = lower(&lower::Options { eager_sums: true, ..o.clone() })
         {
             cands.push(Candidate::new(p));
             choices.lookup_sums |= c.lookup_sums;
+            logic |= c.logic_threshold;
         }
         if choices.lookup_sums
-            && let Ok((p, _)) = lower(&lower::Options { eager_sums: true, lookup_sums: true, ..o.clone() })
+            && let Ok((p, c)) = lower(&lower::Options { eager_sums: true, lookup_sums: true, ..o.clone() })
         {
             cands.push(Candidate::new(p));
+            logic |= c.logic_threshold;
         }
-        match err {
+        let result = match err {
             // Refused with the product of a mean and `length`: the lookup over both instead.
             Some(e) if cands.is_empty() && !o.no_length_product => {
                 lower::lower_noting(simple, simple_root, &lower::Options { no_length_product: true, ..o.clone() }, inexact).map(|p| vec![Candidate::new(p)]).map_err(|_| e)
             }
             Some(e) if cands.is_empty() => Err(e),
             _ => Ok(cands),
+        };
+        (result, logic)
+    };
+    let lowered = |o: &Options| -> Result<Vec<Candidate>, Vec<Diagnostic>> {
+        let (first, logic) = cascade(o);
+        if !logic {
+            return first;
+        }
+        let (second, _) = cascade(&lower::Options { no_logic_threshold: true, ..o.clone() });
+        match (first, second) {
+            (Ok(mut a), Ok(b)) => {
+                a.extend(b);
+                Ok(a)
+            }
+            (Ok(a), Err(_)) => Ok(a),
+            (Err(_), Ok(b)) => Ok(b),
+            (Err(e), Err(_)) => Err(e),
         }
     };
     let first = lowered(&o);

@@ -72,6 +72,11 @@ pub struct Options {
     /// (`compile` retries so when the plan with it is refused: its readers may need the
     /// interpreter's exact floats, which the lookup over (mean, length) keeps; review rv25b).
     pub no_length_product: bool,
+    /// Never lower a long `and`/`or` as one threshold over its terms (`lower/logic.rs`):
+    /// `compile` lowers so too when the threshold was used, and keeps the better plan (it can
+    /// give a node a slot that a lookup would have fused into its reader, a layer more: review
+    /// rv30b).
+    pub no_logic_threshold: bool,
 }
 
 /// Value combinations from which [`Options::eager_sums`] adds two s-ops in a sum slot.
@@ -148,6 +153,8 @@ struct Lowerer<'a> {
     eager_sums_differ: bool,
     /// Some lookup read a sum that [`Options::lookup_sums`] would add in a sum slot first.
     lookup_sums_differ: bool,
+    /// Some `and`/`or` was lowered as a threshold ([`Options::no_logic_threshold`]).
+    logic_threshold_used: bool,
     /// Extra token-embedding and position-embedding entries (sum slots).
     token_values: Vec<EmbedRow>,
     positional: Vec<EmbedRow>,
@@ -175,6 +182,8 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
 pub struct Choices {
     pub eager_sums: bool,
     pub lookup_sums: bool,
+    /// Some `and`/`or` was lowered as a threshold ([`Options::no_logic_threshold`] would not).
+    pub logic_threshold: bool,
 }
 
 /// [`lower_noting`], and which [`Choices`] would change the plan.
@@ -211,6 +220,7 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         read_as_number: HashMap::new(),
         eager_sums_differ: false,
         lookup_sums_differ: false,
+        logic_threshold_used: false,
         token_values: vec![],
         positional: vec![],
         grid_reads: Default::default(),
@@ -272,7 +282,7 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         }
     }
     let output = output.ok_or_else(|| vec![lw.internal(root, "the output was not lowered")])?;
-    let differ = Choices { eager_sums: lw.eager_sums_differ, lookup_sums: lw.lookup_sums_differ };
+    let differ = Choices { eager_sums: lw.eager_sums_differ, lookup_sums: lw.lookup_sums_differ, logic_threshold: lw.logic_threshold_used };
     let plan = Plan {
         slots: lw.slots,
         blocks: lw.blocks,

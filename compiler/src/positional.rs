@@ -472,7 +472,7 @@ pub const WIDTH_BOUND_MAX_LEN: usize = 64;
 /// `or` and `not` combine them). A width over a window (`select(indices, indices, <=) and
 /// select(indices, indices - 3, >) and select(tokens, "a", ==)`) takes 0..=3, not 0..=max-len
 /// (helper w30: 17 values at max-len 16, 7.8 times the parameters of the same count by a mean).
-/// A bound under 2 is not used (below).
+/// A bound under 2, or over half of max-len, is not used (below).
 pub fn width_bound(graph: &Graph, sel: NodeId, max_len: usize) -> usize {
     if max_len > WIDTH_BOUND_MAX_LEN {
         return max_len;
@@ -495,8 +495,11 @@ pub fn width_bound(graph: &Graph, sel: NodeId, max_len: usize) -> usize {
     // A width of at most one key stays 0..=max-len: the simplifier's counted sums split a mean
     // times `length` into widths of `all and select(x, c, ==)`, and listed as 0 and 1 their
     // weighted sums took half-integers no input reaches, which the interpreter's floats then
-    // straddled (`round((length * mean(2 * indices - length) - length) / 2)` was refused).
-    if most < 2 {
+    // straddled (`round((length * mean(2 * indices - length) - length) / 2)` was refused). So
+    // does one of more than half of max-len: a strict order's max-len - 1 made the sum of two
+    // such widths 32 x 32 = 1,024 combinations at max-len 32, enumerated where 33 x 33 was
+    // added in a sum slot (review rv30b: the library sort 53,399 parameters, then 226,571).
+    if most < 2 || most * 2 > max_len {
         max_len
     } else {
         most

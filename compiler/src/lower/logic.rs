@@ -95,7 +95,7 @@ impl Lowerer<'_> {
     pub(super) fn logic_threshold(&mut self, id: NodeId) -> Result<Option<SlotId>, Diagnostic> {
         let NodeKind::Map { op: MapOp::Binary(op @ (BinOp::And | BinOp::Or)), .. } = self.g.node(id).kind.clone() else { return Ok(None) };
         let label = self.label(id).to_string();
-        if self.opts.numerical.contains(&label) || self.opts.categorical.contains(&label) || self.inexact_nodes.contains(&id) || !self.boolean(id) {
+        if self.opts.no_logic_threshold || self.opts.numerical.contains(&label) || self.opts.categorical.contains(&label) || self.inexact_nodes.contains(&id) || !self.boolean(id) {
             return Ok(None);
         }
         let Some((terms, through_slot)) = self.logic_terms(id, op) else { return Ok(None) };
@@ -116,18 +116,28 @@ impl Lowerer<'_> {
             }
         }
         // Each term's truth as one-hot dims; a term that needs its own slot gets it (an MLP per
-        // term, all in one layer when their inputs are).
+        // term, all in one layer when their inputs are). A term that cannot have a one-hot (a
+        // slot of its own stored as a number: `--encoding T=numerical`, review rv30b) leaves the
+        // node to the lookup.
+        let needs_slot = |lw: &Self, t: NodeId| lw.truth_dims(t).is_none();
+        if terms.iter().any(|&t| {
+            needs_slot(self, t)
+                && (!matches!(self.rep.get(&t), Some(Rep::Inline)) || self.opts.numerical.contains(self.label(t)) || !matches!(self.sets.get(&t), Some(ValueSet::Finite(_))))
+        }) {
+            return Ok(None);
+        }
         let mut reads = vec![];
         for &t in &terms {
-            if self.truth_dims(t).is_none() && matches!(self.rep.get(&t), Some(Rep::Inline)) && matches!(self.sets.get(&t), Some(ValueSet::Finite(_))) {
+            if needs_slot(self, t) {
                 let s = self.materialise(t)?;
                 self.set_rep(t, Rep::Slot(s));
             }
             match self.truth_dims(t) {
                 Some(r) => reads.push(r),
-                None => return Err(self.internal(t, "a boolean term has no one-hot")),
+                None => return Ok(None),
             }
         }
+        self.logic_threshold_used = true;
         let m = terms.len() as f64;
         let (f, t) = match (index_of(&vals, &Atom::Bool(false)), index_of(&vals, &Atom::Bool(true))) {
             (Some(f), Some(t)) => (f, t),

@@ -214,18 +214,24 @@ pub fn mixed_type_warning(graph: &raspc_lang::Graph, root: raspc_lang::NodeId, c
     let Some(raspc_compiler::infer::ValueSet::Finite(vals)) = sets.get(&root) else { return None };
     let kind = |a: &raspc_lang::Atom| std::mem::discriminant(a);
     // Values by number (0.0 and -0.0 as one): two of different types under one number.
+    // The example shown is the pair nearest 0, a non-negative one first: the value set may hold
+    // values no input reaches (helper w30: "can be -14 and -14.0" of a length that is never
+    // negative made a correct program look wrong).
     let mut by_number: std::collections::HashMap<u64, &raspc_lang::Atom> = std::collections::HashMap::new();
+    let mut example: Option<(f64, &raspc_lang::Atom, &raspc_lang::Atom)> = None;
     for b in vals.iter() {
         let Some(x) = b.as_f64() else { continue };
         let a = *by_number.entry((x + 0.0).to_bits()).or_insert(b);
-        if kind(a) != kind(b) {
-            return Some(format!(
-                "warning: `{}` can be {} and {}, one number as values of different types; the model's output holds the number, so `run` gives one of them for either (`verify` compares numbers as Python's == does)",
-                compiled.plan.output_label,
-                a.repr(),
-                b.repr()
-            ));
+        let rank = |x: f64| (x < 0.0, x.abs());
+        if kind(a) != kind(b) && example.is_none_or(|(y, _, _)| rank(x) < rank(y)) {
+            example = Some((x, a, b));
         }
     }
-    None
+    let (_, a, b) = example?;
+    Some(format!(
+        "warning: `{}` can be {} and {}, one number as values of different types; the model's output holds the number, so `run` gives one of them for either (`verify` compares numbers as Python's == does)",
+        compiled.plan.output_label,
+        a.repr(),
+        b.repr()
+    ))
 }
