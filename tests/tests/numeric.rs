@@ -1060,3 +1060,34 @@ fn an_or_of_two_equalities_on_one_key_is_a_sum_of_two_scores() {
         exhaustive(&b, 7, src);
     }
 }
+
+/// The `and`/`or` threshold is one candidate plan: where it gives a node a slot that a lookup
+/// would have fused (a flag narrowed in a loop and summed into a count), the plan without it is
+/// kept (review rv30b: 184,850 parameters with it, 57,299 without, both 4 layers); and a term
+/// stored as a number (`--encoding T=numerical`) leaves the node to the lookup (it was an
+/// internal error).
+#[test]
+fn the_threshold_is_kept_only_where_it_is_better() {
+    let ab: Vec<Atom> = "ab".chars().map(|c| Atom::Str(c.to_string())).collect();
+    let src = "run = 1;\n\
+        alive = True;\n\
+        for d in range(1, 16) {\n\
+            back = shift(tokens, d, \"_\");\n\
+            alive = alive and (back == tokens);\n\
+            run = run + indicator(alive);\n\
+        }\n\
+        prog = run;";
+    let b = build(src, "prog", ab.clone(), 8);
+    let s = &b.compiled.summary;
+    assert!(s.layers <= 4 && s.params < 100_000, "{s}");
+    check(&b, 8, 500);
+    let src = "t1 = tokens == \"a\";\nt2 = indices > 1;\nt3 = shift(tokens, 1, \"_\") == tokens;\nr1 = t1 and t2;\n\
+        w = selector_width(select(r1, True, ==));\nr = r1 and t3;\nprog = r or (w > 2);";
+    let abc: Vec<Atom> = "abc".chars().map(|c| Atom::Str(c.to_string())).collect();
+    let (_, r) = raspc_lang::evaluate_program("numeric.rasp", None, src, &MemoryLoader::default());
+    let session = r.unwrap();
+    let (_, root) = session.entry(Some("prog")).unwrap();
+    let opts = raspc_compiler::Options { vocab: abc.clone(), max_len: 8, numerical: ["t3".to_string()].into_iter().collect(), ..Default::default() };
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap_or_else(|e| panic!("{e:?}"));
+    check(&Built { session, root, vocab: abc, compiled }, 8, 1000);
+}
