@@ -582,6 +582,16 @@ fn a_mean_times_length_is_a_product_only_where_a_lookup_cannot_be() {
     assert!(compiled.is_ok(), "{:?}", compiled.err());
 }
 
+/// `src` compiled at max-len 16 and checked on 1,000 random inputs, then compiled at `small` and
+/// checked on every input: the summary at 16.
+fn checked(src: &str, vocab: &[Atom], small: usize) -> raspc_compiler::Summary {
+    let b = build(src, "prog", vocab.to_vec(), 16);
+    check(&b, 16, 1000);
+    let summary = b.compiled.summary.clone();
+    exhaustive(&build(src, "prog", vocab.to_vec(), small), small, src);
+    summary
+}
+
 /// Every input of length 1..=max_len, hard and soft attention.
 fn exhaustive(b: &Built, max_len: usize, src: &str) {
     let model = raspc_runtime::Model::new(b.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu).unwrap();
@@ -902,12 +912,8 @@ fn a_chain_of_conditionals_on_one_s_op_is_one_mlp() {
         }\n\
         prog = res;";
     for (src, layers, params) in [(counts, 2, 300_000), (means, 1, 20_000)] {
-        let b = build(src, "prog", digits.clone(), 16);
-        let s = &b.compiled.summary;
+        let s = checked(src, &digits, 5);
         assert!(s.layers == layers && s.params < params, "{src}: {s}");
-        check(&b, 16, 1000);
-        let b = build(src, "prog", digits.clone(), 5);
-        exhaustive(&b, 5, src);
     }
 }
 
@@ -936,11 +942,8 @@ fn a_chain_of_ands_is_one_threshold_over_its_terms() {
         }\n\
         prog = n;";
     for (src, layers) in [(ands, 3), (ors, 2)] {
-        let b = build(src, "prog", abc.clone(), 16);
-        assert_eq!(b.compiled.summary.layers, layers, "{src}: {}", b.compiled.summary);
-        check(&b, 16, 1000);
-        let b = build(src, "prog", abc.clone(), 6);
-        exhaustive(&b, 6, src);
+        let s = checked(src, &abc, 6);
+        assert_eq!(s.layers, layers, "{src}: {s}");
     }
 }
 
@@ -1029,11 +1032,8 @@ fn max_and_min_of_numbers_take_one_mlp_each() {
     let swapped = "m = aggregate(select(tokens, \"a\", ==), indices, 0) - 2;\n\
         prog = 0.5 if m <= 0.5 else m;";
     for (src, layers) in [(relu, 1), (mins, 2), (swapped, 1)] {
-        let b = build(src, "prog", abc.clone(), 16);
-        assert_eq!(b.compiled.summary.layers, layers, "{src}: {}", b.compiled.summary);
-        check(&b, 16, 1000);
-        let b = build(src, "prog", abc.clone(), 6);
-        exhaustive(&b, 6, src);
+        let s = checked(src, &abc, 6);
+        assert_eq!(s.layers, layers, "{src}: {s}");
     }
 }
 
@@ -1052,12 +1052,8 @@ fn an_or_of_two_equalities_on_one_key_is_a_sum_of_two_scores() {
         right = min(indices + 1, length - 1);\n\
         prog = aggregate(select(indices, left, ==) or select(indices, right, ==), indicator(tokens == \"a\"));";
     for (src, layers, params) in [(rotate, 3, 1_000_000), (neighbours, 3, 20_000)] {
-        let b = build(src, "prog", ab.clone(), 16);
-        let s = &b.compiled.summary;
+        let s = checked(src, &ab, 7);
         assert!(s.layers <= layers && s.params < params, "{src}: {s}");
-        check(&b, 16, 1000);
-        let b = build(src, "prog", ab.clone(), 7);
-        exhaustive(&b, 7, src);
     }
 }
 
