@@ -2385,3 +2385,20 @@ fn a_wide_one_hot_output_notes_the_numerical_encoding() {
     let d_model = j["d_model"].as_u64().unwrap();
     assert!(note.contains(&format!("d_model {d_model} and {} parameters", raspc_compiler::names::thousands(params))), "{note} vs {j}");
 }
+
+/// A runtime failure of `eval` ends as every other failure does, and each note is a note of its
+/// own: under `--causal` the failing prefix and the hint about text input are two (review
+/// rv29b: they were joined by a newline inside one; helper w30: no closing line).
+#[test]
+fn eval_failures_close_like_the_others_with_one_note_each() {
+    let p = temp("prefix_fails.rasp");
+    std::fs::write(&p, "prog = 6 / (length - 2);\n").unwrap();
+    let p = p.to_str().unwrap();
+    let (code, _, err) = cli(&["eval", p, "--input", "a b", "--causal"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("\n  = with --causal the program runs on each prefix of the input; it failed on the first 2 tokens ('a', ' ')\n  = `--input` text is one token per character"),
+        "{err}"
+    );
+    assert!(err.trim_end().ends_with(&format!("error: could not evaluate `{p}` on this input")), "{err}");
+}

@@ -115,7 +115,7 @@ pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalE
                 label = "reads the input here";
             }
             None => {
-                let note = note.map(|n| format!("  = {n}\n")).unwrap_or_default();
+                let note: String = note.into_iter().flat_map(str::lines).map(|n| format!("  = {n}\n")).collect();
                 return format!("error[eval::runtime]: {message}\n  = input: {input}\n{note}");
             }
         }
@@ -136,7 +136,8 @@ pub fn failure_text(session: &raspc_lang::Session, e: &raspc_lang::interp::EvalE
     {
         d = d.with_secondary(load, "in the file loaded here");
     }
-    if let Some(n) = note {
+    // (Several notes, one per line: `--causal`'s prefix and the text-input hint, review rv29b.)
+    for n in note.into_iter().flat_map(str::lines) {
         d = d.with_note(n);
     }
     render(&session.sources, &[d], color)
