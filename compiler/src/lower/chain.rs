@@ -114,18 +114,18 @@ impl Lowerer<'_> {
         Some((s, truth))
     }
 
-    /// Links in a chain ending at `id`.
-    fn chain_len(&self, id: NodeId) -> usize {
-        let mut n = 0;
+    /// The waiting links of the chain ending at `id`, outermost first.
+    fn chain_nodes(&self, id: NodeId) -> Vec<NodeId> {
+        let mut nodes = vec![];
         let mut at = Some(id);
-        while let Some(l) = at.and_then(|x| self.links.get(&x)) {
-            n += 1;
+        while let Some((x, l)) = at.and_then(|x| self.links.get(&x).map(|l| (x, l))) {
+            nodes.push(x);
             at = match l.otherwise {
-                Otherwise::Link(x) => Some(x),
+                Otherwise::Link(y) => Some(y),
                 Otherwise::Arm(_) => None,
             };
         }
-        n
+        nodes
     }
 
     /// A conditional: waits for its user, lowers the chain it ends, or is not part of one.
@@ -207,7 +207,7 @@ impl Lowerer<'_> {
         // (A number among them is made one-hot by the lookup: review rv30a, `-m * 3 + 1` of a
         // mean per link, 9 layers and 37.6 M parameters as links, 1 layer and 3,550 as a chain.)
         let number = leaves.iter().any(|l| self.is_num_slot(*l));
-        if self.chain_len(id) < 2 || (combinations <= MAX_COMBINATIONS && !number) {
+        if self.chain_nodes(id).len() < 2 || (combinations <= MAX_COMBINATIONS && !number) {
             return Ok(None);
         }
         self.lower_chain(id)
@@ -215,16 +215,11 @@ impl Lowerer<'_> {
 
     /// Lowers each link of a waiting chain on its own, the innermost first.
     fn flush_plainly(&mut self, x: NodeId) -> Result<(), Diagnostic> {
-        let mut order = vec![];
-        let mut at = Some(x);
-        while let Some(l) = at.and_then(|y| self.links.remove(&y).map(|l| (y, l))) {
-            at = match &l.1.otherwise {
-                Otherwise::Link(y) => Some(*y),
-                Otherwise::Arm(_) => None,
-            };
-            order.push(l.0);
+        let nodes = self.chain_nodes(x);
+        for y in &nodes {
+            self.links.remove(y);
         }
-        for y in order.into_iter().rev() {
+        for y in nodes.into_iter().rev() {
             self.lower_map_plain(y)?;
         }
         Ok(())
@@ -234,16 +229,9 @@ impl Lowerer<'_> {
     /// the chain picks there. None when that would take more than [`CHAIN_MAX_UNITS`] units,
     /// or its products would not resolve the output's values in f32.
     fn lower_chain(&mut self, id: NodeId) -> Result<Option<SlotId>, Diagnostic> {
-        let mut links = vec![];
-        let mut at = id;
-        let base = loop {
-            let Some(l) = self.links.get(&at) else { return Err(self.internal(at, "a chain's link is missing")) };
-            links.push(l.clone());
-            match &l.otherwise {
-                Otherwise::Link(x) => at = *x,
-                Otherwise::Arm(a) => break a.clone(),
-            }
-        };
+        let nodes = self.chain_nodes(id);
+        let links: Vec<Link> = nodes.iter().map(|x| self.links[x].clone()).collect();
+        let Some(Otherwise::Arm(base)) = links.last().map(|l| l.otherwise.clone()) else { return Err(self.internal(id, "a chain's link is missing")) };
         let cs = links[0].cond;
         // (Every link reads the same one-hot: a link is only made with an `else` on its own.)
         if links.iter().any(|l| l.cond != cs) {
@@ -341,12 +329,8 @@ impl Lowerer<'_> {
         // The chain is lowered: its links wait no more (review rv30a: a later conditional on
         // another s-op took them for its own, read their truth at its own one-hot's dims, and
         // gave wrong results or panicked).
-        let mut at = Some(id);
-        while let Some(l) = at.and_then(|x| self.links.remove(&x)) {
-            at = match l.otherwise {
-                Otherwise::Link(x) => Some(x),
-                Otherwise::Arm(_) => None,
-            };
+        for x in &nodes {
+            self.links.remove(x);
         }
         Ok(Some(out))
     }
