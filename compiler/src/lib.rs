@@ -297,10 +297,12 @@ impl Candidate {
     }
 
     /// Whether every staircase over a grid of a number's values tolerates the error of what it
-    /// reads ([`emit::staircase_problem`]): a plan that does not is kept only when no other
-    /// plan does.
+    /// reads ([`emit::staircase_problem`]), and f32 tells every numerical slot's values apart
+    /// ([`emit::precision_problem`]): a plan that does not is kept only when no other plan does
+    /// (review rv30c: a minimum of two large means as a relu was refused for precision, where
+    /// the plan with a lookup compiled).
     fn sound(&self) -> bool {
-        *self.sound.get_or_init(|| emit::staircase_problem(&self.plan, self.schedule()).is_none())
+        *self.sound.get_or_init(|| emit::staircase_problem(&self.plan, self.schedule()).is_none() && emit::precision_problem(&self.plan, self.schedule()).is_none())
     }
 
     /// (The estimate reads only the vocabulary and max-len of `opts`.)
@@ -406,7 +408,9 @@ fn plan_of(
                 cands.push(Candidate::new(p));
                 (None, c)
             }
-            Err(e) => (Some(e), lower::Choices { eager_sums: true, lookup_sums: false, logic_threshold: false }),
+            // (A failed lowering may have failed through a threshold or a relu: review rv30c, a
+            // minimum of two large means refused for precision, which the lookup compiled.)
+            Err(e) => (Some(e), lower::Choices { eager_sums: true, lookup_sums: false, logic_threshold: true }),
         };
         let mut logic = choices.logic_threshold;
         if choices.eager_sums

@@ -72,10 +72,12 @@ pub struct Options {
     /// (`compile` retries so when the plan with it is refused: its readers may need the
     /// interpreter's exact floats, which the lookup over (mean, length) keeps; review rv25b).
     pub no_length_product: bool,
-    /// Never lower a long `and`/`or` as one threshold over its terms (`lower/logic.rs`):
-    /// `compile` lowers so too when the threshold was used, and keeps the better plan (it can
-    /// give a node a slot that a lookup would have fused into its reader, a layer more: review
-    /// rv30b).
+    /// Never lower a long `and`/`or` as one threshold over its terms (`lower/logic.rs`), nor a
+    /// maximum or minimum of numbers as a relu (`affine.rs`, `max_min`): `compile` lowers so
+    /// too when either was used, and keeps the better plan (a threshold can give a node a slot
+    /// that a lookup would have fused into its reader, a layer more: review rv30b; a relu's
+    /// result is one f32 number, where the lookup kept values f32 cannot tell apart exactly:
+    /// review rv30c).
     pub no_logic_threshold: bool,
 }
 
@@ -182,7 +184,8 @@ pub fn lower_noting(g: &Graph, root: NodeId, opts: &Options, inexact: &HashMap<N
 pub struct Choices {
     pub eager_sums: bool,
     pub lookup_sums: bool,
-    /// Some `and`/`or` was lowered as a threshold ([`Options::no_logic_threshold`] would not).
+    /// Some `and`/`or` was lowered as a threshold, or a maximum as a relu
+    /// ([`Options::no_logic_threshold`] would not).
     pub logic_threshold: bool,
 }
 
@@ -2042,22 +2045,29 @@ impl Lowerer<'_> {
         }
         // A query computed from the other (`q2 = q1 + length`) gets its one-hot first, from the
         // inputs they share, not from q1's own: a layer less.
-        let (s2_first, s1_first) = if self.g.ancestors(q2).contains(&q1) { (Some(self.side(&[q2])?), None) } else { (None, Some(self.side(&[q1])?)) };
-        let side1 = match s1_first {
-            Some(x) => x,
-            None => self.side(&[q1])?,
-        };
-        let side2 = match s2_first {
-            Some(x) => x,
-            None => self.side(&[q2])?,
+        let (side1, side2) = if self.g.ancestors(q2).contains(&q1) {
+            let side2 = self.side(&[q2])?;
+            (self.side(&[q1])?, side2)
+        } else {
+            let side1 = self.side(&[q1])?;
+            (side1, self.side(&[q2])?)
         };
         let (Side::Cat(ks, kv), Side::Cat(s1, v1), Side::Cat(s2, v2)) = (self.side(&[k1])?, side1, side2) else { return Ok(None) };
         if [ks, s1, s2].iter().any(|s| self.cat_alts.contains_key(s)) {
             return Ok(None);
         }
-        let (mut q, mut k, mut cols) = (vec![], vec![], 0usize);
+        // One column per value of k (a view of a wider one-hot, `indices % 3`, has several dims
+        // per value: review rv30c, 17 columns for 3 values).
+        let mut by_value: Vec<(Atom, Vec<usize>)> = vec![];
         for (d, key) in kv.iter().enumerate() {
             let Some([key]) = key.as_deref() else { continue };
+            match by_value.iter_mut().find(|(a, _)| a == key) {
+                Some((_, dims)) => dims.push(d),
+                None => by_value.push((key.clone(), vec![d])),
+            }
+        }
+        let (mut q, mut k, mut cols) = (vec![], vec![], 0usize);
+        for (key, dims) in &by_value {
             let kf = |n: NodeId| (n == k1).then(|| key.clone());
             let mut matching = vec![];
             for (select, qn, slot, vals) in [(a, q1, s1, &v1), (b, q2, s2, &v2)] {
@@ -2071,7 +2081,7 @@ impl Lowerer<'_> {
             if matching.is_empty() {
                 continue;
             }
-            k.push(In::new(ks, d, cols, 1.0));
+            k.extend(dims.iter().map(|&d| In::new(ks, d, cols, 1.0)));
             q.extend(matching);
             cols += 1;
         }

@@ -1087,3 +1087,33 @@ fn the_threshold_is_kept_only_where_it_is_better() {
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap_or_else(|e| panic!("{e:?}"));
     check(&Built { session, root, vocab: abc, compiled }, 8, 1000);
 }
+
+/// A maximum or minimum lowered as a relu is one candidate plan: its result is one f32 number,
+/// and where f32 cannot tell its values apart the plan with the lookup is kept (review rv30c:
+/// `min(fa * 1000000, fb * 1000000 + 0.5)` of two prefix means was refused for precision; the
+/// lookup compiles and agrees). And an `or` of two equalities scores one column per value of
+/// the key, not per dim of the one-hot it is read from (`indices % 3`: 17 columns, now 3).
+#[test]
+fn a_relu_that_f32_cannot_hold_leaves_the_lookup_and_or_columns_are_per_value() {
+    let abc: Vec<Atom> = "abc".chars().map(|c| Atom::Str(c.to_string())).collect();
+    let min = "fa = aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\n\
+        fb = aggregate(select(indices, indices, <=), indicator(tokens == \"b\"));\n\
+        prog = min(fa * 1000000, fb * 1000000 + 0.5);";
+    let b = build(min, "prog", abc.clone(), 16);
+    check(&b, 16, 1000);
+    let or = "k = indices % 3;\n\
+        prog = aggregate(select(k, indicator(tokens == \"a\"), ==) or select(k, indicator(tokens == \"b\") + 1, ==), indices);";
+    let b = build(or, "prog", abc.clone(), 16);
+    let widths: Vec<usize> = b
+        .compiled
+        .schedule
+        .time
+        .keys()
+        .filter_map(|&x| match &b.compiled.plan.blocks[x].kind {
+            BlockKind::Head(h) => Some(h.width),
+            BlockKind::Mlp(_) => None,
+        })
+        .collect();
+    assert_eq!(widths, vec![4], "{}", b.compiled.summary);
+    checked(or, &abc, 6);
+}

@@ -539,6 +539,9 @@ impl Lowerer<'_> {
     /// layers (helper w30: `m if m > 0 else 0` and each `min` of a running minimum took two).
     fn max_min(&mut self, id: NodeId, op: &MapOp, args: &[Operand]) -> Result<Option<SlotId>, Diagnostic> {
         let (MapOp::Ternary, [t, Operand::Sop(c), e]) = (op, args) else { return Ok(None) };
+        if self.opts.no_logic_threshold {
+            return Ok(None);
+        }
         let NodeKind::Map { op: MapOp::Binary(cmp @ (BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le)), args: cargs } = self.g.node(*c).kind.clone() else { return Ok(None) };
         let [p, q] = &cargs[..] else { return Ok(None) };
         if self.inexact_nodes.contains(&id) {
@@ -599,6 +602,7 @@ impl Lowerer<'_> {
         for (&(s, dim), &w) in &d.terms {
             mlp.w_in.push(In::new(s, dim, 0, w));
         }
+        self.logic_threshold_used = true;
         let word = if max { "max" } else { "min" };
         self.push_block(BlockKind::Mlp(mlp), r, format!("{label}:relu = relu of the difference in {word}({}, {})", self.operand_text(t), self.operand_text(e)));
         let mut terms = BTreeMap::new();
@@ -795,11 +799,7 @@ impl Lowerer<'_> {
                 }
             }
         }
-        let name = |lw: &Self, a: &Operand| match a {
-            Operand::Sop(x) => lw.label(*x).to_string(),
-            Operand::Const(k) => k.repr(),
-        };
-        self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} if {} else {}", name(self, t), self.label(*c), name(self, e)));
+        self.push_block(BlockKind::Mlp(mlp), out, format!("{label} = {} if {} else {}", self.operand_text(t), self.label(*c), self.operand_text(e)));
         Ok(Some(out))
     }
 }
