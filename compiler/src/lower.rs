@@ -805,6 +805,11 @@ impl Lowerer<'_> {
         Ok(())
     }
 
+    /// The value combinations of some leaves (each at least one value), saturating.
+    fn combinations<'l>(&self, leaves: impl IntoIterator<Item = &'l NodeId>) -> usize {
+        leaves.into_iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1)))
+    }
+
     fn domain_size(&self, leaf: NodeId) -> usize {
         match &self.rep[&leaf] {
             Rep::Slot(s) => match &self.slots[*s].enc {

@@ -209,7 +209,7 @@ impl Lowerer<'_> {
         };
         let lin = match (&op, args.as_slice()) {
             (MapOp::Binary(b @ (BinOp::Add | BinOp::Sub)), [a, c]) if sop_leaves.len() == 2 => {
-                let combos = leaves.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1)));
+                let combos = self.combinations(&leaves);
                 let enumerate_up_to = if self.opts.eager_sums { super::EAGER_SUM_COMBINATIONS } else { MAX_COMBINATIONS };
                 if !(any_num || combos > enumerate_up_to || self.read_as_number(id, 0)) {
                     // Enumerated here; with eager sums it would not be (`compile` then tries).

@@ -203,7 +203,7 @@ impl Lowerer<'_> {
     /// parameters in `idioms/long_add_ref.rasp`).
     fn large_chain(&mut self, id: NodeId) -> Result<Option<SlotId>, Diagnostic> {
         let leaves = self.leaf_list(id);
-        let combinations = leaves.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1)));
+        let combinations = self.combinations(&leaves);
         // (A number among them is made one-hot by the lookup: review rv30a, `-m * 3 + 1` of a
         // mean per link, 9 layers and 37.6 M parameters as links, 1 layer and 3,550 as a chain.)
         let number = leaves.iter().any(|l| self.is_num_slot(*l));

@@ -111,7 +111,7 @@ impl Lowerer<'_> {
             for t in &terms {
                 self.leaves_of(*t, &mut leaves);
             }
-            if leaves.iter().fold(1usize, |p, l| p.saturating_mul(self.domain_size(*l).max(1))) <= MAX_COMBINATIONS {
+            if self.combinations(&leaves) <= MAX_COMBINATIONS {
                 return Ok(None);
             }
         }
