@@ -2036,7 +2036,8 @@ impl Lowerer<'_> {
     /// pairs at max-len 16, 2.19 M parameters, and 217.9 M at 64). A key equal to both scores 2,
     /// but then q1 = q2 and no other key scores: the selected keys are still those of highest
     /// score. (Not for a width, whose BOS must tie with every selected key.) The columns, or
-    /// None when the sides are not plain one-hots.
+    /// None when the key is not a one-hot or a side's values are floats that differ only by
+    /// rounding.
     #[allow(clippy::type_complexity)]
     fn additive_or(&mut self, or: NodeId) -> Result<Option<(Vec<In>, Vec<In>, usize)>, Diagnostic> {
         let NodeKind::SelectOr(a, b) = self.g.node(or).kind else { return Ok(None) };
@@ -2057,8 +2058,8 @@ impl Lowerer<'_> {
             let side1 = self.side(&[q1])?;
             (side1, self.side(&[q2])?)
         };
-        let (Side::Cat(ks, kv), Side::Cat(s1, v1), Side::Cat(s2, v2)) = (self.side(&[k1])?, side1, side2) else { return Ok(None) };
-        if [ks, s1, s2].iter().any(|s| self.cat_alts.contains_key(s)) {
+        let Side::Cat(ks, kv) = self.side(&[k1])? else { return Ok(None) };
+        if self.cat_alts.contains_key(&ks) {
             return Ok(None);
         }
         // One column per value of k (a view of a wider one-hot, `indices % 3`, has several dims
@@ -2071,18 +2072,70 @@ impl Lowerer<'_> {
                 None => by_value.push((key.clone(), vec![d])),
             }
         }
-        let (mut q, mut k, mut cols) = (vec![], vec![], 0usize);
-        for (key, dims) in &by_value {
-            let kf = |n: NodeId| (n == k1).then(|| key.clone());
-            let mut matching = vec![];
-            for (select, qn, slot, vals) in [(a, q1, s1, &v1), (b, q2, s2, &v2)] {
-                for (e, v) in vals.iter().enumerate() {
-                    let Some([v]) = v.as_deref() else { continue };
-                    if self.eval_selector(select, &kf, &|n: NodeId| (n == qn).then(|| v.clone())) {
-                        matching.push(In::new(slot, e, cols, 1.0));
+        // Per query side: its one-hot slot and, per dim, which values of k it selects. A
+        // numerical query (a sum slot, `indices - c`) is read through the classes of its values
+        // by the key value they equal (helper w30's rotation at max-len 64: the two queries
+        // enumerated as one-hots of 128 and 191 values, 13.3 M parameters).
+        let mut sides = vec![];
+        for (select, qn, side) in [(a, q1, side1), (b, q2, side2)] {
+            let matches = |lw: &Self, v: &Atom| -> Vec<bool> {
+                by_value.iter().map(|(key, _)| lw.eval_selector(select, &|n: NodeId| (n == k1).then(|| key.clone()), &|n: NodeId| (n == qn).then(|| v.clone()))).collect()
+            };
+            match side {
+                Side::Cat(s, vals) => {
+                    if self.cat_alts.contains_key(&s) {
+                        return Ok(None);
                     }
+                    let rows = vals
+                        .iter()
+                        .map(|v| match v.as_deref() {
+                            Some([v]) => matches(self, v),
+                            _ => vec![false; by_value.len()],
+                        })
+                        .collect::<Vec<_>>();
+                    sides.push((s, rows, None));
+                }
+                Side::Num(slot, points, atoms) => {
+                    // Every float a point stands for must select the same keys (the interpreter
+                    // compares exact floats): otherwise the plain lowering says why not.
+                    let groups: Vec<Vec<Atom>> = match self.num_atoms.get(&slot) {
+                        Some(g) if g.len() == atoms.len() => g.clone(),
+                        _ => atoms.iter().map(|a| vec![a.clone()]).collect(),
+                    };
+                    let mut rows: Vec<Vec<bool>> = vec![];
+                    for g in &groups {
+                        let row = matches(self, &g[0]);
+                        if g[1..].iter().any(|a| matches(self, a) != row) {
+                            return Ok(None);
+                        }
+                        rows.push(row);
+                    }
+                    let mut reps: Vec<Vec<bool>> = vec![];
+                    let class_of: Vec<usize> = rows
+                        .iter()
+                        .map(|r| match reps.iter().position(|x| x == r) {
+                            Some(i) => i,
+                            None => {
+                                reps.push(r.clone());
+                                reps.len() - 1
+                            }
+                        })
+                        .collect();
+                    sides.push((slot, reps, Some((points, class_of))));
                 }
             }
+        }
+        // (Classes only once both sides can be read: no block is left without a reader.)
+        let sides: Vec<(SlotId, Vec<Vec<bool>>)> = sides
+            .into_iter()
+            .map(|(slot, rows, classes)| match classes {
+                Some((points, class_of)) => (self.classes(slot, &points, &class_of), rows),
+                None => (slot, rows),
+            })
+            .collect();
+        let (mut q, mut k, mut cols) = (vec![], vec![], 0usize);
+        for (j, (_, dims)) in by_value.iter().enumerate() {
+            let matching: Vec<In> = sides.iter().flat_map(|(slot, rows)| rows.iter().enumerate().filter(|(_, r)| r[j]).map(|(e, _)| In::new(*slot, e, cols, 1.0))).collect();
             if matching.is_empty() {
                 continue;
             }
