@@ -163,6 +163,15 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
                 ValueSet::Unbounded => ValueSet::Unbounded,
                 // At most one key selected: the default or one of the values, never a mean.
                 ValueSet::Finite(vs) if selects_at_most_one_with(graph, *sel, max_len, &out) => aggregate_set(vs, default, 1),
+                // Every selected key holds the same value: that value (a float when it is the
+                // mean of several), never a fraction between values.
+                ValueSet::Finite(vs) if selected_keys_agree(graph, *sel, *values, &out) => {
+                    let mut s = aggregate_set(vs, default, 1);
+                    if let ValueSet::Finite(set) = &mut s {
+                        vs.iter().filter_map(|a| if a.is_str() { None } else { a.as_f64() }).for_each(|x| set.insert(Atom::Float(x)));
+                    }
+                    s
+                }
                 ValueSet::Finite(vs) => aggregate_set(vs, default, max_len),
             },
             NodeKind::AggregateMax { values, default, .. } => match &out[values] {
@@ -211,6 +220,74 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
         out.insert(id, set);
     }
     (out, ivs)
+}
+
+/// Whether every key `sel` selects (for any one query) holds the same value of `values`: a
+/// conjunct `select(x, q, ==)`, or `select(f, True, ==)` with f true exactly where no key has a
+/// larger x (`not has_focus(select(x, x, >))`, the argmax idiom; or a smaller one), and `values`
+/// a function of x alone. Only where x's values are all of one type, so that equal values are
+/// the same atom (helper w30: the mean over the argmax of a prefix balance was a mean of any
+/// fraction, refused for precision from max-len 32).
+fn selected_keys_agree(graph: &Graph, sel: NodeId, values: NodeId, sets: &HashMap<NodeId, ValueSet>) -> bool {
+    fn function_of(g: &Graph, y: NodeId, x: NodeId, depth: usize) -> bool {
+        y == x
+            || depth < 16
+                && match &g.node(y).kind {
+                    NodeKind::Map { args, .. } => args.iter().all(|a| match a {
+                        Operand::Sop(s) => function_of(g, *s, x, depth + 1),
+                        Operand::Const(_) => true,
+                    }),
+                    NodeKind::Const(_) => true,
+                    _ => false,
+                }
+    }
+    // The selector of `f` when f is true exactly where it selects no key.
+    fn selects_none(g: &Graph, f: NodeId) -> Option<NodeId> {
+        let zero = |a: &Operand| matches!(a, Operand::Const(c) if c.as_f64() == Some(0.0) && !c.is_str());
+        let focus = |x: NodeId| match g.node(x).kind {
+            NodeKind::SelectorWidth(s) => Some(s),
+            NodeKind::Aggregate { sel, values, ref default } if default.as_f64() == Some(0.0) && !default.is_str() => match &g.node(values).kind {
+                NodeKind::Const(c) if !c.is_str() && c.as_f64().is_some_and(|v| v > 0.0) => Some(sel),
+                _ => None,
+            },
+            _ => None,
+        };
+        match &g.node(f).kind {
+            NodeKind::Map { op: MapOp::Not, args } => match args.as_slice() {
+                [Operand::Sop(h)] => match &g.node(*h).kind {
+                    NodeKind::Map { op: MapOp::Binary(raspc_lang::ast::BinOp::Gt), args } => match args.as_slice() {
+                        [Operand::Sop(a), z] if zero(z) => focus(*a),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            },
+            NodeKind::Map { op: MapOp::Binary(raspc_lang::ast::BinOp::Eq), args } => match args.as_slice() {
+                [Operand::Sop(a), z] | [z, Operand::Sop(a)] if zero(z) => focus(*a),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    let one_type = |x: NodeId| match sets.get(&x) {
+        Some(ValueSet::Finite(s)) => {
+            let tag = |a: &Atom| std::mem::discriminant(a);
+            let mut it = s.iter();
+            it.next().is_none_or(|first| it.all(|a| tag(a) == tag(first)))
+        }
+        _ => false,
+    };
+    let mut parts = vec![];
+    conjuncts(graph, sel, &mut parts);
+    parts.into_iter().any(|p| match graph.node(p).kind {
+        NodeKind::Select { keys, cmp: Cmp::Eq, .. } if function_of(graph, values, keys, 0) && one_type(keys) => true,
+        NodeKind::Select { keys, queries, cmp: Cmp::Eq } => {
+            matches!(graph.node(queries).kind, NodeKind::Const(Atom::Bool(true)))
+                && selects_none(graph, keys).and_then(|s| strict_self_compare(graph, s)).is_some_and(|x| function_of(graph, values, x, 0) && one_type(x))
+        }
+        _ => false,
+    })
 }
 
 /// [`selects_at_most_one`], or `==` on keys injective in `indices` for every value of the

@@ -400,7 +400,7 @@ fn plan_of(
     // Each cascade also says whether a long `and`/`or` was lowered as a threshold: then the
     // whole cascade runs again without (review rv30b: the threshold can cost a layer where a
     // lookup fuses the node into its reader, and the plan kept before was an eager-sums one).
-    let cascade = |o: &Options| -> (Result<Vec<Candidate>, Vec<Diagnostic>>, bool) {
+    let cascade = |o: &Options| -> (Result<Vec<Candidate>, Vec<Diagnostic>>, (bool, bool)) {
         let lower = |o: &lower::Options| lower::lower_noting_choices(simple, simple_root, o, inexact);
         let mut cands = vec![];
         let (err, mut choices) = match lower(o) {
@@ -410,21 +410,24 @@ fn plan_of(
             }
             // (A failed lowering may have failed through a threshold or a relu: review rv30c, a
             // minimum of two large means refused for precision, which the lookup compiled.)
-            Err(e) => (Some(e), lower::Choices { eager_sums: true, lookup_sums: false, logic_threshold: true }),
+            Err(e) => (Some(e), lower::Choices { eager_sums: true, lookup_sums: false, logic_threshold: true, few_valued_products: true }),
         };
         let mut logic = choices.logic_threshold;
+        let mut products = choices.few_valued_products;
         if choices.eager_sums
             && let Ok((p, c)) = lower(&lower::Options { eager_sums: true, ..o.clone() })
         {
             cands.push(Candidate::new(p));
             choices.lookup_sums |= c.lookup_sums;
             logic |= c.logic_threshold;
+            products |= c.few_valued_products;
         }
         if choices.lookup_sums
             && let Ok((p, c)) = lower(&lower::Options { eager_sums: true, lookup_sums: true, ..o.clone() })
         {
             cands.push(Candidate::new(p));
             logic |= c.logic_threshold;
+            products |= c.few_valued_products;
         }
         let result = match err {
             // Refused with the product of a mean and `length`: the lookup over both instead.
@@ -434,23 +437,31 @@ fn plan_of(
             Some(e) if cands.is_empty() => Err(e),
             _ => Ok(cands),
         };
-        (result, logic)
+        (result, (logic, products && !o.few_valued_products))
     };
+    // Each cascade also says whether a conditional of a few-valued number was left to a lookup:
+    // then a cascade with products for it runs too.
     let lowered = |o: &Options| -> Result<Vec<Candidate>, Vec<Diagnostic>> {
-        let (first, logic) = cascade(o);
-        if !logic {
-            return first;
+        let (mut all, (logic, products)) = cascade(o);
+        let mut more = |o: lower::Options| {
+            let (next, _) = cascade(&o);
+            all = match (std::mem::replace(&mut all, Ok(vec![])), next) {
+                (Ok(mut a), Ok(b)) => {
+                    a.extend(b);
+                    Ok(a)
+                }
+                (Ok(a), Err(_)) => Ok(a),
+                (Err(_), Ok(b)) => Ok(b),
+                (Err(e), Err(_)) => Err(e),
+            };
+        };
+        if logic {
+            more(lower::Options { no_logic_threshold: true, ..o.clone() });
         }
-        let (second, _) = cascade(&lower::Options { no_logic_threshold: true, ..o.clone() });
-        match (first, second) {
-            (Ok(mut a), Ok(b)) => {
-                a.extend(b);
-                Ok(a)
-            }
-            (Ok(a), Err(_)) => Ok(a),
-            (Err(_), Ok(b)) => Ok(b),
-            (Err(e), Err(_)) => Err(e),
+        if products {
+            more(lower::Options { few_valued_products: true, ..o.clone() });
         }
+        all
     };
     let first = lowered(&o);
     // A map's result read out as one number instead of one dim per value, when that is no

@@ -79,6 +79,13 @@ pub struct Options {
     /// result is one f32 number, where the lookup kept values f32 cannot tell apart exactly:
     /// review rv30c).
     pub no_logic_threshold: bool,
+    /// Lower a conditional with a numerical branch of few values (`m * 2 + 1 if m > 0 else 0`,
+    /// at most 64 values) as products too, not only one of more values (`lower/affine.rs`):
+    /// `compile` lowers so too when such a conditional was met, and keeps the better plan (a
+    /// lookup reads the number's one-hot, which its readers may share; products read it as a
+    /// number: the mean over an argmax, 33 values at max-len 16, took 152 k parameters by lookup
+    /// and 57 k by products).
+    pub few_valued_products: bool,
 }
 
 /// Value combinations from which [`Options::eager_sums`] adds two s-ops in a sum slot.
@@ -157,6 +164,8 @@ struct Lowerer<'a> {
     lookup_sums_differ: bool,
     /// Some `and`/`or` was lowered as a threshold ([`Options::no_logic_threshold`]).
     logic_threshold_used: bool,
+    /// Some conditional was left to a lookup that [`Options::few_valued_products`] would not.
+    few_products_differ: bool,
     /// Extra token-embedding and position-embedding entries (sum slots).
     token_values: Vec<EmbedRow>,
     positional: Vec<EmbedRow>,
@@ -187,6 +196,9 @@ pub struct Choices {
     /// Some `and`/`or` was lowered as a threshold, or a maximum as a relu
     /// ([`Options::no_logic_threshold`] would not).
     pub logic_threshold: bool,
+    /// Some conditional of a few-valued number was a lookup
+    /// ([`Options::few_valued_products`] would make it products).
+    pub few_valued_products: bool,
 }
 
 /// [`lower_noting`], and which [`Choices`] would change the plan.
@@ -224,6 +236,7 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         eager_sums_differ: false,
         lookup_sums_differ: false,
         logic_threshold_used: false,
+        few_products_differ: false,
         token_values: vec![],
         positional: vec![],
         grid_reads: Default::default(),
@@ -285,7 +298,7 @@ pub fn lower_noting_choices(g: &Graph, root: NodeId, opts: &Options, inexact: &H
         }
     }
     let output = output.ok_or_else(|| vec![lw.internal(root, "the output was not lowered")])?;
-    let differ = Choices { eager_sums: lw.eager_sums_differ, lookup_sums: lw.lookup_sums_differ, logic_threshold: lw.logic_threshold_used };
+    let differ = Choices { eager_sums: lw.eager_sums_differ, lookup_sums: lw.lookup_sums_differ, logic_threshold: lw.logic_threshold_used, few_valued_products: lw.few_products_differ };
     let plan = Plan {
         slots: lw.slots,
         blocks: lw.blocks,
@@ -1470,6 +1483,15 @@ impl Lowerer<'_> {
                         ))
                 }));
         };
+        Ok(self.one_hot_of_points(num, &points))
+    }
+
+    /// The one-hot of a numerical slot's points ([`Self::categorical_of`], which has checked
+    /// that it lists them).
+    fn one_hot_of_points(&mut self, num: SlotId, points: &[f64]) -> SlotId {
+        if let Some(&c) = self.conv.get(&num) {
+            return c;
+        }
         let atoms: Vec<Atom> = match self.num_atoms.get(&num) {
             Some(groups) => groups.iter().map(|g| g[0].clone()).collect(),
             None => points.iter().map(|&p| Atom::Float(p)).collect(),
@@ -1483,10 +1505,10 @@ impl Lowerer<'_> {
         if let Some(groups) = self.num_atoms.get(&num).filter(|g| g.iter().any(|x| x.len() > 1)) {
             self.cat_alts.insert(out, groups.clone());
         }
-        let mlp = self.staircase(num, &points, &outputs, out);
+        let mlp = self.staircase(num, points, &outputs, out);
         self.push_block(BlockKind::Mlp(mlp), out, format!("categorical({})", self.slots[num].label));
         self.conv.insert(num, out);
-        Ok(out)
+        out
     }
 
     /// Each leaf with the categorical slot that holds it (numerical leaves converted by a
@@ -1972,6 +1994,11 @@ impl Lowerer<'_> {
     fn classes(&mut self, num: SlotId, points: &[f64], class_of: &[usize]) -> SlotId {
         if let Some(&c) = self.class_slots.get(&(num, class_of.to_vec())) {
             return c;
+        }
+        // A class per value, in order: the slot's one-hot, shared with the maps that read it
+        // (a select on `bal == bal` beside a lookup of `bal` built both, 192 dims each).
+        if class_of.iter().enumerate().all(|(i, &c)| i == c) && matches!(&self.slots[num].enc, SlotEnc::Num { points: Some(p) } if p.as_slice() == points) {
+            return self.one_hot_of_points(num, points);
         }
         let n = class_of.iter().max().map_or(0, |m| m + 1);
         let names: Vec<Atom> = (0..n)

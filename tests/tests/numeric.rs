@@ -1123,3 +1123,28 @@ fn a_relu_that_f32_cannot_hold_leaves_the_lookup_and_or_columns_are_per_value() 
     assert_eq!(widths, vec![4], "{}", b.compiled.summary);
     checked(or, &abc, 6);
 }
+
+/// A mean over keys that all hold one value is that value: the argmax idiom (the mean of `bal`
+/// where no key has a larger `bal`) and a select on the values' own s-op take the values' set,
+/// not every fraction between them (helper w30: the maximum bracket depth this way was refused
+/// for precision from max-len 32; the second program had too many values to list at 64). Checked
+/// on every input up to 8 and on random ones at 64.
+#[test]
+fn a_mean_over_keys_that_agree_is_one_of_their_values() {
+    let parens: Vec<Atom> = "()".chars().map(|c| Atom::Str(c.to_string())).collect();
+    let argmax = "step = 1 if tokens == \"(\" else -1;\n\
+        bal = round(aggregate(select(indices, indices, <=), step) * (indices + 1));\n\
+        top = not has_focus(select(bal, bal, >));\n\
+        m = aggregate(select(top, True, ==), bal);\n\
+        prog = m if m > 0 else 0;";
+    let same = "bal = selector_width(select(indices, indices, <=) and select(tokens, \"(\", ==)) * 2 - indices;\n\
+        lowest = selector_width(select(bal, bal, <)) == 0;\n\
+        m = aggregate(select(bal, bal, ==) and select(lowest, True, ==), bal * 3 - 1, 100);\n\
+        prog = m if m > 0 else 0;";
+    for src in [argmax, same] {
+        checked(src, &parens, 8);
+        let b = build(src, "prog", parens.clone(), 64);
+        check(&b, 64, 300);
+        assert!(b.compiled.summary.params < 1_500_000, "{src}: {}", b.compiled.summary);
+    }
+}

@@ -692,8 +692,18 @@ impl Lowerer<'_> {
         {
             return Ok(None);
         }
-        if ![&tb, &eb].iter().any(|b| matches!(b, Branch::Num(_, _, n, _, _) if *n > PRODUCT_MIN_VALUES)) {
-            return Ok(None);
+        // Products for a number of many values; for one of a few, in the plan that asks for them
+        // ([`super::Options::few_valued_products`]).
+        let values = |b: &Branch| if let Branch::Num(_, _, n, _, _) = b { *n } else { 0 };
+        let most = values(&tb).max(values(&eb));
+        if most <= PRODUCT_MIN_VALUES {
+            if most <= 2 {
+                return Ok(None);
+            }
+            if !self.opts.few_valued_products {
+                self.few_products_differ = true;
+                return Ok(None);
+            }
         }
         let label = self.label(id).to_string();
         let pg = match self.sets.get(&id) {
@@ -806,7 +816,7 @@ impl Lowerer<'_> {
 
 /// A number needs more values than this before a product with a function of `tokens` (or a
 /// conditional on one) is an MLP of products rather than a lookup over the number's one-hot.
-const PRODUCT_MIN_VALUES: usize = 64;
+pub(super) const PRODUCT_MIN_VALUES: usize = 64;
 
 /// R of [`product_units`] for `k·x`: 1.5 times the bound of `|k·x|` from x's interval, plus 1.
 fn product_reach(k: f64, iv: Iv) -> f64 {
