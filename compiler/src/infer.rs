@@ -93,7 +93,7 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
     let mut ivs: HashMap<NodeId, Iv> = HashMap::new();
     // The selectors of each sum of widths (through `+`) met so far, for
     // [`exclusive_width_sum_cap`]: built from its operands' (a long chain of sums is walked once).
-    let mut width_sums: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+    let mut width_sums: HashMap<NodeId, Vec<(NodeId, f64)>> = HashMap::new();
     let finite = |atoms: Vec<Atom>| {
         let mut s = AtomSet::default();
         for a in atoms {
@@ -133,30 +133,43 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
                 let set = crate::numeric::counted_sum_pair(graph, op, args, &out, extra, max_len).unwrap_or_else(|| map_set(op, args, &out));
                 // A sum of widths of selectors that never select one key together is the width
                 // of their `or`: at most `length` (the library sort's tie-broken place took
-                // 0..2·max-len).
-                let terms = match (op, args.as_slice()) {
-                    (MapOp::Binary(raspc_lang::ast::BinOp::Add), [Operand::Sop(a), Operand::Sop(b)]) => {
-                        let side = |x: &NodeId| match &graph.node(*x).kind {
-                            NodeKind::SelectorWidth(s) => Some(vec![*s]),
-                            _ => width_sums.get(x).cloned(),
-                        };
-                        side(a).zip(side(b)).map(|(mut l, r)| {
-                            l.extend(r);
-                            l
-                        })
+                // 0..2·max-len). Widths scaled by constants too (the simplifier's `Σ d·w_d` for
+                // `round(mean(tokens_int) * length)`): the sum lies between the least and the
+                // largest coefficient (or 0) times that (helper w31: a digit sum listed 0..720
+                // at max-len 16 where 0..144 occur, and dividing it back was refused).
+                let scaled_width = |x: NodeId| -> Option<Vec<(NodeId, f64)>> {
+                    match &graph.node(x).kind {
+                        NodeKind::SelectorWidth(s) => Some(vec![(*s, 1.0)]),
+                        NodeKind::Map { op: MapOp::Binary(raspc_lang::ast::BinOp::Mul), args } => match args.as_slice() {
+                            [Operand::Sop(w), Operand::Const(c)] | [Operand::Const(c), Operand::Sop(w)] => match (&graph.node(*w).kind, c) {
+                                (NodeKind::SelectorWidth(s), Atom::Int(_) | Atom::Float(_)) => c.as_f64().filter(|k| k.is_finite()).map(|k| vec![(*s, k)]),
+                                _ => None,
+                            },
+                            _ => None,
+                        },
+                        _ => width_sums.get(&x).cloned(),
                     }
+                };
+                let terms = match (op, args.as_slice()) {
+                    (MapOp::Binary(raspc_lang::ast::BinOp::Add), [Operand::Sop(a), Operand::Sop(b)]) => scaled_width(*a).zip(scaled_width(*b)).map(|(mut l, r)| {
+                        l.extend(r);
+                        l
+                    }),
                     _ => None,
                 };
                 // (At most a few terms: the pairwise test is quadratic.)
                 let cap = terms.filter(|t| t.len() <= MAX_WIDTH_SUM_TERMS).and_then(|t| {
-                    let cap = exclusive_width_sum_cap(graph, &t, max_len);
+                    let sels: Vec<NodeId> = t.iter().map(|(s, _)| *s).collect();
+                    let cap = exclusive_width_sum_cap(graph, &sels, max_len);
+                    let (lo, hi) = t.iter().fold((0.0f64, 0.0f64), |(lo, hi), (_, c)| (lo.min(*c), hi.max(*c)));
+                    let ints = t.iter().all(|(_, c)| c.fract() == 0.0);
                     width_sums.insert(id, t);
-                    cap
+                    cap.map(|cap| (lo * cap as f64, hi * cap as f64, ints))
                 });
                 match (cap, set) {
-                    (Some(cap), ValueSet::Finite(s)) => finite(s.iter().filter(|a| a.as_f64().is_some_and(|x| x <= cap as f64)).cloned().collect()),
-                    (Some(cap), ValueSet::Unbounded) => finite((0..=cap).map(Atom::Int).collect()),
-                    (None, set) => set,
+                    (Some((lo, hi, _)), ValueSet::Finite(s)) => finite(s.iter().filter(|a| a.as_f64().is_some_and(|x| lo <= x && x <= hi)).cloned().collect()),
+                    (Some((lo, hi, true)), ValueSet::Unbounded) if hi - lo <= MAX_VALUES as f64 => finite((lo as i64..=hi as i64).map(Atom::Int).collect()),
+                    (_, set) => set,
                 }
             }
             NodeKind::Aggregate { sel, values, default } => match &out[values] {
@@ -453,11 +466,33 @@ fn exclusive_width_sum_cap(graph: &Graph, sels: &[NodeId], max_len: usize) -> Op
         return None;
     }
     for (i, &a) in sels.iter().enumerate() {
-        if sels[i + 1..].iter().any(|&b| !crate::simplify::exclusive(graph, a, b)) {
+        if sels[i + 1..].iter().any(|&b| !crate::simplify::exclusive(graph, a, b) && !equal_to_different_constants(graph, a, b)) {
             return None;
         }
     }
     Some(max_len as i64 - i64::from(sels.iter().all(|&s| never_own(graph, s))))
+}
+
+/// Two selectors with conjuncts `select(k, c1, ==)` and `select(k, c2, ==)` on one key, with
+/// different constants: a key equals at most one of them (helper w31: the widths of each digit
+/// in a digit sum, `Σ d·w_d`, were not known to count different keys).
+fn equal_to_different_constants(graph: &Graph, a: NodeId, b: NodeId) -> bool {
+    let (mut ca, mut cb) = (vec![], vec![]);
+    conjuncts(graph, a, &mut ca);
+    conjuncts(graph, b, &mut cb);
+    let eq_const = |s: NodeId| match graph.node(s).kind {
+        NodeKind::Select { keys, queries, cmp: Cmp::Eq } => match &graph.node(queries).kind {
+            NodeKind::Const(c) => Some((keys, c.clone())),
+            _ => None,
+        },
+        _ => None,
+    };
+    // (Keys of the input, not of positions: the positional tables give those widths already,
+    // and a tighter listing of a sum of positions' widths exposed the interpreter's floats of
+    // a mean beside it, which a rougher interval had let through.)
+    ca.iter()
+        .filter_map(|&x| eq_const(x))
+        .any(|(k1, c1)| !crate::positional::is_positional(graph, k1) && cb.iter().filter_map(|&y| eq_const(y)).any(|(k2, c2)| k1 == k2 && !c1.py_eq(&c2)))
 }
 
 /// `select(k, k, <)` (or `>`): the comparison of one s-op with itself, strict; returns k.

@@ -835,11 +835,29 @@ impl Lowerer<'_> {
 
     /// Gives each inline operand that has fewer values than its leaves combine to its own slot
     /// (one MLP), so a map reads those few values (`x < 0`, `c > 0`); with `numeric_only`, only
-    /// operands that read a numerical slot.
-    fn materialise_reducing(&mut self, ops: &[NodeId], numeric_only: bool) -> Result<(), Diagnostic> {
+    /// operands that read a numerical slot. Not an operand that reads every leaf of the map `id`
+    /// when the map has at most half as many values (`round(total / length)`: the quotient's 1,422 values
+    /// were a one-hot for `round` to read, 9.9 M parameters at max-len 16; the map's own 145 are
+    /// one lookup; helper w31).
+    fn materialise_reducing(&mut self, id: NodeId, ops: &[NodeId], numeric_only: bool) -> Result<(), Diagnostic> {
+        let all = self.leaf_list(id);
+        let count = |lw: &Self, x: NodeId| match lw.sets.get(&x) {
+            Some(ValueSet::Finite(v)) => v.len(),
+            _ => usize::MAX,
+        };
+        // (Not where a leaf's number stands for several floats: the operand's own slot groups
+        // the floats it computes from them, which the map may tell apart.)
+        let exact = |lw: &Self, o: NodeId, ls: &[NodeId]| {
+            !lw.inexact_nodes.contains(&o)
+                && ls.iter().all(|l| match lw.rep.get(l) {
+                    Some(Rep::Slot(s)) => !lw.cat_alts.contains_key(s) && lw.num_atoms.get(s).is_none_or(|g| g.iter().all(|x| x.len() == 1)),
+                    _ => true,
+                })
+        };
         for o in ops {
             if let Rep::Inline = self.rep[o]
                 && let ls = self.leaf_list(*o)
+                && !(ls.len() > 1 && ls == all && count(self, id).saturating_mul(2) <= count(self, *o) && exact(self, *o, &ls))
                 && (!numeric_only || ls.iter().any(|l| matches!(&self.rep[l], Rep::Slot(s) if matches!(self.slots[*s].enc, SlotEnc::Num { .. }))))
                 && let ValueSet::Finite(vals) = &self.sets[o]
                 // (A map of one number, reducing or not, is a staircase that gives its values in
@@ -936,7 +954,7 @@ impl Lowerer<'_> {
         if leaves.len() >= 2 && leaves.iter().any(|l| is_num(self, l)) {
             // A number combined with other s-ops would need a one-hot over all its values.
             // Operands that reduce it to a few values (like `x < 0`) get their own staircase.
-            self.materialise_reducing(&ops, true)?;
+            self.materialise_reducing(id, &ops, true)?;
             leaves = gather(self);
         }
         // A map of one number is a staircase over its values, not an enumeration.
@@ -955,7 +973,7 @@ impl Lowerer<'_> {
             // Then operands that reduce their input to fewer values (`c > 0` of a count) get
             // their own MLP, and the map reads those few values.
             if product(self, &leaves) > MAX_COMBINATIONS {
-                self.materialise_reducing(&ops, false)?;
+                self.materialise_reducing(id, &ops, false)?;
                 leaves = gather(self);
             }
             if product(self, &leaves) > MAX_COMBINATIONS {

@@ -1148,3 +1148,20 @@ fn a_mean_over_keys_that_agree_is_one_of_their_values() {
         assert!(b.compiled.summary.params < 1_500_000, "{src}: {}", b.compiled.summary);
     }
 }
+
+/// A digit sum by the counting idiom, divided back by the length, and a prefix sum divided by
+/// the prefix's length: the widths of `select(tokens_int, d, ==)` for different digits are
+/// exclusive, so `Σ d·w_d` is at most 9·length (it listed 0..720 at max-len 16 where 0..144
+/// occur, and the division was refused), and `round` of the quotient is one lookup over the
+/// quotient's inputs, not a readout of the quotient's one-hot (1,422 fractions: 8.7 M
+/// parameters; helper w31).
+#[test]
+fn a_sum_divided_back_is_a_lookup_of_its_rounded_values() {
+    let digits: Vec<Atom> = "0123456789".chars().map(|c| Atom::Str(c.to_string())).collect();
+    let whole = "total = round(aggregate(select(0, 0, ==), tokens_int) * length);\nprog = round(total / length);";
+    let prefix = "s = round(aggregate(select(indices, indices, <=), tokens_int) * (indices + 1));\nprog = round(s / (indices + 1));";
+    for src in [whole, prefix] {
+        let s = checked(src, &digits, 3);
+        assert!(s.params < 1_000_000, "{src}: {s}");
+    }
+}
