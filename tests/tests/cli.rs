@@ -2362,13 +2362,14 @@ fn terminal_slips_get_plain_advice() {
 /// gets a note with the flag that stores it as one number and the size that gives, which
 /// compiling with the flag confirms (helper w27: the deepest level written as a mean over the
 /// positions no other beats, `m if m > 0 else 0`, 2,594 values, 22 M parameters, and not a
-/// word; that conditional is products now, and its square is 1,298 values and 16.8 M).
+/// word; that conditional is products now, and its square is 1,298 values and 16.8 M; the mean
+/// over the argmax alone is one of the depths now, so the first position joins the selection).
 #[test]
 fn a_wide_one_hot_output_notes_the_numerical_encoding() {
     let p = temp("wide-one-hot.rasp");
     std::fs::write(
         &p,
-        "step = 1 if tokens == \"(\" else -1;\nbal = round(aggregate(select(indices, indices, <=), step) * (indices + 1));\nismax = not has_focus(select(bal, bal, >));\nm = aggregate(select(ismax, True, ==), bal);\nprog = m * m;\n",
+        "step = 1 if tokens == \"(\" else -1;\nbal = round(aggregate(select(indices, indices, <=), step) * (indices + 1));\nismax = not has_focus(select(bal, bal, >));\nm = aggregate(select(ismax, True, ==) or select(indices, 0, ==), bal);\nprog = m * m;\n",
     )
     .unwrap();
     let ck = temp("wide-one-hot.safetensors");
