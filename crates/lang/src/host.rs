@@ -693,7 +693,19 @@ impl<'l> Evaluator<'l> {
                 // As in the reference, an expression statement's value is `out` (readable by
                 // later statements and as `--entry out`); it names no node and is not the
                 // default entry.
-                let v = self.eval(e, env)?;
+                // `prog == tokens;` where an assignment was meant (helper w31: "unknown name
+                // `prog`" only).
+                let v = self.eval(e, env).map_err(|d| {
+                    if let ExprKind::Binary { op: BinOp::Eq, lhs, .. } = &e.kind
+                        && let ExprKind::Name(n) = &lhs.kind
+                        && d.code == "eval::unknown-name"
+                        && d.labels.first().is_some_and(|l| l.span == lhs.span)
+                    {
+                        Box::new(d.with_note(format!("`==` compares; to assign, write `{n} = ...;` with one `=`")))
+                    } else {
+                        d
+                    }
+                })?;
                 set_var(env, "out", v);
             }
             StmtKind::Assign { targets, values } => {
@@ -1175,7 +1187,15 @@ impl<'l> Evaluator<'l> {
                 HostValue::List(l) => Ok(HostValue::Atom(Atom::Int(l.len() as i64))),
                 HostValue::Dict(d) => Ok(HostValue::Atom(Atom::Int(d.entries.len() as i64))),
                 HostValue::Atom(Atom::Str(s)) => Ok(HostValue::Atom(Atom::Int(s.chars().count() as i64))),
-                other => Err(self.err("eval::type", format!("`len` takes a list, dict or string, got {}", other.describe()), x.span, "has no length")),
+                other => {
+                    let d = self.err("eval::type", format!("`len` takes a list, dict or string, got {}", other.describe()), x.span, "has no length");
+                    // (Helper w31: Python's `len(tokens)` got no pointer to `length`.)
+                    Err(if matches!(other, HostValue::Sop(_)) {
+                        Box::new(d.with_note("the number of positions of the input is `length` (an s-op with that number at every position)"))
+                    } else {
+                        d
+                    })
+                }
             },
             ExprKind::ListComp { body, vars, iter } => {
                 let it = self.eval(iter, env)?;
@@ -1471,7 +1491,11 @@ impl<'l> Evaluator<'l> {
         }
         if is_sel(&a) || is_sel(&b) {
             let s = if is_sel(&a) { aspan } else { bspan };
-            return Err(self.err("eval::type", format!("`{}` cannot be applied to a selector", op.symbol()), s, "a selector"));
+            let d = self.err("eval::type", format!("`{}` cannot be applied to a selector", op.symbol()), s, "a selector");
+            // (Helper w31: `select(...) + 1` got no hint of what a selector is for.)
+            return Err(Box::new(
+                d.with_note("a selector says which keys each query attends to, not a value: `selector_width(sel)` counts them, `aggregate(sel, values)` averages their values"),
+            ));
         }
         // An s-op compared with a list, a dict or a function: no position's value equals it
         // (the reference compares each value with the object, as Python's `1 == [1]`, False): a

@@ -344,7 +344,27 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                         while i < bytes.len() && !text.is_char_boundary(i) {
                             i += 1;
                         }
-                        errs.push(Diagnostic::error("lex::bad-char", format!("unexpected character `{}`", ch.escape_debug()), sp(start, i)).with_label("not part of any RASP token"));
+                        let mut d = Diagnostic::error("lex::bad-char", format!("unexpected character `{}`", ch.escape_debug()), sp(start, i)).with_label("not part of any RASP token");
+                        // Typographic look-alikes of RASP's operators and quotes (helper w31:
+                        // `≥` got no hint), as a word processor or a paper writes them.
+                        let ascii = match ch {
+                            '≥' => Some(">="),
+                            '≤' => Some("<="),
+                            '≠' => Some("!="),
+                            '×' | '·' | '∗' => Some("*"),
+                            '÷' => Some("/"),
+                            '−' | '–' | '—' => Some("-"),
+                            '“' | '”' | '„' => Some("\""),
+                            '‘' | '’' => Some("'"),
+                            '¬' => Some("not"),
+                            '∧' => Some("and"),
+                            '∨' => Some("or"),
+                            _ => None,
+                        };
+                        if let Some(a) = ascii {
+                            d = d.with_note(format!("did you mean `{a}`?"));
+                        }
+                        errs.push(d);
                     }
                 }
             }

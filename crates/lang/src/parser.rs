@@ -183,6 +183,11 @@ impl<'a> Parser<'a> {
         if found == Tok::Assign && matches!(tok_at(1), Some(Tok::Ident(_))) && in_call && what.contains("`)`") {
             d = d.with_note("RASP has no keyword arguments: pass every argument by position (a default of 0: `aggregate(sel, values, 0)`)".to_string());
         }
+        // `if c { ... }` / `if c:` as a statement (helper w31: "expected an expression, found
+        // `if`" said nothing of the conditional expression).
+        if found == Tok::If && what == "an expression" && line_start {
+            d = d.with_note("RASP has no `if` statement: choose a value with `a if c else b` (position by position on s-ops: `prog = tokens if length > 3 else \"-\";`)".to_string());
+        }
         // `[f(x) for x in xs if c]`: the `if` reads as the start of `a if c else b`.
         if what == "`else`" && found == Tok::RBracket {
             d = d.with_note("a list comprehension takes no `if` filter in RASP: choose the value instead (`[x if c else 0 for x in xs]`)".to_string());
