@@ -167,7 +167,13 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
                     cap.map(|cap| (lo * cap as f64, hi * cap as f64, ints))
                 });
                 match (cap, set) {
-                    (Some((lo, hi, _)), ValueSet::Finite(s)) => finite(s.iter().filter(|a| a.as_f64().is_some_and(|x| lo <= x && x <= hi)).cloned().collect()),
+                    // (With fractional weights the interpreter's sum may round past the bound
+                    // computed here: 0.3·1 + 0.3·5 is 1.8, 0.3·6 is 1.7999999999999998; review
+                    // rv31a. A margin far above f64 rounding, far below any gap of its values.)
+                    (Some((lo, hi, ints)), ValueSet::Finite(s)) => {
+                        let margin = if ints { 0.0 } else { 1e-9 * lo.abs().max(hi.abs()).max(1.0) };
+                        finite(s.iter().filter(|a| a.as_f64().is_some_and(|x| lo - margin <= x && x <= hi + margin)).cloned().collect())
+                    }
                     (Some((lo, hi, true)), ValueSet::Unbounded) if hi - lo <= MAX_VALUES as f64 => finite((lo as i64..=hi as i64).map(Atom::Int).collect()),
                     (_, set) => set,
                 }
@@ -178,13 +184,23 @@ pub fn infer_seeded(graph: &Graph, root: NodeId, vocab: &[Atom], max_len: usize,
                 ValueSet::Finite(vs) if selects_at_most_one_with(graph, *sel, max_len, &out) => aggregate_set(vs, default, 1),
                 // Every selected key holds the same value: that value (a float when it is the
                 // mean of several), never a fraction between values.
-                ValueSet::Finite(vs) if selected_keys_agree(graph, *sel, *values, &out) => {
-                    let mut s = aggregate_set(vs, default, 1);
-                    if let ValueSet::Finite(set) = &mut s {
-                        vs.iter().filter_map(|a| if a.is_str() { None } else { a.as_f64() }).for_each(|x| set.insert(Atom::Float(x)));
+                // (The interpreter's mean of k copies, `(v + ... + v) / k`: not v for every float,
+                // three copies of 0.1 give 0.10000000000000002; review rv31a.)
+                ValueSet::Finite(vs) if selected_keys_agree(graph, *sel, *values, &out) => match aggregate_set(vs, default, 1) {
+                    ValueSet::Finite(mut set) => {
+                        for v in vs.iter().filter(|a| !a.is_str()) {
+                            for k in 2..=max_len.max(1) {
+                                set.insert(Atom::Float(raspc_lang::interp::python_mean(&vec![v; k])));
+                            }
+                        }
+                        if set.len() > MAX_VALUES {
+                            aggregate_set(vs, default, max_len)
+                        } else {
+                            ValueSet::Finite(set)
+                        }
                     }
-                    s
-                }
+                    other => other,
+                },
                 ValueSet::Finite(vs) => aggregate_set(vs, default, max_len),
             },
             NodeKind::AggregateMax { values, default, .. } => match &out[values] {
@@ -417,7 +433,74 @@ fn filtered_rank_select(graph: &Graph, sel: NodeId, max_len: usize) -> bool {
             NodeKind::Select { keys, queries, cmp: Cmp::Eq } => keys == queries && crate::positional::self_equal(graph, keys),
             _ => false,
         };
-        inner.iter().filter(|&&s| is_order(s)).count() == 1 && inner.iter().all(|&s| is_order(s) || (key_test(s) && outer.contains(&s)))
+        inner.iter().filter(|&&s| is_order(s)).count() == 1 && inner.iter().all(|&s| is_order(s) || (key_test(s) && outer.iter().any(|&o| same_key_test(graph, s, o))))
+    })
+}
+
+/// Two tests of the key alone, `select(f(x), c1, op1)` and `select(g(x), c2, op2)`, that pass
+/// the same keys: one node, or maps of one boolean s-op x (a comparison or a `not`, met going
+/// down both keys through maps of one s-op) that agree at True and at False (helper w31: a count of `select(indicator(d), 1, ==)` beside the filter
+/// `select(d, True, ==)` was not seen as a rank, and the nearest such key became a mean: 4.7 M
+/// parameters where the same program with `d` in both took 14 k).
+fn same_key_test(graph: &Graph, a: NodeId, b: NodeId) -> bool {
+    if a == b {
+        return true;
+    }
+    let test = |s: NodeId| match graph.node(s).kind {
+        NodeKind::Select { keys, queries, cmp } => match &graph.node(queries).kind {
+            NodeKind::Const(c) => Some((keys, c.clone(), cmp)),
+            _ => None,
+        },
+        _ => None,
+    };
+    let boolean = |x: NodeId| {
+        matches!(
+            &graph.node(x).kind,
+            NodeKind::Map {
+                op: MapOp::Not
+                    | MapOp::Binary(raspc_lang::ast::BinOp::Eq | raspc_lang::ast::BinOp::Lt | raspc_lang::ast::BinOp::Le | raspc_lang::ast::BinOp::Gt | raspc_lang::ast::BinOp::Ge),
+                ..
+            }
+        )
+    };
+    // The boolean s-ops at or below `k` (through maps of one s-op), each with the maps from it
+    // up to `k`.
+    let bases = |mut k: NodeId| -> Vec<(NodeId, Vec<NodeId>)> {
+        let (mut chain, mut out) = (vec![], vec![]);
+        for _ in 0..8 {
+            if boolean(k) {
+                out.push((k, chain.clone()));
+            }
+            let NodeKind::Map { args, .. } = &graph.node(k).kind else { break };
+            let sops: Vec<NodeId> = args.iter().filter_map(|a| if let Operand::Sop(x) = a { Some(*x) } else { None }).collect();
+            let [x] = sops.as_slice() else { break };
+            chain.push(k);
+            k = *x;
+        }
+        out
+    };
+    let (Some((k1, c1, op1)), Some((k2, c2, op2))) = (test(a), test(b)) else { return false };
+    let (b1, b2) = (bases(k1), bases(k2));
+    let Some(((_, m1), (_, m2))) = b1.iter().find_map(|x| b2.iter().find(|y| y.0 == x.0).map(|y| (x, y))) else { return false };
+    // The key's value at each map of the chain, from x's value up; None where a map fails.
+    let value = |chain: &[NodeId], v: Atom| -> Option<Atom> {
+        let mut cur = v;
+        for &m in chain.iter().rev() {
+            let NodeKind::Map { op, args } = &graph.node(m).kind else { return None };
+            let row: Vec<Atom> = args
+                .iter()
+                .map(|a| match a {
+                    Operand::Const(c) => c.clone(),
+                    Operand::Sop(_) => cur.clone(),
+                })
+                .collect();
+            cur = apply_map(op, &row).ok()?;
+        }
+        Some(cur)
+    };
+    [Atom::Bool(true), Atom::Bool(false)].into_iter().all(|v| {
+        let pass = |chain: &[NodeId], c: &Atom, op: Cmp| value(chain, v.clone()).and_then(|k| Atom::compare(&k, op, c).ok());
+        matches!((pass(m1, &c1, op1), pass(m2, &c2, op2)), (Some(p), Some(q)) if p == q)
     })
 }
 
