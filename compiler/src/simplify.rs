@@ -196,7 +196,7 @@ fn rebuild(g: &Graph, root: NodeId, facts: Option<&Facts>) -> Option<(Graph, Nod
         let lex = facts.filter(|f| !f.structural).and_then(|f| {
             lexicographic(g, id, f.sets, &map, &mut out, node.span)
                 .or_else(|| grid_compare(g, id, f, &map, &mut out, node.span))
-                .or_else(|| counted_widths(g, id, f.sets, &map, &mut out, node.span, f.max_len, &f.old_tables, &mut f.inexact.borrow_mut().0))
+                .or_else(|| counted_widths(g, id, f, &map, &mut out, node.span, &mut f.inexact.borrow_mut().0))
         });
         let kind = lex.or_else(|| facts.filter(|f| !f.structural).and_then(|f| one_source_map(g, id, f, &map, &out))).unwrap_or(kind);
         // After `grid_compare` too (`m > indices` becomes `ceil(m) > indices`, still 10,000
@@ -481,23 +481,14 @@ const MAX_WIDTH_TERMS: usize = 32;
 /// is `Σ_a λ·a·selector_width(s and select(v, a, ==))` over the nonzero values `a` of `v`. Built
 /// in `out`; `None` when the pattern does not hold, or when the index-only counted sum of
 /// [`crate::numeric`] (a product with positions, cheaper for many values) applies.
-#[allow(clippy::too_many_arguments)]
-fn counted_widths(
-    g: &Graph,
-    id: NodeId,
-    sets: &HashMap<NodeId, ValueSet>,
-    map: &HashMap<NodeId, NodeId>,
-    out: &mut Graph,
-    span: raspc_lang::Span,
-    max_len: usize,
-    tables: &HashMap<NodeId, Tracked>,
-    inexact: &mut Vec<Atom>,
-) -> Option<NodeKind> {
+fn counted_widths(g: &Graph, id: NodeId, f: &Facts, map: &HashMap<NodeId, NodeId>, out: &mut Graph, span: raspc_lang::Span, inexact: &mut Vec<Atom>) -> Option<NodeKind> {
+    let (sets, max_len, tables) = (f.sets, f.max_len, &f.old_tables);
     let NodeKind::Map { op: MapOp::Binary(BinOp::Mul), args } = &g.node(id).kind else { return None };
     let [Operand::Sop(a), Operand::Sop(b)] = args.as_slice() else { return None };
     if crate::numeric::counted_sum_by_index(g, id, max_len) {
         return None;
     }
+    let facts = f;
     for (m, f) in [(*a, *b), (*b, *a)] {
         let NodeKind::Aggregate { sel, values, default } = &g.node(m).kind else { continue };
         // `f` on the grid: a function of `indices` and `length`, or the width of a positional
@@ -517,8 +508,18 @@ fn counted_widths(
         if vs.iter().any(|a| !matches!(a, Atom::Int(_) | Atom::Float(_)) || a.as_f64().is_none_or(|x| x.fract() != 0.0)) {
             continue;
         }
-        let Some(counts) = crate::positional::grid_counts(g, *sel, max_len) else { continue };
-        let pairs = crate::positional::grid(max_len);
+        // A selector of the input times its own width: `Σ v` over the selected keys all the
+        // same, at any count 0..=max-len (helper w31: the sum of the positions of the `a`s,
+        // `round(aggregate(s, indices, 0) * selector_width(s))`, was refused from max-len 16).
+        // A head per value against a mean and a product: the plan with it is a candidate
+        // (`few_combinations`: the other plan may be smaller, an unrounded sum of positions at
+        // max-len 16 is 5.5 k parameters in 2 layers, 43 k in 1 as widths).
+        let of_input = crate::positional::grid_counts(g, *sel, max_len).is_none();
+        let (counts, pairs) = match crate::positional::grid_counts(g, *sel, max_len) {
+            Some(counts) => (counts, crate::positional::grid(max_len)),
+            None if width_of == Some(*sel) && !few_combinations(facts, 0) => ((0..=max_len).collect(), vec![]),
+            None => continue,
+        };
         let fvals: Vec<Option<f64>> = match width_of {
             None => pairs.iter().map(|&(i, l)| crate::positional::eval_at(g, f, i, l).filter(|x| matches!(x, Atom::Int(_) | Atom::Float(_))).and_then(|x| x.as_f64())).collect(),
             Some(s2) if s2 == *sel => counts.iter().map(|&c| Some(c as f64)).collect(),
@@ -543,7 +544,7 @@ fn counted_widths(
         // Past that many values, a mean over every key times a multiple of `length` is one
         // mean head and a product with the length's one-hot (lowering's `positional_product`;
         // helper w25: the sum of widths `mean(hist) * length` was refused from max-len 33).
-        if nonzero.len() > MAX_WIDTH_TERMS && crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
+        if nonzero.len() > MAX_WIDTH_TERMS && !of_input && crate::numeric::counted_sum_parts(g, id, max_len).is_some() {
             // Its selector of every key (however written: `select(length, length, ==)`) is
             // the constant one, as in the widths below: no key group per position, and nothing
             // for `--causal` to refuse (review rv25).
@@ -564,7 +565,7 @@ fn counted_widths(
         // not a`, a token equal to itself or another position) is the constant full selector
         // (one key group, not one per token and position).
         let v = map[values];
-        let s = if pairs.iter().zip(&counts).all(|(&(_, l), &c)| c as i64 == l) {
+        let s = if !of_input && pairs.iter().zip(&counts).all(|(&(_, l), &c)| c as i64 == l) {
             let zero = out.add(NodeKind::Const(Atom::Int(0)), span)?;
             out.add(NodeKind::Select { keys: zero, queries: zero, cmp: Cmp::Eq }, span)?
         } else {

@@ -1210,3 +1210,21 @@ fn means_of_equal_floats_and_fractional_weights_keep_the_interpreters_floats() {
     let sum = "wa = selector_width(select(tokens, \"a\", ==));\nwb = selector_width(select(tokens, \"b\", ==));\ns = 0.3 * wa + 0.3 * wb;\nprog = s >= 1.8;";
     exhaustive(&build(sum, "prog", chars("ab"), 6), 6, sum);
 }
+
+/// A mean over a selector of the input times that selector's width is the sum over the
+/// selected keys at any count: as widths (one head per value) it is a candidate plan beside the
+/// mean and its product, and `round` of it compiles (helper w31: the sum of the positions of the
+/// `a`s was refused from max-len 16, its value analysis taking every fraction times every count).
+#[test]
+fn a_mean_of_input_keys_times_their_count_is_their_sum() {
+    let ab: Vec<Atom> = "ab".chars().map(|c| Atom::Str(c.to_string())).collect();
+    let digits: Vec<Atom> = (0..4).map(|d| Atom::Str(d.to_string())).collect();
+    for (src, vocab) in [
+        ("s = select(tokens, \"a\", ==);\nprog = round(aggregate(s, indices, 0) * selector_width(s));", &ab),
+        ("s = select(tokens, \"a\", ==);\nprog = aggregate(s, indices, 0) * selector_width(s);", &ab),
+        ("s = select(tokens, tokens, ==);\nprog = round(aggregate(s, tokens_int, 5) * selector_width(s)) % 7;", &digits),
+    ] {
+        let s = checked(src, vocab, 6);
+        assert!(s.params < 100_000, "{src}: {s}");
+    }
+}

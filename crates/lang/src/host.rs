@@ -1191,7 +1191,9 @@ impl<'l> Evaluator<'l> {
                     let d = self.err("eval::type", format!("`len` takes a list, dict or string, got {}", other.describe()), x.span, "has no length");
                     // (Helper w31: Python's `len(tokens)` got no pointer to `length`.)
                     Err(if matches!(other, HostValue::Sop(_)) {
-                        Box::new(d.with_note("the number of positions of the input is `length` (an s-op with that number at every position)"))
+                        Box::new(d.with_note(
+                            "the number of positions of the input is `length` (an s-op with that number at every position); the number where a condition holds is `selector_width(select(c, True, ==))`",
+                        ))
                     } else {
                         d
                     })
