@@ -416,6 +416,18 @@ fn other_language(text: &str, at: usize) -> Option<(usize, Tok, String, String)>
     if rest.starts_with("**") {
         return word(2, Tok::Caret, "**", "^");
     }
+    // A string in typographic quotes, as a word processor or a paper prints it (review rv31b:
+    // `“a”` was an error per quote): one error, and the string it means.
+    for (open, close) in [('“', '”'), ('‘', '’'), ('„', '“')] {
+        if let Some(body) = rest.strip_prefix(open)
+            && let Some(end) = body.find(close)
+            && !body[..end].contains('\n')
+        {
+            let inner = &body[..end];
+            let len = open.len_utf8() + end + close.len_utf8();
+            return Some((len, Tok::Str(inner.to_string()), format!("typographic quotes are not RASP: write `\"{inner}\"`"), format!("write `\"{inner}\"`")));
+        }
+    }
     if rest.starts_with('?') {
         // C's `c ? a : b`: RASP's (and Python's) conditional is `a if c else b`.
         return Some((1, Tok::If, "`c ? a : b` is not RASP: write `a if c else b`".to_string(), "write `a if c else b`".to_string()));
