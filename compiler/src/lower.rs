@@ -2155,17 +2155,7 @@ impl Lowerer<'_> {
                         }
                         rows.push(row);
                     }
-                    let mut reps: Vec<Vec<bool>> = vec![];
-                    let class_of: Vec<usize> = rows
-                        .iter()
-                        .map(|r| match reps.iter().position(|x| x == r) {
-                            Some(i) => i,
-                            None => {
-                                reps.push(r.clone());
-                                reps.len() - 1
-                            }
-                        })
-                        .collect();
+                    let (class_of, reps) = group_rows(&rows);
                     sides.push((slot, reps, Some((points, class_of))));
                 }
             }
@@ -2311,20 +2301,7 @@ impl Lowerer<'_> {
                 }
             }
             // A numerical side is read through the classes of values the predicate tells apart.
-            let group_by = |rows: &[Vec<bool>]| -> (Vec<usize>, Vec<Vec<bool>>) {
-                let mut reps: Vec<Vec<bool>> = vec![];
-                let class_of = rows
-                    .iter()
-                    .map(|r| match reps.iter().position(|x| x == r) {
-                        Some(i) => i,
-                        None => {
-                            reps.push(r.clone());
-                            reps.len() - 1
-                        }
-                    })
-                    .collect();
-                (class_of, reps)
-            };
+            let group_by = group_rows;
             let kslot = match &ks {
                 Side::Cat(s, _) => *s,
                 Side::Num(slot, points, _) => {
@@ -2599,6 +2576,23 @@ impl Lowerer<'_> {
             }
         }
     }
+}
+
+/// The distinct rows, in order of first appearance, and each row's index among them: the
+/// classes of a numerical side's values by the keys they select.
+fn group_rows(rows: &[Vec<bool>]) -> (Vec<usize>, Vec<Vec<bool>>) {
+    let mut reps: Vec<Vec<bool>> = vec![];
+    let class_of = rows
+        .iter()
+        .map(|r| match reps.iter().position(|x| x == r) {
+            Some(i) => i,
+            None => {
+                reps.push(r.clone());
+                reps.len() - 1
+            }
+        })
+        .collect();
+    (class_of, reps)
 }
 
 /// An exact staircase MLP on a numerical slot: maps each of `points` (ascending) to the vector
