@@ -596,6 +596,13 @@ fn universal_simulator_matches_attention_on_a_small_sweep() {
             let o = run_trials(&model, &u, &trials, true, 1e-4, &mut |_| {}).unwrap();
             assert_eq!((o.trials, o.failures, o.bound_violations), (100, 0, 0), "{s:?} {mode:?}: {o:?}");
             assert!(o.max_abs_err <= o.bound);
+            // The implementation a GPU runs (candle), here on the CPU: the same trials pass (its
+            // lone pass is checked against the batched one within twice the bound, not bit for
+            // bit: cuBLAS picks kernels by the batch's shape).
+            let candle = model.with_backend(raspc_runtime::Backend::Candle).unwrap();
+            let oc = run_trials(&candle, &u, &trials[..20], true, 1e-4, &mut |_| {}).unwrap();
+            assert_eq!((oc.trials, oc.failures, oc.bound_violations), (20, 0, 0), "{s:?} {mode:?} (candle): {oc:?}");
+            assert!(oc.max_abs_err <= oc.bound);
             if mode == MlpMode::Gated {
                 assert!(o.max_rel_err <= 1e-4, "{s:?}: {o:?}");
             }

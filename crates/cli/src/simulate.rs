@@ -311,6 +311,11 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
     let mut o = Outcome { bound, min_max_t: f64::INFINITY, ..Default::default() };
     let out_len = u.shape.output_len();
     let batch = (200_000 / (u.compiled.summary.mlp_hidden.max(1) + u.compiled.summary.d_model)).clamp(1, 32);
+    // The fast CPU backend computes an instance to the same bits alone or in a batch; candle on a
+    // GPU chooses its kernels by the batch's shape and may round differently, so there the lone
+    // pass must only agree with the batched one within twice the certified bound (each is
+    // within it of T(X)).
+    let exact = model.backend() == raspc_runtime::Backend::Fast;
     let mut forward = std::time::Duration::ZERO;
     let mut direct = f64::INFINITY;
     for (ci, chunk) in instances.chunks(batch).enumerate() {
@@ -332,8 +337,15 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
                 let t0 = std::time::Instant::now();
                 let again = model.forward_real(&inputs[..1], raspc_runtime::Attention::Hard).and_then(|t| Ok(t.to_dtype(DType::F64)?.to_vec3::<f64>()?)).map_err(|e| e.to_string())?;
                 o.forward_warm_ms = o.forward_warm_ms.min(t0.elapsed().as_secs_f64() * 1e3);
-                if again[..] != rows[..1] {
+                if exact && again[..] != rows[..1] {
                     return Err("internal error: a second forward pass of U gave different numbers".into());
+                }
+                let outputs = |r: &[Vec<Vec<f64>>]| -> Vec<f64> { r.first().map(|r| r.iter().skip(1).take(out_len).map(|v| v[0]).collect()).unwrap_or_default() };
+                let moved = outputs(&again).iter().zip(outputs(&rows)).fold(0.0f64, |m, (a, b)| if (a - b).is_nan() { f64::NAN } else { m.max((a - b).abs()) });
+                if !exact && (moved.is_nan() || moved > 2.0 * bound) {
+                    return Err(format!(
+                        "U's forward pass on one instance alone differs from the same instance in a batch by {moved:e} (more than twice the certified bound {bound:e})"
+                    ));
                 }
             }
         }
