@@ -882,6 +882,32 @@ impl<T: Real> FastModel<T> {
         self.layers.iter().map(|l| l.heads.iter().map(kind).collect()).collect()
     }
 
+    /// The key each query of head `head` of layer `layer` keeps under hard attention, at length
+    /// `t` (BOS included), when the head is a [`HeadKind::Position`] head whose every query keeps
+    /// exactly one key and whose scores are finite: the candle backend then reads that key's
+    /// value row instead of scoring `[t, t]` (the same numbers: `1·v` plus exact zeros is `v`).
+    /// Valid for sequences with BOS at position 0 and nowhere else. Computed once per length
+    /// (the pattern the fast path itself uses).
+    pub fn single_keys(&self, layer: usize, head: usize, t: usize) -> Option<&[u32]> {
+        let h = self.layers.get(layer)?.heads.get(head)?;
+        match &h.kind {
+            HeadKind::Position { patterns } => {
+                let p = patterns.get(t)?.get_or_init(|| self.pattern(h, t)).as_ref()?;
+                if p.finite {
+                    p.single.as_deref()
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `ids` has BOS at position 0 and nowhere else (what [`Self::single_keys`] needs).
+    pub fn bos_first_only(&self, ids: &[u32]) -> bool {
+        ids.first() == Some(&self.bos) && !ids[1..].contains(&self.bos)
+    }
+
     /// Per layer, the MLP's units evaluated as piecewise-linear groups ([`pl`]) and all its units
     /// (tests check that the groups are found).
     #[doc(hidden)]

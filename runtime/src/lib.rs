@@ -13,7 +13,9 @@
 //! Two backends compute the same thing ([`Backend`]): on the CPU, plain forward passes run on
 //! the sparse kernels of [`fast`] (the default); candle runs CUDA models, traces and captures,
 //! and CPU models switched to it with [`Model::set_backend`] (the cross-check). candle's tensors
-//! of a CPU model are built on first use.
+//! of a CPU model are built on first use. Under hard attention, candle runs a head whose every
+//! query keeps one key at positions alone (the fast backend's position patterns, computed on the
+//! CPU for every device) as a row lookup instead of `[t, t]` scores: the same numbers.
 
 use candle_core::D;
 pub use candle_core::{DType, Device, Tensor};
@@ -218,9 +220,13 @@ pub struct Model {
     device: Device,
     /// candle's tensors, built on first use on the CPU (at load on CUDA).
     candle: std::sync::OnceLock<CandleWeights>,
-    /// The sparse CPU path (CPU devices only).
+    /// The sparse CPU path. On other devices it runs no forward pass: it only tells the candle
+    /// path which heads keep one key per query ([`fast::FastModel::single_keys`]).
     fast: Option<FastKind>,
     backend: Backend,
+    /// Whether the candle path reads the kept key's value row for heads whose every query keeps
+    /// one key at positions alone, instead of scoring `[t, t]` (the same numbers; on by default).
+    lookups: bool,
     /// Arithmetic of the forward pass (F32, or F64 on the stored f32 weights).
     dtype: DType,
     vocab: BTreeMap<String, u32>,
@@ -249,16 +255,16 @@ impl Model {
         checkpoint.validate()?;
         let vocab = checkpoint.config.vocab.iter().filter(|v| v.id != checkpoint.config.bos_id).map(|v| (v.token.to_string(), v.id as u32)).collect();
         let candle = std::sync::OnceLock::new();
-        let fast = match (device, dtype) {
-            (Device::Cpu, DType::F64) => Some(FastKind::F64(fast::FastModel::new(&checkpoint)?)),
-            (Device::Cpu, DType::F32) => Some(FastKind::F32(fast::FastModel::new(&checkpoint)?)),
-            _ => {
-                let _ = candle.set(CandleWeights::new(&checkpoint, device, dtype)?);
-                None
-            }
+        let fast = match dtype {
+            DType::F64 => Some(FastKind::F64(fast::FastModel::new(&checkpoint)?)),
+            DType::F32 => Some(FastKind::F32(fast::FastModel::new(&checkpoint)?)),
+            _ => None,
         };
-        let backend = if fast.is_some() { Backend::Fast } else { Backend::Candle };
-        Ok(Model { candle, fast, backend, vocab, dtype, device: device.clone(), checkpoint })
+        if !device.is_cpu() {
+            let _ = candle.set(CandleWeights::new(&checkpoint, device, dtype)?);
+        }
+        let backend = if fast.is_some() && device.is_cpu() { Backend::Fast } else { Backend::Candle };
+        Ok(Model { candle, fast, backend, lookups: true, vocab, dtype, device: device.clone(), checkpoint })
     }
 
     /// The fast backend's path for each head's hard attention, by layer (None without a fast
@@ -292,7 +298,7 @@ impl Model {
     /// Chooses the implementation of plain forward passes; `Fast` needs a CPU model in F32 or
     /// F64.
     pub fn set_backend(&mut self, backend: Backend) -> Result<(), RuntimeError> {
-        if backend == Backend::Fast && self.fast.is_none() {
+        if backend == Backend::Fast && (self.fast.is_none() || !self.device.is_cpu()) {
             return Err(RuntimeError::Device("the fast backend runs on the CPU only, in F32 or F64".into()));
         }
         self.backend = backend;
@@ -317,6 +323,37 @@ impl Model {
             Some(FastKind::F32(m)) => m.set_mlp_columns(on),
             Some(FastKind::F64(m)) => m.set_mlp_columns(on),
             None => {}
+        }
+    }
+
+    /// Whether the candle path may read one key's value row for the heads that keep one key per
+    /// query (on by default; tests compare it with dense attention, which gives the same numbers).
+    #[doc(hidden)]
+    pub fn set_candle_lookups(&mut self, on: bool) {
+        self.lookups = on;
+    }
+
+    /// How many heads the candle path runs as lookups at length `t` (BOS included) for
+    /// sequences with BOS at position 0 only (tests check that U's gathers are found).
+    #[doc(hidden)]
+    pub fn candle_lookup_heads(&self, t: usize) -> usize {
+        let c = &self.checkpoint.config;
+        c.layers.iter().enumerate().map(|(l, lc)| (0..lc.heads.len()).filter(|&h| self.single_keys(l, h, t).is_some()).count()).sum()
+    }
+
+    fn single_keys(&self, layer: usize, head: usize, t: usize) -> Option<&[u32]> {
+        match &self.fast {
+            Some(FastKind::F32(m)) => m.single_keys(layer, head, t),
+            Some(FastKind::F64(m)) => m.single_keys(layer, head, t),
+            None => None,
+        }
+    }
+
+    fn bos_first_only(&self, ids: &[u32]) -> bool {
+        match &self.fast {
+            Some(FastKind::F32(m)) => m.bos_first_only(ids),
+            Some(FastKind::F64(m)) => m.bos_first_only(ids),
+            None => false,
         }
     }
 
@@ -572,6 +609,10 @@ impl Model {
         };
         let tol = c.attention.tie_tolerance;
         let beta = c.attention.soft_beta;
+        // Heads whose every query keeps one key (at positions alone: U's gathers) read that
+        // key's value row: `1·v` plus exact zeros is `v`, so the same numbers as the dense path,
+        // without `[t, t]` scores (U at n = d = 32 on this path, CPU: 17.2 s dense, 0.94 s so).
+        let lookups = self.lookups && attention == Attention::Hard && capture.is_none() && batch.iter().all(|s| self.bos_first_only(s));
         let rows = |t: &Tensor| -> Result<Vec<Vec<f64>>, RuntimeError> { Ok(t.to_dtype(DType::F64)?.to_vec2::<f64>()?) };
         for (l, layer) in cw.layers.iter().enumerate() {
             let mut delta: Option<Tensor> = None;
@@ -579,8 +620,18 @@ impl Model {
                 Some(_) => Some(LayerCapture { input: rows(&x)?, heads: vec![], attention_output: vec![] }),
                 None => None,
             };
-            for h in &layer.heads {
+            for (hi, h) in layer.heads.iter().enumerate() {
                 let dh = h.w_q.dim(1)?;
+                if let Some(single) = self.single_keys(l, hi, t).filter(|_| lookups) {
+                    let idx: Vec<u32> = (0..b).flat_map(|s| single.iter().map(move |&j| (s * t) as u32 + j)).collect();
+                    let idx = Tensor::from_vec(idx, b * t, &self.device)?;
+                    let out = x.matmul(&h.w_v)?.index_select(&idx, 0)?.matmul(&h.w_o)?;
+                    delta = Some(match delta {
+                        None => out,
+                        Some(acc) => (acc + out)?,
+                    });
+                    continue;
+                }
                 let q = x.matmul(&h.w_q)?.reshape((b, t, dh))?;
                 let k = x.matmul(&h.w_k)?.reshape((b, t, dh))?;
                 let v = x.matmul(&h.w_v)?.reshape((b, t, dh))?;

@@ -352,3 +352,69 @@ fn fast_backend_token_tables_stay_small_for_large_vocabularies() {
         compare(&format!("histogram over {tokens} tokens"), &fast, &candle, &[batch], 1e-4);
     }
 }
+
+/// The candle path reads one key's value row for heads whose every query keeps one key at
+/// positions alone (U's gathers; runtime/src/lib.rs): the same numbers as scoring `[t, t]`
+/// (`1·v` plus exact zeros is `v`, and the heads' outputs are added in the same order), on U past 512
+/// positions and with two heads, in f32 and f64, forward and trace, and on Tracr's programs
+/// (causal too). Most of U's heads take it; a batch with BOS elsewhere takes none.
+#[test]
+fn candle_lookups_give_the_dense_attention_numbers() {
+    use raspc_compiler::real::MlpMode;
+    let mut rng = raspc::verify::SplitMix(21);
+    for s in [raspc::simulate::Shape { n: 4, d: 16, dv: 16, h: 1 }, raspc::simulate::Shape { n: 3, d: 2, dv: 3, h: 2 }] {
+        let u = raspc::simulate::build(s, MlpMode::Gated, 1.0, None).unwrap();
+        let inputs: Vec<Vec<f64>> = (0..2).map(|_| raspc::simulate::Instance::random(s, 1.0, &mut rng).encode()).collect();
+        for dtype in [DType::F32, DType::F64] {
+            let lookups = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
+            let mut dense = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
+            dense.set_candle_lookups(false);
+            let t = s.seq_len() + 1;
+            let heads: usize = u.compiled.checkpoint.config.layers.iter().map(|l| l.heads.len()).sum();
+            let found = lookups.candle_lookup_heads(t);
+            assert!(found * 10 >= heads * 8, "{s:?}: {found} of {heads} heads as lookups");
+            let a = flat(&lookups.forward_real(&inputs, Attention::Hard).unwrap());
+            let b = flat(&dense.forward_real(&inputs, Attention::Hard).unwrap());
+            assert_eq!(a, b, "{s:?} {dtype:?}");
+            let (ta, tb) = (lookups.trace_real(&inputs[0], Attention::Hard).unwrap(), dense.trace_real(&inputs[0], Attention::Hard).unwrap());
+            assert_eq!(ta, tb, "{s:?} {dtype:?} trace");
+            // The fast backend agrees too (within its tolerance: it may sum in another order).
+            let fast = flat(&Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().forward_real(&inputs, Attention::Hard).unwrap());
+            let rel = if dtype == DType::F32 { 1e-4 } else { 1e-12 };
+            let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+            assert!(fast.iter().zip(&a).all(|(x, y)| (x - y).abs() <= rel * scale), "{s:?} {dtype:?}: fast backend");
+        }
+    }
+    let mut used = 0;
+    for &(name, vocab) in PROGRAMS {
+        let file: &'static str = Box::leak(format!("tracr/{name}.rasp").into_boxed_str());
+        for (max_len, causal) in [(16, false), (8, true)] {
+            if causal && !CAUSAL.contains(&name) {
+                continue;
+            }
+            let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file, entry: None, vocab }, max_len, causal).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let lookups = Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
+            let mut dense = Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
+            dense.set_candle_lookups(false);
+            used += lookups.candle_lookup_heads(max_len + 1);
+            for batch in batches(&lookups, &atoms, max_len) {
+                for att in [Attention::Hard, Attention::Soft] {
+                    assert_eq!(flat(&lookups.forward(&batch, att).unwrap()), flat(&dense.forward(&batch, att).unwrap()), "{name} max-len {max_len} causal {causal} {att:?}");
+                }
+            }
+        }
+    }
+    assert!(used > 0, "no head of Tracr's programs ran as a lookup");
+    // BOS elsewhere: the positions no longer tell the keys apart; every head is scored.
+    let s = raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 1 };
+    let u = raspc::simulate::build(s, MlpMode::Gated, 1.0, None).unwrap();
+    let lookups = Model::new(u.compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
+    let mut dense = Model::new(u.compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
+    dense.set_candle_lookups(false);
+    let t = s.seq_len() + 1;
+    let bos = u.compiled.checkpoint.config.bos_id as u32;
+    let mut ids = vec![1 - bos; t];
+    ids[0] = bos;
+    ids[t / 2] = bos;
+    assert_eq!(flat(&lookups.forward(&[ids.clone()], Attention::Hard).unwrap()), flat(&dense.forward(&[ids], Attention::Hard).unwrap()));
+}

@@ -302,6 +302,12 @@ pub struct WorstEntry {
     pub t: f64,
 }
 
+/// U's outputs in one readout sequence: BOS skipped, then the output block (the first
+/// h·n·dv positions), dim 0 of each.
+fn outputs(seq: &[Vec<f64>], out_len: usize) -> Vec<f64> {
+    seq.iter().skip(1).take(out_len).map(|v| v[0]).collect()
+}
+
 /// Runs U on `instances` (batched) and compares with the reference. A trial fails when its
 /// error exceeds the certified bound, or (gated MLPs) its relative error exceeds `tolerance`.
 pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instance], dtype_f64: bool, tolerance: f64, progress: &mut dyn FnMut(usize)) -> Result<Outcome, String> {
@@ -342,8 +348,8 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
                         return Err("internal error: a second forward pass of U gave different numbers".into());
                     }
                 } else {
-                    let outputs = |r: &[Vec<Vec<f64>>]| -> Vec<f64> { r.first().map(|r| r.iter().skip(1).take(out_len).map(|v| v[0]).collect()).unwrap_or_default() };
-                    let moved = outputs(&again).iter().zip(outputs(&rows)).fold(0.0f64, |m, (a, b)| if (a - b).is_nan() { f64::NAN } else { m.max((a - b).abs()) });
+                    let first = |r: &[Vec<Vec<f64>>]| r.first().map(|seq| outputs(seq, out_len)).unwrap_or_default();
+                    let moved = first(&again).iter().zip(first(&rows)).fold(0.0f64, |m, (a, b)| if (a - b).is_nan() { f64::NAN } else { m.max((a - b).abs()) });
                     if moved.is_nan() || moved > 2.0 * bound {
                         return Err(format!(
                             "U's forward pass on one instance alone differs from the same instance in a batch by {moved:e} (more than twice the certified bound {bound:e})"
@@ -361,8 +367,7 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
                 want = reference(inst).map_err(|e| e.to_string())?;
                 direct = direct.min(t0.elapsed().as_secs_f64() * 1e3);
             }
-            // Skip BOS; the output block is the first h*n*dv positions.
-            let got: Vec<f64> = row.iter().skip(1).take(out_len).map(|r| r[0]).collect();
+            let got = outputs(&row, out_len);
             let (mut abs, mut at) = (0.0f64, 0);
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                 let e = (g - w).abs();
