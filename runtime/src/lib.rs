@@ -255,10 +255,17 @@ impl Model {
         checkpoint.validate()?;
         let vocab = checkpoint.config.vocab.iter().filter(|v| v.id != checkpoint.config.bos_id).map(|v| (v.token.to_string(), v.id as u32)).collect();
         let candle = std::sync::OnceLock::new();
+        // On the CPU the fast backend runs the forward pass; elsewhere it only finds the lookup
+        // heads, so a checkpoint it cannot take still runs on candle (densely).
         let fast = match dtype {
-            DType::F64 => Some(FastKind::F64(fast::FastModel::new(&checkpoint)?)),
-            DType::F32 => Some(FastKind::F32(fast::FastModel::new(&checkpoint)?)),
+            DType::F64 => Some(fast::FastModel::new(&checkpoint).map(FastKind::F64)),
+            DType::F32 => Some(fast::FastModel::new(&checkpoint).map(FastKind::F32)),
             _ => None,
+        };
+        let fast = match fast {
+            Some(f) if device.is_cpu() => Some(f?),
+            Some(f) => f.ok(),
+            None => None,
         };
         if !device.is_cpu() {
             let _ = candle.set(CandleWeights::new(&checkpoint, device, dtype)?);
