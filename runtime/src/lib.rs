@@ -227,6 +227,11 @@ pub struct Model {
     /// Whether the candle path reads the kept key's value row for heads whose every query keeps
     /// one key at positions alone, instead of scoring `[t, t]` (the same numbers; on by default).
     lookups: bool,
+    /// The kept key of each query, by (layer, head, length), as an index tensor on the device
+    /// (built once: U's 449 gathers at 64³ hold 22 MB of them).
+    lookup_keys: std::sync::Mutex<std::collections::HashMap<(usize, usize, usize), Tensor>>,
+    /// Lookup heads run so far (tests check that the path is taken).
+    lookups_run: std::sync::atomic::AtomicUsize,
     /// Arithmetic of the forward pass (F32, or F64 on the stored f32 weights).
     dtype: DType,
     vocab: BTreeMap<String, u32>,
@@ -267,11 +272,11 @@ impl Model {
             Some(f) => f.ok(),
             None => None,
         };
-        if !device.is_cpu() {
+        if !device.is_cpu() || fast.is_none() {
             let _ = candle.set(CandleWeights::new(&checkpoint, device, dtype)?);
         }
         let backend = if fast.is_some() && device.is_cpu() { Backend::Fast } else { Backend::Candle };
-        Ok(Model { candle, fast, backend, lookups: true, vocab, dtype, device: device.clone(), checkpoint })
+        Ok(Model { candle, fast, backend, lookups: true, lookup_keys: Default::default(), lookups_run: Default::default(), vocab, dtype, device: device.clone(), checkpoint })
     }
 
     /// The fast backend's path for each head's hard attention, by layer (None without a fast
@@ -287,7 +292,7 @@ impl Model {
     }
 
     /// The fast backend's MLP units evaluated as piecewise-linear groups, and all of them, by
-    /// layer (None without a fast backend).
+    /// layer (None without a fast backend; off the CPU it only finds candle's lookup heads).
     #[doc(hidden)]
     pub fn fast_mlp_groups(&self) -> Option<Vec<(usize, usize)>> {
         match &self.fast {
@@ -346,6 +351,24 @@ impl Model {
     pub fn candle_lookup_heads(&self, t: usize) -> usize {
         let c = &self.checkpoint.config;
         c.layers.iter().enumerate().map(|(l, lc)| (0..lc.heads.len()).filter(|&h| self.single_keys(l, h, t).is_some()).count()).sum()
+    }
+
+    /// Lookup heads the candle path has run (see [`Self::set_candle_lookups`]).
+    #[doc(hidden)]
+    pub fn candle_lookups_run(&self) -> usize {
+        self.lookups_run.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// [`Self::single_keys`] as a device tensor, cached.
+    fn lookup_index(&self, layer: usize, head: usize, t: usize) -> Result<Option<Tensor>, RuntimeError> {
+        let mut cache = self.lookup_keys.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(idx) = cache.get(&(layer, head, t)) {
+            return Ok(Some(idx.clone()));
+        }
+        let Some(single) = self.single_keys(layer, head, t) else { return Ok(None) };
+        let idx = Tensor::from_slice(single, single.len(), &self.device)?;
+        cache.insert((layer, head, t), idx.clone());
+        Ok(Some(idx))
     }
 
     fn single_keys(&self, layer: usize, head: usize, t: usize) -> Option<&[u32]> {
@@ -619,6 +642,11 @@ impl Model {
         // Heads whose every query keeps one key (at positions alone: U's gathers) read that
         // key's value row: `1·v` plus exact zeros is `v`, so the same numbers as the dense path,
         // without `[t, t]` scores (U at n = d = 32 on this path, CPU: 17.2 s dense, 0.94 s so).
+        // The kept keys are those the fast backend's row scan finds (compiled checkpoints leave
+        // a quarter of the smallest score gap as tie tolerance, so rounding cannot move them).
+        // Where a value row is not finite the dense path spreads it to every query (`0·inf` is
+        // NaN) and a lookup only to the queries that keep it, as the fast backend does; `run`
+        // refuses such a residual stream before it reaches the head.
         let lookups = self.lookups && attention == Attention::Hard && capture.is_none() && batch.iter().all(|s| self.bos_first_only(s));
         let rows = |t: &Tensor| -> Result<Vec<Vec<f64>>, RuntimeError> { Ok(t.to_dtype(DType::F64)?.to_vec2::<f64>()?) };
         for (l, layer) in cw.layers.iter().enumerate() {
@@ -629,10 +657,10 @@ impl Model {
             };
             for (hi, h) in layer.heads.iter().enumerate() {
                 let dh = h.w_q.dim(1)?;
-                if let Some(single) = self.single_keys(l, hi, t).filter(|_| lookups) {
-                    let idx: Vec<u32> = (0..b).flat_map(|s| single.iter().map(move |&j| (s * t) as u32 + j)).collect();
-                    let idx = Tensor::from_vec(idx, b * t, &self.device)?;
-                    let out = x.matmul(&h.w_v)?.index_select(&idx, 0)?.matmul(&h.w_o)?;
+                if let Some(idx) = if lookups { self.lookup_index(l, hi, t)? } else { None } {
+                    let v = x.matmul(&h.w_v)?.reshape((b, t, dh))?;
+                    let out = v.index_select(&idx, 1)?.reshape((b * t, dh))?.matmul(&h.w_o)?;
+                    self.lookups_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     delta = Some(match delta {
                         None => out,
                         Some(acc) => (acc + out)?,

@@ -374,7 +374,9 @@ fn candle_lookups_give_the_dense_attention_numbers() {
             let found = lookups.candle_lookup_heads(t);
             assert!(found * 10 >= heads * 8, "{s:?}: {found} of {heads} heads as lookups");
             let a = flat(&lookups.forward_real(&inputs, Attention::Hard).unwrap());
+            assert_eq!(lookups.candle_lookups_run(), found, "{s:?}: one pass runs every lookup head once");
             let b = flat(&dense.forward_real(&inputs, Attention::Hard).unwrap());
+            assert_eq!(dense.candle_lookups_run(), 0);
             assert_eq!(a, b, "{s:?} {dtype:?}");
             let (ta, tb) = (lookups.trace_real(&inputs[0], Attention::Hard).unwrap(), dense.trace_real(&inputs[0], Attention::Hard).unwrap());
             assert_eq!(ta, tb, "{s:?} {dtype:?} trace");
@@ -413,8 +415,15 @@ fn candle_lookups_give_the_dense_attention_numbers() {
     dense.set_candle_lookups(false);
     let t = s.seq_len() + 1;
     let bos = u.compiled.checkpoint.config.bos_id as u32;
-    let mut ids = vec![1 - bos; t];
-    ids[0] = bos;
+    let mut good = vec![1 - bos; t];
+    good[0] = bos;
+    let mut ids = good.clone();
     ids[t / 2] = bos;
-    assert_eq!(flat(&lookups.forward(&[ids.clone()], Attention::Hard).unwrap()), flat(&dense.forward(&[ids], Attention::Hard).unwrap()));
+    assert_eq!(flat(&lookups.forward(&[ids.clone()], Attention::Hard).unwrap()), flat(&dense.forward(&[ids.clone()], Attention::Hard).unwrap()));
+    // ... also when it shares a batch with a sequence that alone would take lookups.
+    let mixed = [good.clone(), ids];
+    assert_eq!(flat(&lookups.forward(&mixed, Attention::Hard).unwrap()), flat(&dense.forward(&mixed, Attention::Hard).unwrap()));
+    assert_eq!(lookups.candle_lookups_run(), 0);
+    let _ = lookups.forward(&[good], Attention::Hard).unwrap();
+    assert!(lookups.candle_lookups_run() > 0);
 }
