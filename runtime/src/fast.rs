@@ -903,6 +903,18 @@ impl<T: Real> FastModel<T> {
         }
     }
 
+    /// Computes the position heads' patterns at length `t` that are not cached yet, each layer's
+    /// on several threads, from [`PATTERN_PARALLEL_LEN`] on (what [`Self::single_keys`] would
+    /// otherwise compute one by one).
+    pub fn prepare_lookups(&self, t: usize) {
+        if t < PATTERN_PARALLEL_LEN {
+            return;
+        }
+        for layer in &self.layers {
+            self.prepare_patterns(layer, t);
+        }
+    }
+
     /// Whether `ids` has BOS at position 0 and nowhere else (what [`Self::single_keys`] needs).
     pub fn bos_first_only(&self, ids: &[u32]) -> bool {
         ids.first() == Some(&self.bos) && !ids[1..].contains(&self.bos)

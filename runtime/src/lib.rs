@@ -648,6 +648,13 @@ impl Model {
         // NaN) and a lookup only to the queries that keep it, as the fast backend does; `run`
         // refuses such a residual stream before it reaches the head.
         let lookups = self.lookups && attention == Attention::Hard && capture.is_none() && batch.iter().all(|s| self.bos_first_only(s));
+        if lookups {
+            match &self.fast {
+                Some(FastKind::F32(m)) => m.prepare_lookups(t),
+                Some(FastKind::F64(m)) => m.prepare_lookups(t),
+                None => {}
+            }
+        }
         let rows = |t: &Tensor| -> Result<Vec<Vec<f64>>, RuntimeError> { Ok(t.to_dtype(DType::F64)?.to_vec2::<f64>()?) };
         for (l, layer) in cw.layers.iter().enumerate() {
             let mut delta: Option<Tensor> = None;
