@@ -1159,7 +1159,7 @@ impl<T: Real> FastModel<T> {
         for (l, layer) in self.layers.iter().enumerate() {
             ws.vcols.clear();
             if !layer.heads.is_empty() {
-                if attention == Attention::Hard && t >= PATTERN_PARALLEL_LEN && ids[0] == self.bos && !ids[1..].contains(&self.bos) {
+                if attention == Attention::Hard && t >= PATTERN_PARALLEL_LEN && self.bos_first_only(ids) {
                     self.prepare_patterns(layer, t);
                 }
                 let mut delta = false;
@@ -1532,7 +1532,7 @@ impl<T: Real> FastModel<T> {
                     self.head_token(h, scores, ids, ws);
                     return Ok(true);
                 }
-                HeadKind::Position { patterns } if ids[0] == self.bos && !ids[1..].contains(&self.bos) => {
+                HeadKind::Position { patterns } if self.bos_first_only(ids) => {
                     if let Some(pattern) = patterns[t].get_or_init(|| self.pattern(h, t)) {
                         if check && !pattern.finite {
                             return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention weights)") });

@@ -213,6 +213,17 @@ enum FastKind {
     F64(fast::FastModel<f64>),
 }
 
+/// `body` with `m` bound to the fast backend's model in either precision, or `none` without one.
+macro_rules! with_fast {
+    ($fast:expr, $m:ident => $body:expr, $none:expr) => {
+        match $fast {
+            Some(FastKind::F32($m)) => $body,
+            Some(FastKind::F64($m)) => $body,
+            None => $none,
+        }
+    };
+}
+
 /// A loaded checkpoint, ready to run.
 #[derive(Debug)]
 pub struct Model {
@@ -284,22 +295,14 @@ impl Model {
     /// or "rows" (a score row per query).
     #[doc(hidden)]
     pub fn fast_head_kinds(&self) -> Option<Vec<Vec<&'static str>>> {
-        match &self.fast {
-            Some(FastKind::F32(m)) => Some(m.head_kinds()),
-            Some(FastKind::F64(m)) => Some(m.head_kinds()),
-            None => None,
-        }
+        with_fast!(&self.fast, m => Some(m.head_kinds()), None)
     }
 
     /// The fast backend's MLP units evaluated as piecewise-linear groups, and all of them, by
     /// layer (None without a fast backend; off the CPU it only finds candle's lookup heads).
     #[doc(hidden)]
     pub fn fast_mlp_groups(&self) -> Option<Vec<(usize, usize)>> {
-        match &self.fast {
-            Some(FastKind::F32(m)) => Some(m.mlp_groups()),
-            Some(FastKind::F64(m)) => Some(m.mlp_groups()),
-            None => None,
-        }
+        with_fast!(&self.fast, m => Some(m.mlp_groups()), None)
     }
 
     /// The implementation plain forward passes use.
@@ -320,22 +323,14 @@ impl Model {
     /// Caps the threads the fast backend may split a batch over (0: the machine's parallelism;
     /// 1: the calling thread only). candle's thread pool is its own.
     pub fn set_threads(&mut self, threads: usize) {
-        match &mut self.fast {
-            Some(FastKind::F32(m)) => m.set_threads(threads),
-            Some(FastKind::F64(m)) => m.set_threads(threads),
-            None => {}
-        }
+        with_fast!(&mut self.fast, m => m.set_threads(threads), ())
     }
 
     /// Whether the fast backend may run gated MLPs by blocks of positions (the default) or
     /// only position by position (the same numbers; tests compare the two).
     #[doc(hidden)]
     pub fn set_mlp_columns(&mut self, on: bool) {
-        match &mut self.fast {
-            Some(FastKind::F32(m)) => m.set_mlp_columns(on),
-            Some(FastKind::F64(m)) => m.set_mlp_columns(on),
-            None => {}
-        }
+        with_fast!(&mut self.fast, m => m.set_mlp_columns(on), ())
     }
 
     /// Whether the candle path may read one key's value row for the heads that keep one key per
@@ -372,19 +367,11 @@ impl Model {
     }
 
     fn single_keys(&self, layer: usize, head: usize, t: usize) -> Option<&[u32]> {
-        match &self.fast {
-            Some(FastKind::F32(m)) => m.single_keys(layer, head, t),
-            Some(FastKind::F64(m)) => m.single_keys(layer, head, t),
-            None => None,
-        }
+        with_fast!(&self.fast, m => m.single_keys(layer, head, t), None)
     }
 
     fn bos_first_only(&self, ids: &[u32]) -> bool {
-        match &self.fast {
-            Some(FastKind::F32(m)) => m.bos_first_only(ids),
-            Some(FastKind::F64(m)) => m.bos_first_only(ids),
-            None => false,
-        }
+        with_fast!(&self.fast, m => m.bos_first_only(ids), false)
     }
 
     /// [`set_backend`](Self::set_backend), by value.
@@ -649,11 +636,7 @@ impl Model {
         // refuses such a residual stream before it reaches the head.
         let lookups = self.lookups && attention == Attention::Hard && capture.is_none() && batch.iter().all(|s| self.bos_first_only(s));
         if lookups {
-            match &self.fast {
-                Some(FastKind::F32(m)) => m.prepare_lookups(t),
-                Some(FastKind::F64(m)) => m.prepare_lookups(t),
-                None => {}
-            }
+            with_fast!(&self.fast, m => m.prepare_lookups(t), ())
         }
         let rows = |t: &Tensor| -> Result<Vec<Vec<f64>>, RuntimeError> { Ok(t.to_dtype(DType::F64)?.to_vec2::<f64>()?) };
         for (l, layer) in cw.layers.iter().enumerate() {
@@ -664,43 +647,38 @@ impl Model {
             };
             for (hi, h) in layer.heads.iter().enumerate() {
                 let dh = h.w_q.dim(1)?;
-                if let Some(idx) = if lookups { self.lookup_index(l, hi, t)? } else { None } {
-                    let v = x.matmul(&h.w_v)?.reshape((b, t, dh))?;
-                    let out = v.index_select(&idx, 1)?.reshape((b * t, dh))?.matmul(&h.w_o)?;
-                    self.lookups_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    delta = Some(match delta {
-                        None => out,
-                        Some(acc) => (acc + out)?,
-                    });
-                    continue;
-                }
-                let q = x.matmul(&h.w_q)?.reshape((b, t, dh))?;
-                let k = x.matmul(&h.w_k)?.reshape((b, t, dh))?;
                 let v = x.matmul(&h.w_v)?.reshape((b, t, dh))?;
-                let mut s = q.matmul(&k.transpose(1, 2)?.contiguous()?)?;
-                // Scores past f32 keep keys that mean nothing under hard attention (the weights
-                // stay finite): refused, as soft attention's weights are (helper d6).
-                finite(&s, &|| format!("layer {l} attention (attention scores)"))?;
-                if let Some(m) = &mask {
-                    s = s.broadcast_add(m)?;
-                }
-                let max = s.max_keepdim(D::Minus1)?;
-                let w = match attention {
-                    Attention::Hard => {
-                        let keep = s.broadcast_ge(&(max - tol)?)?.to_dtype(self.dtype)?;
-                        keep.broadcast_div(&keep.sum_keepdim(D::Minus1)?)?
+                let out = if let Some(idx) = if lookups { self.lookup_index(l, hi, t)? } else { None } {
+                    self.lookups_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    v.index_select(&idx, 1)?.reshape((b * t, dh))?.matmul(&h.w_o)?
+                } else {
+                    let q = x.matmul(&h.w_q)?.reshape((b, t, dh))?;
+                    let k = x.matmul(&h.w_k)?.reshape((b, t, dh))?;
+                    let mut s = q.matmul(&k.transpose(1, 2)?.contiguous()?)?;
+                    // Scores past f32 keep keys that mean nothing under hard attention (the weights
+                    // stay finite): refused, as soft attention's weights are (helper d6).
+                    finite(&s, &|| format!("layer {l} attention (attention scores)"))?;
+                    if let Some(m) = &mask {
+                        s = s.broadcast_add(m)?;
                     }
-                    Attention::Soft => {
-                        let e = (s.broadcast_sub(&max)? * beta)?.exp()?;
-                        e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?
+                    let max = s.max_keepdim(D::Minus1)?;
+                    let w = match attention {
+                        Attention::Hard => {
+                            let keep = s.broadcast_ge(&(max - tol)?)?.to_dtype(self.dtype)?;
+                            keep.broadcast_div(&keep.sum_keepdim(D::Minus1)?)?
+                        }
+                        Attention::Soft => {
+                            let e = (s.broadcast_sub(&max)? * beta)?.exp()?;
+                            e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?
+                        }
+                    };
+                    finite(&w, &|| format!("layer {l} attention (attention weights)"))?;
+                    if let Some(c) = cap.as_mut() {
+                        let scores = v.reshape((b * t, dh))?.matmul(&h.w_o)?;
+                        c.heads.push(HeadCapture { weights: rows(&w.reshape((b * t, t))?)?, scores: rows(&scores)? });
                     }
+                    w.matmul(&v)?.reshape((b * t, dh))?.matmul(&h.w_o)?
                 };
-                finite(&w, &|| format!("layer {l} attention (attention weights)"))?;
-                let out = w.matmul(&v)?.reshape((b * t, dh))?.matmul(&h.w_o)?;
-                if let Some(c) = cap.as_mut() {
-                    let scores = v.reshape((b * t, dh))?.matmul(&h.w_o)?;
-                    c.heads.push(HeadCapture { weights: rows(&w.reshape((b * t, t))?)?, scores: rows(&scores)? });
-                }
                 delta = Some(match delta {
                     None => out,
                     Some(acc) => (acc + out)?,
