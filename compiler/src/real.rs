@@ -1051,8 +1051,7 @@ struct UnaryData {
     units: Vec<(f64, f64, f64)>,
     w: f64,
     c0: f64,
-    pre_gamma: Err2,
-    pre_mag: Err2,
+    pre: relative::Pre,
     groups: Option<(usize, usize)>,
     /// f(y) = k/y for y ≥ θ.
     k: f64,
@@ -3140,7 +3139,7 @@ impl RealLowerer<'_> {
         // Every unit's pre-activation `dir·(u - t)` rounds like its dot product (the largest
         // factor over the units); the output sums the units active in a window, the constant
         // unit and the residual add (`Err2::gamma(k)` = γ_{k+1}).
-        // (As a factor of `pre_mag + |t|`: [`Self::dot_err`] over that magnitude.)
+        // (As a factor of `mag + |t|`: [`Self::dot_err`] over that magnitude.)
         let mag = self.aff_mag(u);
         let pre_gamma = units.iter().fold(Err2::default(), |g, &(dir, t, _)| {
             let base = mag + Err2::both(t.abs());
@@ -3148,8 +3147,12 @@ impl RealLowerer<'_> {
             let x = Err2 { f32: if base.f32 > 0.0 { e.f32 / base.f32 } else { 0.0 }, f64: if base.f64 > 0.0 { e.f64 / base.f64 } else { 0.0 } };
             Err2 { f32: g.f32.max(x.f32), f64: g.f64.max(x.f64) }
         });
+        // With weights ±1 and f32 biases every pre-activation adds u's slots and its bias exactly
+        // as written ([`Self::dot_err`]'s chain case): K = slots + 1 exact terms.
+        let exact_terms = u.c.values().all(|w| w.abs() == 1.0) && units.iter().all(|&(dir, t, _)| f32_exact(dir * (u.k - t)));
+        let pre = relative::Pre { gamma: pre_gamma, mag, terms: exact_terms.then_some(u.c.len() + 1) };
         let sum_gamma = |active: usize| unary_sum_gamma(groups, c0, active);
-        let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
+        let rel = relative::unary(pl, units, w, c0, &input, &pre, &sum_gamma);
         self.rel.insert(out, rel);
         let (lo, hi) = (pl.knots[0], pl.knots[pl.knots.len() - 1]);
         // Row-shifted bounds (`relative::Shifted`): an exp of λ(s - m) + k with m a maximum of s
@@ -3177,13 +3180,13 @@ impl RealLowerer<'_> {
             let split = [(info.own, es + info.common), (info.own + info.common, es)].into_iter().find(|&(_, shift)| fits(shift));
             if let Some((own, shift)) = split {
                 let input = vec![(Err2::default(), lam.abs() * (es + own))];
-                let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
+                let rel = relative::unary(pl, units, w, c0, &input, &pre, &sum_gamma);
                 // The same split into what every reader shares (the block's stored output, or its
                 // partial sums) and what each reader's own sum of the partial sums adds.
                 let split = match groups {
                     Some((per, n)) => (
-                        relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &|a| Err2::gamma(a.min(per) + 1, false)),
-                        relative::unary_sum_only(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &|_| Err2::gamma(n, true)),
+                        relative::unary(pl, units, w, c0, &input, &pre, &|a| Err2::gamma(a.min(per) + 1, false)),
+                        relative::unary_sum_only(pl, units, w, c0, &input, &pre, &|_| Err2::gamma(n, true)),
                     ),
                     None => (rel.clone(), vec![(Err2::default(), Err2::default())]),
                 };
@@ -3202,7 +3205,7 @@ impl RealLowerer<'_> {
             let ends = [iv.lo * cmin, iv.lo * cmax, iv.hi * cmin, iv.hi * cmax];
             if ends.iter().all(|&x| x >= lo && x <= hi) {
                 let input: relative::Rel = sh.rel.iter().map(|&(r, a)| (r, a * c.abs())).collect();
-                let rel = relative::unary(pl, units, w, c0, &input, pre_gamma, self.aff_mag(u), &sum_gamma);
+                let rel = relative::unary(pl, units, w, c0, &input, &pre, &sum_gamma);
                 self.shifted.insert(out, relative::Shifted { rel, ..sh });
             }
         }
@@ -3211,7 +3214,7 @@ impl RealLowerer<'_> {
             if let F::Div(num, _) = f
                 && let F::C(k) = num.as_ref()
             {
-                let data = UnaryData { pl: pl.clone(), units: units.to_vec(), w, c0, pre_gamma, pre_mag: mag, groups, k: w * k };
+                let data = UnaryData { pl: pl.clone(), units: units.to_vec(), w, c0, pre, groups, k: w * k };
                 self.unary_data.insert(out, data);
             }
         }
@@ -3396,7 +3399,7 @@ impl RealLowerer<'_> {
                     }
                     let (rho_t, alpha_t) = sw.mean();
                     let input = vec![(rho_t, alpha_t * c)];
-                    let own = relative::unary(&ud.pl, &ud.units, ud.w, ud.c0, &input, ud.pre_gamma, ud.pre_mag, &|a| unary_sum_gamma(ud.groups, ud.c0, a));
+                    let own = relative::unary(&ud.pl, &ud.units, ud.w, ud.c0, &input, &ud.pre, &|a| unary_sum_gamma(ud.groups, ud.c0, a));
                     for (sigma, alpha_r) in own {
                         if let Some((e, p)) = sw.bound(sigma, alpha_r, theta) {
                             keep_smaller(&mut best, e, p);
@@ -3831,8 +3834,15 @@ mod tests {
         let pl = build_pl(&f, -30.0, 0.01, 1e-7).unwrap();
         let (f0, units, _) = split_basis(&pl);
         let input_err = 1e-3;
-        let rel =
-            relative::unary(&pl, &units, 1.0, f0, &vec![(Err2::default(), Err2::both(input_err))], Err2::gamma(4, false), Err2::both(10.0), &|_| Err2::gamma(units.len() + 1, false));
+        let rel = relative::unary(
+            &pl,
+            &units,
+            1.0,
+            f0,
+            &vec![(Err2::default(), Err2::both(input_err))],
+            &relative::Pre { gamma: Err2::gamma(4, false), mag: Err2::both(10.0), terms: None },
+            &|_| Err2::gamma(units.len() + 1, false),
+        );
         let net = |x: f64| f0 + units.iter().map(|&(d, t, c)| c * (d * (x - t)).max(0.0)).sum::<f64>();
         for i in 0..=3000 {
             let x = -30.0 + 0.01 * i as f64;

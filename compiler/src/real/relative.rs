@@ -17,7 +17,7 @@
 //! together, and the ratio certificate takes the best index. Every step below is proved in its
 //! comment; all quantities are `Err2` (the f32 and the f64 arithmetic side by side).
 
-use super::{Err2, Pl, F};
+use super::{gamma_u, min2, Err2, Pl, F, U32, U64};
 use crate::plan::SlotId;
 
 /// Valid relative bounds `(ρ, α)`, see the module documentation.
@@ -35,24 +35,64 @@ fn one() -> Err2 {
     Err2::both(1.0)
 }
 
+/// How a unary block's pre-activations round: unit i's by at most `gamma·(mag + |t_i|)`
+/// (`mag` = Σ|weights·inputs| + |bias part|), and, with `terms = Some(K)`, when every
+/// pre-activation adds K exact terms (its inputs with weights ±1 and an f32 bias), also by what
+/// [`Pre::rounding`] derives from the argument being small where it is evaluated.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pre {
+    pub gamma: Err2,
+    pub mag: Err2,
+    pub terms: Option<usize>,
+}
+
+impl Pre {
+    /// A bound on `Σ_i |c_i|·|ε_i|` over the units that can be active for a computed argument
+    /// in `[lo, hi]` (`sum_c = Σ|c_i|`, `sum_ct = Σ|c_i||t_i|` over them).
+    ///
+    /// Always `gamma·(mag·Σ|c_i| + Σ|c_i||t_i|)`. With K exact terms, also the following. Unit
+    /// i's pre-activation adds K leaves whose computed values are bounded by `m_l`, with
+    /// `M_i = Σ m_l ≤ mag + |t_i|`, and whose exact sum is `±(x̂ - t_i)`, x̂ the argument from
+    /// the computed inputs: `|x̂ - t_i| ≤ W_i = half + |mid| + |t_i|` for x̂ in `[lo, hi]`
+    /// (half-width `half`, midpoint `mid`). Whatever the summation tree, each of its K - 1
+    /// additions rounds by at most u times its exact result, which is the sum of the leaves
+    /// below it, Σ_A, plus the children's rounding (at most `γ_K·M_A`), and these errors reach
+    /// the root unchanged. For the root, Σ_A is the whole sum: at most W_i. For any other node
+    /// `|Σ_A| ≤ M_A` and `|Σ_A| = |whole - Σ_(not A)| ≤ W_i + M_i - M_A`, so `|Σ_A| ≤ (W_i + M_i)/2`.
+    /// So `|ε_i| ≤ u·(W_i + (K - 2)·(W_i + M_i)/2 + (K - 1)·γ_K·M_i)`: where the argument is
+    /// small and its terms are large (the softmax's `s - m` near the row maximum), about half
+    /// the worst chain, whose nodes are all as large as the terms' whole magnitude.
+    pub fn rounding(&self, sum_c: f64, sum_ct: f64, lo: f64, hi: f64) -> Err2 {
+        let chain = self.gamma * (self.mag * sum_c + Err2::both(sum_ct));
+        let Some(k) = self.terms else { return chain };
+        let (half, mid) = ((hi - lo) / 2.0, (hi + lo) / 2.0);
+        let inner = k.saturating_sub(2) as f64 / 2.0;
+        // Σ|c_i|·W_i and Σ|c_i|·M_i.
+        let cw = (half + mid.abs()) * sum_c + sum_ct;
+        let cm = self.mag * sum_c + Err2::both(sum_ct);
+        let win = |u: f64, cm: f64| u * (cw * (1.0 + inner) + cm * (inner + k.saturating_sub(1) as f64 * gamma_u(k, u)));
+        min2(chain, Err2 { f32: win(U32, cm.f32), f64: win(U64, cm.f64) })
+    }
+}
+
 /// One MLP block computing `y = c0 + Σ_i c_i·relu(dir_i·(u - t_i))` (`units` = `(dir_i, t_i,
 /// c_i)`, output weights included, `c0` the constant unit), the piecewise-linear interpolant of
 /// `w·f` on `pl`'s knots. `input` lists the relative bounds of the argument `u` (a single pair
-/// `(0, e)` when only its absolute error `e` is known); `pre_gamma·(pre_mag + |t_i|)` bounds the
-/// rounding of unit i's pre-activation (`pre_mag` = Σ|weights·inputs| + |bias part|) and
+/// `(0, e)` when only its absolute error `e` is known); `pre` bounds the rounding of the units'
+/// pre-activations ([`Pre`]) and
 /// `sum_gamma(k)` the rounding of the block's output sum relative to Σ|unit outputs| when at most
 /// k units (of `units`) are nonzero.
 ///
 /// Proof, for an exact argument x in the segment k = [t_k, t_k+1] and the exact value w·f(x):
 /// * every unit reads the same computed inputs, so unit i's computed pre-activation is
 ///   `dir_i·(x̂ - t_i) + ε_i` with one `x̂ = x + Δ` (`|Δ| ≤ Δ_in(x) = ρ_in·|x| + α_in`) and its
-///   own rounding `|ε_i| ≤ pre_gamma·(pre_mag + |t_i|)` (weights stored in f32 included);
+///   own rounding `|ε_i| ≤ pre.gamma·(pre.mag + |t_i|)` (weights stored in f32 included);
 /// * so the output is `g(x̂) + Σ_i c_i·(relu(p_i + ε_i) - relu(p_i))` with g the interpolant
 ///   (`g = c0 + Σ c_i relu(p_i)`, `p_i = dir_i(x̂ - t_i)`). `|g(x̂) - g(x)| ≤ Δ_in·steep_k`,
 ///   steep_k the largest |slope| of g over the window `[t_k - δ, t_k+1 + δ]` (δ ≥ Δ_in + every
 ///   |ε_i|; outside the domain the units continue the end pieces); relu is 1-Lipschitz and only
 ///   units that can be positive move (`dir = +1` with `t_i < t_k+1 + δ`, `dir = -1` with
-///   `t_i > t_k - δ`): `Σ|c_i||ε_i| ≤ rnd_k = pre_gamma·(pre_mag·Σ|c_i| + Σ|c_i||t_i|)` over them;
+///   `t_i > t_k - δ`): `Σ|c_i||ε_i| ≤ rnd_k` over them ([`Pre::rounding`] for x̂ in the window);
 /// * the interpolant differs from w·f by at most `|w|·e_k` (e_k: the segment's certified
 ///   interpolation error, `Pl::segs`);
 /// * the computed output sum rounds by at most `sum_gamma(k)·Σ|c_i·relu(..)|` with k the units that
@@ -70,8 +110,8 @@ fn one() -> Err2 {
 /// relative input (more than one pair, or ρ_in > 0), one pair per input pair (τ = 0: every
 /// segment where f keeps its sign is charged relatively), so indices stay aligned.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn unary(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre_gamma: Err2, pre_mag: Err2, sum_gamma: &dyn Fn(usize) -> Err2) -> Rel {
-    unary_terms(pl, units, w, c0, input, pre_gamma, pre_mag, sum_gamma, false)
+pub(super) fn unary(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre: &Pre, sum_gamma: &dyn Fn(usize) -> Err2) -> Rel {
+    unary_terms(pl, units, w, c0, input, pre, sum_gamma, false)
 }
 
 /// Only the output-sum term of [`unary`]'s `T_k` (`sum_gamma(k)·mag_k`, over the same windows and
@@ -79,12 +119,12 @@ pub(super) fn unary(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: 
 /// relative to the exact value. Used for the part of a sum that every reader of a grouped block
 /// computes for itself ([`shared_ratio`]).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn unary_sum_only(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre_gamma: Err2, pre_mag: Err2, sum_gamma: &dyn Fn(usize) -> Err2) -> Rel {
-    unary_terms(pl, units, w, c0, input, pre_gamma, pre_mag, sum_gamma, true)
+pub(super) fn unary_sum_only(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre: &Pre, sum_gamma: &dyn Fn(usize) -> Err2) -> Rel {
+    unary_terms(pl, units, w, c0, input, pre, sum_gamma, true)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn unary_terms(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre_gamma: Err2, pre_mag: Err2, sum_gamma: &dyn Fn(usize) -> Err2, sum_only: bool) -> Rel {
+fn unary_terms(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel, pre: &Pre, sum_gamma: &dyn Fn(usize) -> Err2, sum_only: bool) -> Rel {
     // Units sorted by t, per direction, with prefix sums of |c| and |c|·t (signed) and |c|·|t|.
     let side = |dir: f64| -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
         let mut u: Vec<(f64, f64)> = units.iter().filter(|x| x.0 == dir).map(|x| (x.1, x.2.abs())).collect();
@@ -124,7 +164,7 @@ fn unary_terms(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel,
                 let a = if p == 0 { sa } else { sa + (sb - sa) * p as f64 / pieces as f64 };
                 let b = if p + 1 == pieces { sb } else { sa + (sb - sa) * (p + 1) as f64 / pieces as f64 };
                 let din = rho_in * a.abs().max(b.abs()) + alpha_in;
-                let delta = (din + pre_gamma * (pre_mag + Err2::both(tmax))).max();
+                let delta = (din + pre.gamma * (pre.mag + Err2::both(tmax))).max();
                 // Units that can be active for an argument in [a - δ, b + δ].
                 let i = tp.partition_point(|&t| t < b + delta);
                 let j = tm.partition_point(|&t| t <= a - delta);
@@ -134,7 +174,7 @@ fn unary_terms(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel,
                 // units continue the end pieces).
                 let (k0, k1) = (pl.knots.partition_point(|&t| t <= a - delta).saturating_sub(1), pl.knots.partition_point(|&t| t < b + delta).clamp(1, pl.knots.len() - 1));
                 let steep = (k0.min(k1 - 1)..k1).map(|j| ((pl.values[j + 1] - pl.values[j]) / (pl.knots[j + 1] - pl.knots[j])).abs()).fold(0.0f64, f64::max) * w.abs();
-                let rounding = pre_gamma * (pre_mag * sum_c + Err2::both(sum_ct));
+                let rounding = pre.rounding(sum_c, sum_ct, a - delta, b + delta);
                 let lip = din * steep + rounding;
                 let mag = Err2::both(c0.abs() + relu_sum(a - delta).max(relu_sum(b + delta))) + rounding;
                 // Only the units that can be active round in the output sum.
@@ -636,5 +676,68 @@ mod tests {
         assert!(sw.bound(Err2::default(), Err2::default(), 0.9375).is_none());
         assert!(shared(0.6, 0.0, 4, 1.0, 4.0).bound(Err2::default(), Err2::default(), 0.1).is_none());
         assert!(shared(0.01, 0.0, 4, 1.0, 4.0).bound(Err2::default(), Err2::default(), 0.9375).is_some());
+    }
+
+    #[test]
+    fn cancelling_pre_activations_round_by_the_window_not_the_terms() {
+        // Softmax-like pre-activations: K - 1 large terms (scores' partial sums and minus the row
+        // maximum) whose sum x̂ is small, minus a knot t, added in f32 in every kind of tree
+        // (random pairings, chains from either end, largest terms first): the error stays
+        // within Pre::rounding for a window holding x̂, which is well under the worst chain.
+        let mut next = uniform(0x51f1_5eed);
+        let mut worst = 0.0f64;
+        let mut gain = 0.0f64;
+        for case in 0..600 {
+            let k = 3 + (case % 10);
+            let scale = 2f64.powi(4 + (case % 9) as i32);
+            let mut slots: Vec<f32> = (0..k - 2).map(|_| ((next() * 0.9 + 0.1) * scale / (k - 2) as f64) as f32).collect();
+            // The last slot (minus the maximum) nearly cancels the others.
+            let others: f64 = slots.iter().map(|&v| f64::from(v)).sum();
+            slots.push((-(others + next() * 20.0 - 18.0)) as f32);
+            let t = (-20.0 * next()) as f32;
+            let x: f64 = slots.iter().map(|&v| f64::from(v)).sum();
+            let mut leaves = slots.clone();
+            leaves.push(-t);
+            let exact = x - f64::from(t);
+            let mag: f64 = slots.iter().map(|&v| f64::from(v.abs())).sum();
+            let pre = Pre { gamma: Err2::both(1.0), mag: Err2::both(mag), terms: Some(k) };
+            let (lo, hi) = (x - next(), x + next());
+            let bound = pre.rounding(1.0, f64::from(t.abs()), lo, hi).f32;
+            let chain = super::super::chain_err(&leaves.iter().map(|&v| f64::from(v.abs())).collect::<Vec<_>>(), U32);
+            let mut nodes = leaves.clone();
+            if case % 4 == 3 {
+                nodes.sort_by(|a, b| b.abs().total_cmp(&a.abs()));
+            }
+            while nodes.len() > 1 {
+                let n = nodes.len();
+                let (i, j) = match case % 4 {
+                    0 => {
+                        let i = (next() * n as f64) as usize % n;
+                        (i, (i + 1 + (next() * (n - 1) as f64) as usize % (n - 1)) % n)
+                    }
+                    1 => (n - 2, n - 1),
+                    _ => (0, 1),
+                };
+                let (a, b) = (i.min(j), i.max(j));
+                let v = nodes[a] + nodes[b];
+                nodes.remove(b);
+                nodes[a] = v;
+            }
+            let err = (f64::from(nodes[0]) - exact).abs();
+            assert!(err <= bound, "case {case}: error {err} > {bound}");
+            worst = worst.max(err / bound);
+            if scale >= 512.0 && k >= 6 {
+                gain = gain.max(bound / chain);
+            }
+        }
+        assert!(worst > 0.05, "{worst}");
+        // About (K-2)/2 nodes at half the terms' size instead of a chain's K-1 at up to all of it
+        // (large terms, K ≥ 6: U's exp block adds √d partial sums of a score, the maximum and a knot).
+        assert!(gain > 0.0 && gain < 0.75, "{gain}");
+        // Without exact terms, or where the argument is as large as its terms, the chain bound.
+        let plain = Pre { gamma: Err2::both(1e-6), mag: Err2::both(100.0), terms: None };
+        assert_eq!(plain.rounding(1.0, 2.0, -1.0, 1.0), Err2::both(1e-6 * 102.0));
+        let wide = Pre { terms: Some(4), ..plain };
+        assert_eq!(wide.rounding(1.0, 2.0, -1e9, 1e9).f32, plain.rounding(1.0, 2.0, -1e9, 1e9).f32);
     }
 }
