@@ -53,8 +53,8 @@ impl Pre {
     /// Always `gamma·(mag·Σ|c_i| + Σ|c_i||t_i|)`. With K exact terms, also the following. Unit
     /// i's pre-activation adds K leaves whose computed values are bounded by `m_l`, with
     /// `M_i = Σ m_l ≤ mag + |t_i|`, and whose exact sum is `±(x̂ - t_i)`, x̂ the argument from
-    /// the computed inputs: `|x̂ - t_i| ≤ W_i = half + |mid| + |t_i|` for x̂ in `[lo, hi]`
-    /// (half-width `half`, midpoint `mid`). Whatever the summation tree, each of its K - 1
+    /// the computed inputs: `|x̂ - t_i| ≤ W_i = max(|lo|, |hi|) + |t_i|` for x̂ in `[lo, hi]`.
+    /// Whatever the summation tree, each of its K - 1
     /// additions rounds by at most u times its exact result, which is the sum of the leaves
     /// below it, Σ_A, plus the children's rounding (at most `γ_K·M_A`), and these errors reach
     /// the root unchanged. For the root, Σ_A is the whole sum: at most W_i. For any other node
@@ -65,10 +65,9 @@ impl Pre {
     pub fn rounding(&self, sum_c: f64, sum_ct: f64, lo: f64, hi: f64) -> Err2 {
         let chain = self.gamma * (self.mag * sum_c + Err2::both(sum_ct));
         let Some(k) = self.terms else { return chain };
-        let (half, mid) = ((hi - lo) / 2.0, (hi + lo) / 2.0);
         let inner = k.saturating_sub(2) as f64 / 2.0;
         // Σ|c_i|·W_i and Σ|c_i|·M_i.
-        let cw = (half + mid.abs()) * sum_c + sum_ct;
+        let cw = lo.abs().max(hi.abs()) * sum_c + sum_ct;
         let cm = self.mag * sum_c + Err2::both(sum_ct);
         let win = |u: f64, cm: f64| u * (cw * (1.0 + inner) + cm * (inner + k.saturating_sub(1) as f64 * gamma_u(k, u)));
         min2(chain, Err2 { f32: win(U32, cm.f32), f64: win(U64, cm.f64) })
