@@ -754,10 +754,16 @@ fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
     let last = out.lines().last().unwrap();
     assert!(last.starts_with("simulate: 100 trials, 0 failures, max_abs_err "), "{out}");
     assert!(out.contains("layers 6"), "{out}");
+    // The bounds also relative to the largest |XV| the bounds allow (d·1·1 = 2 here).
+    let line = out.lines().find(|l| l.starts_with("compiled in ")).unwrap();
+    let nums: Vec<f64> = line.split([' ', ',', ':']).filter_map(|w| w.parse().ok()).collect();
+    assert!(line.ends_with("of d·max|X|·max|V| = 2, the largest |XV| these bounds allow"), "{line}");
+    assert!(nums.len() == 6 && (nums[3] - nums[1] / 2.0).abs() <= 5e-3 * nums[3] && (nums[4] - nums[2] / 2.0).abs() <= 5e-3 * nums[4], "{line}: {nums:?}");
     // JSON: one object with the sizes, errors and bounds.
-    let (code, out, _) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--mlp", "relu", "--trials", "20", "--json"]);
+    let (code, out, _) = cli(&["simulate", "--n", "2", "--d", "3", "--dv", "2", "--mlp", "relu", "--trials", "20", "--x-bound", "0.5", "--bound", "0.25", "--json"]);
     assert_eq!(code, 0);
     let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(j["max_w"], 3.0 * 0.5 * 0.25);
     assert_eq!(j["failures"], 0);
     assert!(j["max_abs_err"].as_f64().unwrap() <= j["certified_bound_f64"].as_f64().unwrap());
     assert!(j["layers"].as_u64().unwrap() <= 6);
