@@ -230,8 +230,38 @@ enum HeadKind<T> {
     Token { scores: Vec<T> },
     /// Every dim read has the same token embedding for every id but BOS: in a sequence with BOS
     /// at position 0 and nowhere else the scores depend on the positions alone, and so do the
-    /// keys each query keeps. Per length, computed on first use: `patterns[t]`.
-    Position { patterns: Vec<std::sync::OnceLock<Option<Pattern<T>>>> },
+    /// keys each query keeps. Per length, computed on first use: `patterns` (see
+    /// [`FastModel::position_pattern`]; `over_rows`: lengths whose pattern was left to the row
+    /// scan once for having too many distinct rows).
+    Position { patterns: PerLength<Option<Pattern<T>>>, over_rows: PerLength<()> },
+}
+
+/// How many lengths [`PerLength`] allocates at a time.
+const LENGTH_CHUNK: usize = 256;
+
+/// Values per sequence length `0..=max`, each computed on first use. The lengths come in
+/// chunks of [`LENGTH_CHUNK`], allocated when one of their lengths is first asked for: a model
+/// runs at a few lengths, and a slot per length for every position head of a long model was
+/// most of the fast backend's memory (U at 64³: 449 heads × 12,289 lengths × 112 bytes ≈
+/// 0.6 GB before any pattern).
+#[derive(Debug, Clone)]
+pub(crate) struct PerLength<V> {
+    chunks: Vec<std::sync::OnceLock<Box<[std::sync::OnceLock<V>]>>>,
+}
+
+impl<V> PerLength<V> {
+    fn new(max: usize) -> PerLength<V> {
+        PerLength { chunks: (0..max / LENGTH_CHUNK + 1).map(|_| std::sync::OnceLock::new()).collect() }
+    }
+    /// The cell of length `t` (its chunk allocated now if need be); None past `max`.
+    fn slot(&self, t: usize) -> Option<&std::sync::OnceLock<V>> {
+        let chunk = self.chunks.get(t / LENGTH_CHUNK)?.get_or_init(|| (0..LENGTH_CHUNK).map(|_| std::sync::OnceLock::new()).collect());
+        Some(&chunk[t % LENGTH_CHUNK])
+    }
+    /// The value of length `t`, if computed (allocates nothing).
+    fn get(&self, t: usize) -> Option<&V> {
+        self.chunks.get(t / LENGTH_CHUNK)?.get()?[t % LENGTH_CHUNK].get()
+    }
 }
 
 /// The keys each query of a [`HeadKind::Position`] head keeps under hard attention, at one
@@ -728,7 +758,7 @@ impl<T: Real> FastModel<T> {
                         head.scores_finite = scores.iter().all(|s: &T| s.is_finite());
                         head.kind = HeadKind::Token { scores };
                     } else if reads.iter().all(|&r| position_only(r)) {
-                        head.kind = HeadKind::Position { patterns: (0..=positions).map(|_| std::sync::OnceLock::new()).collect() };
+                        head.kind = HeadKind::Position { patterns: PerLength::new(positions), over_rows: PerLength::new(positions) };
                     }
                 }
                 work += head.v.nnz() + head.o.nnz();
@@ -870,6 +900,17 @@ impl<T: Real> FastModel<T> {
         self.mlp_columns = on;
     }
 
+    /// How many position heads have their pattern cached at length `t` (BOS included), and how
+    /// many of them were left to the row scan once there ([`Self::position_pattern`]; tests).
+    #[doc(hidden)]
+    pub fn patterns_cached(&self, t: usize) -> (usize, usize) {
+        let heads = self.layers.iter().flat_map(|l| &l.heads);
+        heads.fold((0, 0), |(c, o), h| match &h.kind {
+            HeadKind::Position { patterns, over_rows } => (c + patterns.get(t).is_some_and(|p| p.is_some()) as usize, o + over_rows.get(t).is_some() as usize),
+            _ => (c, o),
+        })
+    }
+
     /// The path each head's hard attention takes, by layer: "token", "position" or "rows" (see
     /// [`HeadKind`]; tests check that the structured paths are found).
     #[doc(hidden)]
@@ -891,8 +932,8 @@ impl<T: Real> FastModel<T> {
     pub fn single_keys(&self, layer: usize, head: usize, t: usize) -> Option<&[u32]> {
         let h = self.layers.get(layer)?.heads.get(head)?;
         match &h.kind {
-            HeadKind::Position { patterns } => {
-                let p = patterns.get(t)?.get_or_init(|| self.pattern(h, t)).as_ref()?;
+            HeadKind::Position { patterns, over_rows } => {
+                let p = self.position_pattern(h, patterns, over_rows, t, false)?;
                 if p.finite {
                     p.single.as_deref()
                 } else {
@@ -1532,8 +1573,8 @@ impl<T: Real> FastModel<T> {
                     self.head_token(h, scores, ids, ws);
                     return Ok(true);
                 }
-                HeadKind::Position { patterns } if self.bos_first_only(ids) => {
-                    if let Some(pattern) = patterns[t].get_or_init(|| self.pattern(h, t)) {
+                HeadKind::Position { patterns, over_rows } if self.bos_first_only(ids) => {
+                    if let Some(pattern) = self.position_pattern(h, patterns, over_rows, t, true) {
                         if check && !pattern.finite {
                             return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention weights)") });
                         }
@@ -1617,9 +1658,9 @@ impl<T: Real> FastModel<T> {
     /// with BOS at position 0 and any other token elsewhere (the dims read do not tell the other
     /// tokens apart), with the row scan's scores, maximum and threshold. None when the pattern
     /// would not be much smaller than a dense one.
-    fn pattern(&self, h: &Head<T>, t: usize) -> Option<Pattern<T>> {
+    fn pattern(&self, h: &Head<T>, t: usize, full: bool) -> Option<Option<Pattern<T>>> {
         let (d, dq) = (self.d, h.q.cols);
-        let other = (0..self.vocab).find(|&i| i != self.bos as usize)?;
+        let Some(other) = (0..self.vocab).find(|&i| i != self.bos as usize) else { return Some(None) };
         // Only the dims the head reads matter: one residual row, those dims rewritten per position.
         let mut reads: Vec<usize> = h.q.nz_rows.iter().chain(&h.k.nz_rows).map(|&(r, _, _)| r as usize).collect();
         reads.sort_unstable();
@@ -1668,14 +1709,15 @@ impl<T: Real> FastModel<T> {
             if let Some(&(a, b, wi)) = seen.get(&key) {
                 spans.extend_from_within(a as usize..b as usize);
                 if spans.len() > 4 * t + 64 {
-                    return None;
+                    return Some(None);
                 }
                 w.push(wi);
                 ptr.push(spans.len() as u32);
                 continue;
             }
-            if t > PATTERN_MAX_LEN && seen.len() >= PATTERN_MAX_ROWS {
-                // Long and irregular: scanning every distinct row costs more than the key lists.
+            if !full && t > PATTERN_MAX_LEN && seen.len() >= PATTERN_MAX_ROWS {
+                // Long and irregular: scanning every distinct row costs more than the key lists
+                // (this once; see `position_pattern`).
                 return None;
             }
             scan_scores(&qnz, &kt, t, &mut s[..visible]);
@@ -1698,7 +1740,7 @@ impl<T: Real> FastModel<T> {
                 }
             }
             if spans.len() > 4 * t + 64 {
-                return None;
+                return Some(None);
             }
             let wi = T::ONE / T::from_usize(count);
             seen.insert(key.clone(), (start as u32, spans.len() as u32, wi));
@@ -1707,13 +1749,36 @@ impl<T: Real> FastModel<T> {
         }
         let single = (ptr.windows(2).all(|p| p[1] == p[0] + 1) && spans.iter().all(|&(a, b)| b == a + 1)).then(|| spans.iter().map(|&(a, _)| a).collect());
         let finite = scores_finite && w.iter().all(|x: &T| x.is_finite());
-        Some(Pattern { w, ptr, spans, single, finite })
+        Some(Some(Pattern { w, ptr, spans, single, finite }))
+    }
+
+    /// A position head's pattern at length `t`: cached, or computed now (None: the head is
+    /// scanned row by row at this length, [`Self::head_rows`]). Past [`PATTERN_MAX_LEN`], a
+    /// pattern with more than [`PATTERN_MAX_ROWS`] distinct rows (a gather whose every query
+    /// reads its own key, a transpose) is not computed for the first forward pass that needs it
+    /// (`in_forward`: that pass scans rows instead, about the same work once); from the second
+    /// on it is, in full, and cached: a length that recurs (a batch, repeated runs, `simulate`'s
+    /// trials) then costs a lookup per query instead of a scan of every key.
+    fn position_pattern<'a>(&'a self, h: &Head<T>, patterns: &'a PerLength<Option<Pattern<T>>>, over_rows: &PerLength<()>, t: usize, in_forward: bool) -> Option<&'a Pattern<T>> {
+        let slot = patterns.slot(t)?;
+        if let Some(p) = slot.get() {
+            return p.as_ref();
+        }
+        match self.pattern(h, t, over_rows.get(t).is_some()) {
+            Some(built) => slot.get_or_init(|| built).as_ref(),
+            None => {
+                if in_forward && let Some(flag) = over_rows.slot(t) {
+                    let _ = flag.set(());
+                }
+                None
+            }
+        }
     }
 
     /// Computes the patterns at length `t` that the layer's position heads lack, on up to
     /// `available_parallelism` threads (each pattern is the same whichever thread makes it).
     fn prepare_patterns(&self, layer: &Layer<T>, t: usize) {
-        let missing: Vec<&Head<T>> = layer.heads.iter().filter(|h| matches!(&h.kind, HeadKind::Position { patterns } if patterns[t].get().is_none())).collect();
+        let missing: Vec<&Head<T>> = layer.heads.iter().filter(|h| matches!(&h.kind, HeadKind::Position { patterns, .. } if patterns.get(t).is_none())).collect();
         let threads = self.max_threads().min(missing.len());
         if threads < 2 {
             return;
@@ -1722,8 +1787,8 @@ impl<T: Real> FastModel<T> {
             for chunk in missing.chunks(missing.len().div_ceil(threads)) {
                 sc.spawn(move || {
                     for h in chunk {
-                        if let HeadKind::Position { patterns } = &h.kind {
-                            patterns[t].get_or_init(|| self.pattern(h, t));
+                        if let HeadKind::Position { patterns, over_rows } = &h.kind {
+                            self.position_pattern(h, patterns, over_rows, t, false);
                         }
                     }
                 });

@@ -298,6 +298,13 @@ impl Model {
         with_fast!(&self.fast, m => Some(m.head_kinds()), None)
     }
 
+    /// The fast backend's position heads with a cached pattern at length `t` (BOS included),
+    /// and those left to the row scan once at that length for their many distinct rows.
+    #[doc(hidden)]
+    pub fn fast_patterns_cached(&self, t: usize) -> Option<(usize, usize)> {
+        with_fast!(&self.fast, m => Some(m.patterns_cached(t)), None)
+    }
+
     /// The fast backend's MLP units evaluated as piecewise-linear groups, and all of them, by
     /// layer (None without a fast backend; off the CPU it only finds candle's lookup heads).
     #[doc(hidden)]

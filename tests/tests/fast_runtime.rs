@@ -287,6 +287,54 @@ fn fast_backend_structured_u_matches_candle_past_512_positions() {
     }
 }
 
+/// A gather whose every query reads a key of its own, past 512 positions (the matrix library's
+/// transpose of a 24 x 24 block: 576 distinct query rows in 1,153 positions), has more distinct
+/// rows than a pattern is computed for at once: the first sequence at a length scans rows, the
+/// second computes the pattern in full and caches it, later ones look keys up. Every pass gives candle's
+/// numbers and the same bits, at every length tried; a shorter length keeps its own pattern.
+#[test]
+fn position_heads_with_many_rows_get_their_pattern_from_the_second_pass_on() {
+    use raspc_compiler::real::{MlpMode, RealOptions};
+    let src = "y = transpose(tokens_float, 0, 24, 24, 576);";
+    let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+    let session = r.unwrap();
+    let (_, root) = session.entry(None).unwrap();
+    let opts = raspc_compiler::Options {
+        max_len: 1152,
+        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false }),
+        ..Default::default()
+    };
+    let ck = raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap().checkpoint;
+    let mut rng = raspc::verify::SplitMix(5);
+    let mut random = |len: usize| -> Vec<f64> { (0..len).map(|_| raspc::verify::uniform(&mut rng, -1.0, 1.0)).collect() };
+    for dtype in [DType::F32, DType::F64] {
+        let fast = Model::with_dtype(ck.clone(), &Device::Cpu, dtype).unwrap();
+        let candle = Model::with_dtype(ck.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
+        assert_eq!(fast.fast_head_kinds().unwrap(), vec![vec!["position"]]);
+        let t = 1153;
+        let mut seen = vec![];
+        for (pass, want) in [(0, (0, 1)), (1, (1, 1)), (2, (1, 1))] {
+            // One sequence a pass, then a batch of two.
+            let x: Vec<Vec<f64>> = (0..1 + pass / 2).map(|_| random(1152)).collect();
+            let (a, b) = (flat(&fast.forward_real(&x, Attention::Hard).unwrap()), flat(&candle.forward_real(&x, Attention::Hard).unwrap()));
+            assert_eq!(a, b, "{dtype:?} pass {pass}: a transpose copies its inputs");
+            // The block's own entries, transposed: position 576 + 24i + j holds entry [j][i].
+            let entry = if dtype == DType::F32 { f64::from(x[0][24 * 5 + 3] as f32) } else { x[0][24 * 5 + 3] };
+            assert_eq!(a[1 + 576 + 24 * 3 + 5], entry, "{dtype:?} pass {pass}");
+            assert_eq!(fast.fast_patterns_cached(t), Some(want), "{dtype:?} after pass {pass}");
+            seen.push((x, a));
+        }
+        // The same inputs again: the same bits as on the row scan's pass.
+        for (x, a) in &seen {
+            assert_eq!(&flat(&fast.forward_real(x, Attention::Hard).unwrap()), a, "{dtype:?}");
+        }
+        // A length of at most 512 positions gets its pattern at once.
+        let x = vec![random(300)];
+        assert_eq!(flat(&fast.forward_real(&x, Attention::Hard).unwrap()), flat(&candle.forward_real(&x, Attention::Hard).unwrap()));
+        assert_eq!(fast.fast_patterns_cached(301), Some((1, 0)));
+    }
+}
+
 /// Non-finite numbers in a real-valued input (without `check_finite`, which stops both backends
 /// at "the embeddings"): the fast backend skips exact-zero weights, so NaN reaches fewer outputs
 /// than in candle's dense products (0·NaN is NaN there), but every output the fast backend
