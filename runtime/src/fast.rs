@@ -242,24 +242,31 @@ const LENGTH_CHUNK: usize = 256;
 /// Values per sequence length `0..=max`, each computed on first use. The lengths come in
 /// chunks of [`LENGTH_CHUNK`], allocated when one of their lengths is first asked for: a model
 /// runs at a few lengths, and a slot per length for every position head of a long model was
-/// most of the fast backend's memory (U at 64³: 449 heads × 12,289 lengths × 112 bytes ≈
-/// 0.6 GB before any pattern).
+/// most of the fast backend's memory (U at 64³: 449 heads × 12,289 lengths × 112 bytes, about
+/// 0.5 GB of its 1.8 GB peak, before any pattern).
 #[derive(Debug, Clone)]
 pub(crate) struct PerLength<V> {
+    max: usize,
     chunks: Vec<std::sync::OnceLock<Box<[std::sync::OnceLock<V>]>>>,
 }
 
 impl<V> PerLength<V> {
     fn new(max: usize) -> PerLength<V> {
-        PerLength { chunks: (0..max / LENGTH_CHUNK + 1).map(|_| std::sync::OnceLock::new()).collect() }
+        PerLength { max, chunks: (0..max / LENGTH_CHUNK + 1).map(|_| std::sync::OnceLock::new()).collect() }
     }
     /// The cell of length `t` (its chunk allocated now if need be); None past `max`.
     fn slot(&self, t: usize) -> Option<&std::sync::OnceLock<V>> {
+        if t > self.max {
+            return None;
+        }
         let chunk = self.chunks.get(t / LENGTH_CHUNK)?.get_or_init(|| (0..LENGTH_CHUNK).map(|_| std::sync::OnceLock::new()).collect());
         Some(&chunk[t % LENGTH_CHUNK])
     }
     /// The value of length `t`, if computed (allocates nothing).
     fn get(&self, t: usize) -> Option<&V> {
+        if t > self.max {
+            return None;
+        }
         self.chunks.get(t / LENGTH_CHUNK)?.get()?[t % LENGTH_CHUNK].get()
     }
 }
@@ -933,7 +940,7 @@ impl<T: Real> FastModel<T> {
         let h = self.layers.get(layer)?.heads.get(head)?;
         match &h.kind {
             HeadKind::Position { patterns, over_rows } => {
-                let p = self.position_pattern(h, patterns, over_rows, t, false)?;
+                let p = self.position_pattern(h, patterns, over_rows, t)?;
                 if p.finite {
                     p.single.as_deref()
                 } else {
@@ -1574,7 +1581,7 @@ impl<T: Real> FastModel<T> {
                     return Ok(true);
                 }
                 HeadKind::Position { patterns, over_rows } if self.bos_first_only(ids) => {
-                    if let Some(pattern) = self.position_pattern(h, patterns, over_rows, t, true) {
+                    if let Some(pattern) = self.position_pattern(h, patterns, over_rows, t) {
                         if check && !pattern.finite {
                             return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention weights)") });
                         }
@@ -1753,21 +1760,26 @@ impl<T: Real> FastModel<T> {
     }
 
     /// A position head's pattern at length `t`: cached, or computed now (None: the head is
-    /// scanned row by row at this length, [`Self::head_rows`]). Past [`PATTERN_MAX_LEN`], a
-    /// pattern with more than [`PATTERN_MAX_ROWS`] distinct rows (a gather whose every query
-    /// reads its own key, a transpose) is not computed for the first forward pass that needs it
-    /// (`in_forward`: that pass scans rows instead, about the same work once); from the second
-    /// on it is, in full, and cached: a length that recurs (a batch, repeated runs, `simulate`'s
-    /// trials) then costs a lookup per query instead of a scan of every key.
-    fn position_pattern<'a>(&'a self, h: &Head<T>, patterns: &'a PerLength<Option<Pattern<T>>>, over_rows: &PerLength<()>, t: usize, in_forward: bool) -> Option<&'a Pattern<T>> {
+    /// scanned row by row at this length, [`Self::head_rows`], or dense in candle). Past
+    /// [`PATTERN_MAX_LEN`], a pattern with more than [`PATTERN_MAX_ROWS`] distinct rows is given
+    /// up the first time it is asked for (that call scans rows instead, about the same work
+    /// once) and computed in full the next time. It is kept only when every query keeps one key
+    /// (a transpose, a gather of each position's own key): the row scan then computes `0 + 1·v`,
+    /// which is v, so switching paths changes no bit, and a length that recurs (a batch,
+    /// repeated runs, `simulate`'s trials) costs a lookup per query instead of a scan of every
+    /// key. Otherwise (means; long intervals are summed as prefix differences, which round
+    /// differently; review helper-139) the row scan stays, so a sequence's output does not
+    /// depend on what ran before it.
+    fn position_pattern<'a>(&'a self, h: &Head<T>, patterns: &'a PerLength<Option<Pattern<T>>>, over_rows: &PerLength<()>, t: usize) -> Option<&'a Pattern<T>> {
         let slot = patterns.slot(t)?;
         if let Some(p) = slot.get() {
             return p.as_ref();
         }
-        match self.pattern(h, t, over_rows.get(t).is_some()) {
-            Some(built) => slot.get_or_init(|| built).as_ref(),
+        let full = over_rows.get(t).is_some();
+        match self.pattern(h, t, full) {
+            Some(built) => slot.get_or_init(|| if full { built.filter(|p| p.single.is_some()) } else { built }).as_ref(),
             None => {
-                if in_forward && let Some(flag) = over_rows.slot(t) {
+                if let Some(flag) = over_rows.slot(t) {
                     let _ = flag.set(());
                 }
                 None
@@ -1788,7 +1800,7 @@ impl<T: Real> FastModel<T> {
                 sc.spawn(move || {
                     for h in chunk {
                         if let HeadKind::Position { patterns, over_rows } = &h.kind {
-                            self.position_pattern(h, patterns, over_rows, t, false);
+                            self.position_pattern(h, patterns, over_rows, t);
                         }
                     }
                 });

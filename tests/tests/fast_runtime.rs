@@ -332,6 +332,29 @@ fn position_heads_with_many_rows_get_their_pattern_from_the_second_pass_on() {
         let x = vec![random(300)];
         assert_eq!(flat(&fast.forward_real(&x, Attention::Hard).unwrap()), flat(&candle.forward_real(&x, Attention::Hard).unwrap()));
         assert_eq!(fast.fast_patterns_cached(301), Some((1, 0)));
+        // Past the longest input: nothing (the candle backend asks too), no panic.
+        assert_eq!(fast.candle_lookup_heads(1154), 0);
+        assert_eq!(fast.candle_lookup_heads(1 << 20), 0);
+        assert_eq!(candle.candle_lookup_heads(1153), 1);
+    }
+    // frac_prevs past 512 positions: its `<=` mean keeps up to 600 keys per query (600 distinct
+    // rows); its pattern would sum long intervals as prefix differences, which round unlike the
+    // row scan, so the row scan stays: the same sequence gives the same bits on every call,
+    // first or not (review helper-139: 495 of 601 outputs differed between the first call and
+    // the second when such patterns were kept), in f32 and f64, causal or not.
+    let &(_, vocab) = PROGRAMS.iter().find(|p| p.0 == "frac_prevs").unwrap();
+    for causal in [false, true] {
+        let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file: "tracr/frac_prevs.rasp", entry: None, vocab }, 600, causal).unwrap();
+        let ids = raspc_tests::full_length_ids(&Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap(), &atoms, 600, 2);
+        for dtype in [DType::F32, DType::F64] {
+            let fast = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            let first = flat(&fast.forward(&ids[..1], Attention::Hard).unwrap());
+            for _ in 0..2 {
+                assert_eq!(flat(&fast.forward(&ids[..1], Attention::Hard).unwrap()), first, "frac_prevs causal {causal} {dtype:?}: a later call differs");
+            }
+            let (cached, over) = fast.fast_patterns_cached(601).unwrap();
+            assert!(over >= 1 && cached + over <= fast.fast_head_kinds().unwrap().iter().flatten().count(), "frac_prevs causal {causal}: {cached} cached, {over} over");
+        }
     }
 }
 
