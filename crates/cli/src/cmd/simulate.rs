@@ -200,6 +200,10 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         }
         _ => None,
     };
+    // The largest entry W = XV can reach under these bounds (T(X)'s rows are softmax-weighted
+    // means of W's rows): what the bounds are also given relative to (docs/universal-simulator.md,
+    // "f32 certificate").
+    let max_w = s.d as f64 * bounds.x * bounds.v;
     if a.json {
         let mut j = serde_json::json!({
             "n": s.n, "d": s.d, "dv": s.dv, "heads": s.h, "mlp": format!("{:?}", a.mlp).to_lowercase(),
@@ -207,7 +211,7 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             "x_bound": bounds.x, "a_bound": bounds.a, "v_bound": bounds.v, "seq_len": s.seq_len(),
             "layers": sum.layers, "attention_heads": sum.heads, "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden,
             "params": sum.params, "nonzero": sum.nonzero, "compile_ms": u.compile_ms,
-            "certified_bound_f32": report.output_bound, "certified_bound_f64": report.output_bound_f64, "max_w": s.d as f64 * bounds.x * bounds.v,
+            "certified_bound_f32": report.output_bound, "certified_bound_f64": report.output_bound_f64, "max_w": max_w,
             "trials": o.trials, "failures": o.failures, "bound_violations": o.bound_violations,
             "max_abs_err": o.max_abs_err, "max_rel_err": o.max_rel_err, "bound": o.bound, "tolerance": a.tolerance,
             "forward_ms": o.forward_ms, "forward_warm_ms": o.forward_warm_ms, "direct_ms": o.direct_ms,
@@ -241,9 +245,6 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
             format!("X in [-{xb}, {xb}], A in [-{ab}, {ab}], V in [-{vb}, {vb}]")
         };
         let _ = writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, {ranges}, {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len());
-        // Relative to the largest entry W = XV can reach under these bounds (T(X)'s rows are
-        // softmax-weighted means of W's rows; docs/universal-simulator.md, "f32 certificate").
-        let max_w = s.d as f64 * bounds.x * bounds.v;
         let _ = writeln!(
             out,
             "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32): {:.2e} and {:.2e} of d·max|X|·max|V| = {}, the largest |XV| these bounds allow",
