@@ -1663,8 +1663,10 @@ impl<T: Real> FastModel<T> {
 
     /// The keys each query keeps at length `t` in a [`HeadKind::Position`] head, from a sequence
     /// with BOS at position 0 and any other token elsewhere (the dims read do not tell the other
-    /// tokens apart), with the row scan's scores, maximum and threshold. None when the pattern
-    /// would not be much smaller than a dense one.
+    /// tokens apart), with the row scan's scores, maximum and threshold. `Some(None)` when the
+    /// pattern would not be much smaller than a dense one (or no token but BOS exists); None,
+    /// only without `full`, when past [`PATTERN_MAX_LEN`] it has more than [`PATTERN_MAX_ROWS`]
+    /// distinct rows ([`Self::position_pattern`] decides when to build it in full).
     fn pattern(&self, h: &Head<T>, t: usize, full: bool) -> Option<Option<Pattern<T>>> {
         let (d, dq) = (self.d, h.q.cols);
         let Some(other) = (0..self.vocab).find(|&i| i != self.bos as usize) else { return Some(None) };
