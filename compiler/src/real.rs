@@ -2995,13 +2995,18 @@ impl RealLowerer<'_> {
         f32_exact(a.k) && a.c.values().all(|&w| f32_exact(w))
     }
 
+    /// Whether the dot product `a + bias` adds exact terms: inputs with weights ±1 and an f32 bias.
+    fn exact_terms(a: &Aff, bias: f64) -> bool {
+        a.c.values().all(|w| w.abs() == 1.0) && f32_exact(bias)
+    }
+
     /// Rounding, relative to `aff_mag(a) + |bias|`, of computing `Σ c·x + bias` (a unit's
     /// pre-activation, or a head's value projection with the constant as a term on the
     /// constant dim): when every coefficient is ±1 and the bias an f32, every term is exact
     /// and only the additions round ([`Err2::gamma_sum`]); otherwise products and stored
     /// weights round too.
     fn dot_gamma(a: &Aff, bias: f64) -> Err2 {
-        if a.c.values().all(|w| w.abs() == 1.0) && f32_exact(bias) {
+        if Self::exact_terms(a, bias) {
             Err2::gamma_sum(a.c.len() + (bias != 0.0) as usize)
         } else {
             Err2::gamma(a.c.len() + 2, Self::aff_exact(a) && f32_exact(bias))
@@ -3013,7 +3018,7 @@ impl RealLowerer<'_> {
     /// is exact (weights ±1, an f32 bias), [`chain_err`] of the terms' bounds.
     fn dot_err(&self, a: &Aff, bias: f64, base: Err2) -> Err2 {
         let g = Self::dot_gamma(a, bias) * base;
-        if !(a.c.values().all(|w| w.abs() == 1.0) && f32_exact(bias)) {
+        if !Self::exact_terms(a, bias) {
             return g;
         }
         let mut mags: Vec<Err2> = a.c.keys().map(|s| Err2::both(self.res[s].iv.mag()) + self.res[s].err).collect();
@@ -3149,8 +3154,8 @@ impl RealLowerer<'_> {
         });
         // With weights ±1 and f32 biases every pre-activation adds u's slots and its bias exactly
         // as written ([`Self::dot_err`]'s chain case): K = slots + 1 exact terms.
-        let exact_terms = u.c.values().all(|w| w.abs() == 1.0) && units.iter().all(|&(dir, t, _)| f32_exact(dir * (u.k - t)));
-        let pre = relative::Pre { gamma: pre_gamma, mag, terms: exact_terms.then_some(u.c.len() + 1) };
+        let exact = units.iter().all(|&(dir, t, _)| Self::exact_terms(u, dir * (u.k - t)));
+        let pre = relative::Pre { gamma: pre_gamma, mag, terms: exact.then_some(u.c.len() + 1) };
         let sum_gamma = |active: usize| unary_sum_gamma(groups, c0, active);
         let rel = relative::unary(pl, units, w, c0, &input, &pre, &sum_gamma);
         self.rel.insert(out, rel);
