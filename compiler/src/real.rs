@@ -58,6 +58,12 @@ pub struct RealOptions {
     /// Every input number is an f32 number, so an f32 forward pass reads it exactly (the f32
     /// certificate then charges no rounding of the inputs; an f64 pass never does).
     pub f32_inputs: bool,
+    /// Blocks of positions whose input numbers are integer multiples of a power of two:
+    /// `(start, end, e)`, every input at token positions `start..end` is `j·2^e` for an integer
+    /// j (and within its bounds, at most 2^(e+24) in magnitude: an f32 number). Products and
+    /// sums of such numbers that stay within 24 bits are exact in any order, and the
+    /// certificate charges them nothing (docs/compiler.md, "Exact sums on a grid").
+    pub grids: Vec<(usize, usize, i32)>,
 }
 
 /// Interval and certified error of one materialised s-op.
@@ -142,6 +148,37 @@ fn f32_up(x: f64) -> f64 {
 
 fn f32_exact(w: f64) -> bool {
     (w as f32) as f64 == w
+}
+
+/// The exponent e of the coarsest grid `j·2^e` (j an integer) that holds x: `i32::MAX` for 0,
+/// None for non-finite x or one finer than 2^-200.
+fn grid_exp(x: f64) -> Option<i32> {
+    if x == 0.0 {
+        return Some(i32::MAX);
+    }
+    if !x.is_finite() {
+        return None;
+    }
+    let mut e = x.abs().log2().floor() as i32;
+    while (x * 2f64.powi(-e)).fract() != 0.0 {
+        e -= 1;
+        if e < -200 {
+            return None;
+        }
+    }
+    Some(e)
+}
+
+/// j when |c| = 2^j: multiplying by c is exact (within f32's exponent range).
+fn pow2_exp(c: f64) -> Option<i32> {
+    let j = c.abs().log2().round();
+    ((-100.0..=100.0).contains(&j) && c.abs() == j.exp2()).then_some(j as i32)
+}
+
+/// Whether numbers on the grid 2^g whose magnitudes sum to at most `mag` are f32 numbers, with
+/// every partial sum of them: at most 2^(g+24).
+fn grid_fits(g: i32, mag: f64) -> bool {
+    g == i32::MAX || mag <= (f64::from(g) + 24.0).exp2()
 }
 
 fn gamma_u(n: usize, u: f64) -> f64 {
@@ -1012,6 +1049,11 @@ struct RealLowerer<'a> {
     span: raspc_lang::span::Span,
     /// Bounds of the input number at each token position.
     input_iv: Vec<Iv>,
+    /// The grid of the input number at each token position (`RealOptions::grids`).
+    input_grid: Vec<Option<i32>>,
+    /// Slots whose computed value equals the program's exactly at every token position, in f32
+    /// and f64 evaluation, and is an integer multiple of 2^e (e the value; `Res::err` is 0).
+    exact_grid: HashMap<SlotId, i32>,
     /// Values of the s-ops that depend on `length` over the (index, length) grid, and the slots
     /// that compute them (position one-hot, 1/(length+1)); see [`crate::positional`].
     grid: crate::positional::Tables,
@@ -1151,6 +1193,8 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         groups: HashMap::new(),
         span: g.node(root).span,
         input_iv: vec![Iv { lo: opts.lo, hi: opts.hi }; max_len],
+        input_grid: vec![None; max_len],
+        exact_grid: HashMap::new(),
         grid: crate::positional::Tables::new(g, &g.ancestors(root), max_len),
         grid_inputs: None,
         grid_cache: HashMap::new(),
@@ -1185,6 +1229,20 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         }
         for iv in &mut lw.input_iv[start..end] {
             *iv = Iv { lo, hi };
+        }
+    }
+    for &(start, end, e) in &opts.grids {
+        let fits = start < end && end <= max_len && (-150..=100).contains(&e) && lw.input_iv[start..end].iter().all(|iv| grid_fits(e, iv.mag()));
+        if !fits {
+            return Err(vec![Diagnostic::error(
+                "compile::bounds",
+                format!("a grid 2^{e} at positions {start}..{end} must lie within --max-len {max_len} and hold only f32 numbers within the block's bounds (at most 2^(e+24))"),
+                node.span,
+            )
+            .with_label("compiled here")]);
+        }
+        for g in &mut lw.input_grid[start..end] {
+            *g = Some(e);
         }
     }
     if let Some(e) = opts.pl_error
@@ -1857,7 +1915,13 @@ impl RealLowerer<'_> {
             selected[k as usize] = true;
         }
         let vi = (0..self.n).filter(|&k| selected[k]).map(|k| self.key_iv(v, k)).reduce(Iv::hull).unwrap_or(Iv::pt(0.0));
-        let ve = self.aff_err(v);
+        let widest = m.iter().map(Vec::len).max().unwrap_or(0);
+        // A gather (every query keeps at most one key, below) of a value that is exact on a
+        // grid at every key a query selects ([`Self::grid_dot`]: its projection adds exactly)
+        // writes that key's value exactly: no error, and the output is on the coarsest grid.
+        let exact_keys: Option<Vec<i32>> =
+            if !is_max && ctx.is_none() && widest <= 1 { (0..self.n).filter(|&k| selected[k]).map(|k| self.grid_dot(v, v.k, Some(k)).map(|g| g.0)).collect() } else { None };
+        let ve = if exact_keys.is_some() { Err2::default() } else { self.aff_err(v) };
         // (Floored so the max head's score scale stays a finite f32.)
         let vmag = vi.mag().max(1e-3);
         // A query may select nothing: at max-len, or (rows by position) at a shorter length
@@ -1866,14 +1930,13 @@ impl RealLowerer<'_> {
             Some(_) => m.iter().any(|r| r.is_empty()),
             None => m.iter().enumerate().any(|(q, r)| r.first().is_none_or(|&k| k as usize > q)),
         };
-        let widest = m.iter().map(Vec::len).max().unwrap_or(0);
         // Value path: one dot product with nnz terms, then a mean of `widest` values.
         // Value path: the projection (a dot product), then the mean of the kept keys. A query
         // keeps at most one key when each selects at most one (the selected key scores at least
         // the gap above every other, BOS included): its weight is 1/1 and the output is that
         // key's value exactly (the output weight is 1, and the head's slot is 0 before it).
         let mean_gamma = Self::mean_gamma(widest);
-        let value_fp = self.dot_err(v, v.k, self.aff_mag(v)) + mean_gamma * (Err2::both(vmag) + ve);
+        let value_fp = if exact_keys.is_some() { Err2::default() } else { self.dot_err(v, v.k, self.aff_mag(v)) + mean_gamma * (Err2::both(vmag) + ve) };
         let (mut q, mut k): (Vec<In>, Vec<In>) = (vec![], vec![]);
         let mut col = 0;
         let mut quad = vec![];
@@ -2001,6 +2064,12 @@ impl RealLowerer<'_> {
         let out = self.new_slot(label.to_string(), SlotEnc::Num { points: None });
         let iv = if none { vi.hull(Iv::pt(0.0)) } else { vi };
         self.res.insert(out, Res { iv, err });
+        if let Some(g) = exact_keys.and_then(|gs| gs.into_iter().min())
+            && err == Err2::default()
+            && g != i32::MAX
+        {
+            self.exact_grid.insert(out, g);
+        }
         // Relative bounds pass through means of a nonnegative value (`relative::through_mean`).
         // A grouped block's sum ([`Group`]) counts as its value: its relative bounds already
         // charge the value projection's sum of the groups.
@@ -2282,7 +2351,8 @@ impl RealLowerer<'_> {
         }
         let (aff, terms) = self.decompose(ex, label).map_err(|d| self.locate_step(d, ex))?;
         let k = terms.len();
-        if k < BLOCK_MIN_TERMS {
+        // (An exact sum on a grid rounds nowhere: one slot, which its readers add as one term.)
+        if k < BLOCK_MIN_TERMS || self.grid_terms(&aff, &terms).is_some() {
             // One term of exp or a reciprocal: its units write partial sums ([`Group`]).
             self.group_next =
                 aff.is_const() && aff.k == 0.0 && matches!(terms.as_slice(), [(_, Term::Unary(_, f))] if relative::exp_rate(f).is_some() || relative::reciprocal_above(f).is_some());
@@ -3013,10 +3083,79 @@ impl RealLowerer<'_> {
         }
     }
 
+    /// The grid and magnitude of slot `s` when its value is exact on a grid (`exact_grid`, or
+    /// the input at token position `key`, or at every position when `key` is None).
+    fn slot_grid(&self, s: SlotId, key: Option<usize>) -> Option<(i32, f64)> {
+        if Some(s) == self.input {
+            return match key {
+                Some(k) => Some((self.input_grid[k]?, self.input_iv[k].mag())),
+                None => Some((self.input_grid.iter().copied().collect::<Option<Vec<i32>>>()?.into_iter().min()?, self.res[&s].iv.mag())),
+            };
+        }
+        Some((*self.exact_grid.get(&s)?, self.res.get(&s)?.iv.mag()))
+    }
+
+    /// When the dot product `a + bias` adds terms that are all exact multiples of 2^g (slots
+    /// exact on grids, weights ±2^j, the bias on the grid) whose magnitudes sum to at most
+    /// 2^(g+24): then every partial sum, in any order, is an f32 number, so the dot product is
+    /// exact. Returns g and that sum (`i32::MAX` when every term is 0). `key`: the token
+    /// position the input slot is read at (a head's value projection), None for any.
+    fn grid_dot(&self, a: &Aff, bias: f64, key: Option<usize>) -> Option<(i32, f64)> {
+        if a.dk != 0.0 || !a.dc.is_empty() || !f32_exact(bias) {
+            return None;
+        }
+        let (mut g, mut mag) = (grid_exp(bias)?, bias.abs());
+        for (&s, &c) in &a.c {
+            let j = pow2_exp(c)?;
+            let (gs, m) = self.slot_grid(s, key)?;
+            if gs != i32::MAX {
+                g = g.min(gs + j);
+            }
+            mag += c.abs() * m;
+        }
+        grid_fits(g, mag).then_some((g, mag))
+    }
+
+    /// A gated unit pair's product `w·a·b` when both pre-activations are exact on grids
+    /// ([`Self::grid_dot`]), w = ±2^j and the product fits 24 bits on the grid g_a + g_b + j:
+    /// then it is exact. Returns its grid and magnitude bound.
+    fn grid_prod(&self, a: &Aff, b: &Aff, w: f64) -> Option<(i32, f64)> {
+        if self.opts.mlp != MlpMode::Gated {
+            return None;
+        }
+        let ((ga, ma), (gb, mb), j) = (self.grid_dot(a, a.k, None)?, self.grid_dot(b, b.k, None)?, pow2_exp(w)?);
+        if ga == i32::MAX || gb == i32::MAX {
+            return Some((i32::MAX, 0.0));
+        }
+        let (g, mag) = (ga + gb + j, ma * mb * w.abs());
+        grid_fits(g, mag).then_some((g, mag))
+    }
+
+    /// When an MLP `aff + Σ w·term` is a sum of exact products on grids ([`Self::grid_prod`])
+    /// and a constant on the grid, within 24 bits together: its output is exact. Its grid and
+    /// the magnitudes' sum.
+    fn grid_terms(&self, aff: &Aff, terms: &[(f64, Term)]) -> Option<(i32, f64)> {
+        if !aff.is_const() || aff.dk != 0.0 || !f32_exact(aff.k) {
+            return None;
+        }
+        let (mut g, mut mag) = (grid_exp(aff.k)?, aff.k.abs());
+        for (w, t) in terms {
+            let Term::Prod(a, b) = t else { return None };
+            let (gt, mt) = self.grid_prod(a, b, *w)?;
+            g = g.min(gt);
+            mag += mt;
+        }
+        grid_fits(g, mag).then_some((g, mag))
+    }
+
     /// Rounding of the dot product `a + bias` (the bias one more term), given `base`, the
     /// magnitude [`Self::dot_gamma`] is relative to: the smaller of that and, when every term
-    /// is exact (weights ±1, an f32 bias), [`chain_err`] of the terms' bounds.
+    /// is exact (weights ±1, an f32 bias), [`chain_err`] of the terms' bounds; 0 when the terms
+    /// are exact on a grid that holds their sum ([`Self::grid_dot`]).
     fn dot_err(&self, a: &Aff, bias: f64, base: Err2) -> Err2 {
+        if self.grid_dot(a, bias, None).is_some() {
+            return Err2::default();
+        }
         let g = Self::dot_gamma(a, bias) * base;
         if !Self::exact_terms(a, bias) {
             return g;
@@ -3422,6 +3561,8 @@ impl RealLowerer<'_> {
     fn mlp(&mut self, label: &str, aff: &Aff, terms: &[(f64, Term)]) -> Result<SlotId, Diagnostic> {
         let gated = self.opts.mlp == MlpMode::Gated;
         let group_req = std::mem::take(&mut self.group_next);
+        // Exact products on grids whose sum fits 24 bits: the block computes its value exactly.
+        let exact_sum = self.grid_terms(aff, terms);
         let mut all: Vec<(f64, Term)> = terms.to_vec();
         if !aff.is_const() {
             // The slots' part only: the constant `aff.k` is the constant unit's below (with it
@@ -3705,7 +3846,11 @@ impl RealLowerer<'_> {
                     // Both pre-activations round (relative to what they sum), then the product
                     // and its output weight.
                     let ga = Self::dot_gamma(a, a.k);
-                    let rounding = self.dot_err(a, a.k, self.aff_mag(a)) * bm + self.dot_err(b, b.k, self.aff_mag(b)) * am + Self::prod_gamma(*w) * (am * bm);
+                    let rounding = if self.grid_prod(a, b, *w).is_some() {
+                        Err2::default()
+                    } else {
+                        self.dot_err(a, a.k, self.aff_mag(a)) * bm + self.dot_err(b, b.k, self.aff_mag(b)) * am + Self::prod_gamma(*w) * (am * bm)
+                    };
                     // The units relu(a)·b and relu(-a)·b: when a's pre-activation is exact they
                     // read a' and -a' exactly, so at most one is nonzero.
                     let units = if ga == Err2::default() { 1 } else { 2 };
@@ -3787,8 +3932,16 @@ impl RealLowerer<'_> {
             let two = Err2 { f32: 2.0 * U32 * (1.0 + gamma_u(k + 2, U32)), f64: 2.0 * U64 * (1.0 + gamma_u(k + 2, U64)) };
             sum_err = min2(sum_err, chain_err2(&unit_mags) + two * total);
         }
-        err += sum_err + (Err2::gamma(active, false) - Err2::gamma(active, true)) * mag_sum;
+        if exact_sum.is_none() {
+            err += sum_err + (Err2::gamma(active, false) - Err2::gamma(active, true)) * mag_sum;
+        }
         self.res.insert(out, Res { iv, err });
+        if let Some((g, _)) = exact_sum
+            && err == Err2::default()
+            && g != i32::MAX
+        {
+            self.exact_grid.insert(out, g);
+        }
         if let Some(c) = carried {
             self.carried.insert(out, c);
         }

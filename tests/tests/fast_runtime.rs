@@ -301,7 +301,7 @@ fn position_heads_with_many_rows_get_their_pattern_from_the_second_pass_on() {
     let (_, root) = session.entry(None).unwrap();
     let opts = raspc_compiler::Options {
         max_len: 1152,
-        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false }),
+        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false, grids: vec![] }),
         ..Default::default()
     };
     let ck = raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap().checkpoint;

@@ -341,7 +341,7 @@ fn paper_style_softmax_by_rows() {
         let (_, root) = s.entry(None).unwrap();
         let opts = raspc_compiler::Options {
             max_len,
-            real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false }),
+            real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false, grids: vec![] }),
             ..Default::default()
         };
         let compiled = raspc_compiler::compile(&s.graph, root, &opts, "test").unwrap_or_else(|d| panic!("{file}: {d:#?}"));

@@ -16,7 +16,7 @@ fn build(src: &str, max_len: usize, lo: f64, hi: f64, mlp: MlpMode) -> Result<Bu
     let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
     let session = r.map_err(|d| format!("{d:?}"))?;
     let (_, root) = session.entry(None).map_err(|e| format!("{e:?}"))?;
-    let opts = raspc_compiler::Options { max_len, real: Some(RealOptions { lo, hi, blocks: vec![], mlp, pl_error: None, f32_inputs: false }), ..Default::default() };
+    let opts = raspc_compiler::Options { max_len, real: Some(RealOptions { lo, hi, blocks: vec![], mlp, pl_error: None, f32_inputs: false, grids: vec![] }), ..Default::default() };
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, "test").map_err(|d| d.iter().map(|x| format!("{}: {}", x.code, x.message)).collect::<Vec<_>>().join("\n"))?;
     Ok(Built { session, root, compiled })
 }
@@ -81,7 +81,11 @@ fn refusal(src: &str, lo: f64, hi: f64) -> Vec<raspc_lang::Diagnostic> {
     let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
     let s = r.unwrap();
     let (_, root) = s.entry(None).unwrap();
-    let opts = raspc_compiler::Options { max_len: 4, real: Some(RealOptions { lo, hi, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }), ..Default::default() };
+    let opts = raspc_compiler::Options {
+        max_len: 4,
+        real: Some(RealOptions { lo, hi, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false, grids: vec![] }),
+        ..Default::default()
+    };
     raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err()
 }
 
@@ -815,7 +819,7 @@ fn unsupported_real_programs_get_located_errors() {
     let opts = raspc_compiler::Options {
         max_len: 4,
         causal: true,
-        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false }),
+        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Relu, pl_error: None, f32_inputs: false, grids: vec![] }),
         ..Default::default()
     };
     let e = raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err();
@@ -843,7 +847,7 @@ fn block_bounds_tighten_the_certificate() {
         let (_, root) = s.entry(None).unwrap();
         let opts = raspc_compiler::Options {
             max_len: 12,
-            real: Some(RealOptions { lo: -10.0, hi: 10.0, blocks, mlp: MlpMode::Gated, pl_error: None, f32_inputs: false }),
+            real: Some(RealOptions { lo: -10.0, hi: 10.0, blocks, mlp: MlpMode::Gated, pl_error: None, f32_inputs: false, grids: vec![] }),
             ..Default::default()
         };
         (raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap(), s, root)
@@ -864,7 +868,7 @@ fn block_bounds_tighten_the_certificate() {
     let (_, root) = s.entry(None).unwrap();
     let opts = raspc_compiler::Options {
         max_len: 12,
-        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![(0, 4, -2.0, 2.0)], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false }),
+        real: Some(RealOptions { lo: -1.0, hi: 1.0, blocks: vec![(0, 4, -2.0, 2.0)], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false, grids: vec![] }),
         ..Default::default()
     };
     assert_eq!(raspc_compiler::compile(&s.graph, root, &opts, "t").unwrap_err()[0].code, "compile::bounds");
@@ -1061,6 +1065,107 @@ fn an_aggregate_over_a_selector_that_never_selects_is_its_default() {
                 let direct = |x: &[f64]| x.to_vec();
                 check(&b, &random_inputs(max_len, -1.0, 1.0, 20, 11), &direct, 0..max_len);
             }
+        }
+    }
+}
+
+/// Sums of exact products on a grid (`RealOptions::grids`): a 16-term dot product of inputs on
+/// the grid 2^-10 in [-1, 1] adds products on 2^-20 up to 16 = 2^4, 24 bits: every partial sum
+/// is an f32 number, so the certificate charges no rounding and the f32 forward pass is exact to
+/// the bit, on inputs that fill all 24 bits. Declared one step finer, the sums no longer fit:
+/// the certificate charges rounding, and f32 passes do round.
+#[test]
+fn exact_products_on_a_grid_cost_nothing() {
+    let src = "y = matmul(tokens_float, 0, tokens_float, 16, 1, 16, 1, 32);";
+    let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+    let session = r.unwrap();
+    let (_, root) = session.entry(None).unwrap();
+    let compile = |e: i32| {
+        let real = RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false, grids: vec![(0, 32, e)] };
+        raspc_compiler::compile(&session.graph, root, &raspc_compiler::Options { max_len: 33, real: Some(real), ..Default::default() }, "grid").unwrap()
+    };
+    let mut rng = SplitMix(5);
+    // Entries j·2^e near ±1 (most bits set), and some small ones.
+    let inputs = |e: i32, rng: &mut SplitMix| -> Vec<Vec<f64>> {
+        let step = f64::from(e).exp2();
+        (0..40)
+            .map(|t| {
+                let mut x: Vec<f64> = (0..32)
+                    .map(|i| {
+                        let j = if (i + t) % 5 == 0 { (uniform(rng, -1.0, 1.0) / step).round() } else { (1.0 / step) - (uniform(rng, 0.0, 64.0)).floor() - 1.0 };
+                        let sign = if rng.next_u64().is_multiple_of(2) { 1.0 } else { -1.0 };
+                        sign * j * step
+                    })
+                    .collect();
+                x.push(0.0);
+                x
+            })
+            .collect()
+    };
+    let direct = |x: &[f64]| (0..16).map(|k| x[k] * x[16 + k]).sum::<f64>();
+    let f32_outputs = |c: &raspc_compiler::Compiled, xs: &[Vec<f64>]| -> Vec<f64> {
+        let model = Model::with_dtype(c.checkpoint.clone(), &raspc_runtime::Device::Cpu, raspc_runtime::DType::F32).unwrap();
+        let out = model.decode(&model.forward_real(xs, Attention::Hard).unwrap()).unwrap();
+        out.iter()
+            .map(|seq| match seq[32] {
+                raspc_runtime::Decoded::Number { raw, .. } => raw,
+                _ => panic!("numeric output"),
+            })
+            .collect()
+    };
+    let exact = compile(-10);
+    let report = exact.report.as_ref().unwrap();
+    // (All that is left is the allowance for results below f32's normal range, 2^-150 per
+    // rounding step, which the certificate adds everywhere.)
+    assert!(report.output_bound < 1e-40 && report.output_bound_f64 < 1e-300, "{report:?}");
+    let xs = inputs(-10, &mut rng);
+    for (x, got) in xs.iter().zip(f32_outputs(&exact, &xs)) {
+        assert_eq!(got, direct(x), "{x:?}");
+    }
+    let finer = compile(-11);
+    assert!(finer.report.as_ref().unwrap().output_bound > 0.0);
+    let xs = inputs(-11, &mut rng);
+    let got = f32_outputs(&finer, &xs);
+    let rounded = xs.iter().zip(&got).filter(|(x, g)| **g != direct(x)).count();
+    assert!(rounded > 0, "no f32 pass rounded on the grid 2^-11");
+    for (x, g) in xs.iter().zip(&got) {
+        assert!((g - direct(x)).abs() <= finer.report.as_ref().unwrap().output_bound);
+    }
+}
+
+/// U on the split input (`universal_split`, `raspc simulate --split`): the layout is exact (X =
+/// Xh + Xl, Xh on the grid), its f32 bound is below the plain layout's, and adversarial and
+/// random trials stay within it in f32 and f64.
+#[test]
+fn universal_split_f32_certificate_holds_on_adversarial_inputs() {
+    use raspc::simulate::{build_bounds, build_layout, run_trials, split_entry, Bounds, Instance, Layout, Shape};
+    for (n, d, dv, h) in [(4, 4, 4, 1), (3, 4, 2, 2), (8, 8, 8, 1), (12, 12, 12, 1)] {
+        let s = Shape { n, d, dv, h };
+        let b = Bounds { x: 1.0, a: 1.0, v: 1.0 };
+        let layout = Layout::split_for(s, b);
+        let Layout::Split { e } = layout else { panic!() };
+        let u = build_layout(s, MlpMode::Gated, b, None, true, layout).unwrap();
+        let plain = build_bounds(s, MlpMode::Gated, b, None, true).unwrap();
+        let (bs, bp) = (u.compiled.report.as_ref().unwrap().output_bound, plain.compiled.report.as_ref().unwrap().output_bound);
+        assert!(bs < 0.85 * bp, "{s:?}: split f32 bound {bs:e}, plain {bp:e}");
+        let mut rng = SplitMix(91 + n as u64);
+        let mut trials: Vec<Instance> = (0..4).flat_map(|_| adversarial_instances(s, &mut rng)).collect();
+        trials.extend((0..8).map(|_| Instance::random(s, 1.0, &mut rng)));
+        for inst in &trials {
+            let enc = inst.encode_in(layout);
+            assert_eq!(enc.len(), s.seq_len_in(layout));
+            for (k, &x) in inst.x.iter().flatten().enumerate() {
+                let (hi, lo) = (enc[k], enc[n * d + k]);
+                assert_eq!((hi + lo, hi, lo), (x, split_entry(x, e).0, x - hi));
+                assert_eq!((hi * f64::from(-e).exp2()).fract(), 0.0);
+                assert!(lo.abs() <= f64::from(e - 1).exp2());
+            }
+        }
+        for f64 in [false, true] {
+            let dtype = if f64 { raspc_runtime::DType::F64 } else { raspc_runtime::DType::F32 };
+            let model = Model::with_dtype(u.compiled.checkpoint.clone(), &raspc_runtime::Device::Cpu, dtype).unwrap();
+            let o = run_trials(&model, &u, &trials, f64, f64::INFINITY, &mut |_| {}).unwrap();
+            assert_eq!((o.trials, o.bound_violations, o.failures), (trials.len(), 0, 0), "{s:?} f64={f64}: {o:?}");
         }
     }
 }

@@ -244,6 +244,12 @@ pub enum Command {
         /// computed on the CPU in f64, so the comparison checks the device's forward pass).
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
         device: String,
+        /// Build U on the split input (`universal_split`): X and A given as their nearest
+        /// multiples of a coarse power of two plus the remainders, so that the scores' high
+        /// part is exact and only small cross terms round: a smaller f32 bound, for about 1.9x
+        /// the heads and 1.7x the positions (docs/universal-simulator.md, "Split scores").
+        #[arg(long)]
+        split: bool,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,

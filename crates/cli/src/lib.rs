@@ -304,7 +304,7 @@ fn run_command(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, colo
         Command::Plot { model, out: dir, json, format, symlog } => cmd::plot::plot_cmd(&model, &dir, format, symlog, json, out),
         Command::Export { model, to: ExportFormat::Onnx, output, attention, json } => cmd::export::export_cmd(&model, &output, attention, json, out, err),
         Command::Probe { kind } => cmd::probe::probe_cmd(kind, out, err, color),
-        Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, device, json } => {
+        Command::Simulate { n, d, dv, heads, mlp, trials, seed, bound, x_bound, tolerance, dtype, pl_error, output, force, target, input, device, split, json } => {
             let a = cmd::simulate::SimArgs {
                 shape: simulate::Shape { n, d, dv, h: heads },
                 mlp,
@@ -318,6 +318,7 @@ fn run_command(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write, colo
                 output,
                 force,
                 device,
+                split,
                 json,
             };
             cmd::simulate::simulate_cmd(&a, target.as_deref().zip(input.as_deref()), out, err)

@@ -721,7 +721,7 @@ mod tests {
     fn the_overview_marks_what_each_stage_writes_from_its_weights() {
         // A real-valued softmax: its exp writes partial sums (`e.groupK`), which no block's info
         // names; they are written by an MLP, not the embedding (helper f13).
-        let real = raspc_compiler::real::RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: raspc_compiler::real::MlpMode::Gated, pl_error: None, f32_inputs: false };
+        let real = raspc_compiler::real::RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: raspc_compiler::real::MlpMode::Gated, pl_error: None, f32_inputs: false, grids: vec![] };
         let opts = raspc_compiler::Options { max_len: 6, real: Some(real), ..Default::default() };
         let ck = checkpoint_of("y = softmax_rows(tokens_float, 0, 2, 3, 1);", &opts);
         let (stages, cells) = super::overview_cells(&ck);

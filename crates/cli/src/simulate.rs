@@ -26,6 +26,13 @@ impl Shape {
     pub fn output_len(&self) -> usize {
         self.h * self.n * self.dv
     }
+    /// The sequence length of U with this layout.
+    pub fn seq_len_in(&self, layout: Layout) -> usize {
+        match layout {
+            Layout::Plain => self.seq_len(),
+            Layout::Split { .. } => (self.input_len() + self.n * self.d + self.h * self.d * self.d).max(self.h * self.n * self.n.max(self.d).max(self.dv)),
+        }
+    }
     /// The `program_hash` `raspc simulate` records for U of this shape.
     pub fn hash(&self) -> String {
         format!("universal(n={}, d={}, dv={}, h={})", self.n, self.d, self.dv, self.h)
@@ -38,6 +45,54 @@ impl Shape {
         let shape = Shape { n: field("n")?, d: field("d")?, dv: field("dv")?, h: field("h")? };
         (shape.hash() == s).then_some(shape)
     }
+}
+
+/// How U reads ⟨T, X⟩.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// `[X ; A_1..A_h ; V_1..V_h]`: the matrix library's `universal`.
+    #[default]
+    Plain,
+    /// `[Xh ; Xl ; Ah_1..Ah_h ; Al_1..Al_h ; V_1..V_h]`, `universal_split`: every entry of X and
+    /// of the A_t as its nearest multiple of 2^e (`e`) and the remainder, so that the scores'
+    /// high part is exact (docs/universal-simulator.md, "Split scores").
+    Split { e: i32 },
+}
+
+impl Layout {
+    /// The split layout on the coarsest grid 2^e on which the scores' high part Xh·Ah·Xhᵀ is
+    /// exact in f32 for these shapes and bounds: Qh = Xh·Ah and Sh = Qh·Xhᵀ are sums of
+    /// products on the grids 2^(2e) and 2^(3e), whose magnitudes must sum to at most 2^24 grid
+    /// steps (`RealOptions::grids`). The finest such grid leaves the smallest remainders.
+    pub fn split_for(s: Shape, b: Bounds) -> Layout {
+        let d = s.d as f64;
+        let mut e = -40;
+        while e < 60 {
+            let (xh, ah) = (split_high_bound(b.x, e), split_high_bound(b.a, e));
+            let q_ok = d * xh * ah <= (f64::from(2 * e) + 24.0).exp2();
+            let s_ok = d * d * xh * xh * ah <= (f64::from(3 * e) + 24.0).exp2();
+            if q_ok && s_ok {
+                return Layout::Split { e };
+            }
+            e += 1;
+        }
+        Layout::Split { e }
+    }
+}
+
+/// The largest |high part| of an entry within [-b, b] split on the grid 2^e: b rounded up to
+/// the grid (round to nearest never passes it).
+fn split_high_bound(b: f64, e: i32) -> f64 {
+    let step = f64::from(e).exp2();
+    (b / step).ceil() * step
+}
+
+/// The high part of x (its nearest multiple of 2^e, ties away from zero) and the remainder,
+/// both exact: x - high is a multiple of x's ulp below 2^(e-1) in magnitude.
+pub fn split_entry(x: f64, e: i32) -> (f64, f64) {
+    let step = f64::from(e).exp2();
+    let hi = (x / step).round() * step;
+    (hi, x - hi)
 }
 
 /// The f32 number nearest x in the direction of zero.
@@ -77,6 +132,21 @@ impl Instance {
             out.extend(m.iter().flatten());
         }
         out.resize(s.seq_len(), 0.0);
+        out
+    }
+
+    /// ⟨T, X⟩ in `layout`, zero-padded to U's sequence length.
+    pub fn encode_in(&self, layout: Layout) -> Vec<f64> {
+        let Layout::Split { e } = layout else { return self.encode() };
+        let s = self.shape();
+        let parts = |ms: &[&Vec<Vec<f64>>]| -> (Vec<f64>, Vec<f64>) { ms.iter().flat_map(|m| m.iter().flatten()).map(|&x| split_entry(x, e)).unzip() };
+        let (xh, xl) = parts(&[&self.x]);
+        let (ah, al) = parts(&self.a.iter().collect::<Vec<_>>());
+        let mut out = [xh, xl, ah, al].concat();
+        for m in &self.v {
+            out.extend(m.iter().flatten());
+        }
+        out.resize(s.seq_len_in(layout), 0.0);
         out
     }
 
@@ -169,13 +239,20 @@ pub fn reference(inst: &Instance) -> Result<Vec<f64>, candle_core::Error> {
 #[derive(Debug)]
 pub struct BuiltU {
     pub shape: Shape,
+    pub layout: Layout,
     pub compiled: raspc_compiler::Compiled,
     pub compile_ms: f64,
 }
 
 /// The RASP source of U for a shape (the library is loaded with the prelude).
 pub fn source(s: Shape) -> String {
-    format!("u = universal({}, {}, {}, {});\n", s.n, s.d, s.dv, s.h)
+    source_in(s, Layout::Plain)
+}
+
+/// The RASP source of U for a shape and layout.
+pub fn source_in(s: Shape, layout: Layout) -> String {
+    let f = if layout == Layout::Plain { "universal" } else { "universal_split" };
+    format!("u = {f}({}, {}, {}, {});\n", s.n, s.d, s.dv, s.h)
 }
 
 pub fn build(s: Shape, mlp: MlpMode, bound: f64, pl_error: Option<f64>) -> Result<BuiltU, String> {
@@ -204,40 +281,58 @@ pub fn advice(mlp: MlpMode) -> &'static str {
 /// [`build_with`] with a bound per block (X, the A_t, the V_t); a refusal without advice (the
 /// caller knows which flags apply).
 pub fn build_bounds(s: Shape, mlp: MlpMode, bounds: Bounds, pl_error: Option<f64>, f32_inputs: bool) -> Result<BuiltU, String> {
+    build_layout(s, mlp, bounds, pl_error, f32_inputs, Layout::Plain)
+}
+
+/// [`build_bounds`] in a given layout.
+pub fn build_layout(s: Shape, mlp: MlpMode, bounds: Bounds, pl_error: Option<f64>, f32_inputs: bool, layout: Layout) -> Result<BuiltU, String> {
     let Bounds { x: x_bound, a: a_bound, v: v_bound } = bounds;
     if s.n == 0 || s.d == 0 || s.dv == 0 || s.h == 0 {
         return Err(format!("shapes must be at least 1 (n {}, d {}, dv {}, heads {})", s.n, s.d, s.dv, s.h));
     }
     let budget = raspc_checkpoint::Limits::from_env().map_err(|e| e.to_string())?.max_u_positions;
-    if s.seq_len() > budget {
-        return Err(format!("U for these shapes needs {} positions, over the budget of {budget} (raise it with RASPC_LIMITS=u_positions=N)", s.seq_len()));
+    let seq_len = s.seq_len_in(layout);
+    if seq_len > budget {
+        return Err(format!("U for these shapes needs {seq_len} positions, over the budget of {budget} (raise it with RASPC_LIMITS=u_positions=N)"));
     }
     if ![x_bound, a_bound, v_bound].iter().all(|b| b.is_finite() && *b > 0.0) {
         return Err(format!("bounds must be positive numbers, got {x_bound} (X), {a_bound} (A), {v_bound} (V)"));
     }
     let widest = x_bound.max(a_bound).max(v_bound);
-    let a_end = s.n * s.d + s.h * s.d * s.d;
-    let text = source(s);
+    let (nd, hdd) = (s.n * s.d, s.h * s.d * s.d);
+    let a_end = nd + hdd;
+    let (blocks, grids) = match layout {
+        Layout::Plain => (vec![(0, nd, -x_bound, x_bound), (nd, a_end, -a_bound, a_bound), (a_end, s.input_len(), -v_bound, v_bound), (s.input_len(), seq_len, 0.0, 0.0)], vec![]),
+        Layout::Split { e } => {
+            // High parts on the grid within the bounds rounded up to it; remainders within half
+            // a step (and within the bound: a high part of 0 leaves the entry whole).
+            let (xh, ah) = (split_high_bound(x_bound, e), split_high_bound(a_bound, e));
+            let half = f64::from(e - 1).exp2();
+            let (xl, al) = (half.min(x_bound), half.min(a_bound));
+            let v0 = 2 * nd + 2 * hdd;
+            let v1 = v0 + s.h * s.d * s.dv;
+            (
+                vec![(0, nd, -xh, xh), (nd, 2 * nd, -xl, xl), (2 * nd, 2 * nd + hdd, -ah, ah), (2 * nd + hdd, v0, -al, al), (v0, v1, -v_bound, v_bound), (v1, seq_len, 0.0, 0.0)],
+                vec![(0, nd, e), (2 * nd, 2 * nd + hdd, e)],
+            )
+        }
+    };
+    let widest = blocks.iter().fold(widest, |m, b| m.max(b.3));
+    let text = source_in(s, layout);
     let (_, r) = raspc_lang::evaluate_program("<universal>", None, &text, &raspc_lang::MemoryLoader::default());
     let session = r.map_err(|d| format!("internal error: U does not evaluate: {}", d.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
     let (_, root) = session.entry(Some("u")).map_err(|e| format!("internal error: {e:?}"))?;
     let opts = raspc_compiler::Options {
-        max_len: s.seq_len(),
-        real: Some(RealOptions {
-            lo: -widest,
-            hi: widest,
-            blocks: vec![(0, s.n * s.d, -x_bound, x_bound), (s.n * s.d, a_end, -a_bound, a_bound), (a_end, s.input_len(), -v_bound, v_bound), (s.input_len(), s.seq_len(), 0.0, 0.0)]
-                .into_iter()
-                .filter(|b| b.0 < b.1)
-                .collect(),
-            mlp,
-            pl_error,
-            f32_inputs,
-        }),
+        max_len: seq_len,
+        real: Some(RealOptions { lo: -widest, hi: widest, blocks: blocks.into_iter().filter(|b| b.0 < b.1).collect(), mlp, pl_error, f32_inputs, grids }),
         ..Default::default()
     };
     let t0 = std::time::Instant::now();
-    let compiled = raspc_compiler::compile(&session.graph, root, &opts, &s.hash()).map_err(|d| {
+    let hash = match layout {
+        Layout::Plain => s.hash(),
+        Layout::Split { e } => format!("universal_split(n={}, d={}, dv={}, h={}, e={e})", s.n, s.d, s.dv, s.h),
+    };
+    let compiled = raspc_compiler::compile(&session.graph, root, &opts, &hash).map_err(|d| {
         // Each message once (a function used by several heads fails for each).
         let mut seen: Vec<String> = vec![];
         for x in d {
@@ -262,7 +357,7 @@ pub fn build_bounds(s: Shape, mlp: MlpMode, bounds: Bounds, pl_error: Option<f64
         format!("U does not compile: {}", seen.join("; "))
     })?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-    Ok(BuiltU { shape: s, compiled, compile_ms })
+    Ok(BuiltU { shape: s, layout, compiled, compile_ms })
 }
 
 /// What a simulation measured.
@@ -325,7 +420,7 @@ pub fn run_trials(model: &raspc_runtime::Model, u: &BuiltU, instances: &[Instanc
     let mut forward = std::time::Duration::ZERO;
     let mut direct = f64::INFINITY;
     for (ci, chunk) in instances.chunks(batch).enumerate() {
-        let inputs: Vec<Vec<f64>> = chunk.iter().map(Instance::encode).collect();
+        let inputs: Vec<Vec<f64>> = chunk.iter().map(|i| i.encode_in(u.layout)).collect();
         let t0 = std::time::Instant::now();
         let readout = model.forward_real(&inputs, raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
         let rows: Vec<Vec<Vec<f64>>> = readout.to_dtype(DType::F64).and_then(|t| t.to_vec3()).map_err(|e| e.to_string())?;

@@ -381,7 +381,7 @@ fn compile(
     let real = match &input_bounds {
         Some(b) => {
             let (lo, hi, blocks) = raspc::parse_bounds(b).map_err(err)?;
-            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp, pl_error, f32_inputs: false })
+            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp, pl_error, f32_inputs: false, grids: vec![] })
         }
         None if pl_error.is_some() => return Err(err("pl_error is for real-valued programs (input_bounds)")),
         None => None,

@@ -193,7 +193,7 @@ pub(crate) fn build(path: &Path, target: &Target, err: &mut dyn Write, color: bo
     let real = match &target.input_bounds {
         Some(b) => {
             let (lo, hi, blocks) = parse_bounds(b)?;
-            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp: target.mlp.mode(), pl_error: target.pl_error, f32_inputs: false })
+            Some(raspc_compiler::real::RealOptions { lo, hi, blocks, mlp: target.mlp.mode(), pl_error: target.pl_error, f32_inputs: false, grids: vec![] })
         }
         None => None,
     };

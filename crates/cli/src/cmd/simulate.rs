@@ -19,6 +19,7 @@ pub(crate) struct SimArgs {
     pub(crate) output: Option<PathBuf>,
     pub(crate) force: bool,
     pub(crate) device: String,
+    pub(crate) split: bool,
     pub(crate) json: bool,
 }
 
@@ -144,9 +145,10 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
     if a.json {
         spinner.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    spinner.set_message(format!("compiling U ({} positions)", shape.seq_len()));
+    let layout = if a.split { simulate::Layout::split_for(shape, bounds) } else { simulate::Layout::Plain };
+    spinner.set_message(format!("compiling U ({} positions)", shape.seq_len_in(layout)));
     spinner.enable_steady_tick(std::time::Duration::from_millis(120));
-    let built = simulate::build_bounds(shape, a.mlp.mode(), bounds, a.pl_error, true);
+    let built = simulate::build_layout(shape, a.mlp.mode(), bounds, a.pl_error, true, layout);
     spinner.finish_and_clear();
     let u = built.map_err(|e| {
         let advice = if target.is_some() {
@@ -179,7 +181,7 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
     let shown = match target {
         Some(_) => {
             let first = instances.first().ok_or_else(|| "no instance to show".to_string())?;
-            let got = model.forward_real(&[first.encode()], raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
+            let got = model.forward_real(&[first.encode_in(layout)], raspc_runtime::Attention::Hard).map_err(|e| e.to_string())?;
             let rows: Vec<Vec<Vec<f64>>> = got.to_dtype(candle_core::DType::F64).and_then(|t| t.to_vec3()).map_err(|e| e.to_string())?;
             let at = |k: usize| rows.first().and_then(|r| r.get(k)).and_then(|r| r.first()).copied().unwrap_or(f64::NAN);
             Some((0..s.h).map(|t| (0..s.n).map(|i| (0..s.dv).map(|b| at(1 + t * s.n * s.dv + i * s.dv + b)).collect::<Vec<f64>>()).collect::<Vec<_>>()).collect::<Vec<_>>())
@@ -208,7 +210,8 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         let mut j = serde_json::json!({
             "n": s.n, "d": s.d, "dv": s.dv, "heads": s.h, "mlp": format!("{:?}", a.mlp).to_lowercase(),
             "dtype": if a.f64 { "f64" } else { "f32" }, "device": a.device, "input_bound": bounds.x.max(bounds.a).max(bounds.v),
-            "x_bound": bounds.x, "a_bound": bounds.a, "v_bound": bounds.v, "seq_len": s.seq_len(),
+            "x_bound": bounds.x, "a_bound": bounds.a, "v_bound": bounds.v, "seq_len": s.seq_len_in(layout),
+            "split_grid": match layout { simulate::Layout::Split { e } => Some(e), simulate::Layout::Plain => None },
             "layers": sum.layers, "attention_heads": sum.heads, "d_model": sum.d_model, "mlp_hidden": sum.mlp_hidden,
             "params": sum.params, "nonzero": sum.nonzero, "compile_ms": u.compile_ms,
             "certified_bound_f32": report.output_bound, "certified_bound_f64": report.output_bound_f64, "max_w": max_w,
@@ -244,7 +247,8 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         } else {
             format!("X in [-{xb}, {xb}], A in [-{ab}, {ab}], V in [-{vb}, {vb}]")
         };
-        let _ = writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, {ranges}, {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len());
+        let _ =
+            writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, {ranges}, {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len_in(layout));
         let _ = writeln!(
             out,
             "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32): {:.2e} and {:.2e} of d·max|X|·max|V| = {}, the largest |XV| these bounds allow",
