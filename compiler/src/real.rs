@@ -2367,13 +2367,43 @@ impl RealLowerer<'_> {
             self.mat_cache.insert(key, s);
             return Ok(Aff::leaf(s));
         }
-        let b = (k as f64).sqrt().ceil() as usize;
-        let per = k.div_ceil(b);
+        // The products that are exact on a grid and fit it together (`RealOptions::grids`: the
+        // scores' high part of U on a split input) get one slot of their own, exact; the others
+        // are blocked as below. (Mixed into the partial sums, every exact product would share
+        // its partial sum's rounding.)
+        type Terms = Vec<(f64, Term)>;
+        let (exact, inexact): (Terms, Terms) = terms.iter().cloned().partition(|(w, t)| matches!(t, Term::Prod(a, b) if self.grid_prod(a, b, *w).is_some()));
         let mut out = Aff::default();
-        for (i, chunk) in terms.chunks(per).enumerate() {
-            let part = if i == 0 { aff.clone() } else { Aff::default() };
-            let s = self.mlp(&format!("{label}.part{i}"), &part, chunk)?;
+        let mut aff = aff;
+        let mut terms = terms;
+        let mut b = (k as f64).sqrt().ceil() as usize;
+        if !exact.is_empty()
+            && !inexact.is_empty()
+            && let Some((_, exact_mag)) = self.grid_terms(&Aff::default(), &exact)
+        {
+            let s = self.mlp(&format!("{label}.exact"), &Aff::default(), &exact)?;
             out = out.add(&Aff::leaf(s), 1.0);
+            terms = inexact;
+            // A reader adds the exact slot and the B partial sums of the rest in any order: each
+            // partial sum costs it an addition at up to the exact part's size, while the rest's
+            // k terms round within their partial sums at about k/(2B) times their own size. When
+            // the rest is small (the cross terms of split scores), few partial sums are best:
+            // B = √(k·rest / (2·exact)), at most √k.
+            let rest_mag: f64 = terms.iter().map(|(w, t)| if let Term::Prod(x, y) = t { w.abs() * self.prod_iv(x, y).mag() } else { f64::INFINITY }).sum();
+            let k = terms.len() as f64;
+            b = ((k * rest_mag / (2.0 * exact_mag)).sqrt().ceil().max(1.0) as usize).min(k.sqrt().ceil() as usize);
+        }
+        let k = terms.len();
+        if k < BLOCK_MIN_TERMS || b <= 1 {
+            let s = self.mlp(&format!("{label}.part0"), &aff, &terms)?;
+            out = out.add(&Aff::leaf(s), 1.0);
+        } else {
+            let per = k.div_ceil(b);
+            for (i, chunk) in terms.chunks(per).enumerate() {
+                let part = if i == 0 { std::mem::take(&mut aff) } else { Aff::default() };
+                let s = self.mlp(&format!("{label}.part{i}"), &part, chunk)?;
+                out = out.add(&Aff::leaf(s), 1.0);
+            }
         }
         self.blk_cache.insert(key, out.clone());
         Ok(out)

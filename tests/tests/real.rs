@@ -1148,6 +1148,9 @@ fn universal_split_f32_certificate_holds_on_adversarial_inputs() {
         let plain = build_bounds(s, MlpMode::Gated, b, None, true).unwrap();
         let (bs, bp) = (u.compiled.report.as_ref().unwrap().output_bound, plain.compiled.report.as_ref().unwrap().output_bound);
         assert!(bs < 0.85 * bp, "{s:?}: split f32 bound {bs:e}, plain {bp:e}");
+        if n == d && d == dv {
+            assert!(bs <= 0.5e-3 * d as f64, "{s:?}: split f32 bound {bs:e}");
+        }
         let mut rng = SplitMix(91 + n as u64);
         let mut trials: Vec<Instance> = (0..4).flat_map(|_| adversarial_instances(s, &mut rng)).collect();
         trials.extend((0..8).map(|_| Instance::random(s, 1.0, &mut rng)));
