@@ -1051,6 +1051,13 @@ struct RealLowerer<'a> {
     input_iv: Vec<Iv>,
     /// The grid of the input number at each token position (`RealOptions::grids`).
     input_grid: Vec<Option<i32>>,
+    /// `z -> d`: z is an MLP slot computing the two-slot difference `d` (weights ±1, no
+    /// constant), masked by a positional 0/1 factor that is 1 wherever d can be nonzero: its
+    /// computed value is `d'·(1 + δ)`, |δ| ≤ u, d' the difference of the computed slots.
+    diff_of: HashMap<SlotId, Aff>,
+    /// Sums split by [`Self::blocked_resident`] into an exact part and the rest: each part by
+    /// its expression, as the slots that hold it ([`Self::canon`] reads them there).
+    part_cache: HashMap<String, Aff>,
     /// Slots whose computed value equals the program's exactly at every token position, in f32
     /// and f64 evaluation, and is an integer multiple of 2^e (e the value; `Res::err` is 0).
     exact_grid: HashMap<SlotId, i32>,
@@ -1195,6 +1202,8 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         input_iv: vec![Iv { lo: opts.lo, hi: opts.hi }; max_len],
         input_grid: vec![None; max_len],
         exact_grid: HashMap::new(),
+        diff_of: HashMap::new(),
+        part_cache: HashMap::new(),
         grid: crate::positional::Tables::new(g, &g.ancestors(root), max_len),
         grid_inputs: None,
         grid_cache: HashMap::new(),
@@ -1449,8 +1458,12 @@ impl RealLowerer<'_> {
         if self.mat_cache.is_empty() || matches!(e, Ex::Leaf(_) | Ex::C(_)) {
             return e;
         }
-        if let Some(&s) = self.mat_cache.get(&format!("{e:?}")) {
+        let key = format!("{e:?}");
+        if let Some(&s) = self.mat_cache.get(&key) {
             return Ex::Leaf(s);
+        }
+        if let Some(a) = self.part_cache.get(&key) {
+            return Self::aff_ex(a);
         }
         let c = |x: Box<Ex>| bx(self.canon(*x));
         match e {
@@ -1462,6 +1475,22 @@ impl RealLowerer<'_> {
             Ex::Cmp(a, op, b) => Ex::Cmp(c(a), op, c(b)),
             Ex::Ter(a, b, d) => Ex::Ter(c(a), c(b), c(d)),
             other => other,
+        }
+    }
+
+    /// `a` as an expression of its slots.
+    fn aff_ex(a: &Aff) -> Ex {
+        let sum = a.c.iter().fold(None, |acc: Option<Ex>, (&s, &w)| {
+            let t = if w == 1.0 { Ex::Leaf(s) } else { Ex::Mul(bx(Ex::C(w)), bx(Ex::Leaf(s))) };
+            Some(match acc {
+                None => t,
+                Some(x) => Ex::Add(bx(x), bx(t)),
+            })
+        });
+        match sum {
+            None => Ex::C(a.k),
+            Some(e) if a.k != 0.0 => Ex::Add(bx(e), bx(Ex::C(a.k))),
+            Some(e) => e,
         }
     }
 
@@ -2212,6 +2241,21 @@ impl RealLowerer<'_> {
                 return Iv { lo: naive.lo, hi: naive.hi.min(r.hi + slack) };
             }
         }
+        // A materialised difference z = d ([`Self::diff_of`]; exactly, at every position): the
+        // form with d in place of z may be bounded better (by a maximum, above).
+        for (z, &c) in &a.c {
+            if let Some(d) = self.diff_of.get(z)
+                && !d.c.keys().any(|s| self.diff_of.contains_key(s))
+            {
+                let mut rest = a.clone();
+                rest.c.remove(z);
+                let sub = self.aff_iv(&rest.add(d, c));
+                let (lo, hi) = (naive.lo.max(sub.lo), naive.hi.min(sub.hi));
+                if lo <= hi {
+                    return Iv { lo, hi };
+                }
+            }
+        }
         naive
     }
 
@@ -2351,8 +2395,15 @@ impl RealLowerer<'_> {
         }
         let (aff, terms) = self.decompose(ex, label).map_err(|d| self.locate_step(d, ex))?;
         let k = terms.len();
+        // The products that are exact on a grid and fit it together (`RealOptions::grids`: the
+        // scores' high part of U on a split input) get one slot of their own, exact; the others
+        // are blocked as below. (Mixed into the partial sums, every exact product would share
+        // its partial sum's rounding.)
+        type Terms = Vec<(f64, Term)>;
+        let (exact, inexact): (Terms, Terms) = terms.iter().cloned().partition(|(w, t)| matches!(t, Term::Prod(a, b) if self.grid_prod(a, b, *w).is_some()));
+        let split = !exact.is_empty() && !inexact.is_empty() && self.grid_terms(&Aff::default(), &exact).is_some();
         // (An exact sum on a grid rounds nowhere: one slot, which its readers add as one term.)
-        if k < BLOCK_MIN_TERMS || self.grid_terms(&aff, &terms).is_some() {
+        if (k < BLOCK_MIN_TERMS && !split) || self.grid_terms(&aff, &terms).is_some() {
             // One term of exp or a reciprocal: its units write partial sums ([`Group`]).
             self.group_next =
                 aff.is_const() && aff.k == 0.0 && matches!(terms.as_slice(), [(_, Term::Unary(_, f))] if relative::exp_rate(f).is_some() || relative::reciprocal_above(f).is_some());
@@ -2367,31 +2418,23 @@ impl RealLowerer<'_> {
             self.mat_cache.insert(key, s);
             return Ok(Aff::leaf(s));
         }
-        // The products that are exact on a grid and fit it together (`RealOptions::grids`: the
-        // scores' high part of U on a split input) get one slot of their own, exact; the others
-        // are blocked as below. (Mixed into the partial sums, every exact product would share
-        // its partial sum's rounding.)
-        type Terms = Vec<(f64, Term)>;
-        let (exact, inexact): (Terms, Terms) = terms.iter().cloned().partition(|(w, t)| matches!(t, Term::Prod(a, b) if self.grid_prod(a, b, *w).is_some()));
         let mut out = Aff::default();
         let mut aff = aff;
         let mut terms = terms;
         let mut b = (k as f64).sqrt().ceil() as usize;
-        if !exact.is_empty()
-            && !inexact.is_empty()
-            && let Some((_, exact_mag)) = self.grid_terms(&Aff::default(), &exact)
-        {
+        let mut exact_slot = None;
+        if split {
             let s = self.mlp(&format!("{label}.exact"), &Aff::default(), &exact)?;
             out = out.add(&Aff::leaf(s), 1.0);
+            exact_slot = Some((s, exact.len()));
             terms = inexact;
-            // A reader adds the exact slot and the B partial sums of the rest in any order: each
-            // partial sum costs it an addition at up to the exact part's size, while the rest's
-            // k terms round within their partial sums at about k/(2B) times their own size. When
-            // the rest is small (the cross terms of split scores), few partial sums are best:
-            // B = √(k·rest / (2·exact)), at most √k.
-            let rest_mag: f64 = terms.iter().map(|(w, t)| if let Term::Prod(x, y) = t { w.abs() * self.prod_iv(x, y).mag() } else { f64::INFINITY }).sum();
-            let k = terms.len() as f64;
-            b = ((k * rest_mag / (2.0 * exact_mag)).sqrt().ceil().max(1.0) as usize).min(k.sqrt().ceil() as usize);
+            // The rest's k terms round within B partial sums at about k/(2B) times their total
+            // size R, and a reader adding the B partial sums pays about B·R more when it adds
+            // them to a small number (the split U's exp adds them to the exact part less the row
+            // maximum, computed first: `universal_split`): B = √(k/2) balances the two. (A reader
+            // adding them to the exact part itself pays B times its size; U's one such reader,
+            // the row maximum, has an error common to the row, which cancels.)
+            b = ((terms.len() as f64 / 2.0).sqrt().ceil() as usize).max(1);
         }
         let k = terms.len();
         if k < BLOCK_MIN_TERMS || b <= 1 {
@@ -2403,6 +2446,17 @@ impl RealLowerer<'_> {
                 let part = if i == 0 { std::mem::take(&mut aff) } else { Aff::default() };
                 let s = self.mlp(&format!("{label}.part{i}"), &part, chunk)?;
                 out = out.add(&Aff::leaf(s), 1.0);
+            }
+        }
+        // A sum of two s-ops, the exact one first (`s = sh + sc`): each is now held by slots
+        // too, which later readers of either find ([`Self::canon`]).
+        if let (Some((slot, n_exact)), Ex::Add(ea, eb)) = (exact_slot, ex) {
+            let (aa, ta) = self.decompose(ea, label)?;
+            if aa.is_const() && aa.k == 0.0 && aa.dk == 0.0 && ta.len() == n_exact && self.grid_terms(&aa, &ta).is_some() {
+                self.mat_cache.insert(format!("{ea:?}"), slot);
+                let mut rest = out.clone();
+                rest.c.remove(&slot);
+                self.part_cache.insert(format!("{eb:?}"), rest);
             }
         }
         self.blk_cache.insert(key, out.clone());
@@ -2798,6 +2852,9 @@ impl RealLowerer<'_> {
         if let Some((u, f)) = Self::unary(ex) {
             return Ok((Aff::default(), vec![(1.0, Term::Unary(u, f))]));
         }
+        if let Some(t) = self.unary_of_masked(ex, label)? {
+            return Ok((Aff::default(), vec![(1.0, t)]));
+        }
         if let Some((ea, term)) = Self::continuous_ter(ex) {
             return Ok((ea, vec![(1.0, term)]));
         }
@@ -2838,6 +2895,91 @@ impl RealLowerer<'_> {
         }
         Err(Diagnostic::error("compile::real", format!("`{label}` combines several real values in a way no single MLP computes"), self.span)
             .with_note("supported: sums, products, quotients, powers with a constant base or exponent, and `a if x op y else b` whose branches differ by a multiple of x - y"))
+    }
+
+    /// `F(u)` for `ex` once the conditionals on a positional (affine) condition that are
+    /// summands of its sums get slots of their own (one MLP each, `e + c·(t - e)`): e.g. the
+    /// exp of `(s_h - m if inside else 0) + s_c`, an exp of one affine form of that slot and
+    /// s_c's partial sums, where otherwise the whole sum became one slot (its affine part added
+    /// again through identity units) and the certificate could not see the difference
+    /// ([`Self::diff_of`]). None, with nothing materialised, when that does not make `ex` unary.
+    fn unary_of_masked(&mut self, ex: &Ex, label: &str) -> Result<Option<Term>, Diagnostic> {
+        // Masked summands of every sum in `ex`, by their printed form, as placeholder leaves.
+        fn lift(ex: &Ex, subs: &mut Vec<Ex>) -> Ex {
+            fn summands(e: &Ex, neg: bool, out: &mut Vec<(bool, Ex)>) {
+                match e {
+                    Ex::Add(a, b) => {
+                        summands(a, neg, out);
+                        summands(b, neg, out);
+                    }
+                    Ex::Neg(a) => summands(a, !neg, out),
+                    other => out.push((neg, other.clone())),
+                }
+            }
+            if matches!(ex, Ex::Add(..) | Ex::Neg(..)) && RealLowerer::affine(ex).is_none() {
+                let mut parts = vec![];
+                summands(ex, false, &mut parts);
+                let masked = |e: &Ex| matches!(e, Ex::Ter(_, c, _) if RealLowerer::affine(c).is_some());
+                if parts.iter().all(|(_, e)| RealLowerer::affine(e).is_some() || masked(e)) {
+                    let mut out: Option<Ex> = None;
+                    for (neg, e) in parts {
+                        let e = if masked(&e) {
+                            let key = format!("{e:?}");
+                            let i = subs.iter().position(|x| format!("{x:?}") == key).unwrap_or_else(|| {
+                                subs.push(e.clone());
+                                subs.len() - 1
+                            });
+                            Ex::Leaf(SlotId(usize::MAX - i))
+                        } else {
+                            e
+                        };
+                        let e = if neg { Ex::Neg(bx(e)) } else { e };
+                        out = Some(match out {
+                            None => e,
+                            Some(o) => Ex::Add(bx(o), bx(e)),
+                        });
+                    }
+                    return out.unwrap_or(Ex::C(0.0));
+                }
+            }
+            match ex {
+                Ex::Add(a, b) => Ex::Add(bx(lift(a, subs)), bx(lift(b, subs))),
+                Ex::Mul(a, b) => Ex::Mul(bx(lift(a, subs)), bx(lift(b, subs))),
+                Ex::Div(a, b) => Ex::Div(bx(lift(a, subs)), bx(lift(b, subs))),
+                Ex::Pow(a, b) => Ex::Pow(bx(lift(a, subs)), bx(lift(b, subs))),
+                Ex::Cmp(a, op, b) => Ex::Cmp(bx(lift(a, subs)), *op, bx(lift(b, subs))),
+                Ex::Neg(a) => Ex::Neg(bx(lift(a, subs))),
+                Ex::Ter(a, b, c) => Ex::Ter(bx(lift(a, subs)), bx(lift(b, subs)), bx(lift(c, subs))),
+                Ex::Leaf(_) | Ex::C(_) => ex.clone(),
+            }
+        }
+        fn place(ex: &Ex, slots: &[SlotId]) -> Ex {
+            let p = |e: &Ex| bx(place(e, slots));
+            match ex {
+                Ex::Leaf(s) if s.0 > usize::MAX - slots.len() => Ex::Leaf(slots[usize::MAX - s.0]),
+                Ex::Leaf(_) | Ex::C(_) => ex.clone(),
+                Ex::Add(a, b) => Ex::Add(p(a), p(b)),
+                Ex::Mul(a, b) => Ex::Mul(p(a), p(b)),
+                Ex::Div(a, b) => Ex::Div(p(a), p(b)),
+                Ex::Pow(a, b) => Ex::Pow(p(a), p(b)),
+                Ex::Cmp(a, op, b) => Ex::Cmp(p(a), *op, p(b)),
+                Ex::Neg(a) => Ex::Neg(p(a)),
+                Ex::Ter(a, b, c) => Ex::Ter(p(a), p(b), p(c)),
+            }
+        }
+        if ex.size(4096) >= 4096 {
+            return Ok(None);
+        }
+        let mut subs = vec![];
+        let lifted = lift(ex, &mut subs);
+        if subs.is_empty() || Self::unary(&lifted).is_none() {
+            return Ok(None);
+        }
+        let mut slots = vec![];
+        for (i, e) in subs.iter().enumerate() {
+            slots.push(self.resident(e, &format!("{label}.masked{i}"))?);
+        }
+        Ok(Self::unary(&place(&lifted, &slots)).map(|(u, f)| Term::Unary(u, f)))
     }
 
     /// Whether `t if A op B else e`, with `diff` = t - e and `u` = A - B, is continuous: its
@@ -3287,6 +3429,34 @@ impl RealLowerer<'_> {
         best.map(|b| b.1).ok_or_else(|| "no interpolant".to_string())
     }
 
+    /// `d` when the gated block `aff + terms` is `p·d` ([`Self::diff_of`]): one product of weight
+    /// 1 of a positional 0/1 factor p and a difference d of two slots (weights ±1, no constant)
+    /// that is exactly 0 wherever p is 0. Its units compute relu(p)·fl(d) and relu(-p)·(-fl(d)),
+    /// exact but for fl(d), one addition of two exact terms: d'(1 + δ), |δ| ≤ u.
+    fn masked_difference(&self, aff: &Aff, terms: &[(f64, Term)]) -> Option<Aff> {
+        if self.opts.mlp != MlpMode::Gated || !aff.is_const() || aff.k != 0.0 || aff.dk != 0.0 {
+            return None;
+        }
+        let [(w, Term::Prod(a, b))] = terms else { return None };
+        if *w != 1.0 {
+            return None;
+        }
+        // (A condition true at every position folds to the constant 1.)
+        let mask = |p: &Aff| {
+            if p.is_const() && p.k == 1.0 && p.exact() {
+                return Some(vec![1.0; self.n]);
+            }
+            self.positional_values(p).filter(|v| v.iter().all(|&x| x == 0.0 || x == 1.0))
+        };
+        let (p, d) = match mask(a) {
+            Some(p) => (p, b),
+            None => (mask(b)?, a),
+        };
+        let two = d.c.len() == 2 && d.c.values().all(|c| c.abs() == 1.0) && d.k == 0.0 && d.exact() && d.dk == 0.0;
+        let zero = self.aff_zero(d);
+        (two && p.iter().zip(&zero).all(|(&pv, &z)| pv == 1.0 || z)).then(|| d.clone())
+    }
+
     /// When `a` reads only positional slots and takes at most 16 values: its value per position.
     fn positional_values(&self, a: &Aff) -> Option<Vec<f64>> {
         // (Its values are the stored coefficients': a form whose constants folded inexactly
@@ -3324,18 +3494,41 @@ impl RealLowerer<'_> {
         // With weights ±1 and f32 biases every pre-activation adds u's slots and its bias exactly
         // as written ([`Self::dot_err`]'s chain case): K = slots + 1 exact terms.
         let exact = units.iter().all(|&(dir, t, _)| Self::exact_terms(u, dir * (u.k - t)));
-        let pre = relative::Pre { gamma: pre_gamma, mag, terms: exact.then_some(u.c.len() + 1) };
+        // The largest single term (a materialised difference carrying the cancellation).
+        let big =
+            u.c.iter().map(|(s, &c)| c.abs() * (Err2::both(self.res[s].iv.mag()) + self.res[s].err)).fold(Err2::default(), |a, b| Err2 { f32: a.f32.max(b.f32), f64: a.f64.max(b.f64) });
+        let pre = relative::Pre { gamma: pre_gamma, mag, terms: exact.then_some(u.c.len() + 1), big };
         let sum_gamma = |active: usize| unary_sum_gamma(groups, c0, active);
         let rel = relative::unary(pl, units, w, c0, &input, &pre, &sum_gamma);
         self.rel.insert(out, rel);
         let (lo, hi) = (pl.knots[0], pl.knots[pl.knots.len() - 1]);
         // Row-shifted bounds (`relative::Shifted`): an exp of λ(s - m) + k with m a maximum of s
         // with exact scores...
-        let found = u.c.keys().find_map(|&m| {
-            let info = self.max_info.get(&m)?;
-            let (lam, rest) = u.split_max(m, &info.value)?;
-            (rest.c.is_empty() && u.exact()).then(|| (m, lam, info.clone()))
-        });
+        let find = |v: &Aff| {
+            v.c.keys().find_map(|&m| {
+                let info = self.max_info.get(&m)?;
+                let (lam, rest) = v.split_max(m, &info.value)?;
+                (rest.c.is_empty() && v.exact()).then(|| (m, lam, info.clone()))
+            })
+        };
+        // Or u = c·z + r with z a materialised difference d ([`Self::diff_of`]) such that
+        // c·d + r = λ(s - m) + k: the argument as the program states it, read with z's own
+        // rounding (below).
+        let mut via_diff: Option<(Aff, Err2)> = None;
+        let mut found = find(u);
+        if found.is_none() {
+            for (&z, &c) in &u.c {
+                let Some(d) = self.diff_of.get(&z) else { continue };
+                let mut rest = u.clone();
+                rest.c.remove(&z);
+                let sub = rest.clone().add(d, c);
+                if let Some(hit) = find(&sub) {
+                    via_diff = Some((sub, self.aff_mag(&rest)));
+                    found = Some(hit);
+                    break;
+                }
+            }
+        }
         if let (Some((rate, x_max)), Some((m, lam, info))) = (relative::exp_rate(f), found)
             && w > 0.0
         {
@@ -3346,14 +3539,24 @@ impl RealLowerer<'_> {
             // Where the common part is too large for that (it must keep them below the clamp),
             // it is charged per key instead, as an error of the head's own (valid too: the
             // common number is bounded like any other).
-            let iv = self.aff_iv(u);
+            let iv = self.aff_iv(via_diff.as_ref().map_or(u, |v| &v.0));
             let fits = |shift: Err2| {
                 let d = lam.abs() * shift.max();
                 iv.lo - d >= lo && iv.hi + d <= hi.min(x_max)
             };
             let split = [(info.own, es + info.common), (info.own + info.common, es)].into_iter().find(|&(_, shift)| fits(shift));
             if let Some((own, shift)) = split {
-                let input = vec![(Err2::default(), lam.abs() * (es + own))];
+                let moved = lam.abs() * (es + own);
+                // Through a materialised difference: u' = c·d'(1 + δ) + r', and c·d' = u'_d - r'
+                // with u'_d the argument from the computed slots, within `moved` of the
+                // reference x: the rounding |c·d'·δ| ≤ u·(|x| + moved + |r'|), relative to x.
+                let input = match &via_diff {
+                    None => vec![(Err2::default(), moved)],
+                    Some((_, rest_mag)) => {
+                        let u1 = Err2 { f32: U32, f64: U64 };
+                        vec![(u1, moved + u1 * (moved + *rest_mag))]
+                    }
+                };
                 let rel = relative::unary(pl, units, w, c0, &input, &pre, &sum_gamma);
                 // The same split into what every reader shares (the block's stored output, or its
                 // partial sums) and what each reader's own sum of the partial sums adds.
@@ -3482,8 +3685,13 @@ impl RealLowerer<'_> {
         if u.c.len() != 1 || u.k != 0.0 || c <= 0.0 {
             return None;
         }
-        let HeadInfo::Mean { value, rows } = self.head_info.get(&t)? else { return None };
-        if *value != ws.e {
+        let (value, rows): (SlotId, Vec<Vec<u32>>) = match self.head_info.get(&t)? {
+            HeadInfo::Mean { value, rows } => (*value, rows.clone()),
+            // (Every query keeps one key or none, as in a softmax over rows of one entry, n = 1:
+            // a mean over one key.)
+            HeadInfo::Gather { value, key } => (*value, key.iter().map(|&k| if k == u32::MAX { vec![] } else { vec![k] }).collect()),
+        };
+        if value != ws.e {
             return None;
         }
         // Per position: the gathered keys (as a multiset) are the mean's keys, c of them or none.
@@ -3972,6 +4180,9 @@ impl RealLowerer<'_> {
         {
             self.exact_grid.insert(out, g);
         }
+        if let Some(d) = self.masked_difference(aff, terms) {
+            self.diff_of.insert(out, d);
+        }
         if let Some(c) = carried {
             self.carried.insert(out, c);
         }
@@ -4028,7 +4239,7 @@ mod tests {
             1.0,
             f0,
             &vec![(Err2::default(), Err2::both(input_err))],
-            &relative::Pre { gamma: Err2::gamma(4, false), mag: Err2::both(10.0), terms: None },
+            &relative::Pre { gamma: Err2::gamma(4, false), mag: Err2::both(10.0), terms: None, big: Err2::default() },
             &|_| Err2::gamma(units.len() + 1, false),
         );
         let net = |x: f64| f0 + units.iter().map(|&(d, t, c)| c * (d * (x - t)).max(0.0)).sum::<f64>();

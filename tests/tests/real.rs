@@ -675,7 +675,7 @@ fn adversarial_instances(s: raspc::simulate::Shape, rng: &mut SplitMix) -> Vec<r
 #[test]
 fn universal_simulator_f32_certificate_holds_on_adversarial_inputs() {
     use raspc::simulate::{build as build_u, run_trials, Instance, Shape};
-    for (n, d, dv, h) in [(4, 4, 4, 1), (3, 4, 2, 2), (2, 2, 2, 1), (8, 8, 8, 1), (12, 12, 12, 1), (26, 26, 26, 1)] {
+    for (n, d, dv, h) in [(4, 4, 4, 1), (3, 4, 2, 2), (2, 2, 2, 1), (8, 8, 8, 1), (12, 12, 12, 1), (26, 26, 26, 1), (1, 12, 12, 1)] {
         let s = Shape { n, d, dv, h };
         let u = build_u(s, MlpMode::Gated, 1.0, None).unwrap();
         let report = u.compiled.report.clone().unwrap();
@@ -686,7 +686,9 @@ fn universal_simulator_f32_certificate_holds_on_adversarial_inputs() {
         // units' pre-activations round by the small argument s - m, not by its large terms
         // (`relative::Pre::rounding`; 1.19e-3·d at 26³ without it): up to d = 26 the f32 bound
         // is within 1e-3 of the largest |W| = d (entries in [-1, 1]) a T(X) can reach.
-        if n == d && d == dv {
+        // (n = 1: every row's softmax has one entry; its total is a one-key gather of E, which
+        // the ratio certificate takes as a mean over one key: 4.1e-3·d at 1 × 16 × 16 before.)
+        if n == d && d == dv || n == 1 {
             assert!(report.output_bound <= 1e-3 * d as f64, "{s:?}: f32 bound {}", report.output_bound);
         }
         let mut rng = SplitMix(77 + n as u64);
@@ -1134,12 +1136,12 @@ fn exact_products_on_a_grid_cost_nothing() {
 }
 
 /// U on the split input (`universal_split`, `raspc simulate --split`): the layout is exact (X =
-/// Xh + Xl, Xh on the grid), its f32 bound is below the plain layout's, and adversarial and
-/// random trials stay within it in f32 and f64.
+/// Xh + Xl, Xh on the grid), its f32 bound is well below the plain layout's, and adversarial
+/// and random trials stay within it in f32 and f64.
 #[test]
 fn universal_split_f32_certificate_holds_on_adversarial_inputs() {
     use raspc::simulate::{build_bounds, build_layout, run_trials, split_entry, Bounds, Instance, Layout, Shape};
-    for (n, d, dv, h) in [(4, 4, 4, 1), (3, 4, 2, 2), (8, 8, 8, 1), (12, 12, 12, 1)] {
+    for (n, d, dv, h) in [(4, 4, 4, 1), (3, 4, 2, 2), (8, 8, 8, 1), (12, 12, 12, 1), (24, 8, 8, 1), (9, 3, 5, 2), (1, 6, 4, 1), (5, 2, 2, 1)] {
         let s = Shape { n, d, dv, h };
         let b = Bounds { x: 1.0, a: 1.0, v: 1.0 };
         let layout = Layout::split_for(s, b);
@@ -1147,10 +1149,14 @@ fn universal_split_f32_certificate_holds_on_adversarial_inputs() {
         let u = build_layout(s, MlpMode::Gated, b, None, true, layout).unwrap();
         let plain = build_bounds(s, MlpMode::Gated, b, None, true).unwrap();
         let (bs, bp) = (u.compiled.report.as_ref().unwrap().output_bound, plain.compiled.report.as_ref().unwrap().output_bound);
-        assert!(bs < 0.85 * bp, "{s:?}: split f32 bound {bs:e}, plain {bp:e}");
-        if n == d && d == dv {
-            assert!(bs <= 0.5e-3 * d as f64, "{s:?}: split f32 bound {bs:e}");
-        }
+        // (At d = 3 the scores' sums are short and the two bounds close: 9.2e-5 and 1.0e-4.)
+        assert!(bs < if d >= 4 { 0.85 } else { 1.0 } * bp, "{s:?}: split f32 bound {bs:e}, plain {bp:e}");
+        // The exp reads (Sh - m) + Sc with Sh - m computed first (`relative::Pre::big`, a
+        // materialised difference): at these sizes the bound is within 1e-4 of d·max|X|·max|V|.
+        // (Where the S block covers the whole sequence, at (24, 8, 8), the difference's mask
+        // folds to 1: it was certified through the absolute path, 0.09·d, before.)
+        assert!(bs <= 1e-4 * d as f64, "{s:?}: split f32 bound {bs:e}");
+        assert_eq!(u.compiled.summary.layers, 7, "{s:?}");
         let mut rng = SplitMix(91 + n as u64);
         let mut trials: Vec<Instance> = (0..4).flat_map(|_| adversarial_instances(s, &mut rng)).collect();
         trials.extend((0..8).map(|_| Instance::random(s, 1.0, &mut rng)));

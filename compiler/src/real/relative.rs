@@ -44,6 +44,8 @@ pub(super) struct Pre {
     pub gamma: Err2,
     pub mag: Err2,
     pub terms: Option<usize>,
+    /// A bound every pre-activation has one term at least this large in (0: none known).
+    pub big: Err2,
 }
 
 impl Pre {
@@ -61,16 +63,23 @@ impl Pre {
     /// `|Σ_A| ≤ M_A` and `|Σ_A| = |whole - Σ_(not A)| ≤ W_i + M_i - M_A`, so `|Σ_A| ≤ (W_i + M_i)/2`.
     /// So `|ε_i| ≤ u·(W_i + (K - 2)·(W_i + M_i)/2 + (K - 1)·γ_K·M_i)`: where the argument is
     /// small and its terms are large (the softmax's `s - m` near the row maximum), about half
-    /// the worst chain, whose nodes are all as large as the terms' whole magnitude.
+    /// the worst chain, whose nodes are all as large as the terms' whole magnitude. And with
+    /// one term at least `Z = big` in size: a node A either holds it, `|Σ_A| ≤ W_i + M_i - M_A
+    /// ≤ W_i + M_i - Z`, or not, `|Σ_A| ≤ M_A ≤ M_i - Z`: every node is at most `W_i + M_i - Z`,
+    /// the other terms' size plus the window, when one large term carries all the cancellation
+    /// (the exp of `(s_h - m) + s_c` with `s_h - m` computed first).
     pub fn rounding(&self, sum_c: f64, sum_ct: f64, lo: f64, hi: f64) -> Err2 {
         let chain = self.gamma * (self.mag * sum_c + Err2::both(sum_ct));
         let Some(k) = self.terms else { return chain };
-        let inner = k.saturating_sub(2) as f64 / 2.0;
         // Σ|c_i|·W_i and Σ|c_i|·M_i.
         let cw = lo.abs().max(hi.abs()) * sum_c + sum_ct;
         let cm = self.mag * sum_c + Err2::both(sum_ct);
-        let win = |u: f64, cm: f64| u * (cw * (1.0 + inner) + cm * (inner + k.saturating_sub(1) as f64 * gamma_u(k, u)));
-        min2(chain, Err2 { f32: win(U32, cm.f32), f64: win(U64, cm.f64) })
+        // Σ|c_i|·node_i ≤ min(Σ|c_i|(W_i + M_i)/2, Σ|c_i|(W_i + M_i - Z)).
+        let win = |u: f64, cm: f64, big: f64| {
+            let node = ((cw + cm) / 2.0).min((cw + cm - big * sum_c).max(0.0));
+            u * (cw + k.saturating_sub(2) as f64 * node + cm * k.saturating_sub(1) as f64 * gamma_u(k, u))
+        };
+        min2(chain, Err2 { f32: win(U32, cm.f32, self.big.f32), f64: win(U64, cm.f64, self.big.f64) })
     }
 }
 
@@ -148,7 +157,10 @@ fn unary_terms(pl: &Pl, units: &[(f64, f64, f64)], w: f64, c0: f64, input: &Rel,
     };
     let tmax = units.iter().fold(0.0f64, |m, u| m.max(u.1.abs()));
     let mut out = vec![];
-    let absolute_input = input.len() == 1 && input[0].0 == Err2::default();
+    // One input pair (an absolute error, or one relative bound such as a materialised
+    // difference's rounding): the output may split between ρ and α at any threshold, as one
+    // source's pairs; several input pairs keep their index, one output each.
+    let absolute_input = input.len() == 1;
     for &(rho_in, alpha_in) in input {
         // Per segment: T_k and m_k.
         let mut tk = vec![];
@@ -699,7 +711,7 @@ mod tests {
             leaves.push(-t);
             let exact = x - f64::from(t);
             let mag: f64 = slots.iter().map(|&v| f64::from(v.abs())).sum();
-            let pre = Pre { gamma: Err2::both(1.0), mag: Err2::both(mag), terms: Some(k) };
+            let pre = Pre { gamma: Err2::both(1.0), mag: Err2::both(mag), terms: Some(k), big: Err2::default() };
             let (lo, hi) = (x - next(), x + next());
             let bound = pre.rounding(1.0, f64::from(t.abs()), lo, hi).f32;
             let chain = super::super::chain_err(&leaves.iter().map(|&v| f64::from(v.abs())).collect::<Vec<_>>(), U32);
@@ -733,8 +745,54 @@ mod tests {
         // About (K-2)/2 nodes at half the terms' size instead of a chain's K-1 at up to all of it
         // (large terms, K ≥ 6: U's exp block adds √d partial sums of a score, the maximum and a knot).
         assert!(gain > 0.0 && gain < 0.75, "{gain}");
+        // One term bounded by a large Z carrying the cancellation (`big`): the exp of
+        // `(s_h - m) + s_c` with z = s_h - m computed first, |z| ≤ Z = 2d² by its interval but
+        // small wherever the argument is. Every node of any tree is at most the window plus the
+        // other terms, far below half of all the terms' bounds.
+        let (mut worst, mut gain) = (0.0f64, 0.0f64);
+        for case in 0..600 {
+            let k = 3 + (case % 8);
+            let scale = 2f64.powi(6 + (case % 7) as i32);
+            let mut slots: Vec<f32> = (0..k - 2).map(|_| ((next() - 0.5) * scale / 8.0 / (k - 2) as f64) as f32).collect();
+            let others: f64 = slots.iter().map(|&v| f64::from(v)).sum();
+            slots.push((next() * 20.0 - 18.0 - others) as f32);
+            let t = (-20.0 * next()) as f32;
+            let x: f64 = slots.iter().map(|&v| f64::from(v)).sum();
+            let mut leaves = slots.clone();
+            leaves.push(-t);
+            let exact = x - f64::from(t);
+            let mag: f64 = slots[..k - 2].iter().map(|&v| f64::from(v.abs())).sum::<f64>() + scale;
+            let with = Pre { gamma: Err2::both(1.0), mag: Err2::both(mag), terms: Some(k), big: Err2::both(scale) };
+            let without = Pre { big: Err2::default(), ..with };
+            let (lo, hi) = (x - next(), x + next());
+            let bound = with.rounding(1.0, f64::from(t.abs()), lo, hi).f32;
+            let mut nodes = leaves.clone();
+            while nodes.len() > 1 {
+                let n = nodes.len();
+                let (i, j) = match case % 3 {
+                    0 => {
+                        let i = (next() * n as f64) as usize % n;
+                        (i, (i + 1 + (next() * (n - 1) as f64) as usize % (n - 1)) % n)
+                    }
+                    1 => (n - 2, n - 1),
+                    _ => (0, 1),
+                };
+                let (a, b) = (i.min(j), i.max(j));
+                let v = nodes[a] + nodes[b];
+                nodes.remove(b);
+                nodes[a] = v;
+            }
+            let err = (f64::from(nodes[0]) - exact).abs();
+            assert!(err <= bound, "case {case}: error {err} > {bound}");
+            worst = worst.max(err / bound);
+            if k >= 5 && scale >= 1024.0 {
+                gain = gain.max(bound / without.rounding(1.0, f64::from(t.abs()), lo, hi).f32);
+            }
+        }
+        assert!(worst > 0.01, "{worst}");
+        assert!(gain > 0.0 && gain < 0.5, "{gain}");
         // Without exact terms, or where the argument is as large as its terms, the chain bound.
-        let plain = Pre { gamma: Err2::both(1e-6), mag: Err2::both(100.0), terms: None };
+        let plain = Pre { gamma: Err2::both(1e-6), mag: Err2::both(100.0), terms: None, big: Err2::default() };
         assert_eq!(plain.rounding(1.0, 2.0, -1.0, 1.0), Err2::both(1e-6 * 102.0));
         let wide = Pre { terms: Some(4), ..plain };
         assert_eq!(wide.rounding(1.0, 2.0, -1e9, 1e9).f32, plain.rounding(1.0, 2.0, -1e9, 1e9).f32);
