@@ -12,25 +12,34 @@
 //! Fits the exponents of sizes and compile time in n and d, writes the table into
 //! docs/benchmarks.md between the `u-scale-bench` markers and prints it.
 //!
-//! `RASPC_U_SHAPES="n,d,dv,h;..."` replaces the shape list (the table is then only printed).
+//! Shapes marked `s` (`n,d,dv,h,s`) build U on the split input (`raspc simulate --split`,
+//! docs/universal-simulator.md "Split scores"); the fits use the plain layout's shapes only.
+//!
+//! `RASPC_U_SHAPES="n,d,dv,h[,s];..."` replaces the shape list (the table is then only printed).
 
-use raspc::simulate::{build, run_trials, Instance, Shape};
+use raspc::simulate::{build, build_layout, run_trials, Bounds, Instance, Layout, Shape};
 use raspc::verify::SplitMix;
 use raspc_compiler::real::MlpMode;
 
-const SHAPES: &[(usize, usize, usize, usize)] = &[
-    (4, 4, 4, 1),
-    (8, 8, 8, 1),
-    (16, 16, 16, 1),
-    (32, 32, 32, 1),
-    (64, 64, 64, 1),
-    (16, 8, 8, 1),
-    (32, 8, 8, 1),
-    (64, 8, 8, 1),
-    (8, 16, 16, 1),
-    (8, 32, 32, 1),
-    (8, 64, 64, 1),
-    (32, 32, 32, 4),
+const SHAPES: &[&str] = &[
+    "4,4,4,1",
+    "8,8,8,1",
+    "16,16,16,1",
+    "32,32,32,1",
+    "64,64,64,1",
+    "16,8,8,1",
+    "32,8,8,1",
+    "64,8,8,1",
+    "8,16,16,1",
+    "8,32,32,1",
+    "8,64,64,1",
+    "32,32,32,4",
+    "8,8,8,1,s",
+    "16,16,16,1,s",
+    "32,32,32,1,s",
+    "64,64,64,1,s",
+    "1,64,64,1,s",
+    "32,32,32,4,s",
 ];
 
 fn peak_rss_mb() -> f64 {
@@ -40,21 +49,28 @@ fn peak_rss_mb() -> f64 {
 
 /// One shape, in this process: a JSON object on stdout.
 fn one(spec: &str) {
-    let v: Vec<usize> = spec.split(',').map(|x| x.trim().parse().unwrap()).collect();
+    let split = spec.ends_with(",s");
+    let v: Vec<usize> = spec.trim_end_matches(",s").split(',').map(|x| x.trim().parse().unwrap()).collect();
     let s = Shape { n: v[0], d: v[1], dv: v[2], h: v[3] };
-    let run_max: usize = std::env::var("RASPC_U_RUN_MAX").ok().and_then(|x| x.parse().ok()).unwrap_or(20_000);
+    let run_max: usize = std::env::var("RASPC_U_RUN_MAX").ok().and_then(|x| x.parse().ok()).unwrap_or(24_000);
     let trials: usize = std::env::var("RASPC_U_TRIALS").ok().and_then(|x| x.parse().ok()).unwrap_or(2);
-    let u = build(s, MlpMode::Gated, 1.0, None).unwrap();
+    let u = if split {
+        let b = Bounds { x: 1.0, a: 1.0, v: 1.0 };
+        build_layout(s, MlpMode::Gated, b, None, true, Layout::split_for(s, b)).unwrap()
+    } else {
+        build(s, MlpMode::Gated, 1.0, None).unwrap()
+    };
+    let positions = s.seq_len_in(u.layout);
     let compile_rss = peak_rss_mb();
     let bytes = u.compiled.checkpoint.to_bytes().map(|b| b.len()).unwrap_or(0);
     let sum = &u.compiled.summary;
     let rep = u.compiled.report.as_ref().unwrap();
     let mut row = serde_json::json!({
-        "n": s.n, "d": s.d, "dv": s.dv, "h": s.h, "positions": s.seq_len(), "layers": sum.layers, "heads": sum.heads,
+        "n": s.n, "d": s.d, "dv": s.dv, "h": s.h, "layout": if split { "split" } else { "plain" }, "positions": positions, "layers": sum.layers, "heads": sum.heads,
         "d_model": sum.d_model, "params": sum.params, "nonzero": sum.nonzero, "bytes": bytes, "compile_s": u.compile_ms / 1e3,
         "compile_rss_mb": compile_rss, "bound_f64": rep.output_bound_f64, "bound_f32": rep.output_bound,
     });
-    if s.seq_len() <= run_max && trials > 0 {
+    if positions <= run_max && trials > 0 {
         let mut rng = SplitMix((s.n * 1000 + s.d * 100 + s.dv * 10 + s.h) as u64);
         let inst: Vec<Instance> = (0..trials).map(|_| Instance::random(s, 1.0, &mut rng)).collect();
         let scale = inst.iter().map(|i| raspc::simulate::reference(i).unwrap().iter().fold(0.0f64, |m, x| m.max(x.abs()))).fold(f64::INFINITY, f64::min);
@@ -94,7 +110,7 @@ fn main() {
     let custom = std::env::var("RASPC_U_SHAPES").ok();
     let shapes: Vec<String> = match &custom {
         Some(s) => s.split(';').map(str::to_string).collect(),
-        None => SHAPES.iter().map(|(n, d, dv, h)| format!("{n},{d},{dv},{h}")).collect(),
+        None => SHAPES.iter().map(|s| s.to_string()).collect(),
     };
     let exe = std::env::current_exe().unwrap();
     let mut rows: Vec<serde_json::Value> = vec![];
@@ -116,19 +132,21 @@ fn main() {
     let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
     let e = |r: &serde_json::Value, k: &str| r.get(k).and_then(|x| x.as_f64()).map_or("-".to_string(), |x| format!("{x:.2e}"));
     let mut table = String::from(
-        "| n | d | dv | h | positions | heads | d_model | params | nonzero | checkpoint MB | compile s | peak MB (compile) | bound f64 | bound f32 | bound f32 / d | min max\\|T\\| | rel err f64 | rel err f32 | forward ms f64 (per trial / one more) | forward ms f32 (one more) | direct T(X) ms | one more f64 / direct |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| n | d | dv | h | layout | positions | layers | heads | d_model | params | nonzero | checkpoint MB | compile s | peak MB (compile) | bound f64 | bound f32 | bound f32 / d | min max\\|T\\| | rel err f64 | rel err f32 | forward ms f64 (per trial / one more) | forward ms f32 (one more) | direct T(X) ms | one more f64 / direct |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let ms = |r: &serde_json::Value, k: &str| r.get(k).and_then(|x| x.as_f64());
     let mut violations = 0.0;
     for r in &rows {
         violations += r.get("violations_f64").and_then(|x| x.as_f64()).unwrap_or(0.0) + r.get("violations_f32").and_then(|x| x.as_f64()).unwrap_or(0.0);
         table += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2e} | {:.2e} | {:.2e} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2e} | {:.2e} | {:.2e} | {} | {} | {} | {} | {} | {} | {} |\n",
             r["n"],
             r["d"],
             r["dv"],
             r["h"],
+            r["layout"].as_str().unwrap_or("plain"),
             r["positions"],
+            r["layers"],
             r["heads"],
             r["d_model"],
             r["params"],
@@ -154,14 +172,15 @@ fn main() {
     // least-squares slope of log(quantity) over the series, and (in brackets) the slope between
     // its two largest shapes, which is closest to the asymptotic exponent.
     let series = |cond: &dyn Fn(&serde_json::Value) -> bool, x: &str, k: &str| -> String {
-        let mut pts: Vec<(f64, f64)> = rows.iter().filter(|r| r["h"] == 1 && r["dv"] == r["d"] && cond(r)).map(|r| (f(r, x), f(r, k))).filter(|p| p.1.is_finite()).collect();
+        let mut pts: Vec<(f64, f64)> =
+            rows.iter().filter(|r| r["h"] == 1 && r["dv"] == r["d"] && r["layout"] == "plain" && cond(r)).map(|r| (f(r, x), f(r, k))).filter(|p| p.1.is_finite()).collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         if pts.len() < 2 {
             return "-".into();
         }
         format!("{:.2} ({:.2})", slope(&pts), slope(&pts[pts.len() - 2..]))
     };
-    let mut fit = String::from("\n| quantity | exponent in n (d = dv = 8) | exponent in d = dv (n = 8) | exponent along n = d = dv |\n|---|---|---|---|\n");
+    let mut fit = String::from("\nExponents (plain layout):\n\n| quantity | exponent in n (d = dv = 8) | exponent in d = dv (n = 8) | exponent along n = d = dv |\n|---|---|---|---|\n");
     for k in ["positions", "heads", "d_model", "params", "nonzero", "bytes", "compile_s", "compile_rss_mb", "warm_f64_ms"] {
         fit += &format!("| {k} | {} | {} | {} |\n", series(&|r| r["d"] == 8, "n", k), series(&|r| r["n"] == 8, "d", k), series(&|r| r["n"] == r["d"], "n", k));
     }

@@ -828,6 +828,50 @@ fn simulate_builds_u_and_the_inspection_tools_work_on_it() {
 }
 
 /// `raspc simulate --target`: a user's attention layer from a safetensors file.
+/// `simulate --split`: U on the split input, in the terminal's text and in JSON, on random
+/// layers and on a user's layer (`--target`), with its smaller f32 bound.
+#[test]
+fn simulate_split_builds_u_on_the_split_input() {
+    let (code, out, err) = cli(&["simulate", "--n", "5", "--d", "6", "--dv", "3", "--trials", "20", "--dtype", "f32", "--split", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let (code, out, _) = cli(&["simulate", "--n", "5", "--d", "6", "--dv", "3", "--trials", "20", "--dtype", "f32", "--json"]);
+    assert_eq!(code, 0);
+    let plain: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    // [Xh; Xl; Ah; Al; V]: 2·30 + 2·36 + 18 positions, on the grid 2^-6 (d = 6: Sh = Xh·Ah·Xhᵀ
+    // is at most 36 on the grid 2^-18, 36·2^18 ≤ 2^24; on 2^-7, 36·2^21 would not be).
+    assert_eq!((j["seq_len"].as_u64(), j["split_grid"].as_i64(), j["layers"].as_u64()), (Some(150), Some(-6), Some(7)), "{j}");
+    assert_eq!((plain["seq_len"].as_u64(), plain["split_grid"].as_i64()), (Some(84), None));
+    assert_eq!((j["failures"].as_u64(), j["bound_violations"].as_u64()), (Some(0), Some(0)));
+    let (bs, bp) = (j["certified_bound_f32"].as_f64().unwrap(), plain["certified_bound_f32"].as_f64().unwrap());
+    assert!(bs < 0.7 * bp && j["max_abs_err"].as_f64().unwrap() <= bs, "{bs} vs {bp}");
+    // The text names the positions of the split layout.
+    let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--trials", "3", "--split"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("20 positions") && out.contains("layers 7"), "{out}");
+    // A user's layer: the same output as the plain layout within both bounds.
+    let t = temp("split-target.safetensors");
+    write_safetensors(&t, &[("A", vec![0.5f32, -0.25, 0.125, 1.0], vec![2usize, 2]), ("V", vec![1.0, 0.0, -0.5, 0.75], vec![2, 2])]);
+    let run = |split: bool| -> serde_json::Value {
+        let mut args = vec!["simulate", "--target", t.to_str().unwrap(), "--input", "[[0.3, -0.7], [0.9, 0.1], [-1, 0.5]]", "--dtype", "f32", "--json"];
+        if split {
+            args.push("--split");
+        }
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    let (s, p) = (run(true), run(false));
+    let flat = |j: &serde_json::Value, k: &str| -> Vec<f64> {
+        j[k].as_array().unwrap().iter().flat_map(|h| h.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()))).collect()
+    };
+    let tol = s["certified_bound_f32"].as_f64().unwrap() + p["certified_bound_f32"].as_f64().unwrap();
+    assert_eq!(flat(&s, "expected"), flat(&p, "expected"));
+    for (a, b) in flat(&s, "output").iter().zip(flat(&p, "output")) {
+        assert!((a - b).abs() <= tol, "{a} vs {b}");
+    }
+}
+
 #[test]
 fn simulate_runs_a_users_attention_layer() {
     let t = temp("T.safetensors");
