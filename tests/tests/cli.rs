@@ -848,7 +848,7 @@ fn simulate_split_builds_u_on_the_split_input() {
     // The text names the positions of the split layout.
     let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--trials", "3", "--split"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("20 positions") && out.contains("layers 7"), "{out}");
+    assert!(out.contains("split input: X and A as multiples of 2^-7 plus remainders, 20 positions") && out.contains("layers 7"), "{out}");
     // A user's layer: the same output as the plain layout within both bounds.
     let t = temp("split-target.safetensors");
     write_safetensors(&t, &[("A", vec![0.5f32, -0.25, 0.125, 1.0], vec![2usize, 2]), ("V", vec![1.0, 0.0, -0.5, 0.75], vec![2, 2])]);

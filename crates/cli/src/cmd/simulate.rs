@@ -247,8 +247,20 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
         } else {
             format!("X in [-{xb}, {xb}], A in [-{ab}, {ab}], V in [-{vb}, {vb}]")
         };
-        let _ =
-            writeln!(out, "U for n={} d={} dv={} heads={} ({} MLPs, {ranges}, {} positions): {sum}", s.n, s.d, s.dv, s.h, format!("{:?}", a.mlp).to_lowercase(), s.seq_len_in(layout));
+        let split = match layout {
+            simulate::Layout::Split { e } => format!(", split input: X and A as multiples of 2^{e} plus remainders"),
+            simulate::Layout::Plain => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "U for n={} d={} dv={} heads={} ({} MLPs, {ranges}{split}, {} positions): {sum}",
+            s.n,
+            s.d,
+            s.dv,
+            s.h,
+            format!("{:?}", a.mlp).to_lowercase(),
+            s.seq_len_in(layout)
+        );
         let _ = writeln!(
             out,
             "compiled in {:.1} ms; certified |U - T| <= {:.3e} (f64 evaluation), {:.3e} (f32): {:.2e} and {:.2e} of d·max|X|·max|V| = {}, the largest |XV| these bounds allow",
