@@ -176,9 +176,10 @@ fn pow2_exp(c: f64) -> Option<i32> {
 }
 
 /// Whether numbers on the grid 2^g whose magnitudes sum to at most `mag` are f32 numbers, with
-/// every partial sum of them: at most 2^(g+24).
+/// every partial sum of them: at most 2^(g+24), and within f32's range (the grid no finer than
+/// its smallest subnormal step 2^-149, the sum below 2^126).
 fn grid_fits(g: i32, mag: f64) -> bool {
-    g == i32::MAX || mag <= (f64::from(g) + 24.0).exp2()
+    g == i32::MAX || (g >= -149 && mag <= (f64::from(g) + 24.0).exp2() && mag <= 2f64.powi(126))
 }
 
 fn gamma_u(n: usize, u: f64) -> f64 {
@@ -1055,6 +1056,8 @@ struct RealLowerer<'a> {
     /// constant), masked by a positional 0/1 factor that is 1 wherever d can be nonzero: its
     /// computed value is `d'·(1 + δ)`, |δ| ≤ u, d' the difference of the computed slots.
     diff_of: HashMap<SlotId, Aff>,
+    /// Heads, per token position: the query selects no key there (the head writes an exact 0).
+    no_key: HashMap<SlotId, Vec<bool>>,
     /// Sums split by [`Self::blocked_resident`] into an exact part and the rest: each part by
     /// its expression, as the slots that hold it ([`Self::canon`] reads them there).
     part_cache: HashMap<String, Aff>,
@@ -1203,6 +1206,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         input_grid: vec![None; max_len],
         exact_grid: HashMap::new(),
         diff_of: HashMap::new(),
+        no_key: HashMap::new(),
         part_cache: HashMap::new(),
         grid: crate::positional::Tables::new(g, &g.ancestors(root), max_len),
         grid_inputs: None,
@@ -1241,7 +1245,7 @@ pub fn lower(g: &Graph, root: NodeId, max_len: usize, opts: &RealOptions) -> Res
         }
     }
     for &(start, end, e) in &opts.grids {
-        let fits = start < end && end <= max_len && (-150..=100).contains(&e) && lw.input_iv[start..end].iter().all(|iv| grid_fits(e, iv.mag()));
+        let fits = start < end && end <= max_len && (-149..=100).contains(&e) && lw.input_iv[start..end].iter().all(|iv| grid_fits(e, iv.mag()));
         if !fits {
             return Err(vec![Diagnostic::error(
                 "compile::bounds",
@@ -2125,6 +2129,9 @@ impl RealLowerer<'_> {
             }
         }
         // Exact zeros: queries with no selected key read the default 0.
+        if ctx.is_none() {
+            self.no_key.insert(out, m.iter().map(Vec::is_empty).collect());
+        }
         let vz = self.aff_zero(v);
         let zero_rows: Vec<bool> = m.iter().map(|r| r.iter().all(|&k| vz[k as usize])).collect();
         self.zero.insert(out, crate::positional::per_position(self.n, ctx, &zero_rows));
@@ -2452,7 +2459,7 @@ impl RealLowerer<'_> {
         // too, which later readers of either find ([`Self::canon`]).
         if let (Some((slot, n_exact)), Ex::Add(ea, eb)) = (exact_slot, ex) {
             let (aa, ta) = self.decompose(ea, label)?;
-            if aa.is_const() && aa.k == 0.0 && aa.dk == 0.0 && ta.len() == n_exact && self.grid_terms(&aa, &ta).is_some() {
+            if aa.is_const() && aa.k == 0.0 && aa.exact() && ta.len() == n_exact && self.grid_terms(&aa, &ta).is_some() {
                 self.mat_cache.insert(format!("{ea:?}"), slot);
                 let mut rest = out.clone();
                 rest.c.remove(&slot);
@@ -3299,8 +3306,9 @@ impl RealLowerer<'_> {
         if ga == i32::MAX || gb == i32::MAX {
             return Some((i32::MAX, 0.0));
         }
+        // (The unit's product relu(a)·b before its output weight must be an f32 number too.)
         let (g, mag) = (ga + gb + j, ma * mb * w.abs());
-        grid_fits(g, mag).then_some((g, mag))
+        (grid_fits(g, mag) && grid_fits(ga + gb, ma * mb)).then_some((g, mag))
     }
 
     /// When an MLP `aff + Σ w·term` is a sum of exact products on grids ([`Self::grid_prod`])
@@ -3442,19 +3450,26 @@ impl RealLowerer<'_> {
             return None;
         }
         // (A condition true at every position folds to the constant 1.)
+        // p computed exactly: weights ±1 on positional slots whose stored values are f32
+        // numbers (so its 0s and 1s are exact).
         let mask = |p: &Aff| {
             if p.is_const() && p.k == 1.0 && p.exact() {
                 return Some(vec![1.0; self.n]);
             }
-            self.positional_values(p).filter(|v| v.iter().all(|&x| x == 0.0 || x == 1.0))
+            let exact = Self::exact_terms(p, p.k) && p.c.keys().all(|s| self.pos_vals.get(s).is_some_and(|v| v.iter().all(|&x| f32_exact(x))));
+            self.positional_values(p).filter(|v| exact && v.iter().all(|&x| x == 0.0 || x == 1.0))
         };
         let (p, d) = match mask(a) {
             Some(p) => (p, b),
             None => (mask(b)?, a),
         };
         let two = d.c.len() == 2 && d.c.values().all(|c| c.abs() == 1.0) && d.k == 0.0 && d.exact() && d.dk == 0.0;
-        let zero = self.aff_zero(d);
-        (two && p.iter().zip(&zero).all(|(&pv, &z)| pv == 1.0 || z)).then(|| d.clone())
+        // Where p is 0, d' must be 0 as computed (z' = 0 there): each slot of d computes its exact
+        // value (error 0), or is a head that selects no key there (it writes an exact 0).
+        let computed_zero = |q: usize| {
+            d.c.keys().all(|s| self.res.get(s).is_some_and(|r| r.err == Err2::default()) && self.zero.get(s).is_some_and(|z| z[q]) || self.no_key.get(s).is_some_and(|z| z[q]))
+        };
+        (two && p.iter().enumerate().all(|(q, &pv)| pv == 1.0 || computed_zero(q))).then(|| d.clone())
     }
 
     /// When `a` reads only positional slots and takes at most 16 values: its value per position.

@@ -138,6 +138,29 @@ def main(job_path):
                 failures.append(f"universal{shape}: trial {trial}: error {err:.3e} exceeds the bound {u.bound:.3e}")
         print(f"universal{shape}: 10 trials, max |U - T| {worst:.3e}, bound {u.bound:.3e}", flush=True)
 
+    # U on the split input: the same T(X) within its (smaller) bound, pickled with its layout,
+    # and an entry past the bounds named as given.
+    plain, split = raspc.universal(4, 6, 3, 1), raspc.universal(4, 6, 3, 1, split=True)
+    checks += 2
+    if not (split.split == -6 and plain.split is None and split.bound < 0.7 * plain.bound):
+        failures.append(f"universal split: grid {split.split}, bound {split.bound:.3e} against {plain.bound:.3e}")
+    rng = np.random.default_rng(11)
+    x, a, v = rng.uniform(-1, 1, (4, 6)), rng.uniform(-1, 1, (6, 6)), rng.uniform(-1, 1, (6, 3))
+    s = x @ a @ x.T
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    want = (p / p.sum(axis=1, keepdims=True)) @ x @ v
+    got = split.simulate(x, a, v)[0]
+    again = pickle.loads(pickle.dumps(split))
+    if not (float(np.abs(got - want).max()) <= split.bound and again.split == split.split and np.array_equal(again.simulate(x, a, v)[0], got)):
+        failures.append(f"universal split: error {float(np.abs(got - want).max()):.3e} (bound {split.bound:.3e}), or lost in a pickle")
+    try:
+        split.simulate(np.full((4, 6), 1.5), a, v)
+        failures.append("universal split: X of 1.5 accepted by U built for [-1, 1]")
+    except raspc.RaspcError as e:
+        if "X[0, 0] is 1.5" not in str(e):
+            failures.append(f"universal split: {e}")
+    print(f"universal split (4, 6, 3): |U - T| {float(np.abs(got - want).max()):.3e}, bound {split.bound:.3e} (plain {plain.bound:.3e})", flush=True)
+
     # A head as a model holds it (torch tensors requiring grad, bfloat16, TransformerLens's
     # [heads, d, d_head] W_Q/W_K/W_V, a 1/sqrt(d_head) scale): simulate_head builds U for each
     # block's own largest entry, and its bound is tighter than one bound for all three blocks.

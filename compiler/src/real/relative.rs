@@ -689,6 +689,27 @@ mod tests {
         assert!(shared(0.01, 0.0, 4, 1.0, 4.0).bound(Err2::default(), Err2::default(), 0.9375).is_some());
     }
 
+    /// The f32 sum of `nodes` in a tree: `how` 0 random pairs, 1 a chain from the end, else a
+    /// chain from the start.
+    fn tree_sum(mut nodes: Vec<f32>, how: usize, next: &mut dyn FnMut() -> f64) -> f32 {
+        while nodes.len() > 1 {
+            let n = nodes.len();
+            let (i, j) = match how {
+                0 => {
+                    let i = (next() * n as f64) as usize % n;
+                    (i, (i + 1 + (next() * (n - 1) as f64) as usize % (n - 1)) % n)
+                }
+                1 => (n - 2, n - 1),
+                _ => (0, 1),
+            };
+            let (a, b) = (i.min(j), i.max(j));
+            let v = nodes[a] + nodes[b];
+            nodes.remove(b);
+            nodes[a] = v;
+        }
+        nodes[0]
+    }
+
     #[test]
     fn cancelling_pre_activations_round_by_the_window_not_the_terms() {
         // Softmax-like pre-activations: K - 1 large terms (scores' partial sums and minus the row
@@ -719,22 +740,7 @@ mod tests {
             if case % 4 == 3 {
                 nodes.sort_by(|a, b| b.abs().total_cmp(&a.abs()));
             }
-            while nodes.len() > 1 {
-                let n = nodes.len();
-                let (i, j) = match case % 4 {
-                    0 => {
-                        let i = (next() * n as f64) as usize % n;
-                        (i, (i + 1 + (next() * (n - 1) as f64) as usize % (n - 1)) % n)
-                    }
-                    1 => (n - 2, n - 1),
-                    _ => (0, 1),
-                };
-                let (a, b) = (i.min(j), i.max(j));
-                let v = nodes[a] + nodes[b];
-                nodes.remove(b);
-                nodes[a] = v;
-            }
-            let err = (f64::from(nodes[0]) - exact).abs();
+            let err = (f64::from(tree_sum(nodes, case % 4, &mut next)) - exact).abs();
             assert!(err <= bound, "case {case}: error {err} > {bound}");
             worst = worst.max(err / bound);
             if scale >= 512.0 && k >= 6 {
@@ -766,23 +772,7 @@ mod tests {
             let without = Pre { big: Err2::default(), ..with };
             let (lo, hi) = (x - next(), x + next());
             let bound = with.rounding(1.0, f64::from(t.abs()), lo, hi).f32;
-            let mut nodes = leaves.clone();
-            while nodes.len() > 1 {
-                let n = nodes.len();
-                let (i, j) = match case % 3 {
-                    0 => {
-                        let i = (next() * n as f64) as usize % n;
-                        (i, (i + 1 + (next() * (n - 1) as f64) as usize % (n - 1)) % n)
-                    }
-                    1 => (n - 2, n - 1),
-                    _ => (0, 1),
-                };
-                let (a, b) = (i.min(j), i.max(j));
-                let v = nodes[a] + nodes[b];
-                nodes.remove(b);
-                nodes[a] = v;
-            }
-            let err = (f64::from(nodes[0]) - exact).abs();
+            let err = (f64::from(tree_sum(leaves.clone(), case % 3, &mut next)) - exact).abs();
             assert!(err <= bound, "case {case}: error {err} > {bound}");
             worst = worst.max(err / bound);
             if k >= 5 && scale >= 1024.0 {

@@ -443,10 +443,23 @@ fn load_bytes(bytes: &[u8]) -> PyResult<NativeModel> {
 /// The universal simulator U for the given shapes: (model, certified bound in f32). A's entries
 /// in [-bound, bound], X's in [-x_bound, x_bound], V's in [-v_bound, v_bound] (both default to
 /// `bound`).
+/// `split`: U on the split input (`universal_split`, docs/universal-simulator.md "Split
+/// scores"); the grid exponent e of the high parts is returned (None for the plain layout).
 #[pyfunction]
-#[pyo3(signature = (n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None, v_bound=None))]
+#[pyo3(signature = (n, d, dv, heads, mlp="gated", bound=1.0, x_bound=None, v_bound=None, split=false))]
 #[allow(clippy::too_many_arguments)]
-fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &str, bound: f64, x_bound: Option<f64>, v_bound: Option<f64>) -> PyResult<(NativeModel, f64, String)> {
+fn universal(
+    py: Python<'_>,
+    n: usize,
+    d: usize,
+    dv: usize,
+    heads: usize,
+    mlp: &str,
+    bound: f64,
+    x_bound: Option<f64>,
+    v_bound: Option<f64>,
+    split: bool,
+) -> PyResult<(NativeModel, f64, String, Option<i32>)> {
     let mode = match mlp {
         "relu" => raspc_compiler::real::MlpMode::Relu,
         "gated" => raspc_compiler::real::MlpMode::Gated,
@@ -454,10 +467,15 @@ fn universal(py: Python<'_>, n: usize, d: usize, dv: usize, heads: usize, mlp: &
     };
     let shape = raspc::simulate::Shape { n, d, dv, h: heads };
     let bounds = raspc::simulate::Bounds { x: x_bound.unwrap_or(bound), a: bound, v: v_bound.unwrap_or(bound) };
-    let u = big_stack_interruptible(py, move || raspc::simulate::build_bounds(shape, mode, bounds, None, false))?;
+    let layout = if split { raspc::simulate::Layout::split_for(shape, bounds) } else { raspc::simulate::Layout::Plain };
+    let u = big_stack_interruptible(py, move || raspc::simulate::build_layout(shape, mode, bounds, None, false, layout))?;
     let b = u.compiled.report.as_ref().map_or(f64::NAN, |r| r.output_bound);
     let summary = u.compiled.summary.to_string();
-    Ok((NativeModel::new(u.compiled.checkpoint, None)?, b, summary))
+    let e = match layout {
+        raspc::simulate::Layout::Split { e } => Some(e),
+        raspc::simulate::Layout::Plain => None,
+    };
+    Ok((NativeModel::new(u.compiled.checkpoint, None)?, b, summary, e))
 }
 
 /// An atom as JSON for Python: a non-finite float (which JSON cannot hold) as `{"float": "inf"}`
@@ -498,10 +516,13 @@ fn eval(py: Python<'_>, source: String, input_json: String, entry: Option<String
     })
 }
 
-/// ⟨T, X⟩ for U (zero-padded to its sequence length): `x` n×d, `a` h×d×d, `v` h×d×dv.
+/// ⟨T, X⟩ for U (zero-padded to its sequence length): `x` n×d, `a` h×d×d, `v` h×d×dv; with
+/// `split` = e, in the split layout on the grid 2^e.
 #[pyfunction]
-fn universal_encode(x: Vec<Vec<f64>>, a: Vec<Vec<Vec<f64>>>, v: Vec<Vec<Vec<f64>>>) -> Vec<f64> {
-    raspc::simulate::Instance { x, a, v }.encode()
+#[pyo3(signature = (x, a, v, split=None))]
+fn universal_encode(x: Vec<Vec<f64>>, a: Vec<Vec<Vec<f64>>>, v: Vec<Vec<Vec<f64>>>, split: Option<i32>) -> Vec<f64> {
+    let layout = split.map_or(raspc::simulate::Layout::Plain, |e| raspc::simulate::Layout::Split { e });
+    raspc::simulate::Instance { x, a, v }.encode_in(layout)
 }
 
 #[pymodule]

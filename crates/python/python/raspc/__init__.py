@@ -520,13 +520,15 @@ class Model:
 class Universal(Model):
     """The universal simulator U for attention layers of a given shape (``raspc.universal``)."""
 
-    def __init__(self, native, shape, bound, summary):
+    def __init__(self, native, shape, bound, summary, split=None):
         super().__init__(native, summary)
         self.shape = shape
         self.bound = bound
+        # The split layout's grid exponent e (``universal(..., split=True)``), or None.
+        self.split = split
 
     def __reduce__(self):
-        return (_universal_from_bytes, (self.to_bytes(), self.shape, self.bound))
+        return (_universal_from_bytes, (self.to_bytes(), self.shape, self.bound, self.split))
 
     def encode_instance(self, x, a, v):
         """⟨T, X⟩, U's input sequence: X (n×d), A (h×d×d), V (h×d×dv), zero-padded. With one
@@ -553,6 +555,8 @@ class Universal(Model):
                 raise RaspcError(f"{name}{at(name, bad)} is {float(m[bad])!r}, not finite: entries must be finite numbers")
         # The bounds U was certified for, from its checkpoint (X's block, then A's and V's).
         real = self._config.get("real_input") or {}
+        if self.split is not None:
+            return self._encode_split(x, a, v, real, at)
         seq = 0
         for name, m in (("X", x), ("A", a), ("V", v)):
             lo, hi = real.get("lo", -_math.inf), real.get("hi", _math.inf)
@@ -565,6 +569,30 @@ class Universal(Model):
                 raise RaspcError(f"{name}{at(name, bad)} is {float(m[bad])!r}, outside [{lo}, {hi}], the entries this U was built and certified for (raspc.universal(..., bound=, x_bound=))")
             seq += m.size
         return _raspc.universal_encode(x.tolist(), a.tolist(), v.tolist())
+
+    def _encode_split(self, x, a, v, real, at):
+        """The split layout [Xh; Xl; Ah; Al; V]: every position within its block's certified
+        bounds (high parts on the grid, remainders within half a step), else the entry named."""
+        import numpy as np
+
+        seq = _raspc.universal_encode(x.tolist(), a.tolist(), v.tolist(), self.split)
+        # Which entry each position of the input blocks holds.
+        owners = []
+        for part in ("high part", "remainder"):
+            owners += [("X", idx, part) for idx in np.ndindex(x.shape)]
+        for part in ("high part", "remainder"):
+            owners += [("A", idx, part) for idx in np.ndindex(a.shape)]
+        owners += [("V", idx, None) for idx in np.ndindex(v.shape)]
+        arrays = {"X": x, "A": a, "V": v}
+        for p, (name, idx, part) in enumerate(owners):
+            lo, hi = real.get("lo", -_math.inf), real.get("hi", _math.inf)
+            for b in real.get("blocks", []):
+                if b["start"] <= p < b["end"]:
+                    lo, hi = b["lo"], b["hi"]
+            if not lo <= seq[p] <= hi:
+                what = f" (its {part} {seq[p]!r} is outside [{lo}, {hi}])" if part else f", outside [{lo}, {hi}]"
+                raise RaspcError(f"{name}{at(name, idx)} is {float(arrays[name][idx])!r}{what}: outside the entries this U was built and certified for (raspc.universal(..., bound=, x_bound=))")
+        return seq
 
     def simulate(self, x, a, v, attention="hard"):
         """U(⟨T, X⟩): the output of the attention layer T (softmax(X A_t Xᵀ) X V_t per head), as
@@ -766,9 +794,9 @@ def from_bytes(data):
     return Model(_raspc.load_bytes(bytes(data)))
 
 
-def _universal_from_bytes(data, shape, bound):
+def _universal_from_bytes(data, shape, bound, split=None):
     m = from_bytes(data)
-    return Universal(m._native, tuple(shape), bound, m.summary)
+    return Universal(m._native, tuple(shape), bound, m.summary, split)
 
 
 def _real_array(name, value):
@@ -888,12 +916,15 @@ def _number(name, x):
         raise RaspcError(f"{name} must be a number, not {x!r}") from None
 
 
-def universal(n, d, dv, heads=1, mlp="gated", bound=1.0, x_bound=None, v_bound=None):
+def universal(n, d, dv, heads=1, mlp="gated", bound=1.0, x_bound=None, v_bound=None, *, split=False):
     """Builds the universal simulator U (docs/universal-simulator.md) for attention layers T with
     ``heads`` heads over X of n×d, values of width dv, entries of A in [-bound, bound], of X in
     [-x_bound, x_bound] and of V in [-v_bound, v_bound] (both default to ``bound``).
     ``u.simulate(x, a, v)`` runs it; ``u.bound`` is the certified bound on |U(⟨T,X⟩) - T(X)|
-    (f32). :func:`simulate_head` builds U for a given layer's own entries."""
+    (f32). ``split=True``: U on the split input (X and A as a coarse high part plus the
+    remainder, the scores' high part exact: a much smaller f32 bound at large d, for 7 layers
+    and about 1.7x the positions; the CLI's ``simulate --split``). :func:`simulate_head` builds
+    U for a given layer's own entries."""
     n, d, dv, heads = (_count(name, v, 1) for name, v in (("n", n), ("d", d), ("dv", dv), ("heads", heads)))
     if max(n, d, dv, heads) > 4096:
         raise RaspcError(f"n, d, dv and heads must be at most 4096 (got {n}, {d}, {dv}, {heads})")
@@ -905,5 +936,7 @@ def universal(n, d, dv, heads=1, mlp="gated", bound=1.0, x_bound=None, v_bound=N
     for name, x in (("bound", bound), ("x_bound", x_bound), ("v_bound", v_bound)):
         if x is not None and not (_math.isfinite(x) and x > 0):
             raise RaspcError(f"{name} must be a positive finite number, not {x!r}")
-    native, b, summary = _raspc.universal(n, d, dv, heads, mlp, bound, x_bound, v_bound)
-    return Universal(native, (n, d, dv, heads), b, summary)
+    if not isinstance(split, bool):
+        raise RaspcError(f"split must be True or False, not {split!r}")
+    native, b, summary, e = _raspc.universal(n, d, dv, heads, mlp, bound, x_bound, v_bound, split)
+    return Universal(native, (n, d, dv, heads), b, summary, e)
