@@ -12,6 +12,7 @@ layers within its certified bound. Prints one line per case and finally
 """
 
 import json
+import pickle
 import sys
 import time
 import warnings
