@@ -846,8 +846,17 @@ fn simulate_split_builds_u_on_the_split_input() {
     let (bs, bp) = (j["certified_bound_f32"].as_f64().unwrap(), plain["certified_bound_f32"].as_f64().unwrap());
     assert!(bs < 0.7 * bp && j["max_abs_err"].as_f64().unwrap() <= bs, "{bs} vs {bp}");
     // The text names the positions of the split layout.
-    let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--trials", "3", "--split"]);
+    let u = temp("U-split.safetensors");
+    let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--trials", "3", "--split", "-o", u.to_str().unwrap(), "--force"]);
     assert_eq!(code, 0, "{out}{err}");
+    // `trace --program` knows the split U it wrote (its program hash names shapes and grid):
+    // [Xh; Xl; Ah; Al; V], high parts on 2^-7, remainders within 2^-8.
+    let prog = temp("u-split.rasp");
+    std::fs::write(&prog, "u = universal_split(2, 2, 2, 1);\n").unwrap();
+    let input = "[0.5, 0.5, -0.5, 0.25, 0.001, 0, 0, -0.002, 0.25, 0.5, 0.75, -1, 0.002, 0, 0, 0, 0.5, 0.5, -0.5, 1]";
+    let (code, traced, err) = cli(&["trace", u.to_str().unwrap(), "--input", input, "--program", prog.to_str().unwrap()]);
+    assert_eq!(code, 0, "{traced}{err}");
+    assert!(traced.contains("trace: every s-op agrees with the interpreter"), "{traced}");
     assert!(out.contains("split input: X and A as multiples of 2^-7 plus remainders, 20 positions") && out.contains("layers 7"), "{out}");
     // A user's layer: the same output as the plain layout within both bounds.
     let t = temp("split-target.safetensors");

@@ -37,6 +37,23 @@ impl Shape {
     pub fn hash(&self) -> String {
         format!("universal(n={}, d={}, dv={}, h={})", self.n, self.d, self.dv, self.h)
     }
+    /// The `program_hash` of U of this shape in `layout`.
+    pub fn hash_in(&self, layout: Layout) -> String {
+        match layout {
+            Layout::Plain => self.hash(),
+            Layout::Split { e } => format!("universal_split(n={}, d={}, dv={}, h={}, e={e})", self.n, self.d, self.dv, self.h),
+        }
+    }
+    /// The shape and layout of a `program_hash` written by [`hash_in`](Self::hash_in).
+    pub fn layout_from_hash(s: &str) -> Option<(Shape, Layout)> {
+        if let Some(shape) = Shape::from_hash(s) {
+            return Some((shape, Layout::Plain));
+        }
+        let (head, e) = s.strip_prefix("universal_split(")?.strip_suffix(')')?.rsplit_once(", e=")?;
+        let layout = Layout::Split { e: e.parse().ok()? };
+        let shape = Shape::from_hash(&format!("universal({head})"))?;
+        (shape.hash_in(layout) == s).then_some((shape, layout))
+    }
     /// The shape of a `program_hash` written by [`hash`](Self::hash).
     pub fn from_hash(s: &str) -> Option<Shape> {
         let inner = s.strip_prefix("universal(")?.strip_suffix(')')?;
@@ -328,10 +345,7 @@ pub fn build_layout(s: Shape, mlp: MlpMode, bounds: Bounds, pl_error: Option<f64
         ..Default::default()
     };
     let t0 = std::time::Instant::now();
-    let hash = match layout {
-        Layout::Plain => s.hash(),
-        Layout::Split { e } => format!("universal_split(n={}, d={}, dv={}, h={}, e={e})", s.n, s.d, s.dv, s.h),
-    };
+    let hash = s.hash_in(layout);
     let compiled = raspc_compiler::compile(&session.graph, root, &opts, &hash).map_err(|d| {
         // Each message once (a function used by several heads fails for each).
         let mut seen: Vec<String> = vec![];
@@ -638,12 +652,18 @@ pub fn load_target(target: &std::path::Path, input: &std::path::Path) -> Result<
 
 #[cfg(test)]
 mod tests {
-    use super::Shape;
+    use super::{Layout, Shape};
 
     #[test]
     fn a_shape_is_read_back_from_its_hash_and_nothing_else_is() {
         let s = Shape { n: 3, d: 64, dv: 5, h: 2 };
         assert_eq!(Shape::from_hash(&s.hash()), Some(s));
+        for layout in [Layout::Plain, Layout::Split { e: -4 }, Layout::Split { e: 3 }] {
+            assert_eq!(Shape::layout_from_hash(&s.hash_in(layout)), Some((s, layout)));
+        }
+        for bad in ["universal_split(n=2, d=3, dv=4, h=1)", "universal_split(n=2, d=3, dv=4, h=1, e=x)", "universal_split(n=2, d=3, dv=4, h=1, e=-4) "] {
+            assert_eq!(Shape::layout_from_hash(bad), None, "{bad}");
+        }
         for bad in ["universal(n=3, d=64, dv=5)", "universal(n=3, d=64, dv=5, h=2, x=1)", "universal(n=3,d=64,dv=5,h=2)", "sha256:00", "universal(n=-3, d=64, dv=5, h=2)"] {
             assert_eq!(Shape::from_hash(bad), None, "{bad}");
         }

@@ -143,13 +143,14 @@ pub fn program_hash(session: &raspc_lang::Session) -> String {
 
 /// Whether the entry `root` of `session` is the program `ck` was compiled from: the same source
 /// files (the program hash), or, for U written by `raspc simulate` (whose hash names its shapes),
-/// the same s-op graph as `universal(n, d, dv, h)` of those shapes, however the file spells it.
+/// the same s-op graph as `universal(n, d, dv, h)` (or `universal_split`) of those shapes,
+/// however the file spells it.
 pub(crate) fn compiled_from(session: &raspc_lang::Session, root: raspc_lang::NodeId, ck: &raspc_checkpoint::Checkpoint) -> bool {
     if program_hash(session) == ck.program_hash {
         return true;
     }
-    let Some(shape) = crate::simulate::Shape::from_hash(&ck.program_hash) else { return false };
-    let text = crate::simulate::source(shape);
+    let Some((shape, layout)) = crate::simulate::Shape::layout_from_hash(&ck.program_hash) else { return false };
+    let text = crate::simulate::source_in(shape, layout);
     let (_, r) = raspc_lang::evaluate_program("<universal>", None, &text, &raspc_lang::MemoryLoader::default());
     let Some((u, uroot)) = r.ok().and_then(|u| u.entry(Some("u")).ok().map(|(_, root)| (u, root))) else { return false };
     u.graph.extract(uroot).0.dump() == session.graph.extract(root).0.dump()
