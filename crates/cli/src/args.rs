@@ -246,8 +246,9 @@ pub enum Command {
         device: String,
         /// Build U on the split input (`universal_split`): X and A given as their nearest
         /// multiples of a coarse power of two plus the remainders, so that the scores' high
-        /// part is exact and only small cross terms round: a smaller f32 bound, for about 1.9x
-        /// the heads and 1.7x the positions (docs/universal-simulator.md, "Split scores").
+        /// part is exact and only small cross terms round: a smaller f32 bound, for 7 layers,
+        /// about 1.6x the heads, 1.7x the positions and twice the forward time
+        /// (docs/universal-simulator.md, "Split scores").
         #[arg(long)]
         split: bool,
         /// Print one JSON object instead of text.
