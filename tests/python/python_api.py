@@ -160,6 +160,11 @@ def main(job_path):
     except raspc.RaspcError as e:
         if "X[0, 0] is 1.5" not in str(e):
             failures.append(f"universal split: {e}")
+    # simulate_head on the split input: the same T(X), bounded by the data's own entries.
+    sim = raspc.simulate_head(x * 3.0, a, v, split=True)
+    checks += 1
+    if not (np.abs(sim.output[0] - sim.expected[0]).max() <= sim.bound and sim.bound < raspc.simulate_head(x * 3.0, a, v).bound):
+        failures.append(f"simulate_head(split=True): |U - T| {np.abs(sim.output[0] - sim.expected[0]).max():.3e}, bound {sim.bound:.3e}")
     print(f"universal split (4, 6, 3): |U - T| {float(np.abs(got - want).max()):.3e}, bound {split.bound:.3e} (plain {plain.bound:.3e})", flush=True)
 
     # A head as a model holds it (torch tensors requiring grad, bfloat16, TransformerLens's

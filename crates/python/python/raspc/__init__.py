@@ -845,12 +845,13 @@ class HeadSimulation:
         return f"<raspc.HeadSimulation n={n} d={d} dv={dv} heads={h}: max |U - T| {self.max_abs_err:.3e}, bound {self.bound:.3e}{note}>"
 
 
-def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0, mlp="gated"):
+def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0, mlp="gated", split=False):
     """Simulates an attention layer as a model holds it: ``x`` (n×d), and either ``a`` and ``v``
     (d×d and d×dv, or [heads, d, ·]) or ``w_q``, ``w_k``, ``w_v`` (d×d_head, or [heads, d,
     d_head], TransformerLens's layout), with A = scale·W_Q W_Kᵀ (``scale``: e.g. 1/√d_head, which
     T itself does not apply). U is built for each block's own largest entry (X, A, V) and run;
-    returns a :class:`HeadSimulation`. Biases, the output map and masks are not part of T."""
+    returns a :class:`HeadSimulation`. Biases, the output map and masks are not part of T.
+    ``split=True``: U on the split input (:func:`universal`), a smaller f32 bound at large d."""
     import numpy as np
 
     scale = _number("scale", scale)
@@ -895,7 +896,7 @@ def simulate_head(x, a=None, v=None, *, w_q=None, w_k=None, w_v=None, scale=1.0,
     # tiny positive bound.
     top = lambda m: max(float(np.abs(m).max()), 1e-6)
     bounds = {"x": top(xs), "a": top(a), "v": top(vs)}
-    u = universal(n, d, dv, h, mlp=mlp, bound=bounds["a"], x_bound=bounds["x"], v_bound=bounds["v"])
+    u = universal(n, d, dv, h, mlp=mlp, bound=bounds["a"], x_bound=bounds["x"], v_bound=bounds["v"], split=split)
     output = u.simulate(xs, a, vs)
     expected = []
     for t in range(h):

@@ -124,4 +124,5 @@ def simulate_head(
     w_v: Any = ...,
     scale: float = ...,
     mlp: Literal["gated", "relu"] = ...,
+    split: bool = ...,
 ) -> HeadSimulation: ...
