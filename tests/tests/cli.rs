@@ -858,6 +858,14 @@ fn simulate_split_builds_u_on_the_split_input() {
     assert_eq!(code, 0, "{traced}{err}");
     assert!(traced.contains("trace: every s-op agrees with the interpreter"), "{traced}");
     assert!(out.contains("split input: X and A as multiples of 2^-7 plus remainders, 20 positions") && out.contains("layers 7"), "{out}");
+    // An f32 run of the plain layout whose bound is past 1e-3 of d·max|X|·max|V| (d = 32:
+    // 1.4e-3) points at --split; the split run's (2.0e-4) does not.
+    let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "32", "--dv", "2", "--trials", "1", "--dtype", "f32"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("note: the f32 bound is 1.41e-3 of d·max|X|·max|V|; `--split`"), "{out}");
+    let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "32", "--dv", "2", "--trials", "1", "--dtype", "f32", "--split"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("note:"), "{out}");
     // A user's layer: the same output as the plain layout within both bounds.
     let t = temp("split-target.safetensors");
     write_safetensors(&t, &[("A", vec![0.5f32, -0.25, 0.125, 1.0], vec![2usize, 2]), ("V", vec![1.0, 0.0, -0.5, 0.75], vec![2, 2])]);

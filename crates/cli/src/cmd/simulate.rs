@@ -311,6 +311,15 @@ pub(crate) fn simulate_cmd(a: &SimArgs, target: Option<(&Path, &Path)>, out: &mu
                 o.bound, o.min_max_t
             );
         }
+        // An f32 run whose bound is past 1e-3 of the largest |XV| (the plain layout from d = 27
+        // on): the split input certifies far less (docs/universal-simulator.md, "Split scores").
+        if !a.f64 && layout == simulate::Layout::Plain && report.output_bound > 1e-3 * max_w {
+            let _ = writeln!(
+                out,
+                "note: the f32 bound is {:.2e} of d·max|X|·max|V|; `--split` (U on a split input, its scores' high part exact) certifies a much smaller one for twice the forward time",
+                report.output_bound / max_w
+            );
+        }
         if let Some(p) = &a.output {
             let _ = writeln!(out, "wrote U's checkpoint -> {}", p.display());
         }
