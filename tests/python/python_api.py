@@ -625,6 +625,8 @@ def misuse():
             "None as a program file": (lambda: raspc.compile_file(None, vocab="ab", max_len=4), "file path"),
             "a path as the entry": (lambda: raspc.compile(rev, vocab="ab", max_len=4, entry=pathlib.Path("reverse")), "entry must be"),
             "a string bound for U": (lambda: raspc.universal(2, 2, 2, 1, bound="a"), "bound must be a number"),
+            "a split U with ReLU MLPs": (lambda: raspc.universal(2, 2, 2, 1, mlp="relu", split=True), 'split=True needs mlp="gated"'),
+            "a split flag that is not a bool": (lambda: raspc.universal(2, 2, 2, 1, split=1), "split must be True or False, not 1"),
             "complex entries for U": (lambda: raspc.universal(2, 2, 2, 1).simulate([[1j, 0], [0, 0]], [[0, 0], [0, 0]], [[0, 0], [0, 0]]), "X holds complex numbers"),
             "strings for U": (lambda: raspc.universal(2, 2, 2, 1).simulate([["a", "b"], ["c", "d"]], [[0, 0], [0, 0]], [[0, 0], [0, 0]]), "X must be an array of numbers"),
             "simulate_head without A or W_Q": (lambda: raspc.simulate_head([[0.5, 0], [0, 0.5]], v=[[1, 0], [0, 1]]), "give either a (with v) or w_q and w_k"),

@@ -866,6 +866,10 @@ fn simulate_split_builds_u_on_the_split_input() {
     let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "32", "--dv", "2", "--trials", "1", "--dtype", "f32", "--split"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains("note:"), "{out}");
+    // ReLU MLPs interpolate products: the split would only add cost, and is refused.
+    let (code, out, err) = cli(&["simulate", "--n", "2", "--d", "2", "--dv", "2", "--mlp", "relu", "--split"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains("--split needs gated MLPs (--mlp gated, the default)"), "{err}");
     // A user's layer: the same output as the plain layout within both bounds.
     let t = temp("split-target.safetensors");
     write_safetensors(&t, &[("A", vec![0.5f32, -0.25, 0.125, 1.0], vec![2usize, 2]), ("V", vec![1.0, 0.0, -0.5, 0.75], vec![2, 2])]);

@@ -36,6 +36,9 @@ pub(crate) fn check_sim_args(a: &SimArgs) -> Result<(), String> {
         return Err(format!("--trials {} is over the budget of {} (raise it with RASPC_LIMITS=samples=N)", a.trials, l.max_samples));
     }
     finite_flag("--tolerance", a.tolerance, a.tolerance >= 0.0, ">= 0")?;
+    if a.split && a.mlp.mode() != raspc_compiler::real::MlpMode::Gated {
+        return Err("--split needs gated MLPs (--mlp gated, the default): the split input's exact scores come from exact products, which ReLU MLPs interpolate (with them it would only add positions and heads)".into());
+    }
     for (flag, v) in [("--bound", a.bound), ("--x-bound", a.x_bound), ("--pl-error", a.pl_error)] {
         if let Some(x) = v {
             finite_flag(flag, x, x > 0.0, "> 0")?;

@@ -939,5 +939,7 @@ def universal(n, d, dv, heads=1, mlp="gated", bound=1.0, x_bound=None, v_bound=N
             raise RaspcError(f"{name} must be a positive finite number, not {x!r}")
     if not isinstance(split, bool):
         raise RaspcError(f"split must be True or False, not {split!r}")
+    if split and mlp != "gated":
+        raise RaspcError('split=True needs mlp="gated": the split input\'s exact scores come from exact products, which ReLU MLPs interpolate')
     native, b, summary, e = _raspc.universal(n, d, dv, heads, mlp, bound, x_bound, v_bound, split)
     return Universal(native, (n, d, dv, heads), b, summary, e)
