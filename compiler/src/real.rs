@@ -1766,19 +1766,7 @@ impl RealLowerer<'_> {
                 let v = self.blocked_resident(&vex, &self.g.node(values).label.clone())?;
                 if Self::affine(&vex).is_none() {
                     // Later readers of the value read the slots just written.
-                    let ex = v.c.iter().fold(None, |acc: Option<Ex>, (&s, &w)| {
-                        let t = if w == 1.0 { Ex::Leaf(s) } else { Ex::Mul(bx(Ex::C(w)), bx(Ex::Leaf(s))) };
-                        Some(match acc {
-                            None => t,
-                            Some(a) => Ex::Add(bx(a), bx(t)),
-                        })
-                    });
-                    let ex = match ex {
-                        None => Ex::C(v.k),
-                        Some(e) if v.k != 0.0 => Ex::Add(bx(e), bx(Ex::C(v.k))),
-                        Some(e) => e,
-                    };
-                    self.vals.insert(values, Val::Real(ex));
+                    self.vals.insert(values, Val::Real(Self::aff_ex(&v)));
                 }
                 let s = self.head(id, &label, sel, &m, &v, is_max, None)?;
                 Val::Real(Ex::Leaf(s))
@@ -3364,9 +3352,7 @@ impl RealLowerer<'_> {
     /// Rounding of a gated unit's product `relu(p)·g` (one rounding) times its output weight
     /// `w`, relative to |p·g·w|: exact output weights ±2^k add nothing.
     fn prod_gamma(w: f64) -> Err2 {
-        let k = w.abs().log2().round();
-        let pow2 = (-100.0..=100.0).contains(&k) && w.abs() == 2f64.powi(k as i32);
-        if pow2 {
+        if pow2_exp(w).is_some() {
             Err2::gamma_sum(2)
         } else {
             Err2::gamma(2, f32_exact(w))
