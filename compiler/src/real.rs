@@ -2394,8 +2394,10 @@ impl RealLowerer<'_> {
         // scores' high part of U on a split input) get one slot of their own, exact; the others
         // are blocked as below. (Mixed into the partial sums, every exact product would share
         // its partial sum's rounding.)
+        // (Without declared grids there are none: no pass over the terms.)
         type Terms = Vec<(f64, Term)>;
-        let (exact, inexact): (Terms, Terms) = terms.iter().cloned().partition(|(w, t)| matches!(t, Term::Prod(a, b) if self.grid_prod(a, b, *w).is_some()));
+        let (exact, inexact): (Terms, Terms) =
+            if self.opts.grids.is_empty() { (vec![], vec![]) } else { terms.iter().cloned().partition(|(w, t)| matches!(t, Term::Prod(a, b) if self.grid_prod(a, b, *w).is_some())) };
         let split = !exact.is_empty() && !inexact.is_empty() && self.grid_terms(&Aff::default(), &exact).is_some();
         // (An exact sum on a grid rounds nowhere: one slot, which its readers add as one term.)
         if (k < BLOCK_MIN_TERMS && !split) || self.grid_terms(&aff, &terms).is_some() {
@@ -2899,82 +2901,55 @@ impl RealLowerer<'_> {
     /// again through identity units) and the certificate could not see the difference
     /// ([`Self::diff_of`]). None, with nothing materialised, when that does not make `ex` unary.
     fn unary_of_masked(&mut self, ex: &Ex, label: &str) -> Result<Option<Term>, Diagnostic> {
-        // Masked summands of every sum in `ex`, by their printed form, as placeholder leaves.
-        fn lift(ex: &Ex, subs: &mut Vec<Ex>) -> Ex {
-            fn summands(e: &Ex, neg: bool, out: &mut Vec<(bool, Ex)>) {
+        // The conditionals on an affine condition that are summands of a sum whose other
+        // summands are affine, once each (by their commuted form, as `substitute` matches).
+        fn masked(ex: &Ex, out: &mut Vec<Ex>) {
+            fn summands<'e>(e: &'e Ex, out: &mut Vec<&'e Ex>) {
                 match e {
                     Ex::Add(a, b) => {
-                        summands(a, neg, out);
-                        summands(b, neg, out);
+                        summands(a, out);
+                        summands(b, out);
                     }
-                    Ex::Neg(a) => summands(a, !neg, out),
-                    other => out.push((neg, other.clone())),
+                    Ex::Neg(a) => summands(a, out),
+                    other => out.push(other),
                 }
             }
+            let is_masked = |e: &Ex| matches!(e, Ex::Ter(_, c, _) if RealLowerer::affine(c).is_some());
             if matches!(ex, Ex::Add(..) | Ex::Neg(..)) && RealLowerer::affine(ex).is_none() {
                 let mut parts = vec![];
-                summands(ex, false, &mut parts);
-                let masked = |e: &Ex| matches!(e, Ex::Ter(_, c, _) if RealLowerer::affine(c).is_some());
-                if parts.iter().all(|(_, e)| RealLowerer::affine(e).is_some() || masked(e)) {
-                    let mut out: Option<Ex> = None;
-                    for (neg, e) in parts {
-                        let e = if masked(&e) {
-                            let key = format!("{e:?}");
-                            let i = subs.iter().position(|x| format!("{x:?}") == key).unwrap_or_else(|| {
-                                subs.push(e.clone());
-                                subs.len() - 1
-                            });
-                            Ex::Leaf(SlotId(usize::MAX - i))
-                        } else {
-                            e
-                        };
-                        let e = if neg { Ex::Neg(bx(e)) } else { e };
-                        out = Some(match out {
-                            None => e,
-                            Some(o) => Ex::Add(bx(o), bx(e)),
-                        });
+                summands(ex, &mut parts);
+                if parts.iter().all(|e| RealLowerer::affine(e).is_some() || is_masked(e)) {
+                    for e in parts.into_iter().filter(|e| is_masked(e)) {
+                        let key = RealLowerer::commuted_key(e);
+                        if !out.iter().any(|x| RealLowerer::commuted_key(x) == key) {
+                            out.push(e.clone());
+                        }
                     }
-                    return out.unwrap_or(Ex::C(0.0));
+                    return;
                 }
             }
-            match ex {
-                Ex::Add(a, b) => Ex::Add(bx(lift(a, subs)), bx(lift(b, subs))),
-                Ex::Mul(a, b) => Ex::Mul(bx(lift(a, subs)), bx(lift(b, subs))),
-                Ex::Div(a, b) => Ex::Div(bx(lift(a, subs)), bx(lift(b, subs))),
-                Ex::Pow(a, b) => Ex::Pow(bx(lift(a, subs)), bx(lift(b, subs))),
-                Ex::Cmp(a, op, b) => Ex::Cmp(bx(lift(a, subs)), *op, bx(lift(b, subs))),
-                Ex::Neg(a) => Ex::Neg(bx(lift(a, subs))),
-                Ex::Ter(a, b, c) => Ex::Ter(bx(lift(a, subs)), bx(lift(b, subs)), bx(lift(c, subs))),
-                Ex::Leaf(_) | Ex::C(_) => ex.clone(),
-            }
-        }
-        fn place(ex: &Ex, slots: &[SlotId]) -> Ex {
-            let p = |e: &Ex| bx(place(e, slots));
-            match ex {
-                Ex::Leaf(s) if s.0 > usize::MAX - slots.len() => Ex::Leaf(slots[usize::MAX - s.0]),
-                Ex::Leaf(_) | Ex::C(_) => ex.clone(),
-                Ex::Add(a, b) => Ex::Add(p(a), p(b)),
-                Ex::Mul(a, b) => Ex::Mul(p(a), p(b)),
-                Ex::Div(a, b) => Ex::Div(p(a), p(b)),
-                Ex::Pow(a, b) => Ex::Pow(p(a), p(b)),
-                Ex::Cmp(a, op, b) => Ex::Cmp(p(a), *op, p(b)),
-                Ex::Neg(a) => Ex::Neg(p(a)),
-                Ex::Ter(a, b, c) => Ex::Ter(p(a), p(b), p(c)),
+            for c in ex.children() {
+                masked(c, out);
             }
         }
         if ex.size(4096) >= 4096 {
             return Ok(None);
         }
         let mut subs = vec![];
-        let lifted = lift(ex, &mut subs);
+        masked(ex, &mut subs);
+        // Each as a placeholder leaf first: whether that makes `ex` unary, before anything is
+        // materialised.
+        let placeholder = |i: usize| SlotId(usize::MAX - i);
+        let lifted = subs.iter().enumerate().fold(ex.clone(), |e, (i, m)| Self::substitute(&e, &Self::commuted_key(m), &Ex::Leaf(placeholder(i))));
         if subs.is_empty() || Self::unary(&lifted).is_none() {
             return Ok(None);
         }
-        let mut slots = vec![];
+        let mut placed = lifted;
         for (i, e) in subs.iter().enumerate() {
-            slots.push(self.resident(e, &format!("{label}.masked{i}"))?);
+            let s = self.resident(e, &format!("{label}.masked{i}"))?;
+            placed = Self::substitute(&placed, &Self::commuted_key(&Ex::Leaf(placeholder(i))), &Ex::Leaf(s));
         }
-        Ok(Self::unary(&place(&lifted, &slots)).map(|(u, f)| Term::Unary(u, f)))
+        Ok(Self::unary(&placed).map(|(u, f)| Term::Unary(u, f)))
     }
 
     /// Whether `t if A op B else e`, with `diff` = t - e and `u` = A - B, is continuous: its
