@@ -182,6 +182,48 @@ impl<T: Real> Sparse<T> {
     fn nnz(&self) -> usize {
         self.val.len()
     }
+
+    /// Sets `marks[c]` for every column `c` a nonzero weight reaches.
+    fn mark(&self, marks: &mut [bool]) {
+        for &c in &self.col {
+            marks[c as usize] = true;
+        }
+    }
+
+    /// Renumbers the rows (`perm[old] = new`), keeping their order: `accumulate` adds the same
+    /// products in the same order.
+    fn renumber_rows(&mut self, perm: &[u32]) {
+        for (r, _, _) in &mut self.nz_rows {
+            *r = perm[*r as usize];
+        }
+    }
+
+    /// Renumbers the columns (`perm[old] = new`; `cols` stays the width).
+    fn renumber_cols(&mut self, perm: &[u32]) {
+        for c in &mut self.col {
+            *c = perm[*c as usize];
+        }
+    }
+}
+
+/// `perm[old] = new` applied to a list of dims, which is then sorted.
+fn renumber_sorted(dims: &mut [u32], perm: &[u32]) {
+    for r in dims.iter_mut() {
+        *r = perm[*r as usize];
+    }
+    dims.sort_unstable();
+}
+
+/// The rows of a row-major `[rows, d]` array with their columns renumbered (`perm[old] = new`).
+fn renumber_dense<T: Copy>(data: &mut [T], d: usize, perm: &[u32]) {
+    let mut row = Vec::with_capacity(d);
+    for chunk in data.chunks_mut(d.max(1)) {
+        row.clear();
+        row.extend_from_slice(chunk);
+        for (old, &v) in row.iter().enumerate() {
+            chunk[perm[old] as usize] = v;
+        }
+    }
 }
 
 /// Which columns of a `[rows, cols]` row-major matrix hold a nonzero.
@@ -215,6 +257,11 @@ struct Head<T> {
     /// A [`HeadKind::Token`] head's score table is finite (true for the other kinds, whose
     /// scores are checked as they are computed).
     scores_finite: bool,
+    /// A [`HeadKind::General`] head of a non-causal model whose queries read only dims that
+    /// hold `token + position` (its keys read written dims): per length, each query's first
+    /// query with the same query vector (in a sequence with BOS at position 0 only), made on
+    /// first use. A query with the same vector as an earlier one gets its output.
+    queries: Option<PerLength<Vec<u32>>>,
 }
 
 /// What a head's scores depend on, found at load from the dims `W_Q` and `W_K` read: dims that
@@ -281,9 +328,16 @@ struct Pattern<T> {
     spans: Vec<(u32, u32)>,
     /// When every query keeps exactly one key (gathers): that key, per query.
     single: Option<Vec<u32>>,
+    /// The same queries split by key: `(query, key)` for keys past position 0, and the queries
+    /// keeping key 0 (BOS: most queries of a gather outside its block, whose value there is
+    /// usually zero, so they are skipped at once).
+    keyed: Option<Keyed>,
     /// Every weight is finite (some query keeps no key when its scores are NaN).
     finite: bool,
 }
+
+/// A gather's queries by key: `(query, key)` for keys past position 0, and the queries of key 0.
+type Keyed = (Vec<(u32, u32)>, Vec<u32>);
 
 /// A query's score for one key, as the row scan adds it up: the first nonzero query dim's
 /// product, then the others in increasing dim order (0 without nonzero query dims).
@@ -441,6 +495,9 @@ struct Columns<T> {
     ent: Vec<(u32, T)>,
     gptr: Vec<u32>,
     gent: Vec<(u32, T)>,
+    /// Per entry of `w_out.col`, where that dim stands in the MLP's `out_cols`
+    /// ([`Units::index_outputs`]).
+    out_at: Vec<u32>,
     /// Per unit, Σ |gate weight| (f64): with every input within `m` in magnitude, the gate's
     /// sum is within `gsum · m` (plus its rounding), so a unit whose pre-activation is
     /// relu(b_in) = 0 may be skipped only when that stays finite (review rv22: a gate weight
@@ -474,11 +531,47 @@ impl<T: Real> Columns<T> {
         let (ptr, ent) = by_unit(w_in);
         let (gptr, gent) = by_unit(gate);
         let gsum = (0..units).map(|u| gent[gptr[u] as usize..gptr[u + 1] as usize].iter().map(|&(_, w)| w.to_f64().abs()).sum()).collect();
-        Columns { dims, ptr, ent, gptr, gent, gsum }
+        Columns { dims, ptr, ent, gptr, gent, out_at: vec![], gsum }
+    }
+}
+
+impl<T: Real> Columns<T> {
+    /// Renumbers the residual dims (`perm[old] = new`): `dims` sorted again and the units'
+    /// entries pointed at their dims' new places, each unit's entries kept in their order (the
+    /// order of its sums).
+    fn renumber(&mut self, perm: &[u32]) {
+        let mut order: Vec<u32> = (0..self.dims.len() as u32).collect();
+        order.sort_unstable_by_key(|&k| perm[self.dims[k as usize] as usize]);
+        let mut at = vec![0u32; self.dims.len()];
+        for (new, &old) in order.iter().enumerate() {
+            at[old as usize] = new as u32;
+        }
+        self.dims = order.iter().map(|&k| perm[self.dims[k as usize] as usize]).collect();
+        for (k, _) in self.ent.iter_mut().chain(&mut self.gent) {
+            *k = at[*k as usize];
+        }
     }
 }
 
 impl<T: Real> Units<T> {
+    /// Records where each written dim stands in `out_cols` (increasing, holding them).
+    fn index_outputs(&mut self, out_cols: &[u32]) {
+        if let Some(c) = &mut self.columns {
+            c.out_at = self.w_out.col.iter().map(|o| out_cols.partition_point(|x| x < o) as u32).collect();
+        }
+    }
+
+    fn renumber(&mut self, perm: &[u32]) {
+        self.w_in.renumber_rows(perm);
+        if let Some((g, _)) = &mut self.gate {
+            g.renumber_rows(perm);
+        }
+        self.w_out.renumber_cols(perm);
+        if let Some(c) = &mut self.columns {
+            c.renumber(perm);
+        }
+    }
+
     /// The units `keep` (every unit when None) of an MLP.
     fn new(w: &pl::Weights, keep: Option<&[usize]>) -> Units<T> {
         let (d, hid) = (w.d, w.hid);
@@ -528,6 +621,9 @@ struct Layer<T> {
 #[derive(Debug, Clone)]
 pub struct FastModel<T> {
     d: usize,
+    /// The residual dims' places in a row: `perm[checkpoint dim] = place` ([`Self::relayout`]);
+    /// None when they are in the checkpoint's order.
+    perm: Option<Vec<u32>>,
     vocab: usize,
     max_positions: usize,
     causal: bool,
@@ -637,6 +733,12 @@ struct Workspace<T> {
     /// [`FastModel::mlp_columns`]: a block's inputs `[dims][BLOCK]` and outputs `[BLOCK][d]`
     /// (zeros between uses).
     xin: Vec<T>,
+    /// Per block of [`BLOCK`] positions and residual dim: whether some position of the block
+    /// may hold a nonzero there (`nzb[block * d + dim]`; every write of a nonzero sets it,
+    /// cleared when a sequence starts). The column MLP reads only the dims set.
+    nzb: Vec<bool>,
+    /// The sequence being run has BOS at position 0 and nowhere else.
+    bos_only: bool,
     tmpblk: Vec<T>,
     /// Per dim of `xin`: nonzero somewhere in the block.
     nzdim: Vec<bool>,
@@ -645,6 +747,8 @@ struct Workspace<T> {
     qkeys: Vec<u64>,
     qent: Vec<(u32, u32, u32, u64)>,
     qouts: Vec<T>,
+    /// Per query, where its output starts in `qouts` (the first query of each vector).
+    qslot: Vec<u32>,
     /// Hash of a query key -> its index in `qent`.
     qmap: std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<Fx>>,
     /// This layer's value columns of one-key gathers that sum several residual dims: the
@@ -655,8 +759,9 @@ struct Workspace<T> {
 /// Rows by their nonzero entries: row `i`'s `(column, value)` pairs are `.1[.0[i]..(.0[i + 1])]`.
 type SparseRows<T> = (Vec<u32>, Vec<(u32, T)>);
 
-/// A value projection `(residual dim, weight)` and the value it gives at each position.
-type ValueColumn<T> = (Vec<(u32, T)>, Vec<T>);
+/// A value projection `(residual dim, weight)`, the value it gives at each position, and
+/// whether that value has been computed yet.
+type ValueColumn<T> = (Vec<(u32, T)>, Vec<T>, Vec<bool>);
 
 /// The outputs an MLP produced for the inputs seen so far in this forward pass: the MLP is a
 /// pure function of the residual dims it reads, so an input seen before (same bits) gets the
@@ -755,6 +860,7 @@ impl<T: Real> FastModel<T> {
                     o: Sparse::new(&o_rows, value_dims.len(), d, None),
                     kind: HeadKind::General,
                     scores_finite: true,
+                    queries: None,
                 };
                 let reads: Vec<usize> = head.q.nz_rows.iter().chain(&head.k.nz_rows).map(|&(r, _, _)| r as usize).collect();
                 if reads.iter().all(|&r| !written[r]) {
@@ -767,6 +873,9 @@ impl<T: Real> FastModel<T> {
                     } else if reads.iter().all(|&r| position_only(r)) {
                         head.kind = HeadKind::Position { patterns: PerLength::new(positions), over_rows: PerLength::new(positions) };
                     }
+                }
+                if matches!(head.kind, HeadKind::General) && !c.causal && head.q.nz_rows.iter().all(|&(r, _, _)| !written[r as usize] && position_only(r as usize)) {
+                    head.queries = Some(PerLength::new(positions));
                 }
                 work += head.v.nnz() + head.o.nnz();
                 if matches!(head.kind, HeadKind::General) {
@@ -848,8 +957,9 @@ impl<T: Real> FastModel<T> {
         let ro = tensor(ck, raspc_checkpoint::names::READOUT)?;
         let readout = Sparse::new(&ro.data, d, c.readout_dims, None);
         work += readout.nnz() + d;
-        Ok(FastModel {
+        let mut model = FastModel {
             d,
+            perm: None,
             vocab: c.vocab.len(),
             max_positions: c.max_seq_len + 1,
             causal: c.causal,
@@ -882,7 +992,95 @@ impl<T: Real> FastModel<T> {
             row_heads,
             threads: 0,
             mlp_columns: true,
-        })
+        };
+        model.relayout();
+        for m in model.layers.iter_mut().filter_map(|l| l.mlp.as_mut()) {
+            m.units.index_outputs(&m.out_cols);
+            if let Some((part, rest)) = &mut m.pl {
+                part.index_outputs(&m.out_cols);
+                rest.index_outputs(&m.out_cols);
+            }
+        }
+        Ok(model)
+    }
+
+    /// Renumbers the residual dims so that the dims each MLP reads lie side by side in a row,
+    /// and within those the dims one block writes: a block of positions then reads a few cache
+    /// lines per row instead of most of the row (U at 32³: 161 input dims spread over a row of
+    /// 1,011). Every sum keeps its order, so the numbers are the same bits; `trace` gives the
+    /// rows back in the checkpoint's numbering.
+    fn relayout(&mut self) {
+        const NONE: usize = usize::MAX;
+        let d = self.d;
+        let (mut read, mut writer) = (vec![NONE; d], vec![NONE; d]);
+        for (l, layer) in self.layers.iter().enumerate() {
+            for &c in &layer.attn_cols {
+                writer[c as usize] = writer[c as usize].min(2 * l);
+            }
+            for h in &layer.heads {
+                // (Token and position heads read their query and key dims only while their
+                // patterns are made, once per length.)
+                let qk = matches!(h.kind, HeadKind::General).then_some(h.q.nz_rows.iter().chain(&h.k.nz_rows));
+                for &(r, _, _) in h.v.nz_rows.iter().chain(qk.into_iter().flatten()) {
+                    read[r as usize] = read[r as usize].min(2 * l);
+                }
+            }
+            if let Some(m) = &layer.mlp {
+                for &r in &m.in_rows {
+                    read[r as usize] = read[r as usize].min(2 * l + 1);
+                }
+                for &c in &m.out_cols {
+                    writer[c as usize] = writer[c as usize].min(2 * l + 1);
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..d).collect();
+        order.sort_by_key(|&r| (read[r], writer[r], r));
+        if order.iter().enumerate().all(|(i, &r)| i == r) {
+            return;
+        }
+        let mut perm = vec![0u32; d];
+        for (new, &old) in order.iter().enumerate() {
+            perm[old] = new as u32;
+        }
+        let perm = &perm[..];
+        renumber_dense(&mut self.embed_token, d, perm);
+        renumber_dense(&mut self.embed_pos, d, perm);
+        if let Some(ev) = &mut self.embed_value {
+            renumber_dense(ev, d, perm);
+        }
+        if let Some((_, ent)) = &mut self.pos_dims {
+            for (r, _) in ent.iter_mut() {
+                *r = perm[*r as usize];
+            }
+        }
+        for dims in &mut self.token_dims {
+            renumber_sorted(dims, perm);
+        }
+        for (r, _) in &mut self.value_dims {
+            *r = perm[*r as usize];
+        }
+        for layer in &mut self.layers {
+            renumber_sorted(&mut layer.attn_cols, perm);
+            for h in &mut layer.heads {
+                h.q.renumber_rows(perm);
+                h.k.renumber_rows(perm);
+                h.v.renumber_rows(perm);
+                h.o.renumber_cols(perm);
+            }
+            if let Some(m) = &mut layer.mlp {
+                renumber_sorted(&mut m.in_rows, perm);
+                renumber_sorted(&mut m.out_cols, perm);
+                renumber_dense(&mut m.b_out, d, perm);
+                m.units.renumber(perm);
+                if let Some((part, rest)) = &mut m.pl {
+                    part.renumber(perm);
+                    rest.renumber(perm);
+                }
+            }
+        }
+        self.readout.renumber_rows(perm);
+        self.perm = Some(perm.to_vec());
     }
 
     /// The most threads a call may use ([`set_threads`](Self::set_threads), 0: every core).
@@ -1030,12 +1228,15 @@ impl<T: Real> FastModel<T> {
             qkeys: vec![],
             qent: vec![],
             qouts: vec![],
+            qslot: vec![0; t],
             qmap: Default::default(),
             vcols: vec![],
             memo: vec![],
             memo_off: vec![false; self.layers.len()],
             calls: 0,
             xin: vec![],
+            nzb: vec![false; t.div_ceil(BLOCK) * d],
+            bos_only: false,
             tmpblk: vec![],
             nzdim: vec![],
         }
@@ -1157,9 +1358,15 @@ impl<T: Real> FastModel<T> {
     ) -> Result<(), RuntimeError> {
         let d = self.d;
         let t = ids.len();
+        let perm = self.perm.as_deref();
         let mut record = |name: &dyn Fn() -> String, x: &[T]| {
             if let Some(tr) = trace.as_deref_mut() {
-                tr.push((name(), x.to_vec()));
+                // Rows in the checkpoint's numbering of the dims.
+                let rows = match perm {
+                    Some(perm) => x.chunks(d).flat_map(|row| perm.iter().map(|&at| row[at as usize])).collect(),
+                    None => x.to_vec(),
+                };
+                tr.push((name(), rows));
             }
         };
         let finite = |xs: &[T], stage: &dyn Fn() -> String| -> Result<(), RuntimeError> {
@@ -1168,24 +1375,35 @@ impl<T: Real> FastModel<T> {
             }
             Ok(())
         };
+        ws.bos_only = self.bos_first_only(ids);
         let x = &mut ws.x[..t * d];
+        let nzb = &mut ws.nzb[..t.div_ceil(BLOCK) * d];
+        nzb.fill(false);
         for (p, &id) in ids.iter().enumerate() {
             // id < vocab and p < max_positions were checked by `forward`. The row is
             // `token + position`: the position's row plus the token's nonzero dims.
             let tok = &self.embed_token[id as usize * d..(id as usize + 1) * d];
             let row = &mut x[p * d..(p + 1) * d];
+            let marks = &mut nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
             match &self.pos_dims {
                 Some((ptr, ent)) => {
                     row.fill(T::ZERO);
                     for &(r, v) in &ent[ptr[p] as usize..ptr[p + 1] as usize] {
                         row[r as usize] = v;
+                        marks[r as usize] = true;
                     }
                 }
-                None => row.copy_from_slice(&self.embed_pos[p * d..(p + 1) * d]),
+                None => {
+                    row.copy_from_slice(&self.embed_pos[p * d..(p + 1) * d]);
+                    for (m, &v) in marks.iter_mut().zip(row.iter()) {
+                        *m |= v != T::ZERO;
+                    }
+                }
             }
             for &r in &self.token_dims[id as usize] {
                 let r = r as usize;
                 row[r] += tok[r];
+                marks[r] = true;
             }
             if values.is_some() && self.embed_value.is_some() {
                 // BOS (position 0) carries no number; the other dims add exact zeros.
@@ -1193,12 +1411,14 @@ impl<T: Real> FastModel<T> {
                 if v.is_finite() {
                     for &(r, e) in &self.value_dims {
                         row[r as usize] += v * e;
+                        marks[r as usize] = true;
                     }
                 } else if let Some(ev) = &self.embed_value {
                     // NaN or ±inf times the zero dims is NaN, as the candle path computes it.
                     for (o, &e) in row.iter_mut().zip(ev) {
                         *o += v * e;
                     }
+                    marks.fill(true);
                 }
             }
         }
@@ -1207,7 +1427,7 @@ impl<T: Real> FastModel<T> {
         for (l, layer) in self.layers.iter().enumerate() {
             ws.vcols.clear();
             if !layer.heads.is_empty() {
-                if attention == Attention::Hard && t >= PATTERN_PARALLEL_LEN && self.bos_first_only(ids) {
+                if attention == Attention::Hard && t >= PATTERN_PARALLEL_LEN && ws.bos_only {
                     self.prepare_patterns(layer, t);
                 }
                 let mut delta = false;
@@ -1217,9 +1437,14 @@ impl<T: Real> FastModel<T> {
                 // x += delta on the written columns; delta back to zeros.
                 for p in (0..t).filter(|_| delta) {
                     let (xr, dr) = (&mut ws.x[p * d..(p + 1) * d], &mut ws.delta[p * d..(p + 1) * d]);
+                    let marks = &mut ws.nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
                     for &c in &layer.attn_cols {
                         let c = c as usize;
-                        xr[c] += dr[c];
+                        // (x never holds -0, so adding ±0 changes nothing.)
+                        if dr[c] != T::ZERO {
+                            xr[c] += dr[c];
+                            marks[c] = true;
+                        }
                         dr[c] = T::ZERO;
                     }
                 }
@@ -1300,8 +1525,10 @@ impl<T: Real> FastModel<T> {
                 if let Some([_, _, s, e]) = found {
                     memo.hits += 1;
                     let xr = &mut ws.x[p * d..(p + 1) * d];
+                    let marks = &mut ws.nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
                     for &(c, v) in &memo.arena[s as usize..e as usize] {
                         xr[c as usize] += v;
+                        marks[c as usize] = true;
                     }
                     continue;
                 }
@@ -1363,11 +1590,13 @@ impl<T: Real> FastModel<T> {
             let start = memo.arena.len();
             let tmp = &mut ws.tmp[..d];
             let xr = &mut ws.x[p * d..(p + 1) * d];
+            let marks = &mut ws.nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
             for &c in &m.out_cols {
                 let c = c as usize;
                 let add = tmp[c] + m.b_out[c];
                 tmp[c] = T::ZERO;
                 xr[c] += add;
+                marks[c] |= add != T::ZERO;
                 if memo.on && add != T::ZERO {
                     memo.arena.push((c as u32, add));
                 }
@@ -1415,51 +1644,67 @@ impl<T: Real> FastModel<T> {
         let nd = cols.dims.len();
         let Some((_, b_gate)) = &u.gate else { return Err(RuntimeError::Device("internal error: column MLP without a gate".into())) };
         ws.xin.resize(nd * BLOCK, T::ZERO);
-        ws.tmpblk.resize(BLOCK * d, T::ZERO);
+        let nout = m.out_cols.len();
+        ws.tmpblk.resize(nout * BLOCK, T::ZERO);
+        let bout_zero = m.out_cols.iter().all(|&c| m.b_out[c as usize] == T::ZERO);
         for p0 in range.clone().step_by(BLOCK) {
             let nb = BLOCK.min(range.end - p0);
             let mut ok = [true; BLOCK];
             for (b, okb) in ok.iter_mut().enumerate().take(nb) {
                 let p = p0 + b;
                 if let Some(part) = part {
-                    *okb = part.eval(&ws.x[p * d..(p + 1) * d], &mut ws.tmpblk[b * d..(b + 1) * d], &mut ws.zs);
+                    *okb = part.eval_block(&ws.x[p * d..(p + 1) * d], &mut ws.tmpblk, b, &mut ws.zs);
                 }
                 if !*okb {
                     // Every unit, one by one (BOS, a non-finite linear form).
                     self.dense_hidden(&m.units, p, check, l, ws)?;
                     let (tmp, xr) = (&mut ws.tmp[..d], &mut ws.x[p * d..(p + 1) * d]);
+                    let marks = &mut ws.nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
                     for &c in &m.out_cols {
                         let c = c as usize;
-                        xr[c] += tmp[c] + m.b_out[c];
+                        let add = tmp[c] + m.b_out[c];
+                        xr[c] += add;
+                        marks[c] |= add != T::ZERO;
                         tmp[c] = T::ZERO;
                     }
                 }
             }
-            let Workspace { x, xin, tmpblk, nzdim, .. } = &mut *ws;
-            for b in 0..nb {
-                let xr = &x[(p0 + b) * d..(p0 + b + 1) * d];
-                for (k, &r) in cols.dims.iter().enumerate() {
-                    xin[k * BLOCK + b] = xr[r as usize];
-                }
-            }
+            let Workspace { x, xin, tmpblk, nzdim, nzb, .. } = &mut *ws;
+            // The dims some position of the block may hold a nonzero in (the marks of the one
+            // or two blocks of `nzb` the positions fall in); the others are zeros.
             // Dims that are zero at every position of the block: a unit reading only those
             // (and no positive bias) is relu(b_in) = 0 there and, its gate being finite (every
             // input is), adds exact zeros, so it is skipped.
-            // (One pass over the block: which dims are nonzero, whether all are finite, and the
-            // largest magnitude, which bounds the gates.)
+            // (The gathered dims in one pass: which are nonzero, whether all are finite, and
+            // the largest magnitude, which bounds the gates; a NaN makes `finite` false, so
+            // `xmax` need not see it.)
+            let (m0, m1) = (p0 / BLOCK, (p0 + nb - 1) / BLOCK);
             nzdim.clear();
             let (mut finite, mut xmax) = (true, 0.0f64);
-            for column in xin[..nd * BLOCK].chunks(BLOCK) {
+            for (k, &r) in cols.dims.iter().enumerate() {
+                let r = r as usize;
+                let column = &mut xin[k * BLOCK..k * BLOCK + nb];
                 let mut nonzero = false;
-                for &v in &column[..nb] {
-                    nonzero |= v != T::ZERO;
-                    finite &= v.is_finite();
-                    xmax = xmax.max(v.to_f64().abs());
+                if nzb[m0 * d + r] || nzb[m1 * d + r] {
+                    for (b, xv) in column.iter_mut().enumerate() {
+                        let v = x[(p0 + b) * d + r];
+                        *xv = v;
+                        nonzero |= v != T::ZERO;
+                        finite &= v.is_finite();
+                        let a = v.to_f64().abs();
+                        if a > xmax {
+                            xmax = a;
+                        }
+                    }
+                } else {
+                    column.fill(T::ZERO);
                 }
                 nzdim.push(nonzero);
             }
             let (mut h, mut g) = ([T::ZERO; BLOCK], [T::ZERO; BLOCK]);
             let (h, g) = (&mut h[..nb], &mut g[..nb]);
+            // Whether `tmpblk` may hold a nonzero (the groups of `part`, or a unit evaluated).
+            let mut written = part.is_some();
             for (c, (&bias, &bg)) in u.b_in.iter().zip(b_gate).enumerate() {
                 let ins = &cols.ent[cols.ptr[c] as usize..cols.ptr[c + 1] as usize];
                 // (The gate's sum and bias, with room for rounding, stay finite: 0·g is 0.)
@@ -1467,6 +1712,7 @@ impl<T: Real> FastModel<T> {
                 if finite && gate_finite && bias <= T::ZERO && !ins.iter().any(|&(k, _)| nzdim[k as usize]) {
                     continue;
                 }
+                written = true;
                 h.fill(T::ZERO);
                 for &(k, w) in ins {
                     let k = k as usize * BLOCK;
@@ -1496,20 +1742,26 @@ impl<T: Real> FastModel<T> {
                     *hb = *hb * (gb + bg);
                 }
                 let (s0, e) = (u.out_ptr[c] as usize, u.out_ptr[c + 1] as usize);
-                for (&o, &w) in u.w_out.col[s0..e].iter().zip(&u.w_out.val[s0..e]) {
-                    for (b, &hb) in h.iter().enumerate() {
-                        tmpblk[b * d + o as usize] += hb * w;
+                for (&k, &w) in cols.out_at[s0..e].iter().zip(&u.w_out.val[s0..e]) {
+                    let k = k as usize * BLOCK;
+                    for (o, &hb) in tmpblk[k..k + nb].iter_mut().zip(h.iter()) {
+                        *o += hb * w;
                     }
                 }
             }
-            for (b, &okb) in ok.iter().enumerate().take(nb) {
-                let (tr, xr) = (&mut tmpblk[b * d..(b + 1) * d], &mut x[(p0 + b) * d..(p0 + b + 1) * d]);
-                for &c in &m.out_cols {
-                    let c = c as usize;
+            if !written && bout_zero {
+                // Adding +0 to every written dim (x never holds -0) changes nothing.
+                continue;
+            }
+            for (k, &c) in m.out_cols.iter().enumerate() {
+                let c = c as usize;
+                for (b, (&okb, tr)) in ok.iter().zip(&mut tmpblk[k * BLOCK..k * BLOCK + nb]).enumerate() {
                     if okb {
-                        xr[c] += tr[c] + m.b_out[c];
+                        let add = *tr + m.b_out[c];
+                        x[(p0 + b) * d + c] += add;
+                        nzb[(p0 + b) / BLOCK * d + c] |= add != T::ZERO;
                     }
-                    tr[c] = T::ZERO;
+                    *tr = T::ZERO;
                 }
             }
         }
@@ -1580,13 +1832,13 @@ impl<T: Real> FastModel<T> {
                     self.head_token(h, scores, ids, ws);
                     return Ok(true);
                 }
-                HeadKind::Position { patterns, over_rows } if self.bos_first_only(ids) => {
+                HeadKind::Position { patterns, over_rows } if ws.bos_only => {
                     if let Some(pattern) = self.position_pattern(h, patterns, over_rows, t) {
                         if check && !pattern.finite {
                             return Err(RuntimeError::NonFiniteActivation { stage: format!("layer {l} attention (attention weights)") });
                         }
-                        if let Some(single) = &pattern.single {
-                            self.head_single(h, single, direct, ws);
+                        if let (Some(single), Some(keyed)) = (&pattern.single, &pattern.keyed) {
+                            self.head_single(h, single.len(), keyed, direct, ws);
                             return Ok(!direct);
                         }
                         self.values(h, t, ws);
@@ -1597,7 +1849,11 @@ impl<T: Real> FastModel<T> {
                 _ => {}
             }
         }
-        self.head_rows(h, t, attention, check, l, ws)?;
+        let reps = match &h.queries {
+            Some(per) if ws.bos_only => per.slot(t).map(|slot| slot.get_or_init(|| self.query_reps(h, t)).as_slice()),
+            _ => None,
+        };
+        self.head_rows(h, t, attention, check, l, reps, ws)?;
         Ok(true)
     }
 
@@ -1758,7 +2014,12 @@ impl<T: Real> FastModel<T> {
         }
         let single = (ptr.windows(2).all(|p| p[1] == p[0] + 1) && spans.iter().all(|&(a, b)| b == a + 1)).then(|| spans.iter().map(|&(a, _)| a).collect());
         let finite = scores_finite && w.iter().all(|x: &T| x.is_finite());
-        Some(Some(Pattern { w, ptr, spans, single, finite }))
+        let keyed = single.as_ref().map(|s: &Vec<u32>| {
+            let pairs = s.iter().enumerate().filter(|&(_, &j)| j != 0).map(|(i, &j)| (i as u32, j)).collect();
+            let first = s.iter().enumerate().filter(|&(_, &j)| j == 0).map(|(i, _)| i as u32).collect();
+            (pairs, first)
+        });
+        Some(Some(Pattern { w, ptr, spans, single, keyed, finite }))
     }
 
     /// A position head's pattern at length `t`: cached, or computed now (None: the head is
@@ -1813,19 +2074,26 @@ impl<T: Real> FastModel<T> {
     /// Hard attention of a [`HeadKind::Position`] head whose queries each keep one key `single[i]`
     /// (weight 1): the key's value vector, computed where it is read (the row scan's `0 + 1·v`
     /// is `v`, so the same bits).
-    fn head_single(&self, h: &Head<T>, single: &[u32], direct: bool, ws: &mut Workspace<T>) {
+    fn head_single(&self, h: &Head<T>, t: usize, keyed: &Keyed, direct: bool, ws: &mut Workspace<T>) {
         let (d, dv) = (self.d, h.v.cols);
+        let (pairs, first) = keyed;
+        // Every (query, key), the queries of key 0 only when its value may be nonzero (a value of
+        // exact zeros adds nothing: every path below skips it). The queries' outputs do not
+        // depend on each other, so the order is free.
+        let all = |key0: bool| pairs.iter().copied().chain(first.iter().filter(move |_| key0).map(|&i| (i, 0)));
         if let ([(r, _, _)], [vw], [(_, _, _)], [c], [ow]) = (&h.v.nz_rows[..], &h.v.val[..], &h.o.nz_rows[..], &h.o.col[..], &h.o.val[..]) {
             // One value dim read from one residual dim, written to one: a scalar gather (the
             // same products and zero tests as the general loop).
             let (r, c) = (*r as usize, *c as usize);
-            for (i, &j) in single.iter().enumerate() {
-                let xj = ws.x[j as usize * d + r];
+            for (i, j) in all(ws.x[r] != T::ZERO) {
+                let (i, j) = (i as usize, j as usize);
+                let xj = ws.x[j * d + r];
                 if xj != T::ZERO {
                     let v = T::ZERO + xj * *vw;
                     if v != T::ZERO {
                         let to = if direct { &mut ws.x } else { &mut ws.delta };
                         to[i * d + c] += v * *ow;
+                        ws.nzb[i / BLOCK * d + c] = true;
                     }
                 }
             }
@@ -1838,44 +2106,56 @@ impl<T: Real> FastModel<T> {
             // the column of values, computed once per layer (the layer's heads write no dim
             // they read when `direct`, and otherwise only `delta`, so it stays valid).
             let c = *c as usize;
-            let t = single.len();
             let taps: Vec<(u32, T)> = h.v.nz_rows.iter().map(|&(r, s0, _)| (r, h.v.val[s0 as usize])).collect();
-            let at = match ws.vcols.iter().position(|(k, _)| *k == taps) {
+            let at = match ws.vcols.iter().position(|(k, _, _)| *k == taps) {
                 Some(at) => at,
                 None => {
-                    let col: Vec<T> = (0..t)
-                        .map(|j| {
-                            let xr = &ws.x[j * d..(j + 1) * d];
-                            let mut v = T::ZERO;
-                            for &(r, w) in &taps {
-                                let xi = xr[r as usize];
-                                if xi != T::ZERO {
-                                    v += xi * w;
-                                }
-                            }
-                            v
-                        })
-                        .collect();
-                    ws.vcols.push((taps, col));
+                    ws.vcols.push((taps, vec![T::ZERO; t], vec![false; t]));
                     ws.vcols.len() - 1
                 }
             };
-            for (i, &j) in single.iter().enumerate() {
-                let v = ws.vcols[at].1[j as usize];
+            // The value of key `j`, computed on first use.
+            let value = |x: &[T], col: &mut ValueColumn<T>, j: usize| {
+                let (taps, vals, have) = col;
+                if !have[j] {
+                    let xr = &x[j * d..(j + 1) * d];
+                    let mut v = T::ZERO;
+                    for &(r, w) in taps.iter() {
+                        let xi = xr[r as usize];
+                        if xi != T::ZERO {
+                            v += xi * w;
+                        }
+                    }
+                    vals[j] = v;
+                    have[j] = true;
+                }
+                vals[j]
+            };
+            let key0 = value(&ws.x, &mut ws.vcols[at], 0) != T::ZERO;
+            for (i, j) in all(key0) {
+                let v = value(&ws.x, &mut ws.vcols[at], j as usize);
                 if v != T::ZERO {
+                    let i = i as usize;
                     let to = if direct { &mut ws.x } else { &mut ws.delta };
                     to[i * d + c] += v * *ow;
+                    ws.nzb[i / BLOCK * d + c] = true;
                 }
             }
             return;
         }
         let outv = &mut ws.outv[..dv];
-        for (i, &j) in single.iter().enumerate() {
-            let j = j as usize;
+        outv.fill(T::ZERO);
+        h.v.accumulate(&ws.x[..d], outv);
+        let key0 = outv.iter().any(|&o| o != T::ZERO);
+        for (i, j) in all(key0) {
+            let (i, j) = (i as usize, j as usize);
             outv.fill(T::ZERO);
             h.v.accumulate(&ws.x[j * d..(j + 1) * d], outv);
             let to = if direct { &mut ws.x } else { &mut ws.delta };
             h.o.accumulate(outv, &mut to[i * d..(i + 1) * d]);
+            if direct && outv.iter().any(|&o| o != T::ZERO) {
+                h.o.mark(&mut ws.nzb[i / BLOCK * d..(i / BLOCK + 1) * d]);
+            }
         }
     }
 
@@ -1917,11 +2197,39 @@ impl<T: Real> FastModel<T> {
                 }
             }
             h.o.accumulate(outv, &mut (if direct { &mut ws.x } else { &mut ws.delta })[i * d..(i + 1) * d]);
+            if direct && outv.iter().any(|&o| o != T::ZERO) {
+                h.o.mark(&mut ws.nzb[i / BLOCK * d..(i / BLOCK + 1) * d]);
+            }
         }
     }
 
     /// One head over one sequence, one score row per query (any head, hard or soft attention).
-    fn head_rows(&self, h: &Head<T>, t: usize, attention: Attention, check: bool, l: usize, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+    /// For a head with [`Head::queries`], at length `t`: each query's first query with the same
+    /// nonzero query entries (the test the row path's sharing makes), from the rows
+    /// `token + position` of a sequence with BOS at position 0 only.
+    fn query_reps(&self, h: &Head<T>, t: usize) -> Vec<u32> {
+        let d = self.d;
+        let other = (0..self.vocab).find(|&i| i != self.bos as usize).unwrap_or(self.bos as usize);
+        let mut x = vec![T::ZERO; d];
+        let mut q = vec![T::ZERO; h.q.cols];
+        let mut first: std::collections::HashMap<Vec<(u32, u64)>, u32> = Default::default();
+        (0..t)
+            .map(|p| {
+                let id = if p == 0 { self.bos as usize } else { other };
+                for &(r, _, _) in &h.q.nz_rows {
+                    let r = r as usize;
+                    x[r] = self.embed_token[id * d + r] + self.embed_pos[p * d + r];
+                }
+                q.fill(T::ZERO);
+                h.q.accumulate(&x, &mut q);
+                let key: Vec<(u32, u64)> = q.iter().enumerate().filter(|&(_, &qc)| qc != T::ZERO).map(|(c, &qc)| (c as u32, qc.bits())).collect();
+                *first.entry(key).or_insert(p as u32)
+            })
+            .collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn head_rows(&self, h: &Head<T>, t: usize, attention: Attention, check: bool, l: usize, reps: Option<&[u32]>, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
         let d = self.d;
         let (dq, dv) = (h.q.cols, h.v.cols);
         let x = &ws.x[..t * d];
@@ -1972,10 +2280,20 @@ impl<T: Real> FastModel<T> {
         ws.qent.clear();
         ws.qouts.clear();
         ws.qmap.clear();
-        // Causal rows see different keys: no sharing between queries there.
-        let mut share = !self.causal;
+        // Causal rows see different keys: no sharing between queries there. (Known shared
+        // queries, `reps`, need no search.)
+        let mut share = !self.causal && reps.is_none();
         let mut hits = 0;
         for i in 0..t {
+            if let Some(reps) = reps {
+                let first = reps[i] as usize;
+                if first != i {
+                    let o = ws.qslot[first] as usize;
+                    h.o.accumulate(&ws.qouts[o..o + dv], &mut ws.delta[i * d..(i + 1) * d]);
+                    continue;
+                }
+                ws.qslot[i] = ws.qouts.len() as u32;
+            }
             let visible = if self.causal { i + 1 } else { t };
             q.fill(T::ZERO);
             h.q.accumulate(&x[i * d..(i + 1) * d], q);
@@ -2040,6 +2358,8 @@ impl<T: Real> FastModel<T> {
                     if lookup(&ws.union, visible, score, zero, self.tie_tolerance, v, dv, outv) {
                         if let Some(hash) = hash {
                             remember(&mut ws.qmap, &ws.qent, hash);
+                            ws.qouts.extend_from_slice(outv);
+                        } else if reps.is_some() {
                             ws.qouts.extend_from_slice(outv);
                         }
                         h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);
@@ -2110,6 +2430,8 @@ impl<T: Real> FastModel<T> {
             }
             if let Some(hash) = hash {
                 remember(&mut ws.qmap, &ws.qent, hash);
+                ws.qouts.extend_from_slice(outv);
+            } else if reps.is_some() {
                 ws.qouts.extend_from_slice(outv);
             }
             h.o.accumulate(outv, &mut ws.delta[i * d..(i + 1) * d]);

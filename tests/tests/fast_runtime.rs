@@ -157,23 +157,28 @@ fn fast_backend_structured_heads_match_candle() {
 
 #[test]
 fn fast_backend_matches_candle_on_the_universal_simulator() {
+    use raspc::simulate::{Bounds, Layout, Shape};
     use raspc_compiler::real::MlpMode;
-    let s = raspc::simulate::Shape { n: 2, d: 2, dv: 2, h: 2 };
-    for mode in [MlpMode::Gated, MlpMode::Relu] {
-        let u = raspc::simulate::build(s, mode, 1.0, None).unwrap();
+    let s = Shape { n: 2, d: 2, dv: 2, h: 2 };
+    // The plain layout with either MLP, and the split layout (more blocks, more head kinds)
+    // at a shape whose blocks are several of the fast path's 32-position blocks long.
+    let split = Shape { n: 6, d: 5, dv: 3, h: 2 };
+    let b = Bounds { x: 1.0, a: 1.0, v: 1.0 };
+    for (s, mode, layout) in [(s, MlpMode::Gated, Layout::Plain), (s, MlpMode::Relu, Layout::Plain), (split, MlpMode::Gated, Layout::split_for(split, b))] {
+        let u = raspc::simulate::build_layout(s, mode, b, None, true, layout).unwrap();
         let mut rng = raspc::verify::SplitMix(5);
         let trials: Vec<raspc::simulate::Instance> = (0..4).map(|_| raspc::simulate::Instance::random(s, 1.0, &mut rng)).collect();
-        let inputs: Vec<Vec<f64>> = trials.iter().map(|t| t.encode()).collect();
+        let inputs: Vec<Vec<f64>> = trials.iter().map(|t| t.encode_in(layout)).collect();
         for (dtype, rel) in [(DType::F32, 1e-4), (DType::F64, 1e-12)] {
             let fast = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
             let candle = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap().with_backend(Backend::Candle).unwrap();
             let (a, b) = (flat(&fast.forward_real(&inputs, Attention::Hard).unwrap()), flat(&candle.forward_real(&inputs, Attention::Hard).unwrap()));
             let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
             for (x, y) in a.iter().zip(&b) {
-                assert!((x - y).abs() <= rel * scale, "U {mode:?} {dtype:?}: fast {x} vs candle {y}");
+                assert!((x - y).abs() <= rel * scale, "U {layout:?} {mode:?} {dtype:?}: fast {x} vs candle {y}");
             }
             compare_traces(
-                &format!("U {mode:?} {dtype:?} trace"),
+                &format!("U {layout:?} {mode:?} {dtype:?} trace"),
                 &fast.trace_real(&inputs[0], Attention::Hard).unwrap(),
                 &candle.trace_real(&inputs[0], Attention::Hard).unwrap(),
                 rel,

@@ -62,6 +62,8 @@ pub(super) struct Group<T> {
     breaks: Vec<f64>,
     /// The residual dims the group writes.
     cols: Vec<u32>,
+    /// Where each of `cols` stands in the MLP's list of written dims ([`Part::index_outputs`]).
+    at: Vec<u32>,
     /// Piece `k` (the `z` with exactly `k` breakpoints below them) and column `i`:
     /// `ab[k * cols.len() + i] = (a, b)`, the column gets `a·z + b`.
     ab: Vec<(f64, f64)>,
@@ -201,7 +203,7 @@ impl<T: Real> Part<T> {
             for &u in &units {
                 grouped[u] = true;
             }
-            groups.push(Group { v: lead.iter().map(|&(r, wv)| (r, T::from_f32(wv))).collect(), breaks: order.iter().map(|&t| brk(t)).collect(), cols, ab });
+            groups.push(Group { v: lead.iter().map(|&(r, wv)| (r, T::from_f32(wv))).collect(), breaks: order.iter().map(|&t| brk(t)).collect(), at: vec![], cols, ab });
         }
         if groups.is_empty() {
             return None;
@@ -214,6 +216,25 @@ impl<T: Real> Part<T> {
     /// caller then evaluates every unit.
     #[inline]
     pub(super) fn eval(&self, x: &[T], out: &mut [T], zs: &mut Vec<f64>) -> bool {
+        self.eval_with(x, zs, |c, _, v| out[c as usize] += v)
+    }
+
+    /// [`Self::eval`] into the block `out[k * BLOCK + b]` of the MLP's written dims (`k` the
+    /// dim's place in its list, [`Self::index_outputs`]), for position `b` of the block.
+    #[inline]
+    pub(super) fn eval_block(&self, x: &[T], out: &mut [T], b: usize, zs: &mut Vec<f64>) -> bool {
+        self.eval_with(x, zs, |_, k, v| out[k as usize * super::BLOCK + b] += v)
+    }
+
+    /// Records where each group's written dims stand in `out_cols` (increasing, holding them).
+    pub(super) fn index_outputs(&mut self, out_cols: &[u32]) {
+        for g in &mut self.groups {
+            g.at = g.cols.iter().map(|c| out_cols.partition_point(|x| x < c) as u32).collect();
+        }
+    }
+
+    #[inline]
+    fn eval_with(&self, x: &[T], zs: &mut Vec<f64>, mut add: impl FnMut(u32, u32, T)) -> bool {
         if !self.konst.iter().all(|&(r, y)| x[r as usize].bits() == y.bits()) {
             return false;
         }
@@ -231,11 +252,26 @@ impl<T: Real> Part<T> {
         for (g, &z) in self.groups.iter().zip(zs.iter()) {
             let k = g.breaks.partition_point(|&b| b < z);
             let nc = g.cols.len();
-            for (&c, &(a, b)) in g.cols.iter().zip(&g.ab[k * nc..(k + 1) * nc]) {
-                out[c as usize] += T::from_f64(a * z + b);
+            for ((&c, &(a, b)), &at) in g.cols.iter().zip(&g.ab[k * nc..(k + 1) * nc]).zip(g.at.iter().chain(std::iter::repeat(&0))) {
+                add(c, at, T::from_f64(a * z + b));
             }
         }
         true
+    }
+
+    /// Renumbers the residual dims read and written (`perm[old] = new`), keeping every sum's order.
+    pub(super) fn renumber(&mut self, perm: &[u32]) {
+        for (r, _) in &mut self.konst {
+            *r = perm[*r as usize];
+        }
+        for g in &mut self.groups {
+            for (r, _) in &mut g.v {
+                *r = perm[*r as usize];
+            }
+            for c in &mut g.cols {
+                *c = perm[*c as usize];
+            }
+        }
     }
 
     /// Units in groups.
