@@ -652,6 +652,8 @@ pub struct FastModel<T> {
     threads: usize,
     /// Gated MLPs may run by blocks of positions ([`FastModel::set_mlp_columns`]).
     mlp_columns: bool,
+    /// Some MLP has units that may run by blocks (which read `Workspace::nzb`, kept only then).
+    track: bool,
 }
 
 impl<T: Real> Workspace<T> {
@@ -739,6 +741,8 @@ struct Workspace<T> {
     nzb: Vec<bool>,
     /// The sequence being run has BOS at position 0 and nowhere else.
     bos_only: bool,
+    /// `nzb` is kept in this pass (the model has block MLPs).
+    track: bool,
     tmpblk: Vec<T>,
     /// Per dim of `xin`: nonzero somewhere in the block.
     nzdim: Vec<bool>,
@@ -992,7 +996,9 @@ impl<T: Real> FastModel<T> {
             row_heads,
             threads: 0,
             mlp_columns: true,
+            track: false,
         };
+        model.track = model.layers.iter().filter_map(|l| l.mlp.as_ref()).any(|m| m.units.columns.is_some() || m.pl.as_ref().is_some_and(|(_, rest)| rest.columns.is_some()));
         model.relayout();
         for m in model.layers.iter_mut().filter_map(|l| l.mlp.as_mut()) {
             m.units.index_outputs(&m.out_cols);
@@ -1237,6 +1243,7 @@ impl<T: Real> FastModel<T> {
             xin: vec![],
             nzb: vec![false; t.div_ceil(BLOCK) * d],
             bos_only: false,
+            track: false,
             tmpblk: vec![],
             nzdim: vec![],
         }
@@ -1376,34 +1383,26 @@ impl<T: Real> FastModel<T> {
             Ok(())
         };
         ws.bos_only = self.bos_first_only(ids);
+        let track = self.mlp_columns && self.track;
+        ws.track = track;
         let x = &mut ws.x[..t * d];
-        let nzb = &mut ws.nzb[..t.div_ceil(BLOCK) * d];
-        nzb.fill(false);
         for (p, &id) in ids.iter().enumerate() {
             // id < vocab and p < max_positions were checked by `forward`. The row is
             // `token + position`: the position's row plus the token's nonzero dims.
             let tok = &self.embed_token[id as usize * d..(id as usize + 1) * d];
             let row = &mut x[p * d..(p + 1) * d];
-            let marks = &mut nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
             match &self.pos_dims {
                 Some((ptr, ent)) => {
                     row.fill(T::ZERO);
                     for &(r, v) in &ent[ptr[p] as usize..ptr[p + 1] as usize] {
                         row[r as usize] = v;
-                        marks[r as usize] = true;
                     }
                 }
-                None => {
-                    row.copy_from_slice(&self.embed_pos[p * d..(p + 1) * d]);
-                    for (m, &v) in marks.iter_mut().zip(row.iter()) {
-                        *m |= v != T::ZERO;
-                    }
-                }
+                None => row.copy_from_slice(&self.embed_pos[p * d..(p + 1) * d]),
             }
             for &r in &self.token_dims[id as usize] {
                 let r = r as usize;
                 row[r] += tok[r];
-                marks[r] = true;
             }
             if values.is_some() && self.embed_value.is_some() {
                 // BOS (position 0) carries no number; the other dims add exact zeros.
@@ -1411,14 +1410,44 @@ impl<T: Real> FastModel<T> {
                 if v.is_finite() {
                     for &(r, e) in &self.value_dims {
                         row[r as usize] += v * e;
-                        marks[r as usize] = true;
                     }
                 } else if let Some(ev) = &self.embed_value {
                     // NaN or ±inf times the zero dims is NaN, as the candle path computes it.
                     for (o, &e) in row.iter_mut().zip(ev) {
                         *o += v * e;
                     }
-                    marks.fill(true);
+                }
+            }
+        }
+        if track {
+            // The marks of the embeddings: the dims each row was given.
+            let nzb = &mut ws.nzb[..t.div_ceil(BLOCK) * d];
+            nzb.fill(false);
+            for (p, &id) in ids.iter().enumerate() {
+                let marks = &mut nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
+                match &self.pos_dims {
+                    Some((ptr, ent)) => {
+                        for &(r, _) in &ent[ptr[p] as usize..ptr[p + 1] as usize] {
+                            marks[r as usize] = true;
+                        }
+                    }
+                    None => {
+                        for (m, &v) in marks.iter_mut().zip(&self.embed_pos[p * d..(p + 1) * d]) {
+                            *m |= v != T::ZERO;
+                        }
+                    }
+                }
+                for &r in &self.token_dims[id as usize] {
+                    marks[r as usize] = true;
+                }
+                if values.is_some() && self.embed_value.is_some() {
+                    for &(r, _) in &self.value_dims {
+                        marks[r as usize] = true;
+                    }
+                    // (A number that is not finite in this precision reached every dim.)
+                    if values.is_some_and(|vals| p > 0 && !T::from_f64(vals[p - 1]).is_finite()) {
+                        marks.fill(true);
+                    }
                 }
             }
         }
@@ -1437,13 +1466,11 @@ impl<T: Real> FastModel<T> {
                 // x += delta on the written columns; delta back to zeros.
                 for p in (0..t).filter(|_| delta) {
                     let (xr, dr) = (&mut ws.x[p * d..(p + 1) * d], &mut ws.delta[p * d..(p + 1) * d]);
-                    let marks = &mut ws.nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
                     for &c in &layer.attn_cols {
                         let c = c as usize;
-                        // (x never holds -0, so adding ±0 changes nothing.)
-                        if dr[c] != T::ZERO {
-                            xr[c] += dr[c];
-                            marks[c] = true;
+                        xr[c] += dr[c];
+                        if track && dr[c] != T::ZERO {
+                            ws.nzb[p / BLOCK * d + c] = true;
                         }
                         dr[c] = T::ZERO;
                     }
@@ -1525,10 +1552,11 @@ impl<T: Real> FastModel<T> {
                 if let Some([_, _, s, e]) = found {
                     memo.hits += 1;
                     let xr = &mut ws.x[p * d..(p + 1) * d];
-                    let marks = &mut ws.nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
                     for &(c, v) in &memo.arena[s as usize..e as usize] {
                         xr[c as usize] += v;
-                        marks[c as usize] = true;
+                        if ws.track {
+                            ws.nzb[p / BLOCK * d + c as usize] = true;
+                        }
                     }
                     continue;
                 }
@@ -1590,13 +1618,14 @@ impl<T: Real> FastModel<T> {
             let start = memo.arena.len();
             let tmp = &mut ws.tmp[..d];
             let xr = &mut ws.x[p * d..(p + 1) * d];
-            let marks = &mut ws.nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
             for &c in &m.out_cols {
                 let c = c as usize;
                 let add = tmp[c] + m.b_out[c];
                 tmp[c] = T::ZERO;
                 xr[c] += add;
-                marks[c] |= add != T::ZERO;
+                if ws.track && add != T::ZERO {
+                    ws.nzb[p / BLOCK * d + c] = true;
+                }
                 if memo.on && add != T::ZERO {
                     memo.arena.push((c as u32, add));
                 }
@@ -2093,7 +2122,9 @@ impl<T: Real> FastModel<T> {
                     if v != T::ZERO {
                         let to = if direct { &mut ws.x } else { &mut ws.delta };
                         to[i * d + c] += v * *ow;
-                        ws.nzb[i / BLOCK * d + c] = true;
+                        if ws.track {
+                            ws.nzb[i / BLOCK * d + c] = true;
+                        }
                     }
                 }
             }
@@ -2138,7 +2169,9 @@ impl<T: Real> FastModel<T> {
                     let i = i as usize;
                     let to = if direct { &mut ws.x } else { &mut ws.delta };
                     to[i * d + c] += v * *ow;
-                    ws.nzb[i / BLOCK * d + c] = true;
+                    if ws.track {
+                        ws.nzb[i / BLOCK * d + c] = true;
+                    }
                 }
             }
             return;
@@ -2153,7 +2186,7 @@ impl<T: Real> FastModel<T> {
             h.v.accumulate(&ws.x[j * d..(j + 1) * d], outv);
             let to = if direct { &mut ws.x } else { &mut ws.delta };
             h.o.accumulate(outv, &mut to[i * d..(i + 1) * d]);
-            if direct && outv.iter().any(|&o| o != T::ZERO) {
+            if ws.track && direct && outv.iter().any(|&o| o != T::ZERO) {
                 h.o.mark(&mut ws.nzb[i / BLOCK * d..(i / BLOCK + 1) * d]);
             }
         }
@@ -2197,7 +2230,7 @@ impl<T: Real> FastModel<T> {
                 }
             }
             h.o.accumulate(outv, &mut (if direct { &mut ws.x } else { &mut ws.delta })[i * d..(i + 1) * d]);
-            if direct && outv.iter().any(|&o| o != T::ZERO) {
+            if ws.track && direct && outv.iter().any(|&o| o != T::ZERO) {
                 h.o.mark(&mut ws.nzb[i / BLOCK * d..(i / BLOCK + 1) * d]);
             }
         }
