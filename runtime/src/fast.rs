@@ -262,6 +262,22 @@ struct Head<T> {
     /// query with the same query vector (in a sequence with BOS at position 0 only), made on
     /// first use. A query with the same vector as an earlier one gets its output.
     queries: Option<PerLength<Vec<u32>>>,
+    /// A [`HeadKind::General`] head some of whose key dims read only dims holding
+    /// `token + position`: those keys, per length, made on first use ([`StaticKeys`]).
+    static_keys: Option<StaticKeys<T>>,
+}
+
+/// The key dims of a row head that are functions of the positions alone (in a sequence with BOS
+/// at position 0 only): every row of W_K reaching them reads a dim no block writes and every
+/// token but BOS embeds alike.
+#[derive(Debug, Clone)]
+struct StaticKeys<T> {
+    /// The rows of `k` reaching some other key dim (read from the residual stream each pass).
+    rows: Vec<(u32, u32, u32)>,
+    /// The rows of `k` reaching only static key dims.
+    fixed: Vec<(u32, u32, u32)>,
+    /// Per length, the nonzero static keys `(key dim, key, value)` in increasing key order.
+    per: PerLength<Vec<(u32, u32, T)>>,
 }
 
 /// What a head's scores depend on, found at load from the dims `W_Q` and `W_K` read: dims that
@@ -654,6 +670,9 @@ pub struct FastModel<T> {
     mlp_columns: bool,
     /// Some MLP has units that may run by blocks (which read `Workspace::nzb`, kept only then).
     track: bool,
+    /// Per block of [`BLOCK`] positions, the dims some position's embedding is nonzero in
+    /// (`dims[ptr[b]..ptr[b + 1]]`): the marks the embeddings start from.
+    pos_marks: (Vec<u32>, Vec<u32>),
 }
 
 impl<T: Real> Workspace<T> {
@@ -741,6 +760,8 @@ struct Workspace<T> {
     nzb: Vec<bool>,
     /// The sequence being run has BOS at position 0 and nowhere else.
     bos_only: bool,
+    /// The piecewise-linear groups' last `z` and values ([`pl::Part::eval_block`]).
+    pl_last: Vec<(u64, Vec<T>)>,
     /// `nzb` is kept in this pass (the model has block MLPs).
     track: bool,
     tmpblk: Vec<T>,
@@ -865,6 +886,7 @@ impl<T: Real> FastModel<T> {
                     kind: HeadKind::General,
                     scores_finite: true,
                     queries: None,
+                    static_keys: None,
                 };
                 let reads: Vec<usize> = head.q.nz_rows.iter().chain(&head.k.nz_rows).map(|&(r, _, _)| r as usize).collect();
                 if reads.iter().all(|&r| !written[r]) {
@@ -880,6 +902,36 @@ impl<T: Real> FastModel<T> {
                 }
                 if matches!(head.kind, HeadKind::General) && !c.causal && head.q.nz_rows.iter().all(|&(r, _, _)| !written[r as usize] && position_only(r as usize)) {
                     head.queries = Some(PerLength::new(positions));
+                }
+                if matches!(head.kind, HeadKind::General) {
+                    // Key dims all of whose rows are static, and the rows reaching only those.
+                    // (A static row that also reaches another dim is read each pass, so the
+                    // static dims it reaches are not static either: until nothing changes.)
+                    let cols_of = |s0: u32, e: u32| &head.k.col[s0 as usize..e as usize];
+                    let mut fixed_row: Vec<bool> = head.k.nz_rows.iter().map(|&(r, _, _)| !written[r as usize] && position_only(r as usize)).collect();
+                    let mut fixed_dim = vec![true; head.k.cols];
+                    loop {
+                        for (&(_, s0, e), _) in head.k.nz_rows.iter().zip(&fixed_row).filter(|(_, f)| !**f) {
+                            for &c in cols_of(s0, e) {
+                                fixed_dim[c as usize] = false;
+                            }
+                        }
+                        let mut changed = false;
+                        for (&(_, s0, e), f) in head.k.nz_rows.iter().zip(fixed_row.iter_mut()) {
+                            if *f && !cols_of(s0, e).iter().all(|&c| fixed_dim[c as usize]) {
+                                *f = false;
+                                changed = true;
+                            }
+                        }
+                        if !changed {
+                            break;
+                        }
+                    }
+                    let (fixed, rows): (Vec<_>, Vec<_>) = head.k.nz_rows.iter().zip(&fixed_row).partition(|(_, f)| **f);
+                    let (fixed, rows): (Vec<(u32, u32, u32)>, Vec<(u32, u32, u32)>) = (fixed.into_iter().map(|(r, _)| *r).collect(), rows.into_iter().map(|(r, _)| *r).collect());
+                    if !fixed.is_empty() {
+                        head.static_keys = Some(StaticKeys { rows, fixed, per: PerLength::new(positions) });
+                    }
                 }
                 work += head.v.nnz() + head.o.nnz();
                 if matches!(head.kind, HeadKind::General) {
@@ -997,9 +1049,24 @@ impl<T: Real> FastModel<T> {
             threads: 0,
             mlp_columns: true,
             track: false,
+            pos_marks: (vec![], vec![]),
         };
         model.track = model.layers.iter().filter_map(|l| l.mlp.as_ref()).any(|m| m.units.columns.is_some() || m.pl.as_ref().is_some_and(|(_, rest)| rest.columns.is_some()));
         model.relayout();
+        model.pos_marks = {
+            let (mut ptr, mut dims) = (vec![0u32], vec![]);
+            for block in model.embed_pos.chunks(BLOCK * d.max(1)) {
+                let mut any = vec![false; d];
+                for row in block.chunks(d.max(1)) {
+                    for (a, &v) in any.iter_mut().zip(row) {
+                        *a |= v != T::ZERO;
+                    }
+                }
+                dims.extend((0..d).filter(|&r| any[r]).map(|r| r as u32));
+                ptr.push(dims.len() as u32);
+            }
+            (ptr, dims)
+        };
         for m in model.layers.iter_mut().filter_map(|l| l.mlp.as_mut()) {
             m.units.index_outputs(&m.out_cols);
             if let Some((part, rest)) = &mut m.pl {
@@ -1071,6 +1138,11 @@ impl<T: Real> FastModel<T> {
             for h in &mut layer.heads {
                 h.q.renumber_rows(perm);
                 h.k.renumber_rows(perm);
+                if let Some(sk) = &mut h.static_keys {
+                    for (r, _, _) in sk.rows.iter_mut().chain(&mut sk.fixed) {
+                        *r = perm[*r as usize];
+                    }
+                }
                 h.v.renumber_rows(perm);
                 h.o.renumber_cols(perm);
             }
@@ -1243,6 +1315,7 @@ impl<T: Real> FastModel<T> {
             xin: vec![],
             nzb: vec![false; t.div_ceil(BLOCK) * d],
             bos_only: false,
+            pl_last: vec![],
             track: false,
             tmpblk: vec![],
             nzdim: vec![],
@@ -1423,20 +1496,15 @@ impl<T: Real> FastModel<T> {
             // The marks of the embeddings: the dims each row was given.
             let nzb = &mut ws.nzb[..t.div_ceil(BLOCK) * d];
             nzb.fill(false);
+            for (blk, marks) in nzb.chunks_mut(d.max(1)).enumerate() {
+                // (A block's last positions may lie past the sequence: more marks, still true.)
+                let (ptr, dims) = &self.pos_marks;
+                for &r in &dims[ptr[blk] as usize..ptr[blk + 1] as usize] {
+                    marks[r as usize] = true;
+                }
+            }
             for (p, &id) in ids.iter().enumerate() {
                 let marks = &mut nzb[p / BLOCK * d..(p / BLOCK + 1) * d];
-                match &self.pos_dims {
-                    Some((ptr, ent)) => {
-                        for &(r, _) in &ent[ptr[p] as usize..ptr[p + 1] as usize] {
-                            marks[r as usize] = true;
-                        }
-                    }
-                    None => {
-                        for (m, &v) in marks.iter_mut().zip(&self.embed_pos[p * d..(p + 1) * d]) {
-                            *m |= v != T::ZERO;
-                        }
-                    }
-                }
                 for &r in &self.token_dims[id as usize] {
                     marks[r as usize] = true;
                 }
@@ -1676,13 +1744,14 @@ impl<T: Real> FastModel<T> {
         let nout = m.out_cols.len();
         ws.tmpblk.resize(nout * BLOCK, T::ZERO);
         let bout_zero = m.out_cols.iter().all(|&c| m.b_out[c as usize] == T::ZERO);
+        ws.pl_last.clear();
         for p0 in range.clone().step_by(BLOCK) {
             let nb = BLOCK.min(range.end - p0);
             let mut ok = [true; BLOCK];
             for (b, okb) in ok.iter_mut().enumerate().take(nb) {
                 let p = p0 + b;
                 if let Some(part) = part {
-                    *okb = part.eval_block(&ws.x[p * d..(p + 1) * d], &mut ws.tmpblk, b, &mut ws.zs);
+                    *okb = part.eval_block(&ws.x[p * d..(p + 1) * d], &mut ws.tmpblk, b, &mut ws.zs, &mut ws.pl_last);
                 }
                 if !*okb {
                     // Every unit, one by one (BOS, a non-finite linear form).
@@ -1882,7 +1951,11 @@ impl<T: Real> FastModel<T> {
             Some(per) if ws.bos_only => per.slot(t).map(|slot| slot.get_or_init(|| self.query_reps(h, t)).as_slice()),
             _ => None,
         };
-        self.head_rows(h, t, attention, check, l, reps, ws)?;
+        let keys = match &h.static_keys {
+            Some(sk) if ws.bos_only => sk.per.slot(t).map(|slot| (sk, slot.get_or_init(|| self.static_keys(h, sk, t)).as_slice())),
+            _ => None,
+        };
+        self.head_rows(h, t, attention, check, l, reps, keys, ws)?;
         Ok(true)
     }
 
@@ -2261,21 +2334,63 @@ impl<T: Real> FastModel<T> {
             .collect()
     }
 
+    /// For a head with [`Head::static_keys`], at length `t`: the nonzero keys of its static key
+    /// dims, summed as the row path sums them, from the rows `token + position` of a sequence
+    /// with BOS at position 0 only.
+    fn static_keys(&self, h: &Head<T>, sk: &StaticKeys<T>, t: usize) -> Vec<(u32, u32, T)> {
+        let d = self.d;
+        let other = (0..self.vocab).find(|&i| i != self.bos as usize).unwrap_or(self.bos as usize);
+        let mut kj = vec![T::ZERO; h.k.cols];
+        let mut out = vec![];
+        for j in 0..t {
+            let id = if j == 0 { self.bos as usize } else { other };
+            kj.fill(T::ZERO);
+            let mut hit = vec![];
+            for &(r, s0, e) in &sk.fixed {
+                let r = r as usize;
+                let xi = self.embed_token[id * d + r] + self.embed_pos[j * d + r];
+                if xi != T::ZERO {
+                    let (s0, e) = (s0 as usize, e as usize);
+                    for (&c, &w) in h.k.col[s0..e].iter().zip(&h.k.val[s0..e]) {
+                        if !hit.contains(&c) {
+                            hit.push(c);
+                        }
+                        kj[c as usize] += xi * w;
+                    }
+                }
+            }
+            out.extend(hit.into_iter().map(|c| (c, j as u32, kj[c as usize])));
+        }
+        out
+    }
+
     #[allow(clippy::too_many_arguments)]
-    fn head_rows(&self, h: &Head<T>, t: usize, attention: Attention, check: bool, l: usize, reps: Option<&[u32]>, ws: &mut Workspace<T>) -> Result<(), RuntimeError> {
+    fn head_rows(
+        &self,
+        h: &Head<T>,
+        t: usize,
+        attention: Attention,
+        check: bool,
+        l: usize,
+        reps: Option<&[u32]>,
+        keys: Option<(&StaticKeys<T>, &[(u32, u32, T)])>,
+        ws: &mut Workspace<T>,
+    ) -> Result<(), RuntimeError> {
         let d = self.d;
         let (dq, dv) = (h.q.cols, h.v.cols);
         let x = &ws.x[..t * d];
         // Keys, transposed: kt[c * t + j], written sparsely (`kt` is all zeros between heads),
         // and by dim: `kcol[kptr[c]..kptr[c + 1]]` lists in increasing order the keys `j` a
-        // nonzero weight reaches in dim `c` (every other key has kt[c * t + j] = 0).
+        // nonzero weight reaches in dim `c` (every other key has kt[c * t + j] = 0). Static key
+        // dims come from `keys` (no other row reaches them, so they are the same sums).
         let kt = &mut ws.kt[..dq * t];
         ws.kent.clear();
         let stamp = &mut ws.kstamp[..dq];
         stamp.fill(0);
+        let krows = keys.map_or(&h.k.nz_rows[..], |(sk, _)| &sk.rows[..]);
         for j in 0..t {
             let xj = &x[j * d..(j + 1) * d];
-            for &(r, s0, e) in &h.k.nz_rows {
+            for &(r, s0, e) in krows {
                 let xi = xj[r as usize];
                 if xi != T::ZERO {
                     let (s0, e) = (s0 as usize, e as usize);
@@ -2288,6 +2403,12 @@ impl<T: Real> FastModel<T> {
                         }
                     }
                 }
+            }
+        }
+        if let Some((_, fixed)) = keys {
+            for &(c, j, v) in fixed {
+                kt[c as usize * t + j as usize] = v;
+                ws.kent.push((c, j));
             }
         }
         let kptr = &mut ws.kptr[..dq + 1];

@@ -216,25 +216,53 @@ impl<T: Real> Part<T> {
     /// caller then evaluates every unit.
     #[inline]
     pub(super) fn eval(&self, x: &[T], out: &mut [T], zs: &mut Vec<f64>) -> bool {
-        self.eval_with(x, zs, |c, _, v| out[c as usize] += v)
+        if !self.eval_z(x, zs) {
+            return false;
+        }
+        for (g, &z) in self.groups.iter().zip(zs.iter()) {
+            let k = g.breaks.partition_point(|&b| b < z);
+            let nc = g.cols.len();
+            for (&c, &(a, b)) in g.cols.iter().zip(&g.ab[k * nc..(k + 1) * nc]) {
+                out[c as usize] += T::from_f64(a * z + b);
+            }
+        }
+        true
     }
 
     /// [`Self::eval`] into the block `out[k * BLOCK + b]` of the MLP's written dims (`k` the
-    /// dim's place in its list, [`Self::index_outputs`]), for position `b` of the block.
+    /// dim's place in its list, [`Self::index_outputs`]), for position `b` of the block. `last`
+    /// keeps each group's last `z` (its bits; NaN, which no finite `z` is, at first) and the
+    /// values it gave: a position with the same `z` (U's exp and reciprocal outside their block:
+    /// most positions) adds them again, the same numbers, without the search. Cleared by the
+    /// caller for each MLP.
     #[inline]
-    pub(super) fn eval_block(&self, x: &[T], out: &mut [T], b: usize, zs: &mut Vec<f64>) -> bool {
-        self.eval_with(x, zs, |_, k, v| out[k as usize * super::BLOCK + b] += v)
-    }
-
-    /// Records where each group's written dims stand in `out_cols` (increasing, holding them).
-    pub(super) fn index_outputs(&mut self, out_cols: &[u32]) {
-        for g in &mut self.groups {
-            g.at = g.cols.iter().map(|c| out_cols.partition_point(|x| x < c) as u32).collect();
+    pub(super) fn eval_block(&self, x: &[T], out: &mut [T], b: usize, zs: &mut Vec<f64>, last: &mut Vec<(u64, Vec<T>)>) -> bool {
+        if !self.eval_z(x, zs) {
+            return false;
         }
+        if last.len() != self.groups.len() {
+            last.clear();
+            last.resize(self.groups.len(), (f64::NAN.to_bits(), vec![]));
+        }
+        for ((g, &z), (zb, vals)) in self.groups.iter().zip(zs.iter()).zip(last.iter_mut()) {
+            if *zb != z.to_bits() {
+                let k = g.breaks.partition_point(|&b| b < z);
+                let nc = g.cols.len();
+                vals.clear();
+                vals.extend(g.ab[k * nc..(k + 1) * nc].iter().map(|&(a, b)| T::from_f64(a * z + b)));
+                *zb = z.to_bits();
+            }
+            for (&at, &v) in g.at.iter().zip(vals.iter()) {
+                out[at as usize * super::BLOCK + b] += v;
+            }
+        }
+        true
     }
 
+    /// Each group's `z` into `zs`; false when a constant dim differs from its usual value or
+    /// some `z` is not finite.
     #[inline]
-    fn eval_with(&self, x: &[T], zs: &mut Vec<f64>, mut add: impl FnMut(u32, u32, T)) -> bool {
+    fn eval_z(&self, x: &[T], zs: &mut Vec<f64>) -> bool {
         if !self.konst.iter().all(|&(r, y)| x[r as usize].bits() == y.bits()) {
             return false;
         }
@@ -249,14 +277,14 @@ impl<T: Real> Part<T> {
             }
             zs.push(z.to_f64());
         }
-        for (g, &z) in self.groups.iter().zip(zs.iter()) {
-            let k = g.breaks.partition_point(|&b| b < z);
-            let nc = g.cols.len();
-            for ((&c, &(a, b)), &at) in g.cols.iter().zip(&g.ab[k * nc..(k + 1) * nc]).zip(g.at.iter().chain(std::iter::repeat(&0))) {
-                add(c, at, T::from_f64(a * z + b));
-            }
-        }
         true
+    }
+
+    /// Records where each group's written dims stand in `out_cols` (increasing, holding them).
+    pub(super) fn index_outputs(&mut self, out_cols: &[u32]) {
+        for g in &mut self.groups {
+            g.at = g.cols.iter().map(|c| out_cols.partition_point(|x| x < c) as u32).collect();
+        }
     }
 
     /// Renumbers the residual dims read and written (`perm[old] = new`), keeping every sum's order.
