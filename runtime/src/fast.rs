@@ -927,8 +927,8 @@ impl<T: Real> FastModel<T> {
                             break;
                         }
                     }
-                    let (fixed, rows): (Vec<_>, Vec<_>) = head.k.nz_rows.iter().zip(&fixed_row).partition(|(_, f)| **f);
-                    let (fixed, rows): (Vec<(u32, u32, u32)>, Vec<(u32, u32, u32)>) = (fixed.into_iter().map(|(r, _)| *r).collect(), rows.into_iter().map(|(r, _)| *r).collect());
+                    let pick = |keep: bool| head.k.nz_rows.iter().zip(&fixed_row).filter(|&(_, &f)| f == keep).map(|(&r, _)| r).collect::<Vec<_>>();
+                    let (fixed, rows) = (pick(true), pick(false));
                     if !fixed.is_empty() {
                         head.static_keys = Some(StaticKeys { rows, fixed, per: PerLength::new(positions) });
                     }
