@@ -267,6 +267,9 @@ struct Head<T> {
     static_keys: Option<StaticKeys<T>>,
 }
 
+/// Keys `(key dim, key, value)`.
+type KeyEntries<T> = [(u32, u32, T)];
+
 /// The key dims of a row head that are functions of the positions alone (in a sequence with BOS
 /// at position 0 only): every row of W_K reaching them reads a dim no block writes and every
 /// token but BOS embeds alike.
@@ -2373,7 +2376,7 @@ impl<T: Real> FastModel<T> {
         check: bool,
         l: usize,
         reps: Option<&[u32]>,
-        keys: Option<(&StaticKeys<T>, &[(u32, u32, T)])>,
+        keys: Option<(&StaticKeys<T>, &KeyEntries<T>)>,
         ws: &mut Workspace<T>,
     ) -> Result<(), RuntimeError> {
         let d = self.d;
