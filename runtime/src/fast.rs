@@ -673,6 +673,8 @@ pub struct FastModel<T> {
     mlp_columns: bool,
     /// Some MLP has units that may run by blocks (which read `Workspace::nzb`, kept only then).
     track: bool,
+    /// Row heads may use their per-length caches ([`Self::set_head_caches`]).
+    head_caches: bool,
     /// Per block of [`BLOCK`] positions, the dims some position's embedding is nonzero in
     /// (`dims[ptr[b]..ptr[b + 1]]`): the marks the embeddings start from.
     pos_marks: (Vec<u32>, Vec<u32>),
@@ -763,6 +765,10 @@ struct Workspace<T> {
     nzb: Vec<bool>,
     /// The sequence being run has BOS at position 0 and nowhere else.
     bos_only: bool,
+    /// ... and its dims that hold `token + position` hold just that: no number of a
+    /// real-valued input is NaN or infinite in this precision (such a number reaches every dim
+    /// of its row), so the row heads' per-length caches apply.
+    static_ok: bool,
     /// The piecewise-linear groups' last `z` and values ([`pl::Part::eval_block`]).
     pl_last: Vec<(u64, Vec<T>)>,
     /// `nzb` is kept in this pass (the model has block MLPs).
@@ -1052,6 +1058,7 @@ impl<T: Real> FastModel<T> {
             threads: 0,
             mlp_columns: true,
             track: false,
+            head_caches: true,
             pos_marks: (vec![], vec![]),
         };
         model.track = model.layers.iter().filter_map(|l| l.mlp.as_ref()).any(|m| m.units.columns.is_some() || m.pl.as_ref().is_some_and(|(_, rest)| rest.columns.is_some()));
@@ -1186,6 +1193,14 @@ impl<T: Real> FastModel<T> {
         self.mlp_columns = on;
     }
 
+    /// Whether row heads may use their per-length caches of shared queries and static keys
+    /// ([`Head::queries`], [`Head::static_keys`]; on by default). Off, every query and key is
+    /// read from the residual stream: the same bits, which tests check.
+    #[doc(hidden)]
+    pub fn set_head_caches(&mut self, on: bool) {
+        self.head_caches = on;
+    }
+
     /// How many position heads have their pattern cached at length `t` (BOS included), and how
     /// many of them were left to the row scan once there ([`Self::position_pattern`]; tests).
     #[doc(hidden)]
@@ -1254,6 +1269,14 @@ impl<T: Real> FastModel<T> {
         self.layers.iter().map(|l| l.mlp.as_ref().map_or((0, 0), |m| (m.pl.as_ref().map_or(0, |(p, _)| p.grouped()), m.units.b_in.len()))).collect()
     }
 
+    /// Row heads with a per-length cache of shared queries ([`Head::queries`]), and with static
+    /// key dims ([`Head::static_keys`]).
+    #[doc(hidden)]
+    pub fn row_head_caches(&self) -> (usize, usize) {
+        let heads = || self.layers.iter().flat_map(|l| &l.heads);
+        (heads().filter(|h| h.queries.is_some()).count(), heads().filter(|h| h.static_keys.is_some()).count())
+    }
+
     /// Width of one readout row.
     pub fn readout_dims(&self) -> usize {
         self.readout.cols
@@ -1318,6 +1341,7 @@ impl<T: Real> FastModel<T> {
             xin: vec![],
             nzb: vec![false; t.div_ceil(BLOCK) * d],
             bos_only: false,
+            static_ok: false,
             pl_last: vec![],
             track: false,
             tmpblk: vec![],
@@ -1459,6 +1483,8 @@ impl<T: Real> FastModel<T> {
             Ok(())
         };
         ws.bos_only = self.bos_first_only(ids);
+        let nonfinite = self.embed_value.is_some() && values.is_some_and(|vals| vals.iter().any(|&v| !T::from_f64(v).is_finite()));
+        ws.static_ok = self.head_caches && ws.bos_only && !nonfinite;
         let track = self.mlp_columns && self.track;
         ws.track = track;
         let x = &mut ws.x[..t * d];
@@ -1951,11 +1977,11 @@ impl<T: Real> FastModel<T> {
             }
         }
         let reps = match &h.queries {
-            Some(per) if ws.bos_only => per.slot(t).map(|slot| slot.get_or_init(|| self.query_reps(h, t)).as_slice()),
+            Some(per) if ws.static_ok => per.slot(t).map(|slot| slot.get_or_init(|| self.query_reps(h, t)).as_slice()),
             _ => None,
         };
         let keys = match &h.static_keys {
-            Some(sk) if ws.bos_only => sk.per.slot(t).map(|slot| (sk, slot.get_or_init(|| self.static_keys(h, sk, t)).as_slice())),
+            Some(sk) if ws.static_ok => sk.per.slot(t).map(|slot| (sk, slot.get_or_init(|| self.static_keys(h, sk, t)).as_slice())),
             _ => None,
         };
         self.head_rows(h, t, attention, check, l, reps, keys, ws)?;

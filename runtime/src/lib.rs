@@ -312,6 +312,13 @@ impl Model {
         with_fast!(&self.fast, m => Some(m.mlp_groups()), None)
     }
 
+    /// The fast backend's row heads with a per-length cache of shared queries, and with static
+    /// key dims (None without a fast backend; tests check that they are found).
+    #[doc(hidden)]
+    pub fn fast_row_head_caches(&self) -> Option<(usize, usize)> {
+        with_fast!(&self.fast, m => Some(m.row_head_caches()), None)
+    }
+
     /// The implementation plain forward passes use.
     pub fn backend(&self) -> Backend {
         self.backend
@@ -338,6 +345,14 @@ impl Model {
     #[doc(hidden)]
     pub fn set_mlp_columns(&mut self, on: bool) {
         with_fast!(&mut self.fast, m => m.set_mlp_columns(on), ())
+    }
+
+    /// Whether the fast backend's row heads may use their per-length caches of shared queries
+    /// and static keys (the default) or read every query and key from the residual stream (the
+    /// same bits; tests compare the two).
+    #[doc(hidden)]
+    pub fn set_head_caches(&mut self, on: bool) {
+        with_fast!(&mut self.fast, m => m.set_head_caches(on), ())
     }
 
     /// Whether the candle path may read one key's value row for the heads that keep one key per

@@ -391,6 +391,95 @@ fn fast_backend_spreads_non_finite_inputs_like_candle() {
     }
 }
 
+/// The row heads' per-length caches (runtime/src/fast.rs: queries with the same vector share
+/// one output, key dims that read position dims only are summed once per length) give the same
+/// bits as reading every query and key from the residual stream: on Tracr's programs (causal and
+/// not, both attentions) and on U (both layouts) with finite numbers and with NaN and ±inf
+/// among them (such a number reaches every dim of its row, position dims too: the caches stand
+/// aside for that sequence; helper-141 found them applied there).
+#[test]
+fn row_head_caches_give_the_same_bits() {
+    use raspc::simulate::{Bounds, Layout, Shape};
+    use raspc_compiler::real::MlpMode;
+    let bits = |t: &raspc_runtime::Tensor| flat(t).iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+    let (mut queries, mut keys) = (0, 0);
+    for &(name, vocab) in PROGRAMS {
+        let file: &'static str = Box::leak(format!("tracr/{name}.rasp").into_boxed_str());
+        for (max_len, causal) in [(16, false), (8, true)] {
+            if causal && !CAUSAL.contains(&name) {
+                continue;
+            }
+            let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file, entry: None, vocab }, max_len, causal).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for dtype in [DType::F32, DType::F64] {
+                let cached = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+                let mut plain = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+                plain.set_head_caches(false);
+                let (q, k) = cached.fast_row_head_caches().unwrap();
+                (queries, keys) = (queries + q, keys + k);
+                for batch in batches(&cached, &atoms, max_len) {
+                    for att in [Attention::Hard, Attention::Soft] {
+                        assert_eq!(
+                            bits(&cached.forward(&batch, att).unwrap()),
+                            bits(&plain.forward(&batch, att).unwrap()),
+                            "{name} max-len {max_len} causal {causal} {dtype:?} {att:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(queries > 0 && keys > 0, "Tracr's programs: {queries} heads with shared queries, {keys} with static keys");
+    // Real-valued reversals (the select's keys, or its queries, on indices), numbers NaN or
+    // infinite at the first, a middle and the last position among finite ones.
+    for src in
+        ["j = length - indices - 1;\nprog = aggregate(select(indices, j, ==), tokens_float);\n", "j = length - indices - 1;\nprog = aggregate(select(j, indices, ==), tokens_float);\n"]
+    {
+        let (_, r) = raspc_lang::evaluate_program("<test>", None, src, &raspc_lang::MemoryLoader::default());
+        let session = r.unwrap();
+        let (_, root) = session.entry(None).unwrap();
+        let real = raspc_compiler::real::RealOptions { lo: -1.0, hi: 1.0, blocks: vec![], mlp: MlpMode::Gated, pl_error: None, f32_inputs: false, grids: vec![] };
+        let opts = raspc_compiler::Options { max_len: 8, real: Some(real), ..Default::default() };
+        let compiled =
+            raspc_compiler::compile(&session.graph, root, &opts, "test").unwrap_or_else(|d| panic!("{src}: {}", d.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")));
+        let mut inputs: Vec<Vec<f64>> = (0..6).map(|i| (0..5).map(|p| ((i * 5 + p) as f64 * 0.37).sin()).collect()).collect();
+        for (row, (at, v)) in [(0, f64::INFINITY), (2, f64::NAN), (4, f64::NEG_INFINITY), (1, 1e300), (3, f64::NAN)].into_iter().enumerate() {
+            inputs[row + 1][at] = v;
+        }
+        for dtype in [DType::F32, DType::F64] {
+            let cached = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            let mut plain = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            plain.set_head_caches(false);
+            let (q, k) = cached.fast_row_head_caches().unwrap();
+            assert!(q + k > 0, "{src}: {q} heads with shared queries, {k} with static keys");
+            for att in [Attention::Hard, Attention::Soft] {
+                assert_eq!(bits(&cached.forward_real(&inputs, att).unwrap()), bits(&plain.forward_real(&inputs, att).unwrap()), "{src} {dtype:?} {att:?}");
+            }
+        }
+    }
+    let b = Bounds { x: 1.0, a: 1.0, v: 1.0 };
+    let (plain_s, split_s) = (Shape { n: 3, d: 2, dv: 2, h: 2 }, Shape { n: 6, d: 5, dv: 3, h: 1 });
+    for (s, layout) in [(plain_s, Layout::Plain), (split_s, Layout::split_for(split_s, b))] {
+        let u = raspc::simulate::build_layout(s, MlpMode::Gated, b, None, true, layout).unwrap();
+        let mut rng = raspc::verify::SplitMix(17);
+        let mut inputs: Vec<Vec<f64>> = (0..5).map(|_| raspc::simulate::Instance::random(s, 1.0, &mut rng).encode_in(layout)).collect();
+        let last = inputs[0].len() - 1;
+        inputs[1][last] = f64::INFINITY;
+        inputs[2][0] = f64::NAN;
+        inputs[3][last / 2] = f64::NEG_INFINITY;
+        inputs[4][1] = 1e300;
+        for dtype in [DType::F32, DType::F64] {
+            let cached = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            let mut plain = Model::with_dtype(u.compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            plain.set_head_caches(false);
+            let (q, k) = cached.fast_row_head_caches().unwrap();
+            assert!(q > 0 && k > 0, "U {layout:?}: {q} heads with shared queries, {k} with static keys");
+            for att in [Attention::Hard, Attention::Soft] {
+                assert_eq!(bits(&cached.forward_real(&inputs, att).unwrap()), bits(&plain.forward_real(&inputs, att).unwrap()), "U {layout:?} {dtype:?} {att:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn fast_backend_reports_bad_ids_and_ragged_batches() {
     let (_, _, _, compiled) = raspc_tests::compile(&Case { file: "tracr/reverse.rasp", entry: None, vocab: "abc" }, 5, false).unwrap();
