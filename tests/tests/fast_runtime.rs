@@ -43,6 +43,23 @@ fn batches(model: &Model, vocab: &[Atom], max_len: usize) -> Vec<Vec<Vec<u32>>> 
         .collect()
 }
 
+/// Tracr's programs compiled at max-len 16 and, the prefix-stable ones, causal at max-len 8:
+/// `(name, max_len, causal, vocabulary, compiled)`.
+fn tracr_16_and_causal_8() -> Vec<(&'static str, usize, bool, Vec<Atom>, raspc_compiler::Compiled)> {
+    let mut out = vec![];
+    for &(name, vocab) in PROGRAMS {
+        let file: &'static str = Box::leak(format!("tracr/{name}.rasp").into_boxed_str());
+        for (max_len, causal) in [(16, false), (8, true)] {
+            if causal && !CAUSAL.contains(&name) {
+                continue;
+            }
+            let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file, entry: None, vocab }, max_len, causal).unwrap_or_else(|e| panic!("{name}: {e}"));
+            out.push((name, max_len, causal, atoms, compiled));
+        }
+    }
+    out
+}
+
 /// Largest |fast - candle| over every batch, both attentions; checks the tolerance and that the
 /// decoded values agree.
 fn compare(what: &str, fast: &Model, candle: &Model, batches: &[Vec<Vec<u32>>], rel: f64) -> f64 {
@@ -403,27 +420,16 @@ fn row_head_caches_give_the_same_bits() {
     use raspc_compiler::real::MlpMode;
     let bits = |t: &raspc_runtime::Tensor| flat(t).iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
     let (mut queries, mut keys) = (0, 0);
-    for &(name, vocab) in PROGRAMS {
-        let file: &'static str = Box::leak(format!("tracr/{name}.rasp").into_boxed_str());
-        for (max_len, causal) in [(16, false), (8, true)] {
-            if causal && !CAUSAL.contains(&name) {
-                continue;
-            }
-            let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file, entry: None, vocab }, max_len, causal).unwrap_or_else(|e| panic!("{name}: {e}"));
-            for dtype in [DType::F32, DType::F64] {
-                let cached = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
-                let mut plain = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
-                plain.set_head_caches(false);
-                let (q, k) = cached.fast_row_head_caches().unwrap();
-                (queries, keys) = (queries + q, keys + k);
-                for batch in batches(&cached, &atoms, max_len) {
-                    for att in [Attention::Hard, Attention::Soft] {
-                        assert_eq!(
-                            bits(&cached.forward(&batch, att).unwrap()),
-                            bits(&plain.forward(&batch, att).unwrap()),
-                            "{name} max-len {max_len} causal {causal} {dtype:?} {att:?}"
-                        );
-                    }
+    for (name, max_len, causal, atoms, compiled) in tracr_16_and_causal_8() {
+        for dtype in [DType::F32, DType::F64] {
+            let cached = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            let mut plain = Model::with_dtype(compiled.checkpoint.clone(), &Device::Cpu, dtype).unwrap();
+            plain.set_head_caches(false);
+            let (q, k) = cached.fast_row_head_caches().unwrap();
+            (queries, keys) = (queries + q, keys + k);
+            for batch in batches(&cached, &atoms, max_len) {
+                for att in [Attention::Hard, Attention::Soft] {
+                    assert_eq!(bits(&cached.forward(&batch, att).unwrap()), bits(&plain.forward(&batch, att).unwrap()), "{name} max-len {max_len} causal {causal} {dtype:?} {att:?}");
                 }
             }
         }
@@ -553,21 +559,14 @@ fn candle_lookups_give_the_dense_attention_numbers() {
         }
     }
     let mut used = 0;
-    for &(name, vocab) in PROGRAMS {
-        let file: &'static str = Box::leak(format!("tracr/{name}.rasp").into_boxed_str());
-        for (max_len, causal) in [(16, false), (8, true)] {
-            if causal && !CAUSAL.contains(&name) {
-                continue;
-            }
-            let (_, _, atoms, compiled) = raspc_tests::compile(&Case { file, entry: None, vocab }, max_len, causal).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let lookups = Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
-            let mut dense = Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
-            dense.set_candle_lookups(false);
-            used += lookups.candle_lookup_heads(max_len + 1);
-            for batch in batches(&lookups, &atoms, max_len) {
-                for att in [Attention::Hard, Attention::Soft] {
-                    assert_eq!(flat(&lookups.forward(&batch, att).unwrap()), flat(&dense.forward(&batch, att).unwrap()), "{name} max-len {max_len} causal {causal} {att:?}");
-                }
+    for (name, max_len, causal, atoms, compiled) in tracr_16_and_causal_8() {
+        let lookups = Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
+        let mut dense = Model::new(compiled.checkpoint.clone(), &Device::Cpu).unwrap().with_backend(Backend::Candle).unwrap();
+        dense.set_candle_lookups(false);
+        used += lookups.candle_lookup_heads(max_len + 1);
+        for batch in batches(&lookups, &atoms, max_len) {
+            for att in [Attention::Hard, Attention::Soft] {
+                assert_eq!(flat(&lookups.forward(&batch, att).unwrap()), flat(&dense.forward(&batch, att).unwrap()), "{name} max-len {max_len} causal {causal} {att:?}");
             }
         }
     }
