@@ -2056,16 +2056,15 @@ impl<T: Real> FastModel<T> {
     /// distinct rows ([`Self::position_pattern`] decides when to build it in full).
     fn pattern(&self, h: &Head<T>, t: usize, full: bool) -> Option<Option<Pattern<T>>> {
         let (d, dq) = (self.d, h.q.cols);
-        let Some(other) = (0..self.vocab).find(|&i| i != self.bos as usize) else { return Some(None) };
+        let Some(other) = self.non_bos() else { return Some(None) };
         // Only the dims the head reads matter: one residual row, those dims rewritten per position.
         let mut reads: Vec<usize> = h.q.nz_rows.iter().chain(&h.k.nz_rows).map(|&(r, _, _)| r as usize).collect();
         reads.sort_unstable();
         reads.dedup();
         let mut x = vec![T::ZERO; d];
         let set = |p: usize, x: &mut [T]| {
-            let id = if p == 0 { self.bos as usize } else { other };
             for &r in &reads {
-                x[r] = self.embed_token[id * d + r] + self.embed_pos[p * d + r];
+                x[r] = self.embedded(other, p, r);
             }
         };
         // Keys transposed (`kt[c * t + j]`): a row's scores are one pass over the keys per
@@ -2339,21 +2338,30 @@ impl<T: Real> FastModel<T> {
     }
 
     /// One head over one sequence, one score row per query (any head, hard or soft attention).
+    /// The first token id that is not BOS.
+    fn non_bos(&self) -> Option<usize> {
+        (0..self.vocab).find(|&i| i != self.bos as usize)
+    }
+
+    /// Dim `r` of position `p`'s row in a sequence with BOS at position 0 and token `other`
+    /// everywhere else: `token + position`, the same bits as the forward pass's embeddings.
+    fn embedded(&self, other: usize, p: usize, r: usize) -> T {
+        let id = if p == 0 { self.bos as usize } else { other };
+        self.embed_token[id * self.d + r] + self.embed_pos[p * self.d + r]
+    }
+
     /// For a head with [`Head::queries`], at length `t`: each query's first query with the same
     /// nonzero query entries (the test the row path's sharing makes), from the rows
     /// `token + position` of a sequence with BOS at position 0 only.
     fn query_reps(&self, h: &Head<T>, t: usize) -> Vec<u32> {
-        let d = self.d;
-        let other = (0..self.vocab).find(|&i| i != self.bos as usize).unwrap_or(self.bos as usize);
-        let mut x = vec![T::ZERO; d];
+        let other = self.non_bos().unwrap_or(self.bos as usize);
+        let mut x = vec![T::ZERO; self.d];
         let mut q = vec![T::ZERO; h.q.cols];
         let mut first: std::collections::HashMap<Vec<(u32, u64)>, u32> = Default::default();
         (0..t)
             .map(|p| {
-                let id = if p == 0 { self.bos as usize } else { other };
                 for &(r, _, _) in &h.q.nz_rows {
-                    let r = r as usize;
-                    x[r] = self.embed_token[id * d + r] + self.embed_pos[p * d + r];
+                    x[r as usize] = self.embedded(other, p, r as usize);
                 }
                 q.fill(T::ZERO);
                 h.q.accumulate(&x, &mut q);
@@ -2367,17 +2375,14 @@ impl<T: Real> FastModel<T> {
     /// dims, summed as the row path sums them, from the rows `token + position` of a sequence
     /// with BOS at position 0 only.
     fn static_keys(&self, h: &Head<T>, sk: &StaticKeys<T>, t: usize) -> Vec<(u32, u32, T)> {
-        let d = self.d;
-        let other = (0..self.vocab).find(|&i| i != self.bos as usize).unwrap_or(self.bos as usize);
+        let other = self.non_bos().unwrap_or(self.bos as usize);
         let mut kj = vec![T::ZERO; h.k.cols];
         let mut out = vec![];
         for j in 0..t {
-            let id = if j == 0 { self.bos as usize } else { other };
             kj.fill(T::ZERO);
             let mut hit = vec![];
             for &(r, s0, e) in &sk.fixed {
-                let r = r as usize;
-                let xi = self.embed_token[id * d + r] + self.embed_pos[j * d + r];
+                let xi = self.embedded(other, j, r as usize);
                 if xi != T::ZERO {
                     let (s0, e) = (s0 as usize, e as usize);
                     for (&c, &w) in h.k.col[s0..e].iter().zip(&h.k.val[s0..e]) {
